@@ -1,0 +1,425 @@
+//! What one direction of a link does, set key by key from human strings.
+//!
+//! The same keys serve the command line (`--rate`, `--up-rate`, `--down-rate`) and plan files, so
+//! the list of keys, their value syntax and their help text live here, once.
+
+use std::time::Duration;
+
+use crate::trace::Trace;
+use crate::units::{self, QueueLimit, Rate, UnitError};
+
+/// A key whose value was rejected: which key, which value, and why / what is allowed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key} = {value:?}: {reason}")]
+pub struct ConfigError {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn new(key: &str, value: &str, reason: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+    fn unit(key: &str, value: &str, e: UnitError) -> Self {
+        Self::new(key, value, e.to_string())
+    }
+}
+
+/// One configurable key of a direction.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    pub name: &'static str,
+    pub value: &'static str,
+    pub help: &'static str,
+    /// May be given several times (accumulates).
+    pub repeatable: bool,
+}
+
+const fn key(name: &'static str, value: &'static str, help: &'static str) -> Key {
+    Key {
+        name,
+        value,
+        help,
+        repeatable: false,
+    }
+}
+
+/// Every key a direction accepts, in the order stages apply.
+pub const KEYS: &[Key] = &[
+    key(
+        "mtu",
+        "BYTES",
+        "link MTU: larger IP packets are dropped and counted (e.g. 1500)",
+    ),
+    Key {
+        repeatable: true,
+        ..key(
+            "outage",
+            "FROM-TO",
+            "blackhole from FROM to TO after the link starts, e.g. 2s-3.5s (repeatable)",
+        )
+    },
+    key(
+        "drop-packets",
+        "LIST",
+        "drop these packet indices (0-based, per direction), e.g. 3,7,10-12",
+    ),
+    key(
+        "loss",
+        "PERCENT",
+        "packet loss rate, e.g. 1% (i.i.d. unless --loss-burst is given)",
+    ),
+    key(
+        "loss-burst",
+        "PACKETS",
+        "mean loss burst length in packets: turns --loss into Gilbert-Elliott bursts, e.g. 3",
+    ),
+    key(
+        "duplicate",
+        "PERCENT",
+        "duplicate this share of packets, e.g. 0.5%",
+    ),
+    key(
+        "rate",
+        "RATE",
+        "bottleneck rate, e.g. 10mbit, 1gbit (default: unlimited)",
+    ),
+    key(
+        "trace",
+        "FILE",
+        "Mahimahi trace: one line per 1500-byte delivery opportunity, in ms; replaces --rate",
+    ),
+    key(
+        "queue",
+        "SIZE",
+        "drop-tail queue: bytes (64kb), packets (100pkt) or buffering time (50ms); default 100ms",
+    ),
+    key("delay", "TIME", "one-way propagation delay, e.g. 25ms"),
+    key(
+        "jitter",
+        "TIME",
+        "uniform jitter added to the delay, +/- TIME (keeps order unless --jitter-reorders)",
+    ),
+    key(
+        "jitter-reorders",
+        "BOOL",
+        "let jitter reorder packets (true/false; default false)",
+    ),
+    key(
+        "reorder",
+        "PERCENT",
+        "hold back this share of packets by --reorder-delay so later ones overtake",
+    ),
+    key(
+        "reorder-delay",
+        "TIME",
+        "extra delay of reordered packets (default 5ms)",
+    ),
+];
+
+/// A Gilbert-Elliott model fixed by its long-run loss rate and mean burst length: the bad state
+/// drops every packet, the good state none; the mean burst is `1 / P(bad -> good)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Burst {
+    pub loss: f64,
+    pub mean_burst: f64,
+}
+
+impl Burst {
+    /// P(good -> bad).
+    pub fn p_enter(&self) -> f64 {
+        let r = self.p_leave();
+        self.loss * r / (1.0 - self.loss)
+    }
+    /// P(bad -> good).
+    pub fn p_leave(&self) -> f64 {
+        1.0 / self.mean_burst
+    }
+}
+
+/// The configuration of one direction. `Default` is a perfect wire: no delay, no loss, no limit.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DirectionConfig {
+    pub mtu: Option<u32>,
+    pub outages: Vec<(Duration, Duration)>,
+    pub drop_packets: Vec<u64>,
+    /// Loss probability (i.i.d., or the long-run rate of the burst model).
+    pub loss: f64,
+    pub loss_burst: Option<f64>,
+    pub duplicate: f64,
+    pub rate: Option<Rate>,
+    pub trace: Option<Trace>,
+    pub queue: Option<QueueLimit>,
+    pub delay: Duration,
+    pub jitter: Duration,
+    pub jitter_reorders: bool,
+    pub reorder: f64,
+    pub reorder_delay: Option<Duration>,
+}
+
+/// Default queue when a rate or trace is set and no queue is given.
+pub const DEFAULT_QUEUE: QueueLimit = QueueLimit::Time(Duration::from_millis(100));
+/// Default extra delay of a reordered packet.
+pub const DEFAULT_REORDER_DELAY: Duration = Duration::from_millis(5);
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err(ConfigError::new(key, value, "allowed: true or false")),
+    }
+}
+
+/// Parses `3,7,10-12` into sorted, deduplicated indices.
+fn parse_index_list(key: &str, value: &str) -> Result<Vec<u64>, ConfigError> {
+    let bad = |why: &str| {
+        ConfigError::new(
+            key,
+            value,
+            format!("{why}; allowed: comma-separated indices or ranges, e.g. 3,7,10-12"),
+        )
+    };
+    let mut out = Vec::new();
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: u64 = a
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(&format!("{a:?} is not an index")))?;
+                let b: u64 = b
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(&format!("{b:?} is not an index")))?;
+                if b < a || b - a > 10_000_000 {
+                    return Err(bad(&format!("range {part} is empty or too long")));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(
+                part.parse()
+                    .map_err(|_| bad(&format!("{part:?} is not an index")))?,
+            ),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+impl DirectionConfig {
+    /// Sets `key` from its human string. `load` reads a file (for `trace`); the core does no I/O.
+    pub fn set(
+        &mut self,
+        key: &str,
+        value: &str,
+        load: &dyn Fn(&str) -> std::io::Result<String>,
+    ) -> Result<(), ConfigError> {
+        let unit = |e| ConfigError::unit(key, value, e);
+        match key {
+            "mtu" => {
+                let mtu: u32 = value
+                    .trim()
+                    .trim_end_matches('b')
+                    .parse()
+                    .ok()
+                    .filter(|m| (68..=65_535).contains(m))
+                    .ok_or_else(|| {
+                        ConfigError::new(key, value, "allowed: bytes from 68 to 65535")
+                    })?;
+                self.mtu = Some(mtu);
+            }
+            "outage" => {
+                let (a, b) = value.split_once('-').ok_or_else(|| {
+                    ConfigError::new(key, value, "allowed: FROM-TO, e.g. 2s-3.5s")
+                })?;
+                let (a, b) = (
+                    units::parse_duration(a).map_err(unit)?,
+                    units::parse_duration(b).map_err(unit)?,
+                );
+                if b <= a {
+                    return Err(ConfigError::new(
+                        key,
+                        value,
+                        "the outage must end after it starts",
+                    ));
+                }
+                self.outages.push((a, b));
+                self.outages.sort();
+            }
+            "drop-packets" => self.drop_packets = parse_index_list(key, value)?,
+            "loss" => self.loss = units::parse_percent(value).map_err(unit)?,
+            "loss-burst" => {
+                let b: f64 = value
+                    .trim()
+                    .trim_end_matches("pkt")
+                    .parse()
+                    .ok()
+                    .filter(|b: &f64| b.is_finite() && *b >= 1.0)
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            key,
+                            value,
+                            "allowed: a mean burst length >= 1 packet, e.g. 3",
+                        )
+                    })?;
+                self.loss_burst = Some(b);
+            }
+            "duplicate" => self.duplicate = units::parse_percent(value).map_err(unit)?,
+            "rate" => self.rate = Some(value.parse().map_err(unit)?),
+            "trace" => {
+                let text = load(value)
+                    .map_err(|e| ConfigError::new(key, value, format!("cannot read: {e}")))?;
+                let trace =
+                    Trace::parse(&text).map_err(|e| ConfigError::new(key, value, e.to_string()))?;
+                self.trace = Some(trace);
+            }
+            "queue" => self.queue = Some(value.parse().map_err(unit)?),
+            "delay" => self.delay = units::parse_duration(value).map_err(unit)?,
+            "jitter" => self.jitter = units::parse_duration(value).map_err(unit)?,
+            "jitter-reorders" => self.jitter_reorders = parse_bool(key, value)?,
+            "reorder" => self.reorder = units::parse_percent(value).map_err(unit)?,
+            "reorder-delay" => {
+                self.reorder_delay = Some(units::parse_duration(value).map_err(unit)?)
+            }
+            _ => {
+                let names: Vec<_> = KEYS.iter().map(|k| k.name).collect();
+                return Err(ConfigError::new(
+                    key,
+                    value,
+                    format!("unknown key; allowed: {}", names.join(", ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks combinations that no single key can check.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.rate.is_some() && self.trace.is_some() {
+            return Err(ConfigError::new(
+                "trace",
+                "",
+                "give either rate or trace, not both",
+            ));
+        }
+        if self.queue.is_some() && self.rate.is_none() && self.trace.is_none() {
+            return Err(ConfigError::new(
+                "queue",
+                &self.queue.map(|q| q.to_string()).unwrap_or_default(),
+                "a queue needs a rate or a trace to drain it",
+            ));
+        }
+        if self.loss_burst.is_some() && !(self.loss > 0.0 && self.loss < 1.0) {
+            return Err(ConfigError::new(
+                "loss-burst",
+                &format!("{}", self.loss_burst.unwrap_or_default()),
+                "burst loss needs a loss rate above 0% and below 100%",
+            ));
+        }
+        if let Some(b) = self.burst()
+            && b.p_enter() > 1.0
+        {
+            return Err(ConfigError::new(
+                "loss-burst",
+                &format!("{}", b.mean_burst),
+                format!(
+                    "a loss rate of {}% cannot be reached with bursts this short; use a burst length >= {:.2}",
+                    b.loss * 100.0,
+                    b.loss / (1.0 - b.loss)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The burst-loss model, when configured.
+    pub fn burst(&self) -> Option<Burst> {
+        self.loss_burst.map(|mean_burst| Burst {
+            loss: self.loss,
+            mean_burst,
+        })
+    }
+
+    /// Queue limit in force (the default when a rate or trace is set without one).
+    pub fn queue_limit(&self) -> QueueLimit {
+        self.queue.unwrap_or(DEFAULT_QUEUE)
+    }
+
+    /// True when the direction changes nothing (a plain wire).
+    pub fn is_transparent(&self) -> bool {
+        *self == DirectionConfig::default()
+    }
+}
+
+/// Both directions and the seed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LinkConfig {
+    pub seed: u64,
+    /// Client -> server.
+    pub up: DirectionConfig,
+    /// Server -> client.
+    pub down: DirectionConfig,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_files(_: &str) -> std::io::Result<String> {
+        Err(std::io::Error::other("no files here"))
+    }
+
+    #[test]
+    fn errors_name_key_value_and_what_is_allowed() {
+        let mut c = DirectionConfig::default();
+        let e = c.set("rate", "10mbits", &no_files).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("rate = \"10mbits\""), "{msg}");
+        assert!(msg.contains("allowed"), "{msg}");
+        let e = c.set("latency", "5ms", &no_files).unwrap_err();
+        assert!(e.to_string().contains("delay"), "{e}");
+        assert!(c.set("mtu", "40", &no_files).is_err());
+        assert!(c.set("outage", "3s-2s", &no_files).is_err());
+    }
+
+    #[test]
+    fn index_lists_and_ranges() {
+        let mut c = DirectionConfig::default();
+        c.set("drop-packets", "7, 3,10-12,3", &no_files).unwrap();
+        assert_eq!(c.drop_packets, vec![3, 7, 10, 11, 12]);
+    }
+
+    #[test]
+    fn combinations_are_checked() {
+        let mut c = DirectionConfig::default();
+        c.set("queue", "10pkt", &no_files).unwrap();
+        assert!(c.validate().is_err());
+        c.set("rate", "1mbit", &no_files).unwrap();
+        c.validate().unwrap();
+        c.set("loss-burst", "2", &no_files).unwrap();
+        assert!(c.validate().is_err(), "burst without loss");
+        c.set("loss", "1%", &no_files).unwrap();
+        c.validate().unwrap();
+        // 60 % loss with bursts of 1 is impossible: p_enter = 0.6/0.4 > 1
+        c.set("loss", "60%", &no_files).unwrap();
+        c.set("loss-burst", "1", &no_files).unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("1.50"));
+    }
+
+    #[test]
+    fn burst_model_matches_its_parameters() {
+        let b = Burst {
+            loss: 0.02,
+            mean_burst: 4.0,
+        };
+        let (p, r) = (b.p_enter(), b.p_leave());
+        assert!((p / (p + r) - 0.02).abs() < 1e-12);
+        assert_eq!(r, 0.25);
+    }
+}

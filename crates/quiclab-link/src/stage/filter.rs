@@ -1,0 +1,157 @@
+//! Instantaneous stages: they decide a packet's fate on arrival and hold nothing.
+
+use std::time::Duration;
+
+use crate::Direction;
+use crate::config::Burst;
+use crate::event::DropReason;
+use crate::rng::{Draws, Stream};
+
+/// What a filter decides for one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Drop(DropReason),
+    /// Pass, and pass a copy too.
+    Duplicate,
+}
+
+/// An instantaneous stage. Called once per packet in arrival order; `index` is the packet's
+/// arrival index in its direction, `at` its arrival time.
+pub trait Filter: Send {
+    fn decide(&mut self, at: Duration, index: u64, size: usize) -> Verdict;
+}
+
+/// Drops packets larger than the link MTU.
+pub struct Mtu(pub u32);
+
+impl Filter for Mtu {
+    fn decide(&mut self, _: Duration, _: u64, size: usize) -> Verdict {
+        if size > self.0 as usize {
+            Verdict::Drop(DropReason::Mtu)
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
+/// Drops everything during scheduled outages `[from, to)`.
+pub struct Outages(pub Vec<(Duration, Duration)>);
+
+impl Filter for Outages {
+    fn decide(&mut self, at: Duration, _: u64, _: usize) -> Verdict {
+        if self.0.iter().any(|&(a, b)| a <= at && at < b) {
+            Verdict::Drop(DropReason::Outage)
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
+/// Drops an explicit, sorted list of packet indices.
+pub struct Listed(pub Vec<u64>);
+
+impl Filter for Listed {
+    fn decide(&mut self, _: Duration, index: u64, _: usize) -> Verdict {
+        if self.0.binary_search(&index).is_ok() {
+            Verdict::Drop(DropReason::Listed)
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
+/// Independent (Bernoulli) loss.
+pub struct Random {
+    draws: Draws,
+    p: f64,
+}
+
+impl Random {
+    pub fn new(seed: u64, dir: Direction, p: f64) -> Self {
+        Random {
+            draws: Draws::new(seed, dir, Stream::Loss),
+            p,
+        }
+    }
+}
+
+impl Filter for Random {
+    fn decide(&mut self, _: Duration, index: u64, _: usize) -> Verdict {
+        if self.draws.bernoulli(index, 0, self.p) {
+            Verdict::Drop(DropReason::Random)
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
+/// Gilbert-Elliott burst loss. The chain steps once per packet index, including indices that an
+/// earlier stage removed, so the state at index `i` depends only on `(seed, direction, i)`.
+pub struct GilbertElliott {
+    draws: Draws,
+    p_enter: f64,
+    p_leave: f64,
+    bad: bool,
+    next_index: u64,
+}
+
+impl GilbertElliott {
+    pub fn new(seed: u64, dir: Direction, model: Burst) -> Self {
+        GilbertElliott {
+            draws: Draws::new(seed, dir, Stream::Burst),
+            p_enter: model.p_enter(),
+            p_leave: model.p_leave(),
+            bad: false,
+            next_index: 0,
+        }
+    }
+
+    fn step(&mut self, index: u64) {
+        let u = self.draws.uniform(index, 0);
+        self.bad = if self.bad {
+            u >= self.p_leave
+        } else {
+            u < self.p_enter
+        };
+    }
+}
+
+impl Filter for GilbertElliott {
+    fn decide(&mut self, _: Duration, index: u64, _: usize) -> Verdict {
+        while self.next_index <= index {
+            self.step(self.next_index);
+            self.next_index += 1;
+        }
+        if self.bad {
+            Verdict::Drop(DropReason::Burst)
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
+/// Duplicates a share of packets.
+pub struct Duplicate {
+    draws: Draws,
+    p: f64,
+}
+
+impl Duplicate {
+    pub fn new(seed: u64, dir: Direction, p: f64) -> Self {
+        Duplicate {
+            draws: Draws::new(seed, dir, Stream::Duplicate),
+            p,
+        }
+    }
+}
+
+impl Filter for Duplicate {
+    fn decide(&mut self, _: Duration, index: u64, _: usize) -> Verdict {
+        if self.draws.bernoulli(index, 0, self.p) {
+            Verdict::Duplicate
+        } else {
+            Verdict::Pass
+        }
+    }
+}

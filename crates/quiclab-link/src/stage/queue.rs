@@ -1,0 +1,242 @@
+//! Bottlenecks: a drop-tail queue drained at a constant rate or by a Mahimahi trace.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::{Packet, Stage};
+use crate::event::{DropReason, EventKind, Recorder};
+use crate::trace::{OPPORTUNITY_BYTES, Trace};
+use crate::units::{QueueLimit, Rate};
+
+/// A queue limit resolved to bytes and packets.
+#[derive(Debug, Clone, Copy)]
+struct Limit {
+    bytes: u64,
+    packets: u64,
+}
+
+impl Limit {
+    fn new(q: QueueLimit, bytes_per_sec: f64) -> Self {
+        match q {
+            QueueLimit::Bytes(b) => Limit {
+                bytes: b,
+                packets: u64::MAX,
+            },
+            QueueLimit::Packets(p) => Limit {
+                bytes: u64::MAX,
+                packets: p,
+            },
+            QueueLimit::Time(d) => Limit {
+                bytes: (bytes_per_sec * d.as_secs_f64()) as u64,
+                packets: u64::MAX,
+            },
+            QueueLimit::Unlimited => Limit {
+                bytes: u64::MAX,
+                packets: u64::MAX,
+            },
+        }
+    }
+    fn admits(&self, bytes: u64, packets: u64) -> bool {
+        bytes <= self.bytes && packets <= self.packets
+    }
+}
+
+struct Slot {
+    start: Duration,
+    finish: Duration,
+    pkt: Packet,
+}
+
+/// A constant-rate link behind a drop-tail queue. The queue is the buffer in front of the
+/// transmitter: the packet being serialised does not count against the limit, and a packet that
+/// finds the transmitter idle is always accepted.
+pub struct RateQueue {
+    rate: Rate,
+    limit: Limit,
+    q: VecDeque<Slot>,
+    /// When the transmitter is free again.
+    free_at: Duration,
+    /// Index in `q` of the first packet that has not started serialisation.
+    first_waiting: usize,
+    waiting_bytes: u64,
+    waiting_packets: u64,
+}
+
+impl RateQueue {
+    pub fn new(rate: Rate, limit: QueueLimit) -> Self {
+        RateQueue {
+            rate,
+            limit: Limit::new(limit, rate.bps() as f64 / 8.0),
+            q: VecDeque::new(),
+            free_at: Duration::ZERO,
+            first_waiting: 0,
+            waiting_bytes: 0,
+            waiting_packets: 0,
+        }
+    }
+
+    /// Moves packets whose serialisation has started by `t` out of the waiting count.
+    fn advance(&mut self, t: Duration) {
+        while let Some(s) = self.q.get(self.first_waiting) {
+            if s.start > t {
+                break;
+            }
+            self.waiting_bytes -= s.pkt.size() as u64;
+            self.waiting_packets -= 1;
+            self.first_waiting += 1;
+        }
+    }
+}
+
+impl Stage for RateQueue {
+    fn push(&mut self, at: Duration, pkt: Packet, rec: &mut Recorder) {
+        self.advance(at);
+        let size = pkt.size() as u64;
+        let idle = self.free_at <= at;
+        if !idle
+            && !self
+                .limit
+                .admits(self.waiting_bytes + size, self.waiting_packets + 1)
+        {
+            rec.drop(at, pkt.index, pkt.size(), DropReason::Queue);
+            return;
+        }
+        let start = self.free_at.max(at);
+        let finish = start + self.rate.serialisation(size);
+        self.free_at = finish;
+        // bytes in the bottleneck after this arrival: waiting, in service, and this packet
+        let in_service = match self
+            .first_waiting
+            .checked_sub(1)
+            .and_then(|i| self.q.get(i))
+        {
+            Some(s) if s.finish > at => s.pkt.size() as u64,
+            _ => 0,
+        };
+        if idle {
+            self.first_waiting = self.q.len() + 1;
+        } else {
+            self.waiting_bytes += size;
+            self.waiting_packets += 1;
+        }
+        let backlog_bytes = self.waiting_bytes + in_service + if idle { size } else { 0 };
+        rec.counters.max_backlog_bytes = rec.counters.max_backlog_bytes.max(backlog_bytes);
+        let backlog_packets = self.waiting_packets + u64::from(in_service > 0 || idle);
+        rec.event(
+            at,
+            pkt.index,
+            pkt.size(),
+            EventKind::Enqueue {
+                backlog_bytes,
+                backlog_packets,
+            },
+        );
+        self.q.push_back(Slot { start, finish, pkt });
+    }
+
+    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet)> {
+        if self.q.front()?.finish > now {
+            return None;
+        }
+        self.advance(now);
+        let s = self.q.pop_front()?;
+        self.first_waiting -= 1;
+        Some((s.finish, s.pkt))
+    }
+
+    fn next_exit(&self) -> Option<Duration> {
+        self.q.front().map(|s| s.finish)
+    }
+}
+
+/// A trace-driven link (Mahimahi semantics): at each delivery opportunity up to 1500 bytes leave
+/// the queue, possibly several small packets or part of a large one; an opportunity that finds
+/// the queue empty is lost. An opportunity at time T serves packets that arrived at or before T.
+pub struct TraceQueue {
+    trace: Trace,
+    limit: Limit,
+    /// Queued packets with the bytes of each still to deliver.
+    q: VecDeque<(Packet, u32)>,
+    queued_bytes: u64,
+    next: Option<(u64, usize)>,
+    out: VecDeque<(Duration, Packet)>,
+}
+
+impl TraceQueue {
+    pub fn new(trace: Trace, limit: QueueLimit) -> Self {
+        let bytes_per_sec = trace.mean_bps() / 8.0;
+        TraceQueue {
+            trace,
+            limit: Limit::new(limit, bytes_per_sec),
+            q: VecDeque::new(),
+            queued_bytes: 0,
+            next: None,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// Runs the opportunities before `t` (or up to and including it).
+    fn advance(&mut self, t: Duration, inclusive: bool) {
+        while let Some((cycle, pos)) = self.next {
+            let at = self.trace.at(cycle, pos);
+            if at > t || (at == t && !inclusive) {
+                break;
+            }
+            let mut budget = OPPORTUNITY_BYTES;
+            while budget > 0 {
+                let Some((_, left)) = self.q.front_mut() else {
+                    break;
+                };
+                let take = budget.min(*left);
+                *left -= take;
+                budget -= take;
+                if *left == 0
+                    && let Some((pkt, _)) = self.q.pop_front()
+                {
+                    self.queued_bytes -= pkt.size() as u64;
+                    self.out.push_back((at, pkt));
+                }
+            }
+            self.next = (!self.q.is_empty()).then(|| self.trace.next(cycle, pos));
+        }
+    }
+}
+
+impl Stage for TraceQueue {
+    fn push(&mut self, at: Duration, pkt: Packet, rec: &mut Recorder) {
+        self.advance(at, false);
+        let size = pkt.size() as u64;
+        if !self.q.is_empty()
+            && !self
+                .limit
+                .admits(self.queued_bytes + size, self.q.len() as u64 + 1)
+        {
+            rec.drop(at, pkt.index, pkt.size(), DropReason::Queue);
+            return;
+        }
+        if self.q.is_empty() {
+            self.next = Some(self.trace.first_at_or_after(at));
+        }
+        self.queued_bytes += size;
+        rec.counters.max_backlog_bytes = rec.counters.max_backlog_bytes.max(self.queued_bytes);
+        let kind = EventKind::Enqueue {
+            backlog_bytes: self.queued_bytes,
+            backlog_packets: self.q.len() as u64 + 1,
+        };
+        rec.event(at, pkt.index, pkt.size(), kind);
+        let left = pkt.size() as u32;
+        self.q.push_back((pkt, left));
+    }
+
+    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet)> {
+        self.advance(now, true);
+        self.out.pop_front()
+    }
+
+    fn next_exit(&self) -> Option<Duration> {
+        match self.out.front() {
+            Some(&(t, _)) => Some(t),
+            None => self.next.map(|(c, p)| self.trace.at(c, p)),
+        }
+    }
+}

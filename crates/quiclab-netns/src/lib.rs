@@ -1,0 +1,1 @@
+//! Linux runtime (see README).
