@@ -1,1 +1,47 @@
-fn main() {}
+//! The quiclab command line.
+
+mod cmd_link;
+mod linkargs;
+mod signals;
+
+use clap::{Parser, Subcommand};
+
+/// quiclab measures transports (TCP+TLS, QUIC) over an emulated network and explains the
+/// difference.
+///
+/// Every trial runs in a pair of network namespaces (client, server) joined by quiclab's own
+/// userspace link emulator: delay, jitter, i.i.d. and burst loss, outages, rate limits with a
+/// drop-tail queue, Mahimahi traces, MTU. Random decisions are seeded per packet index, so two
+/// protocols can be compared on the very same loss pattern. Needs root.
+#[derive(Parser)]
+#[command(
+    name = "quiclab",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    Link(cmd_link::LinkCmd),
+    Clean(cmd_link::CleanCmd),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Link(c) => cmd_link::link(c),
+        Cmd::Clean(c) => cmd_link::clean(c),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("quiclab: error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Removal of what a crashed run left behind: its namespaces (with any process inside) and its
+//! lock file. A run whose lock is still held is alive and is left alone.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+use crate::error::Result;
+use crate::ns::{self, NETNS_DIR, PREFIX};
+use crate::topology::LOCK_DIR;
+
+/// What `clean` removed.
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    pub namespaces: Vec<String>,
+    pub processes: usize,
+    pub skipped_live: Vec<String>,
+}
+
+/// The run id inside a namespace name: `quiclab-ID-client` -> `ID`.
+fn run_id(ns: &str) -> Option<&str> {
+    ns.strip_prefix(PREFIX)?.rsplit_once('-').map(|(id, _)| id)
+}
+
+/// True when the run's lock file exists and is held by a live process.
+fn is_live(id: &str) -> bool {
+    let Ok(f) = File::open(format!("{LOCK_DIR}/{id}.lock")) else {
+        return false;
+    };
+    // SAFETY: flock on a file we opened; if we get the lock, nobody holds it.
+    let got = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if got {
+        // SAFETY: releases the lock just taken.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+    }
+    !got
+}
+
+/// Namespaces with quiclab's prefix.
+pub fn namespaces() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(NETNS_DIR)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(PREFIX))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Removes the leftovers of runs that are no longer alive; with `force`, of live runs too.
+pub fn clean(force: bool) -> Result<Cleaned> {
+    let mut out = Cleaned::default();
+    for name in namespaces() {
+        let id = run_id(&name).unwrap_or("");
+        if !force && !id.is_empty() && is_live(id) {
+            out.skipped_live.push(name);
+            continue;
+        }
+        out.processes += ns::pids_in(&name).len();
+        ns::destroy(&name)?;
+        out.namespaces.push(name);
+    }
+    if let Ok(dir) = std::fs::read_dir(LOCK_DIR) {
+        for e in dir.filter_map(|e| e.ok()) {
+            let file = e.file_name().to_string_lossy().into_owned();
+            if let Some(id) = file.strip_suffix(".lock")
+                && (force || !is_live(id))
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn run_id_is_parsed_from_namespace_names() {
+        assert_eq!(super::run_id("quiclab-1234-0-client"), Some("1234-0"));
+        assert_eq!(super::run_id("other-1-client"), None);
+    }
+}

@@ -1,0 +1,132 @@
+//! Processes started inside a namespace, owned by a guard that stops them.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{Context, Result};
+use crate::ns::Netns;
+
+/// How a spawned command is wired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Own process group (stopped as a group), stdin from /dev/null, output inherited.
+    Background,
+    /// Own process group, all three streams inherited (a client run from a terminal).
+    Foreground,
+    /// Stays in quiclab's process group so that it can own the terminal (an interactive shell).
+    Interactive,
+}
+
+/// A running command. Dropping it terminates its process group (SIGTERM, then SIGKILL after a
+/// grace period) and reaps it. It also dies by SIGKILL if quiclab dies (PR_SET_PDEATHSIG).
+#[derive(Debug)]
+pub struct Process {
+    child: Option<Child>,
+    group: bool,
+    label: String,
+}
+
+impl Process {
+    /// Runs `sh -c CMD` inside `ns` with extra environment variables.
+    pub fn spawn(
+        ns: &Netns,
+        label: &str,
+        cmd: &str,
+        env: &[(String, String)],
+        mode: Mode,
+    ) -> Result<Self> {
+        let nsfile = std::fs::File::open(ns.path())
+            .context(|| format!("cannot open namespace {}", ns.name()))?;
+        let nsfd = nsfile.as_raw_fd();
+        let group = mode != Mode::Interactive;
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(cmd).envs(env.iter().map(|(k, v)| (k, v)));
+        if mode == Mode::Background {
+            c.stdin(Stdio::null());
+        }
+        // SAFETY: only async-signal-safe calls (setns, setpgid, prctl, getppid) between fork and
+        // exec; nsfd stays open until spawn returns.
+        unsafe {
+            c.pre_exec(move || {
+                if libc::setns(nsfd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if group && libc::setpgid(0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                // the parent may have died before prctl took effect
+                if libc::getppid() == 1 {
+                    return Err(std::io::Error::other("parent exited"));
+                }
+                Ok(())
+            })
+        };
+        let child = c
+            .spawn()
+            .context(|| format!("cannot start {label} command {cmd:?}"))?;
+        drop(nsfile);
+        Ok(Process {
+            child: Some(child),
+            group,
+            label: label.to_string(),
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Exit status if it has exited.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        match &mut self.child {
+            Some(c) => c
+                .try_wait()
+                .context(|| format!("waiting for {}", self.label)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stops the command (whole process group), waiting up to `grace` after SIGTERM.
+    pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        if let Ok(Some(st)) = child.try_wait() {
+            self.kill_group(libc::SIGKILL, child.id());
+            return Some(st);
+        }
+        self.kill_group(libc::SIGTERM, child.id());
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = child.try_wait() {
+                self.kill_group(libc::SIGKILL, child.id());
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.kill_group(libc::SIGKILL, child.id());
+        child.wait().ok()
+    }
+
+    fn kill_group(&self, sig: libc::c_int, pid: u32) {
+        let target = if self.group {
+            -(pid as i32)
+        } else {
+            pid as i32
+        };
+        // SAFETY: signals only the process (group) we started; its pid is still ours because we
+        // have not reaped it yet (or, for a group, members may outlive the leader).
+        unsafe { libc::kill(target, sig) };
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop(Duration::from_millis(500));
+    }
+}

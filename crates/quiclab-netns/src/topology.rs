@@ -1,0 +1,230 @@
+//! A client and a server namespace joined by the link emulator.
+//!
+//! ```text
+//!  client ns                                             server ns
+//!  198.18.0.1 fd51:c1ab::1                               198.18.0.2 fd51:c1ab::2
+//!  quiclab0 (TUN) <-> [up pipeline  -> ] <-> quiclab0 (TUN)
+//!                     [<- down pipeline]
+//! ```
+//! Everything is owned by [`Topology`]: dropping it stops the forwarding threads, kills any
+//! process left in the namespaces, deletes them, and releases the run's lock file. The lock file
+//! (`/run/quiclab/ID.lock`, held with `flock` while the run lives) lets `quiclab clean` tell a
+//! crashed run's leftovers from a live run.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use quiclab_link::{Direction, LinkConfig, Pipeline};
+use tun_rs::{DeviceBuilder, SyncDevice};
+
+use crate::error::{Context, Error, Result};
+use crate::forward::{DirectionReport, Forwarder};
+use crate::ns::{Netns, PREFIX};
+use crate::sys;
+
+pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const SERVER_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0xfd51, 0xc1ab, 0, 0, 0, 0, 0, 1);
+pub const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0xfd51, 0xc1ab, 0, 0, 0, 0, 0, 2);
+/// Name of the TUN device inside each namespace.
+pub const TUN_NAME: &str = "quiclab0";
+/// Where run lock files live.
+pub const LOCK_DIR: &str = "/run/quiclab";
+
+/// How to build a topology.
+#[derive(Default)]
+pub struct TopologyConfig {
+    pub link: LinkConfig,
+    /// MTU of the TUN devices; defaults to the largest link MTU, or 1500. A device MTU above the
+    /// link MTU lets oversized packets reach the emulator, which drops and counts them.
+    pub device_mtu: Option<u32>,
+    /// Write every packet event here as JSON lines.
+    pub events: Option<Box<dyn Write + Send>>,
+}
+
+/// Which end of the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A run's identifier: unique among live runs on this host.
+fn new_id() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The lock that marks a run as alive.
+struct RunLock {
+    path: String,
+    _file: File,
+}
+
+impl RunLock {
+    fn take(id: &str) -> Result<Self> {
+        std::fs::create_dir_all(LOCK_DIR).context(|| format!("cannot create {LOCK_DIR}"))?;
+        let path = format!("{LOCK_DIR}/{id}.lock");
+        let file = File::create(&path).context(|| format!("cannot create {path}"))?;
+        // SAFETY: flock on a file we own; released when the fd closes, including on SIGKILL.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(Error::Io {
+                what: format!("run {id} is already locked"),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(RunLock { path, _file: file })
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The two namespaces, their TUN devices and the emulator between them.
+pub struct Topology {
+    id: String,
+    forwarder: Option<Forwarder>,
+    // Field order is drop order: forwarder (closes the TUN devices), namespaces, then the lock.
+    client: Netns,
+    server: Netns,
+    _lock: RunLock,
+    mtu: u32,
+}
+
+impl Topology {
+    /// Builds the namespaces and devices and starts forwarding.
+    pub fn start(cfg: TopologyConfig) -> Result<Self> {
+        if !sys::is_root() {
+            return Err(Error::NotRoot);
+        }
+        let up = Pipeline::new(
+            Direction::Up,
+            &cfg.link.up,
+            cfg.link.seed,
+            cfg.events.is_some(),
+        )?;
+        let down = Pipeline::new(
+            Direction::Down,
+            &cfg.link.down,
+            cfg.link.seed,
+            cfg.events.is_some(),
+        )?;
+        let link_mtu = cfg.link.up.mtu.into_iter().chain(cfg.link.down.mtu).max();
+        let mtu = cfg.device_mtu.or(link_mtu).unwrap_or(1500);
+        let id = new_id();
+        let lock = RunLock::take(&id)?;
+        let client = Netns::create(&format!("{PREFIX}{id}-client"))?;
+        let server = Netns::create(&format!("{PREFIX}{id}-server"))?;
+        let client_tun = make_tun(&client, mtu, CLIENT_V4, CLIENT_V6)?;
+        let server_tun = make_tun(&server, mtu, SERVER_V4, SERVER_V6)?;
+        let forwarder = Forwarder::start(client_tun, server_tun, up, down, cfg.events)
+            .context(|| "cannot start the link emulator".into())?;
+        Ok(Topology {
+            id,
+            forwarder: Some(forwarder),
+            client,
+            server,
+            _lock: lock,
+            mtu,
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn ns(&self, side: Side) -> &Netns {
+        match side {
+            Side::Client => &self.client,
+            Side::Server => &self.server,
+        }
+    }
+
+    /// MTU of the TUN devices.
+    pub fn device_mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    /// Environment variables for commands run in the topology.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("QUICLAB_SERVER".into(), SERVER_V4.to_string()),
+            ("QUICLAB_SERVER6".into(), SERVER_V6.to_string()),
+            ("QUICLAB_CLIENT".into(), CLIENT_V4.to_string()),
+            ("QUICLAB_CLIENT6".into(), CLIENT_V6.to_string()),
+            ("QUICLAB_RUN".into(), self.id.clone()),
+        ]
+    }
+
+    /// Stops the emulator and returns what each direction did (uplink first). The namespaces
+    /// stay until the topology is dropped.
+    pub fn finish(&mut self) -> Result<Vec<DirectionReport>> {
+        match self.forwarder.take() {
+            Some(f) => f.finish().context(|| "stopping the link emulator".into()),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Creates the TUN device inside `ns` and gives it its addresses and route.
+fn make_tun(ns: &Netns, mtu: u32, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<SyncDevice> {
+    let mtu16 = u16::try_from(mtu).map_err(|_| Error::Io {
+        what: format!("device MTU {mtu}"),
+        source: std::io::Error::other("must be at most 65535"),
+    })?;
+    let dev = ns.run_in(|| {
+        DeviceBuilder::new()
+            .name(TUN_NAME)
+            .mtu(mtu16)
+            .enable(false)
+            .build_sync()
+    })?;
+    // Link-local traffic and router solicitations would otherwise cross the emulator and shift
+    // packet indices; the link carries only what the endpoints send.
+    ns.run_in(|| {
+        for (key, value) in [
+            ("accept_ra", "0"),
+            ("router_solicitations", "0"),
+            ("addr_gen_mode", "1"),
+        ] {
+            std::fs::write(format!("/proc/sys/net/ipv6/conf/{TUN_NAME}/{key}"), value)?;
+        }
+        Ok(())
+    })?;
+    ns.ip(&["addr", "add", &format!("{v4}/24"), "dev", TUN_NAME])?;
+    ns.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{v6}/64"),
+        "dev",
+        TUN_NAME,
+        "nodad",
+    ])?;
+    ns.ip(&["link", "set", TUN_NAME, "up"])?;
+    Ok(dev)
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        if let Some(f) = self.forwarder.take() {
+            let _ = f.finish();
+        }
+    }
+}
+
+/// The report of one direction.
+pub fn report(reports: &[DirectionReport], dir: Direction) -> Option<&DirectionReport> {
+    reports.iter().find(|r| r.dir == dir)
+}

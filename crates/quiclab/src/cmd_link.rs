@@ -1,0 +1,249 @@
+//! `quiclab link` and `quiclab clean`.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use quiclab_link::{Counters, DropReason, units};
+use quiclab_netns::topology::{CLIENT_V4, SERVER_V4};
+use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
+
+use crate::linkargs::LinkArgs;
+use crate::signals::Signals;
+
+/// Run a server command and a client command on either side of an emulated link.
+///
+/// Both commands run under `sh -c`, the server in the server namespace and the client in the
+/// client namespace, with QUICLAB_SERVER, QUICLAB_SERVER6, QUICLAB_CLIENT and QUICLAB_CLIENT6 in
+/// their environment. quiclab waits (up to --wait) for the server to open a socket, runs the
+/// client to completion and exits with the client's exit code. Without --client, an interactive
+/// shell opens in the client namespace.
+///
+/// Example:
+///   quiclab link --rate 10mbit --delay 25ms --loss 1% --seed 7 \
+///     --server 'iperf3 -s' --client 'iperf3 -c $QUICLAB_SERVER'
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct LinkCmd {
+    /// Command to run in the server namespace (under sh -c).
+    #[arg(long, value_name = "CMD")]
+    server: Option<String>,
+    /// Command to run in the client namespace (under sh -c); default: an interactive shell.
+    #[arg(long, value_name = "CMD")]
+    client: Option<String>,
+    /// Write every packet event (arrive, enqueue, drop with reason, depart) as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    events: Option<std::path::PathBuf>,
+    /// How long to wait for the server command to open a socket before starting the client.
+    #[arg(long, value_name = "TIME", default_value = "3s", value_parser = parse_time)]
+    wait: Duration,
+    /// MTU of the namespaces' devices (default: the link MTU, or 1500). Set it above --mtu to
+    /// let oversized packets reach the link, which drops and counts them.
+    #[arg(long, value_name = "BYTES")]
+    device_mtu: Option<u32>,
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+fn parse_time(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Remove namespaces and processes left behind by a quiclab run that crashed or was killed.
+///
+/// Only namespaces named quiclab-* are touched, and only those whose run is no longer alive
+/// (its lock in /run/quiclab is free); every process inside them is killed.
+#[derive(Args)]
+pub struct CleanCmd {
+    /// Also remove the namespaces of runs that are still alive.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn clean(c: CleanCmd) -> anyhow::Result<i32> {
+    let r = quiclab_netns::clean::clean(c.force)?;
+    for n in &r.namespaces {
+        println!("removed namespace {n}");
+    }
+    for n in &r.skipped_live {
+        println!("kept namespace {n}: its run is alive (use --force to remove it anyway)");
+    }
+    println!(
+        "{} namespace(s) removed, {} process(es) killed",
+        r.namespaces.len(),
+        r.processes
+    );
+    Ok(0)
+}
+
+pub fn link(c: LinkCmd) -> anyhow::Result<i32> {
+    let cfg = c.link.config()?;
+    let signals = Signals::install()?;
+    let events: Option<Box<dyn std::io::Write + Send>> = match &c.events {
+        Some(p) => Some(Box::new(std::fs::File::create(p).with_context(|| {
+            format!("cannot create events file {}", p.display())
+        })?)),
+        None => None,
+    };
+    let mut topo = Topology::start(TopologyConfig {
+        link: cfg.clone(),
+        device_mtu: c.device_mtu,
+        events,
+    })?;
+    eprintln!(
+        "quiclab: link {}: client {CLIENT_V4} <-> server {SERVER_V4}, seed {}",
+        topo.id(),
+        cfg.seed
+    );
+    let env = topo.env();
+    let mut server = match &c.server {
+        Some(cmd) => Some(Process::spawn(
+            topo.ns(Side::Server),
+            "server",
+            cmd,
+            &env,
+            Mode::Background,
+        )?),
+        None => None,
+    };
+    if let Some(s) = &mut server {
+        wait_for_socket(s, c.wait, &signals)?;
+    }
+    let status = match &c.client {
+        Some(cmd) => {
+            let mut client =
+                Process::spawn(topo.ns(Side::Client), "client", cmd, &env, Mode::Foreground)?;
+            loop {
+                if let Some(st) = client.try_wait()? {
+                    break Some(st);
+                }
+                if signals.any() {
+                    eprintln!("quiclab: interrupted; stopping");
+                    client.stop(Duration::from_millis(500));
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        None => {
+            eprintln!(
+                "quiclab: shell in the client namespace; the server is $QUICLAB_SERVER. Exit the shell to stop."
+            );
+            let shell = "exec ${SHELL:-/bin/sh} -i";
+            let mut sh = Process::spawn(
+                topo.ns(Side::Client),
+                "shell",
+                shell,
+                &env,
+                Mode::Interactive,
+            )?;
+            // Ctrl-C belongs to the shell here; only SIGTERM/SIGHUP stop quiclab.
+            loop {
+                if let Some(st) = sh.try_wait()? {
+                    break Some(st);
+                }
+                if signals.terminated() {
+                    sh.stop(Duration::from_millis(500));
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    if let Some(mut s) = server.take() {
+        s.stop(Duration::from_millis(500));
+    }
+    let reports = topo.finish()?;
+    for r in &reports {
+        eprintln!("quiclab: {}", summary(r));
+        if let Some(e) = &r.error {
+            eprintln!("quiclab: error: {e}");
+        }
+    }
+    drop(topo);
+    Ok(match status {
+        Some(st) => exit_code(st),
+        None => 130,
+    })
+}
+
+fn exit_code(st: ExitStatus) -> i32 {
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
+/// Waits until the server's namespace has a listening TCP socket or a bound UDP socket.
+fn wait_for_socket(server: &mut Process, wait: Duration, signals: &Signals) -> anyhow::Result<()> {
+    let Some(pid) = server.pid() else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline && !signals.any() {
+        if let Some(st) = server.try_wait()? {
+            bail!("the server command exited ({st}) before the client started");
+        }
+        if has_socket(pid) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Any listening TCP or bound UDP socket in the network namespace of `pid`.
+fn has_socket(pid: u32) -> bool {
+    let listening = |file: &str, udp: bool| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{file}"))
+            .map(|t| {
+                t.lines()
+                    .skip(1)
+                    .any(|l| udp || l.split_whitespace().nth(3) == Some("0A"))
+            })
+            .unwrap_or(false)
+    };
+    listening("tcp", false)
+        || listening("tcp6", false)
+        || listening("udp", true)
+        || listening("udp6", true)
+}
+
+fn summary(r: &DirectionReport) -> String {
+    let c: &Counters = &r.counters;
+    let drops: Vec<String> = DropReason::ALL
+        .iter()
+        .filter(|&&d| c.dropped(d) > 0)
+        .map(|&d| format!("{} {}", d.as_str(), c.dropped(d)))
+        .collect();
+    let name = match r.dir {
+        quiclab_link::Direction::Up => "up   (client -> server)",
+        quiclab_link::Direction::Down => "down (server -> client)",
+    };
+    let late = if r.lateness_ns.len() > 0 {
+        format!(
+            "; departure lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us",
+            r.lateness_us(0.5),
+            r.lateness_us(0.99),
+            r.lateness_ns.max() as f64 / 1000.0
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{name}: {} packets in, {} out, {} dropped{}{}, max backlog {} bytes{late}",
+        c.packets_in,
+        c.packets_out,
+        c.dropped_total(),
+        if drops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", drops.join(", "))
+        },
+        if c.duplicated > 0 {
+            format!(", {} duplicated", c.duplicated)
+        } else {
+            String::new()
+        },
+        c.max_backlog_bytes,
+    )
+}
