@@ -37,6 +37,10 @@ pub struct DirectionReport {
     pub write_errors: u64,
     /// First I/O error that stopped the thread, if any.
     pub error: Option<String>,
+    /// Packets the sending namespace's kernel dropped because the TUN device's queue was full
+    /// before the emulator could read them (loss the link configuration did not ask for; seen
+    /// only when the endpoints outrun the emulator).
+    pub device_drops: u64,
 }
 
 impl DirectionReport {
@@ -187,6 +191,7 @@ fn run(
         lateness_ns: lateness,
         write_errors,
         error,
+        device_drops: 0,
     }
 }
 

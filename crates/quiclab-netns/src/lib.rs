@@ -14,6 +14,7 @@ pub mod ns;
 pub mod process;
 pub mod sys;
 pub mod topology;
+pub mod veth;
 
 pub use error::{Error, Result};
 pub use forward::DirectionReport;

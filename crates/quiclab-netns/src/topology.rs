@@ -31,6 +31,9 @@ pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0xfd51, 0xc1ab, 0, 0, 0, 0, 0, 1);
 pub const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0xfd51, 0xc1ab, 0, 0, 0, 0, 0, 2);
 /// Name of the TUN device inside each namespace.
 pub const TUN_NAME: &str = "quiclab0";
+/// Packets a TUN device queues before the kernel drops (the emulator's own queue is separate and
+/// normally keeps this one empty).
+const TUN_QUEUE: u32 = 1000;
 /// Where run lock files live.
 pub const LOCK_DIR: &str = "/run/quiclab";
 
@@ -55,7 +58,7 @@ pub enum Side {
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// A run's identifier: unique among live runs on this host.
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     format!(
         "{}-{}",
         std::process::id(),
@@ -64,13 +67,13 @@ fn new_id() -> String {
 }
 
 /// The lock that marks a run as alive.
-struct RunLock {
+pub(crate) struct RunLock {
     path: String,
     _file: File,
 }
 
 impl RunLock {
-    fn take(id: &str) -> Result<Self> {
+    pub(crate) fn take(id: &str) -> Result<Self> {
         std::fs::create_dir_all(LOCK_DIR).context(|| format!("cannot create {LOCK_DIR}"))?;
         let path = format!("{LOCK_DIR}/{id}.lock");
         let file = File::create(&path).context(|| format!("cannot create {path}"))?;
@@ -170,10 +173,19 @@ impl Topology {
     /// Stops the emulator and returns what each direction did (uplink first). The namespaces
     /// stay until the topology is dropped.
     pub fn finish(&mut self) -> Result<Vec<DirectionReport>> {
-        match self.forwarder.take() {
-            Some(f) => f.finish().context(|| "stopping the link emulator".into()),
-            None => Ok(Vec::new()),
+        let Some(f) = self.forwarder.take() else {
+            return Ok(Vec::new());
+        };
+        // read while the devices exist: they vanish with the forwarder's file descriptors
+        let (up_drops, down_drops) = (tx_dropped(&self.client)?, tx_dropped(&self.server)?);
+        let mut reports = f.finish().context(|| "stopping the link emulator".into())?;
+        for r in &mut reports {
+            r.device_drops = match r.dir {
+                Direction::Up => up_drops,
+                Direction::Down => down_drops,
+            };
         }
+        Ok(reports)
     }
 }
 
@@ -187,6 +199,7 @@ fn make_tun(ns: &Netns, mtu: u32, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<SyncDevi
         DeviceBuilder::new()
             .name(TUN_NAME)
             .mtu(mtu16)
+            .tx_queue_len(TUN_QUEUE)
             .enable(false)
             .build_sync()
     })?;
@@ -214,6 +227,19 @@ fn make_tun(ns: &Netns, mtu: u32, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<SyncDevi
     ])?;
     ns.ip(&["link", "set", TUN_NAME, "up"])?;
     Ok(dev)
+}
+
+/// Packets the kernel dropped on the TUN device of `ns` for want of queue space.
+fn tx_dropped(ns: &Netns) -> Result<u64> {
+    let out = crate::ns::run(
+        "ip",
+        &["-n", ns.name(), "-s", "-j", "link", "show", TUN_NAME],
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| Error::Io {
+        what: format!("reading device statistics in {}", ns.name()),
+        source: std::io::Error::other(e),
+    })?;
+    Ok(v[0]["stats64"]["tx"]["dropped"].as_u64().unwrap_or(0))
 }
 
 impl Drop for Topology {

@@ -158,6 +158,14 @@ pub fn link(c: LinkCmd) -> anyhow::Result<i32> {
     let reports = topo.finish()?;
     for r in &reports {
         eprintln!("quiclab: {}", summary(r));
+        if r.device_drops > 0 {
+            eprintln!(
+                "quiclab: warning: {} packets ({}) were dropped by the kernel before reaching the emulator \
+                 (TUN queue full: the endpoints outran it)",
+                r.device_drops,
+                r.dir.as_str()
+            );
+        }
         if let Some(e) = &r.error {
             eprintln!("quiclab: error: {e}");
         }

@@ -1,0 +1,228 @@
+//! `quiclab link` and `quiclab clean` as a user runs them (as root: namespaces need it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn quiclab() -> Command {
+    assert!(
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() } == 0,
+        "these tests create network namespaces and must run as root"
+    );
+    Command::new(env!("CARGO_BIN_EXE_quiclab"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Namespaces of the run whose processes wrote `pidfile` (found via their namespace).
+fn netns_of(pid: i32) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["netns", "identify", &pid.to_string()])
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+fn read_pid(p: &Path, timeout: Duration) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(p)
+            && let Ok(pid) = s.trim().parse()
+        {
+            return pid;
+        }
+        assert!(t0.elapsed() < timeout, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// True if `pid` is gone (or a zombie awaiting its reaper: it holds no resources).
+fn is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                == Some("Z")
+        }
+    }
+}
+
+fn namespace_exists(name: &str) -> bool {
+    Path::new("/run/netns").join(name).exists()
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+#[test]
+fn exit_code_and_environment_come_through_and_nothing_is_left() {
+    let d = tmpdir("env");
+    let spid = d.join("server.pid");
+    let out = quiclab()
+        .args(["link", "--delay", "1ms", "--wait", "0s", "--server"])
+        .arg(format!("echo $$ > {}; exec sleep 60", spid.display()))
+        .arg("--client")
+        .arg(
+            r#"test "$QUICLAB_SERVER" = 198.18.0.2 && test "$QUICLAB_CLIENT" = 198.18.0.1 &&
+               test "$QUICLAB_SERVER6" = fd51:c1ab::2 && ping -q -c 1 -W 2 $QUICLAB_SERVER >/dev/null && exit 7"#,
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    // one echo request up and one reply down crossed the emulator
+    assert!(
+        stderr.contains("up   (client -> server): 1 packets in, 1 out"),
+        "{stderr}"
+    );
+    let server = read_pid(&spid, Duration::from_secs(1));
+    assert!(
+        wait_until(Duration::from_secs(2), || is_gone(server)),
+        "server process {server} survived"
+    );
+    let run = stderr
+        .split("link ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .unwrap();
+    for side in ["client", "server"] {
+        assert!(
+            !namespace_exists(&format!("quiclab-{run}-{side}")),
+            "namespace of run {run} left behind"
+        );
+    }
+    assert!(!Path::new(&format!("/run/quiclab/{run}.lock")).exists());
+}
+
+#[test]
+fn bad_values_are_reported_with_the_flag_and_what_is_allowed() {
+    let out = quiclab()
+        .args(["link", "--up-rate", "10mbits", "--client", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--up-rate = \"10mbits\""), "{stderr}");
+    assert!(stderr.contains("allowed"), "{stderr}");
+    let out = quiclab()
+        .args(["link", "--loss", "1", "--client", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--loss") && stderr.contains("%"),
+        "{stderr}"
+    );
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM stop the run and remove everything it made.
+#[test]
+fn signals_stop_the_run_cleanly() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let d = tmpdir(&format!("sig{sig}"));
+        let cpid = d.join("client.pid");
+        let mut child = quiclab()
+            .args(["link", "--wait", "0s", "--client"])
+            .arg(format!("echo $$ > {}; exec sleep 60", cpid.display()))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = read_pid(&cpid, Duration::from_secs(5));
+        let ns = netns_of(client).expect("client runs in a namespace");
+        // SAFETY: signals the quiclab process this test started.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let st = child.wait().unwrap();
+        assert_eq!(st.code(), Some(130), "signal {sig}");
+        assert!(is_gone(client), "client survived signal {sig}");
+        assert!(!namespace_exists(&ns), "{ns} survived signal {sig}");
+    }
+}
+
+/// After SIGKILL nothing can clean up in-process; `quiclab clean` must then remove the
+/// namespaces and every process in them (here a grandchild that outlives its parent), and leave
+/// live runs alone.
+#[test]
+fn clean_removes_what_a_killed_run_left_and_spares_live_runs() {
+    let d = tmpdir("kill");
+    let (spid, cpid, lpid) = (
+        d.join("server.pid"),
+        d.join("client.pid"),
+        d.join("live.pid"),
+    );
+    // a live run that clean must not touch
+    let mut live = quiclab()
+        .args(["link", "--wait", "0s", "--client"])
+        .arg(format!("echo $$ > {}; exec sleep 60", lpid.display()))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let live_client = read_pid(&lpid, Duration::from_secs(5));
+    let live_ns = netns_of(live_client).unwrap();
+
+    let mut victim = quiclab()
+        .args(["link", "--wait", "0s", "--server"])
+        .arg(format!("sleep 600 & echo $! > {}; wait", spid.display()))
+        .arg("--client")
+        .arg(format!("sleep 600 & echo $! > {}; wait", cpid.display()))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = read_pid(&spid, Duration::from_secs(5));
+    let client = read_pid(&cpid, Duration::from_secs(5));
+    let (sns, cns) = (netns_of(server).unwrap(), netns_of(client).unwrap());
+    // SAFETY: kills the quiclab process this test started.
+    unsafe { libc::kill(victim.id() as i32, libc::SIGKILL) };
+    victim.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        namespace_exists(&sns) && namespace_exists(&cns),
+        "SIGKILL leaves the namespaces"
+    );
+    assert!(
+        !is_gone(server) && !is_gone(client),
+        "grandchildren outlive a SIGKILLed run"
+    );
+
+    let out = quiclab().arg("clean").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(&format!("removed namespace {sns}")),
+        "{stdout}"
+    );
+    assert!(!namespace_exists(&sns) && !namespace_exists(&cns));
+    assert!(wait_until(Duration::from_secs(2), || is_gone(server)
+        && is_gone(client)));
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&links.stdout).contains("quiclab"),
+        "a quiclab device is left in the root namespace"
+    );
+
+    assert!(namespace_exists(&live_ns), "clean removed a live run");
+    assert!(
+        stdout.contains(&format!("kept namespace {live_ns}")),
+        "{stdout}"
+    );
+    // SAFETY: signals the quiclab process this test started.
+    unsafe { libc::kill(live.id() as i32, libc::SIGTERM) };
+    live.wait().unwrap();
+    assert!(!namespace_exists(&live_ns));
+}
