@@ -80,6 +80,12 @@ impl Trace {
         self.ms.len() as f64 * f64::from(OPPORTUNITY_BYTES) * 8.0 / self.period().as_secs_f64()
     }
 
+    /// Bytes the trace carries in `d` at its mean rate (rounded down).
+    pub fn bytes_in(&self, d: Duration) -> u64 {
+        let per_period = self.ms.len() as u128 * u128::from(OPPORTUNITY_BYTES);
+        u64::try_from(per_period * d.as_nanos() / self.period().as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Time of opportunity `(cycle, pos)`.
     pub(crate) fn at(&self, cycle: u64, pos: usize) -> Duration {
         self.period() * (cycle as u32) + Duration::from_millis(self.ms[pos])

@@ -90,7 +90,7 @@ impl std::str::FromStr for Rate {
             }
         };
         let bps = v * mult;
-        if !(bps >= 1.0 && bps <= 1e12) {
+        if !(1.0..=1e12).contains(&bps) {
             return Err(err(format!("{s:?} is out of range"), "1bit to 1000gbit"));
         }
         Ok(Rate::from_bps(bps.round() as u64))
@@ -145,11 +145,11 @@ pub fn format_duration(d: Duration) -> String {
     let ns = d.as_nanos();
     if ns == 0 {
         "0".into()
-    } else if ns % 1_000_000_000 == 0 {
+    } else if ns.is_multiple_of(1_000_000_000) {
         format!("{}s", ns / 1_000_000_000)
-    } else if ns % 1_000_000 == 0 {
+    } else if ns.is_multiple_of(1_000_000) {
         format!("{}ms", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
+    } else if ns.is_multiple_of(1_000) {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")

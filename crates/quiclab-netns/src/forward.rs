@@ -1,9 +1,14 @@
-//! Runs the two pipelines of a link on the real clock: one thread per direction reads its TUN
-//! device, pushes packets into the pipeline, and writes departures to the other TUN device at
-//! their scheduled time.
+//! Runs the two pipelines of a link on the real clock: a thread per direction reads its TUN
+//! device, pushes packets into its pipeline, and writes departures to the other device at their
+//! scheduled time. (A thread per direction, because a write into a TUN device runs the receiving
+//! endpoint's network stack in the writer's context: one direction must not wait for the other's.)
 //!
-//! Waiting uses epoll on the TUN fd plus an absolute CLOCK_MONOTONIC timerfd with 1 ns timer
-//! slack: hrtimer precision without a 1 ms timer wheel, and no CPU burnt while idle.
+//! Timing: the threads run at a real-time priority (SCHED_FIFO) so that the endpoints, which share
+//! the CPU, do not delay departures; they sleep in epoll with an absolute CLOCK_MONOTONIC timerfd
+//! (1 ns timer slack) and wake early by a learned margin, spinning the last stretch before a
+//! departure. They never spin while idle, and a duty budget keeps each under [`DUTY`] of a core
+//! in the long run: well clear of the kernel's real-time throttle, with CPU left for the
+//! endpoints.
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -18,13 +23,24 @@ use tun_rs::SyncDevice;
 
 use crate::sys::{self, Clock, Epoll, EventFd, TimerFd};
 
-const TOKEN_TUN: u64 = 0;
-const TOKEN_TIMER: u64 = 1;
-const TOKEN_STOP: u64 = 2;
-/// Packets read per wake-up before departures are served again.
+const TOKEN_TIMER: u64 = 0;
+const TOKEN_STOP: u64 = 1;
+/// Devices take tokens from here on.
+const TOKEN_DEVICE: u64 = 2;
+/// Packets read from one device per turn before departures are served again.
 const READ_BATCH: usize = 64;
 /// Largest IP packet a TUN device hands us.
 const MAX_PACKET: usize = 65_536;
+/// SCHED_FIFO priority of the forwarding thread.
+const REALTIME_PRIORITY: i32 = 10;
+/// Share of a core a forwarding thread may use in the long run. Well under the kernel's
+/// real-time throttle (95 %), which would otherwise stop the thread for 50 ms at a time, and
+/// leaves CPU time to the endpoints.
+const DUTY: f64 = 0.8;
+/// Longest continuous busy period the duty budget allows (then it yields in short sleeps).
+const BURST: Duration = Duration::from_millis(10);
+/// Length of one forced sleep.
+const YIELD: Duration = Duration::from_micros(30);
 
 /// What one direction did.
 #[derive(Debug)]
@@ -53,7 +69,7 @@ impl DirectionReport {
 /// The forwarding threads of one link; stops them when dropped.
 pub struct Forwarder {
     stop: Arc<EventFd>,
-    threads: Vec<JoinHandle<DirectionReport>>,
+    threads: Vec<JoinHandle<Vec<DirectionReport>>>,
     writer: Option<JoinHandle<io::Result<u64>>>,
     clock: Clock,
 }
@@ -73,7 +89,6 @@ impl Forwarder {
     ) -> io::Result<Self> {
         client.set_nonblocking(true)?;
         server.set_nonblocking(true)?;
-        let (client, server) = (Arc::new(client), Arc::new(server));
         let stop = Arc::new(EventFd::new()?);
         let clock = Clock::start();
         let (sink, writer) = match events {
@@ -86,17 +101,19 @@ impl Forwarder {
             }
             None => (None, None),
         };
+        let (client, server) = (Arc::new(client), Arc::new(server));
+        let up = Way::new(Direction::Up, up, client.clone(), server.clone());
+        let down = Way::new(Direction::Down, down, server, client);
+        // A thread per direction: a departure never waits for the other direction's write, which
+        // runs the receiving endpoint's network stack in the writer's context.
         let mut threads = Vec::new();
-        for (dir, pipe, rx, tx) in [
-            (Direction::Up, up, client.clone(), server.clone()),
-            (Direction::Down, down, server, client),
-        ] {
+        for ways in [vec![up], vec![down]] {
             let stop = stop.clone();
             let sink = sink.clone();
             threads.push(
                 std::thread::Builder::new()
-                    .name(format!("quiclab-{}", dir.as_str()))
-                    .spawn(move || run(dir, pipe, &rx, &tx, clock, &stop, sink))?,
+                    .name("quiclab-link".into())
+                    .spawn(move || run(ways, clock, &stop, sink))?,
             );
         }
         Ok(Forwarder {
@@ -126,7 +143,10 @@ impl Forwarder {
                 h.join()
                     .map_err(|_| io::Error::other("forwarding thread panicked"))
             })
-            .collect::<io::Result<_>>()?;
+            .collect::<io::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         if let Some(w) = self.writer.take() {
             w.join()
                 .map_err(|_| io::Error::other("event writer panicked"))??;
@@ -157,130 +177,200 @@ fn write_events(w: Box<dyn Write + Send>, rx: mpsc::Receiver<Vec<Event>>) -> io:
     Ok(n)
 }
 
-fn run(
+/// One direction as a forwarding thread sees it.
+struct Way {
     dir: Direction,
-    mut pipe: Pipeline,
-    rx: &SyncDevice,
-    tx: &SyncDevice,
-    clock: Clock,
-    stop: &EventFd,
-    sink: EventSink,
-) -> DirectionReport {
-    sys::tight_timer_slack();
-    let mut lateness =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
-    let mut write_errors = 0;
-    let error = forward_loop(
-        &mut pipe,
-        rx,
-        tx,
-        clock,
-        stop,
-        &sink,
-        &mut lateness,
-        &mut write_errors,
-    )
-    .err()
-    .map(|e| format!("{} link: {e}", dir.as_str()));
-    if let Some(s) = &sink {
-        let _ = s.send(pipe.take_events());
+    pipe: Pipeline,
+    rx: Arc<SyncDevice>,
+    tx: Arc<SyncDevice>,
+    lateness: Histogram<u64>,
+    write_errors: u64,
+}
+
+impl Way {
+    fn new(dir: Direction, pipe: Pipeline, rx: Arc<SyncDevice>, tx: Arc<SyncDevice>) -> Self {
+        Way {
+            dir,
+            pipe,
+            rx,
+            tx,
+            lateness: Histogram::new_with_bounds(1, 60_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            write_errors: 0,
+        }
     }
-    DirectionReport {
-        dir,
-        counters: pipe.counters().clone(),
-        lateness_ns: lateness,
-        write_errors,
-        error,
-        device_drops: 0,
+
+    /// Reads up to a batch of packets into the pipeline; true if any arrived.
+    fn read(&mut self, clock: Clock, buf: &mut [u8]) -> io::Result<bool> {
+        for i in 0..READ_BATCH {
+            match self.rx.recv(buf) {
+                Ok(n) => {
+                    self.pipe.push(clock.now(), buf[..n].to_vec());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(i > 0),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Writes every departure due by now.
+    fn transmit(&mut self, clock: Clock) {
+        let now = clock.now();
+        while let Some(d) = self.pipe.poll_transmit(now) {
+            let t = clock.now();
+            self.lateness
+                .saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
+            if self.tx.send(&d.data).is_err() {
+                self.write_errors += 1;
+            }
+        }
+    }
+
+    fn report(self, error: Option<String>) -> DirectionReport {
+        DirectionReport {
+            dir: self.dir,
+            counters: self.pipe.counters().clone(),
+            lateness_ns: self.lateness,
+            write_errors: self.write_errors,
+            error,
+            device_drops: 0,
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+fn run(mut ways: Vec<Way>, clock: Clock, stop: &EventFd, sink: EventSink) -> Vec<DirectionReport> {
+    sys::tight_timer_slack();
+    sys::realtime_priority(REALTIME_PRIORITY);
+    let error = forward_loop(&mut ways, clock, stop, &sink)
+        .err()
+        .map(|e| format!("link emulator: {e}"));
+    if let Some(s) = &sink {
+        for w in &mut ways {
+            let _ = s.send(w.pipe.take_events());
+        }
+    }
+    ways.into_iter().map(|w| w.report(error.clone())).collect()
+}
+
+fn read_all(ways: &mut [Way], clock: Clock, buf: &mut [u8]) -> io::Result<bool> {
+    let mut got = false;
+    for w in ways {
+        got |= w.read(clock, buf)?;
+    }
+    Ok(got)
+}
+
 fn forward_loop(
-    pipe: &mut Pipeline,
-    rx: &SyncDevice,
-    tx: &SyncDevice,
+    ways: &mut [Way],
     clock: Clock,
     stop: &EventFd,
     sink: &EventSink,
-    lateness: &mut Histogram<u64>,
-    write_errors: &mut u64,
 ) -> io::Result<()> {
     let epoll = Epoll::new()?;
     let timer = TimerFd::new()?;
-    epoll.add(rx.as_raw_fd(), TOKEN_TUN)?;
+    for (i, w) in ways.iter().enumerate() {
+        epoll.add(w.rx.as_raw_fd(), TOKEN_DEVICE + i as u64)?;
+    }
     epoll.add(timer.as_raw_fd(), TOKEN_TIMER)?;
     epoll.add(stop.as_raw_fd(), TOKEN_STOP)?;
     let mut buf = vec![0u8; MAX_PACKET];
     let mut armed: Option<u64> = None;
     let mut wake = WakeEstimate::new();
+    let mut budget = DutyBudget::new(clock.now());
     loop {
-        for _ in 0..READ_BATCH {
-            match rx.recv(&mut buf) {
-                Ok(n) => {
-                    pipe.push(clock.now(), buf[..n].to_vec());
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        let now = clock.now();
-        while let Some(d) = pipe.poll_transmit(now) {
-            let t = clock.now();
-            lateness.saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
-            if tx.send(&d.data).is_err() {
-                *write_errors += 1;
-            }
+        read_all(ways, clock, &mut buf)?;
+        for w in ways.iter_mut() {
+            w.transmit(clock);
         }
         if let Some(s) = sink {
-            let ev = pipe.take_events();
-            if !ev.is_empty() {
-                let _ = s.send(ev);
-            }
-        }
-        let Some(deadline) = pipe.poll_timeout() else {
-            if armed.take().is_some() {
-                timer.set_absolute(None)?;
-            }
-            if epoll.wait()? & (1 << TOKEN_STOP) != 0 {
-                return Ok(());
-            }
-            continue;
-        };
-        let now = clock.now();
-        if deadline <= now {
-            continue;
-        }
-        if deadline - now <= wake.margin() {
-            // close enough: wait on the CPU, still taking arrivals with exact timestamps
-            while clock.now() < deadline {
-                match rx.recv(&mut buf) {
-                    Ok(n) => {
-                        pipe.push(clock.now(), buf[..n].to_vec());
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
+            for w in ways.iter_mut() {
+                let ev = w.pipe.take_events();
+                if !ev.is_empty() {
+                    let _ = s.send(ev);
                 }
             }
+        }
+        let deadline = ways.iter().filter_map(|w| w.pipe.poll_timeout()).min();
+        let now = clock.now();
+        if budget.spent(now) {
+            // Busy for too long (spinning, or work always due): give the CPU away briefly.
+            sys::sleep_until(clock.absolute_ns(now + YIELD));
+            budget.slept(now, clock.now());
             continue;
         }
-        let target = deadline - wake.margin();
-        let want = Some(clock.absolute_ns(target));
+        if let Some(t) = deadline {
+            if t <= now {
+                continue;
+            }
+            if t - now <= wake.margin() {
+                // close enough: wait on the CPU, taking arrivals with exact timestamps
+                while clock.now() < t && !budget.spent(clock.now()) {
+                    if !read_all(ways, clock, &mut buf)? {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+        }
+        let target = deadline.map(|t| t - wake.margin());
+        let want = target.map(|t| clock.absolute_ns(t));
         if want != armed {
             timer.set_absolute(want)?;
             armed = want;
         }
+        let before = clock.now();
         let ready = epoll.wait()?;
+        let after = clock.now();
         if ready & (1 << TOKEN_STOP) != 0 {
             return Ok(());
         }
+        budget.slept(before, after);
         if ready & (1 << TOKEN_TIMER) != 0 {
             timer.clear();
             armed = None;
-            wake.observe(clock.now().saturating_sub(target));
+            if let Some(t) = target {
+                wake.observe(after.saturating_sub(t));
+            }
         }
+    }
+}
+
+/// Limits a thread's long-run CPU share to [`DUTY`]: credit grows by `DUTY` per nanosecond
+/// slept and shrinks by `1 - DUTY` per nanosecond busy, capped so that at most [`BURST`] of
+/// continuous work is allowed; at zero the thread must sleep.
+struct DutyBudget {
+    credit_ns: f64,
+    /// Time accounted up to.
+    mark: Duration,
+}
+
+impl DutyBudget {
+    fn cap() -> f64 {
+        BURST.as_nanos() as f64 * (1.0 - DUTY)
+    }
+
+    fn new(now: Duration) -> Self {
+        DutyBudget {
+            credit_ns: Self::cap(),
+            mark: now,
+        }
+    }
+
+    /// Accounts the time since the last call as busy; true when the budget is used up.
+    fn spent(&mut self, now: Duration) -> bool {
+        self.credit_ns -= (now.saturating_sub(self.mark)).as_nanos() as f64 * (1.0 - DUTY);
+        self.mark = self.mark.max(now);
+        self.credit_ns <= 0.0
+    }
+
+    /// Accounts `from..to` as asleep (and what came before `from` as busy).
+    fn slept(&mut self, from: Duration, to: Duration) {
+        self.spent(from);
+        self.credit_ns =
+            (self.credit_ns + to.saturating_sub(from).as_nanos() as f64 * DUTY).min(Self::cap());
+        self.mark = self.mark.max(to);
     }
 }
 

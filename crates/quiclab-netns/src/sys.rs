@@ -193,3 +193,30 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Gives this thread a real-time (SCHED_FIFO) priority so that endpoints competing for the CPU
+/// do not delay its wake-ups. Returns false where that is not permitted.
+pub fn realtime_priority(priority: i32) -> bool {
+    let p = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: affects only the calling thread (pid 0); p is a valid sched_param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
+/// Sleeps until absolute CLOCK_MONOTONIC time `ns`.
+pub fn sleep_until(ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: ts is valid; an interrupted sleep simply returns early, which callers tolerate.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}

@@ -227,7 +227,7 @@ fn summary(r: &DirectionReport) -> String {
         quiclab_link::Direction::Up => "up   (client -> server)",
         quiclab_link::Direction::Down => "down (server -> client)",
     };
-    let late = if r.lateness_ns.len() > 0 {
+    let late = if !r.lateness_ns.is_empty() {
         format!(
             "; departure lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us",
             r.lateness_us(0.5),

@@ -1,5 +1,6 @@
 //! The quiclab command line.
 
+mod cmd_bench;
 mod cmd_link;
 mod linkargs;
 mod signals;
@@ -29,6 +30,7 @@ struct Cli {
 enum Cmd {
     Link(cmd_link::LinkCmd),
     Clean(cmd_link::CleanCmd),
+    Bench(cmd_bench::BenchCmd),
 }
 
 fn main() {
@@ -36,6 +38,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Link(c) => cmd_link::link(c),
         Cmd::Clean(c) => cmd_link::clean(c),
+        Cmd::Bench(c) => cmd_bench::bench(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -68,7 +68,7 @@ impl DelayLine {
             seq: 0,
             fifo: VecDeque::new(),
             heap: BinaryHeap::new(),
-            ordered: !(spec.jitter_reorders && !spec.jitter.is_zero()) && spec.reorder == 0.0,
+            ordered: (spec.jitter.is_zero() || !spec.jitter_reorders) && spec.reorder == 0.0,
         }
     }
 }

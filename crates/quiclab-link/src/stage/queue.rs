@@ -16,7 +16,8 @@ struct Limit {
 }
 
 impl Limit {
-    fn new(q: QueueLimit, bytes_per_sec: f64) -> Self {
+    /// `bytes_in(d)`: the bytes the link carries in `d`, for a limit given as time.
+    fn new(q: QueueLimit, bytes_in: impl Fn(Duration) -> u64) -> Self {
         match q {
             QueueLimit::Bytes(b) => Limit {
                 bytes: b,
@@ -27,7 +28,7 @@ impl Limit {
                 packets: p,
             },
             QueueLimit::Time(d) => Limit {
-                bytes: (bytes_per_sec * d.as_secs_f64()) as u64,
+                bytes: bytes_in(d),
                 packets: u64::MAX,
             },
             QueueLimit::Unlimited => Limit {
@@ -66,7 +67,7 @@ impl RateQueue {
     pub fn new(rate: Rate, limit: QueueLimit) -> Self {
         RateQueue {
             rate,
-            limit: Limit::new(limit, rate.bps() as f64 / 8.0),
+            limit: Limit::new(limit, |d| rate.bytes_in(d)),
             q: VecDeque::new(),
             free_at: Duration::ZERO,
             first_waiting: 0,
@@ -151,7 +152,9 @@ impl Stage for RateQueue {
 
 /// A trace-driven link (Mahimahi semantics): at each delivery opportunity up to 1500 bytes leave
 /// the queue, possibly several small packets or part of a large one; an opportunity that finds
-/// the queue empty is lost. An opportunity at time T serves packets that arrived at or before T.
+/// the queue empty is lost. An opportunity at time T serves packets that arrived at or before T,
+/// so a packet arriving at T still finds the packets served at T in the queue. None of this
+/// depends on whether the caller polls before or after pushing at T.
 pub struct TraceQueue {
     trace: Trace,
     limit: Limit,
@@ -159,18 +162,24 @@ pub struct TraceQueue {
     q: VecDeque<(Packet, u32)>,
     queued_bytes: u64,
     next: Option<(u64, usize)>,
+    /// The last opportunity run and the bytes it left unused because the queue ran dry. A
+    /// packet arriving at that same instant may still use them, and never the opportunity again.
+    spent: Option<((u64, usize), u32)>,
+    /// The time of the last opportunity run, and the bytes and packets delivered at that time.
+    delivered: (Duration, u64, u64),
     out: VecDeque<(Duration, Packet)>,
 }
 
 impl TraceQueue {
     pub fn new(trace: Trace, limit: QueueLimit) -> Self {
-        let bytes_per_sec = trace.mean_bps() / 8.0;
         TraceQueue {
+            limit: Limit::new(limit, |d| trace.bytes_in(d)),
             trace,
-            limit: Limit::new(limit, bytes_per_sec),
             q: VecDeque::new(),
             queued_bytes: 0,
             next: None,
+            spent: None,
+            delivered: (Duration::ZERO, 0, 0),
             out: VecDeque::new(),
         }
     }
@@ -194,9 +203,15 @@ impl TraceQueue {
                     && let Some((pkt, _)) = self.q.pop_front()
                 {
                     self.queued_bytes -= pkt.size() as u64;
+                    if self.delivered.0 != at {
+                        self.delivered = (at, 0, 0);
+                    }
+                    self.delivered.1 += pkt.size() as u64;
+                    self.delivered.2 += 1;
                     self.out.push_back((at, pkt));
                 }
             }
+            self.spent = Some(((cycle, pos), budget));
             self.next = (!self.q.is_empty()).then(|| self.trace.next(cycle, pos));
         }
     }
@@ -206,25 +221,48 @@ impl Stage for TraceQueue {
     fn push(&mut self, at: Duration, pkt: Packet, rec: &mut Recorder) {
         self.advance(at, false);
         let size = pkt.size() as u64;
-        if !self.q.is_empty()
-            && !self
-                .limit
-                .admits(self.queued_bytes + size, self.q.len() as u64 + 1)
-        {
+        // what the opportunities at `at` already delivered still counts: the arrival comes first
+        let (gone_bytes, gone_packets) = match self.delivered {
+            (t, bytes, packets) if t == at => (bytes, packets),
+            _ => (0, 0),
+        };
+        let queued_bytes = self.queued_bytes + gone_bytes;
+        let queued_packets = self.q.len() as u64 + gone_packets;
+        if queued_packets > 0 && !self.limit.admits(queued_bytes + size, queued_packets + 1) {
             rec.drop(at, pkt.index, pkt.size(), DropReason::Queue);
             return;
         }
-        if self.q.is_empty() {
-            self.next = Some(self.trace.first_at_or_after(at));
-        }
-        self.queued_bytes += size;
-        rec.counters.max_backlog_bytes = rec.counters.max_backlog_bytes.max(self.queued_bytes);
+        let backlog_bytes = queued_bytes + size;
+        rec.counters.max_backlog_bytes = rec.counters.max_backlog_bytes.max(backlog_bytes);
         let kind = EventKind::Enqueue {
-            backlog_bytes: self.queued_bytes,
-            backlog_packets: self.q.len() as u64 + 1,
+            backlog_bytes,
+            backlog_packets: queued_packets + 1,
         };
         rec.event(at, pkt.index, pkt.size(), kind);
-        let left = pkt.size() as u32;
+        let mut left = pkt.size() as u32;
+        if self.q.is_empty() {
+            let mut next = self.trace.first_at_or_after(at);
+            // Opportunities at `at` may have run already (the caller polled at `at` before
+            // pushing): the packet gets what the last one left over, then the one after it.
+            if let Some((done, unused)) = self.spent
+                && next <= done
+            {
+                next = self.trace.next(done.0, done.1);
+                if unused > 0 {
+                    let take = unused.min(left);
+                    left -= take;
+                    self.spent = Some((done, unused - take));
+                    if left == 0 {
+                        self.delivered.1 += size;
+                        self.delivered.2 += 1;
+                        self.out.push_back((self.trace.at(done.0, done.1), pkt));
+                        return;
+                    }
+                }
+            }
+            self.next = Some(next);
+        }
+        self.queued_bytes += size;
         self.q.push_back((pkt, left));
     }
 
