@@ -116,32 +116,22 @@ impl Pipeline {
                 Verdict::Duplicate => duplicate = true,
             }
         }
+        let original = Packet {
+            index,
+            copy: false,
+            data,
+        };
         if duplicate {
             self.rec.counters.duplicated += 1;
             self.rec.event(now, index, size, EventKind::Duplicate);
             let copy = Packet {
-                index,
                 copy: true,
-                data: data.clone(),
+                ..original.clone()
             };
-            self.enter(
-                now,
-                Packet {
-                    index,
-                    copy: false,
-                    data,
-                },
-            );
+            self.enter(now, original);
             self.enter(now, copy);
         } else {
-            self.enter(
-                now,
-                Packet {
-                    index,
-                    copy: false,
-                    data,
-                },
-            );
+            self.enter(now, original);
         }
         index
     }

@@ -215,18 +215,24 @@ fn make_tun(ns: &Netns, mtu: u32, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<SyncDevi
         }
         Ok(())
     })?;
-    ns.ip(&["addr", "add", &format!("{v4}/24"), "dev", TUN_NAME])?;
+    address(ns, TUN_NAME, v4, v6)?;
+    Ok(dev)
+}
+
+/// Gives `dev` in `ns` its addresses (IPv6 without duplicate address detection, which would
+/// delay its use) and brings it up.
+pub(crate) fn address(ns: &Netns, dev: &str, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<()> {
+    ns.ip(&["addr", "add", &format!("{v4}/24"), "dev", dev])?;
     ns.ip(&[
         "-6",
         "addr",
         "add",
         &format!("{v6}/64"),
         "dev",
-        TUN_NAME,
+        dev,
         "nodad",
     ])?;
-    ns.ip(&["link", "set", TUN_NAME, "up"])?;
-    Ok(dev)
+    ns.ip(&["link", "set", dev, "up"])
 }
 
 /// Packets the kernel dropped on the TUN device of `ns` for want of queue space.

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::ns::{Netns, PREFIX};
-use crate::topology::{CLIENT_V4, CLIENT_V6, RunLock, SERVER_V4, SERVER_V6, Side, new_id};
+use crate::topology::{CLIENT_V4, CLIENT_V6, RunLock, SERVER_V4, SERVER_V6, Side, address, new_id};
 
 /// Client and server namespaces joined by a veth pair; removed on drop.
 pub struct Veth {
@@ -32,17 +32,7 @@ impl Veth {
             (&client, CLIENT_V4, CLIENT_V6),
             (&server, SERVER_V4, SERVER_V6),
         ] {
-            ns.ip(&["addr", "add", &format!("{v4}/24"), "dev", "quiclab0"])?;
-            ns.ip(&[
-                "-6",
-                "addr",
-                "add",
-                &format!("{v6}/64"),
-                "dev",
-                "quiclab0",
-                "nodad",
-            ])?;
-            ns.ip(&["link", "set", "quiclab0", "up"])?;
+            address(ns, "quiclab0", v4, v6)?;
             if !offloads {
                 crate::ns::run(
                     "ip",

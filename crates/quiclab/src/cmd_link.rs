@@ -33,7 +33,9 @@ pub struct LinkCmd {
     /// Command to run in the client namespace (under sh -c); default: an interactive shell.
     #[arg(long, value_name = "CMD")]
     client: Option<String>,
-    /// Write every packet event (arrive, enqueue, drop with reason, depart) as JSON lines.
+    /// Write every packet event (arrive, enqueue with backlog, drop with reason, depart) as JSON
+    /// lines, in the order the emulator handled them; sort by t_ns (nanoseconds since the link
+    /// started) for a timeline.
     #[arg(long, value_name = "FILE")]
     events: Option<std::path::PathBuf>,
     /// How long to wait for the server command to open a socket before starting the client.

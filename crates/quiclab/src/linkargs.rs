@@ -24,32 +24,33 @@ impl Args for LinkArgs {
         for (prefix, scope) in SCOPES {
             for k in KEYS {
                 let name: &'static str = format!("{prefix}{}", k.name).leak();
-                let heading = if prefix.is_empty() {
-                    "Link (both directions)"
-                } else {
-                    "Link (one direction)"
-                };
-                let mut arg = Arg::new(name)
+                let arg = Arg::new(name)
                     .long(name)
                     .value_name(k.value)
-                    .help_heading(heading)
+                    .help_heading("Link")
                     .action(ArgAction::Append);
-                arg = if prefix.is_empty() {
+                // one line of help per key; the per-direction forms are explained once, below
+                let arg = if prefix.is_empty() {
                     arg.help(k.help)
                 } else {
                     arg.help(format!("--{} for {scope} only", k.name))
-                        .hide_short_help(true)
+                        .hide(true)
                 };
                 cmd = cmd.arg(arg);
             }
         }
-        cmd.arg(
+        cmd.after_help(
+            "Every link option also exists per direction: --up-KEY (client -> server) and \
+             --down-KEY (server -> client) override --KEY for that direction, e.g. \
+             --delay 10ms --down-rate 50mbit --up-rate 5mbit.",
+        )
+        .arg(
             Arg::new("seed")
                 .long("seed")
                 .value_name("N")
                 .value_parser(clap::value_parser!(u64))
                 .default_value("1")
-                .help_heading("Link (both directions)")
+                .help_heading("Link")
                 .help("seed of every random decision: a packet's fate depends only on (seed, direction, index)"),
         )
     }
