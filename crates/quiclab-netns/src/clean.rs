@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::path::Path;
 
 use crate::error::Result;
 use crate::ns::{self, NETNS_DIR, PREFIX};
@@ -21,18 +22,24 @@ fn run_id(ns: &str) -> Option<&str> {
     ns.strip_prefix(PREFIX)?.rsplit_once('-').map(|(id, _)| id)
 }
 
-/// True when the run's lock file exists and is held by a live process.
-fn is_live(id: &str) -> bool {
+/// The lock of a run that is no longer alive, taken by us; `None` while its owner lives.
+/// A missing lock file means the run is gone (or never got that far).
+enum RunState {
+    Live,
+    Dead(Option<File>),
+}
+
+fn run_state(id: &str) -> RunState {
     let Ok(f) = File::open(format!("{LOCK_DIR}/{id}.lock")) else {
-        return false;
+        return RunState::Dead(None);
     };
-    // SAFETY: flock on a file we opened; if we get the lock, nobody holds it.
-    let got = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    if got {
-        // SAFETY: releases the lock just taken.
-        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+    // SAFETY: flock on a file we opened; if we get the lock, nobody else holds it. It is
+    // released when `f` is dropped.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        RunState::Dead(Some(f))
+    } else {
+        RunState::Live
     }
-    !got
 }
 
 /// Namespaces with quiclab's prefix.
@@ -54,20 +61,29 @@ pub fn clean(force: bool) -> Result<Cleaned> {
     let mut out = Cleaned::default();
     for name in namespaces() {
         let id = run_id(&name).unwrap_or("");
-        if !force && !id.is_empty() && is_live(id) {
+        let state = run_state(id);
+        if !force && matches!(state, RunState::Live) {
             out.skipped_live.push(name);
             continue;
         }
         out.processes += ns::pids_in(&name).len();
-        ns::destroy(&name)?;
-        out.namespaces.push(name);
+        match ns::destroy(&name) {
+            Ok(()) => out.namespaces.push(name),
+            // a run that ended between our listing and now removed it itself
+            Err(_) if !Path::new(NETNS_DIR).join(&name).exists() => {}
+            Err(e) => return Err(e),
+        }
     }
     if let Ok(dir) = std::fs::read_dir(LOCK_DIR) {
         for e in dir.filter_map(|e| e.ok()) {
             let file = e.file_name().to_string_lossy().into_owned();
-            if let Some(id) = file.strip_suffix(".lock")
-                && (force || !is_live(id))
-            {
+            let Some(id) = file.strip_suffix(".lock") else {
+                continue;
+            };
+            // unlink only while holding the lock, so a run taking it now cannot lose it
+            if let RunState::Dead(Some(_held)) = run_state(id) {
+                let _ = std::fs::remove_file(e.path());
+            } else if force {
                 let _ = std::fs::remove_file(e.path());
             }
         }

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use quiclab_link::{Direction, LinkConfig, Pipeline};
@@ -76,15 +77,25 @@ impl RunLock {
     pub(crate) fn take(id: &str) -> Result<Self> {
         std::fs::create_dir_all(LOCK_DIR).context(|| format!("cannot create {LOCK_DIR}"))?;
         let path = format!("{LOCK_DIR}/{id}.lock");
-        let file = File::create(&path).context(|| format!("cannot create {path}"))?;
-        // SAFETY: flock on a file we own; released when the fd closes, including on SIGKILL.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(Error::Io {
-                what: format!("run {id} is already locked"),
-                source: std::io::Error::last_os_error(),
-            });
+        // `clean` unlinks a lock file only while holding its lock; if that happened between our
+        // open and our flock, we hold a lock on a file nobody can find: start again.
+        loop {
+            let file = File::create(&path).context(|| format!("cannot create {path}"))?;
+            // SAFETY: flock on a file we own; released when the fd closes, including on SIGKILL.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                return Err(Error::Io {
+                    what: format!("run {id} is already locked"),
+                    source: std::io::Error::last_os_error(),
+                });
+            }
+            let held = file.metadata().context(|| format!("cannot stat {path}"))?;
+            match std::fs::metadata(&path) {
+                Ok(m) if (m.dev(), m.ino()) == (held.dev(), held.ino()) => {
+                    return Ok(RunLock { path, _file: file });
+                }
+                _ => continue,
+            }
         }
-        Ok(RunLock { path, _file: file })
     }
 }
 

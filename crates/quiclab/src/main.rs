@@ -2,6 +2,7 @@
 
 mod cmd_bench;
 mod cmd_link;
+mod cmd_selftest;
 mod linkargs;
 mod signals;
 
@@ -30,6 +31,7 @@ struct Cli {
 enum Cmd {
     Link(cmd_link::LinkCmd),
     Clean(cmd_link::CleanCmd),
+    Selftest(cmd_selftest::SelftestCmd),
     Bench(cmd_bench::BenchCmd),
 }
 
@@ -38,6 +40,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Link(c) => cmd_link::link(c),
         Cmd::Clean(c) => cmd_link::clean(c),
+        Cmd::Selftest(c) => cmd_selftest::selftest(c),
         Cmd::Bench(c) => cmd_bench::bench(c),
     };
     match result {

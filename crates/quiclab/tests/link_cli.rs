@@ -202,7 +202,8 @@ fn clean_removes_what_a_killed_run_left_and_spares_live_runs() {
 
     let out = quiclab().arg("clean").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
         stdout.contains(&format!("removed namespace {sns}")),
         "{stdout}"

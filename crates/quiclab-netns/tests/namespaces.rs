@@ -1,0 +1,262 @@
+//! The emulator measured from inside real namespaces with the probes: round trips, TCP goodput,
+//! loss, MTU. Needs root (CI runs these as root); without it they fail, never skip.
+//!
+//! The tests share the machine's CPUs with the forwarding threads they measure, so they run one
+//! at a time, and each checks that its namespaces are gone once its topology is dropped.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use quiclab_link::LinkConfig;
+use quiclab_netns::probe::{self, Family, Flow, GoodputConfig, LossConfig, RttConfig};
+use quiclab_netns::selftest::{self, binomial_99, burst_tolerance, symmetric_link, uplink};
+use quiclab_netns::{DirectionReport, Side, Topology, TopologyConfig};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Takes the machine for one test; a test that panicked while holding it does not block others.
+fn exclusive() -> MutexGuard<'static, ()> {
+    assert!(
+        quiclab_netns::sys::is_root(),
+        "these tests create network namespaces and TUN devices and must run as root \
+         (e.g. sudo -E cargo test -p quiclab-netns)"
+    );
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Starts a topology, runs `f` on it, drops it, and checks that its namespaces are gone.
+fn with_topology<T>(
+    link: LinkConfig,
+    device_mtu: Option<u32>,
+    f: impl FnOnce(&mut Topology) -> T,
+) -> T {
+    let mut topo = Topology::start(TopologyConfig {
+        link,
+        device_mtu,
+        events: None,
+    })
+    .expect("topology starts");
+    let names = [Side::Client, Side::Server].map(|s| topo.ns(s).name().to_string());
+    let out = f(&mut topo);
+    drop(topo);
+    let left = quiclab_netns::clean::namespaces();
+    for name in &names {
+        assert!(
+            !left.contains(name),
+            "namespace {name} is still there after its topology was dropped"
+        );
+    }
+    out
+}
+
+/// Stops the emulator and returns the uplink's report.
+fn uplink_report(topo: &mut Topology) -> DirectionReport {
+    let reports = topo.finish().expect("the emulator stops");
+    for r in &reports {
+        assert!(r.error.is_none(), "forwarding failed: {:?}", r.error);
+    }
+    reports
+        .into_iter()
+        .find(|r| r.dir == quiclab_link::Direction::Up)
+        .expect("an uplink report")
+}
+
+#[test]
+fn round_trip_is_twice_the_one_way_delay() {
+    let _machine = exclusive();
+    let tolerance = selftest::RTT_TOLERANCE.as_secs_f64();
+    let mut failures = Vec::new();
+    for (ms, family) in [
+        (0, Family::V4),
+        (10, Family::V4),
+        (50, Family::V4),
+        (100, Family::V4),
+        (10, Family::V6),
+    ] {
+        let link = symmetric_link(&[("delay", &format!("{ms}ms"))]).expect("valid link");
+        let cfg = RttConfig {
+            family,
+            ..RttConfig::default()
+        };
+        let r = with_topology(link, None, |topo| {
+            probe::udp_rtt(topo, &cfg).expect("round-trip probe runs")
+        });
+        assert_eq!(r.lost(), 0, "delay {ms} ms ({family:?}): lost probes");
+        let median = r.median().expect("replies").as_secs_f64();
+        let err = median - 2.0 * ms as f64 / 1e3;
+        eprintln!(
+            "delay {ms} ms ({family:?}): median RTT {:.3} ms, error {:+.3} ms",
+            median * 1e3,
+            err * 1e3
+        );
+        if err.abs() > tolerance {
+            failures.push(format!(
+                "delay {ms} ms ({family:?}): error {:+.3} ms",
+                err * 1e3
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "median RTT off by more than {} ms: {failures:?}",
+        tolerance * 1e3
+    );
+}
+
+fn goodput_at_10mbit(congestion: &str) {
+    let _machine = exclusive();
+    let link = symmetric_link(&[("rate", "10mbit"), ("delay", "10ms")]).expect("valid link");
+    let g = with_topology(link, None, |topo| {
+        probe::tcp_goodput(
+            topo,
+            &GoodputConfig {
+                flow: Flow::Download,
+                congestion: congestion.into(),
+                duration: Duration::from_secs(8),
+                ..GoodputConfig::default()
+            },
+        )
+        .expect("bulk transfer runs")
+    });
+    let share = g.bits_per_sec / 10e6;
+    eprintln!(
+        "{congestion}: {:.3} Mbit/s ({:.1}% of 10 Mbit/s): {} bytes in {:.2} s",
+        g.bits_per_sec / 1e6,
+        share * 100.0,
+        g.bytes,
+        g.seconds
+    );
+    assert_eq!(g.congestion, congestion, "congestion controller read back");
+    assert!(
+        (selftest::GOODPUT_MIN..=1.0).contains(&share),
+        "{congestion} goodput {:.2} Mbit/s is {:.1}% of 10 Mbit/s, outside 90%..100%",
+        g.bits_per_sec / 1e6,
+        share * 100.0
+    );
+}
+
+#[test]
+fn cubic_fills_a_10mbit_link() {
+    goodput_at_10mbit("cubic");
+}
+
+#[test]
+fn bbr_fills_a_10mbit_link() {
+    goodput_at_10mbit("bbr");
+}
+
+#[test]
+fn iid_loss_is_within_its_binomial_interval_and_counted_by_the_link() {
+    let _machine = exclusive();
+    let p = 0.01;
+    let cfg = LossConfig {
+        count: 50_000,
+        ..LossConfig::default()
+    };
+    let link = uplink(&[("loss", "1%")], selftest::SEED).expect("valid link");
+    let (r, rep) = with_topology(link, None, |topo| {
+        let r = probe::udp_loss(topo, &cfg).expect("loss probe runs");
+        (r, uplink_report(topo))
+    });
+    let (lo, hi) = binomial_99(p, cfg.count);
+    let f = r.loss_fraction();
+    eprintln!(
+        "loss {:.3}% ({} of {}), 99% interval {:.3}%..{:.3}%, link dropped {}",
+        f * 100.0,
+        r.lost(),
+        r.sent(),
+        lo * 100.0,
+        hi * 100.0,
+        rep.counters.dropped_random
+    );
+    assert_eq!(
+        r.receiver_drops, 0,
+        "the receiving socket dropped datagrams"
+    );
+    assert_eq!(
+        rep.device_drops, 0,
+        "the client's TUN device dropped datagrams"
+    );
+    assert_eq!(r.duplicates, 0);
+    assert_eq!(
+        rep.counters.packets_in, cfg.count as u64,
+        "the link saw every datagram"
+    );
+    assert_eq!(
+        r.lost() as u64,
+        rep.counters.dropped_random,
+        "every loss is one the emulator counted"
+    );
+    assert_eq!(rep.counters.dropped_total(), rep.counters.dropped_random);
+    assert!(
+        (lo..=hi).contains(&f),
+        "loss {:.3}% outside the 99% interval {:.3}%..{:.3}%",
+        f * 100.0,
+        lo * 100.0,
+        hi * 100.0
+    );
+}
+
+#[test]
+fn burst_loss_has_the_configured_mean_burst() {
+    let _machine = exclusive();
+    let mean = 4.0;
+    let cfg = LossConfig {
+        count: 100_000,
+        rate: 25_000,
+        ..LossConfig::default()
+    };
+    let link = uplink(&[("loss", "2%"), ("loss-burst", "4")], selftest::SEED).expect("valid link");
+    let (r, rep) = with_topology(link, None, |topo| {
+        let r = probe::udp_loss(topo, &cfg).expect("loss probe runs");
+        (r, uplink_report(topo))
+    });
+    let bursts = r.bursts();
+    assert!(!bursts.is_empty(), "no losses at 2%");
+    let observed = bursts.iter().sum::<u64>() as f64 / bursts.len() as f64;
+    let tol = burst_tolerance(mean, bursts.len());
+    eprintln!(
+        "mean burst {observed:.3} over {} bursts (tolerance +-{tol:.3}), loss {:.3}%",
+        bursts.len(),
+        r.loss_fraction() * 100.0
+    );
+    assert_eq!(
+        r.receiver_drops, 0,
+        "the receiving socket dropped datagrams"
+    );
+    assert_eq!(
+        rep.device_drops, 0,
+        "the client's TUN device dropped datagrams"
+    );
+    assert_eq!(
+        rep.counters.packets_in, cfg.count as u64,
+        "the link saw every datagram"
+    );
+    assert_eq!(r.lost() as u64, rep.counters.dropped_burst);
+    assert!(
+        (observed - mean).abs() <= tol,
+        "mean burst {observed:.3} not within {mean} +-{tol:.3}"
+    );
+}
+
+#[test]
+fn packets_above_the_link_mtu_never_arrive() {
+    let _machine = exclusive();
+    let link = uplink(&[("mtu", "1400")], selftest::SEED).expect("valid link");
+    let wait = Duration::from_millis(300);
+    let (fits, over, over_v6, rep) = with_topology(link, Some(1500), |topo| {
+        let fits = probe::udp_mtu(topo, 1400, Family::V4, wait).expect("probe runs");
+        let over = probe::udp_mtu(topo, 1401, Family::V4, wait).expect("probe runs");
+        let over_v6 = probe::udp_mtu(topo, 1401, Family::V6, wait).expect("probe runs");
+        (fits, over, over_v6, uplink_report(topo))
+    });
+    assert!(fits, "a 1400-byte packet must cross a 1400-byte link");
+    assert!(!over, "a 1401-byte IPv4 packet crossed a 1400-byte link");
+    assert!(!over_v6, "a 1401-byte IPv6 packet crossed a 1400-byte link");
+    assert_eq!(
+        rep.counters.dropped_mtu, 2,
+        "both oversized packets counted"
+    );
+}
