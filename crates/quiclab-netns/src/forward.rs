@@ -25,9 +25,8 @@ use crate::sys::{self, Clock, Epoll, EventFd, TimerFd};
 
 const TOKEN_TIMER: u64 = 0;
 const TOKEN_STOP: u64 = 1;
-/// Devices take tokens from here on.
 const TOKEN_DEVICE: u64 = 2;
-/// Packets read from one device per turn before departures are served again.
+/// Packets read per turn before departures are served again.
 const READ_BATCH: usize = 64;
 /// Largest IP packet a TUN device hands us.
 const MAX_PACKET: usize = 65_536;
@@ -69,7 +68,7 @@ impl DirectionReport {
 /// The forwarding threads of one link; stops them when dropped.
 pub struct Forwarder {
     stop: Arc<EventFd>,
-    threads: Vec<JoinHandle<Vec<DirectionReport>>>,
+    threads: Vec<JoinHandle<DirectionReport>>,
     writer: Option<JoinHandle<io::Result<u64>>>,
     clock: Clock,
 }
@@ -107,13 +106,13 @@ impl Forwarder {
         // A thread per direction: a departure never waits for the other direction's write, which
         // runs the receiving endpoint's network stack in the writer's context.
         let mut threads = Vec::new();
-        for ways in [vec![up], vec![down]] {
+        for way in [up, down] {
             let stop = stop.clone();
             let sink = sink.clone();
             threads.push(
                 std::thread::Builder::new()
-                    .name("quiclab-link".into())
-                    .spawn(move || run(ways, clock, &stop, sink))?,
+                    .name(format!("quiclab-{}", way.dir.as_str()))
+                    .spawn(move || run(way, clock, &stop, sink))?,
             );
         }
         Ok(Forwarder {
@@ -143,10 +142,7 @@ impl Forwarder {
                 h.join()
                     .map_err(|_| io::Error::other("forwarding thread panicked"))
             })
-            .collect::<io::Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect();
+            .collect::<io::Result<_>>()?;
         if let Some(w) = self.writer.take() {
             w.join()
                 .map_err(|_| io::Error::other("event writer panicked"))??;
@@ -240,39 +236,22 @@ impl Way {
     }
 }
 
-fn run(mut ways: Vec<Way>, clock: Clock, stop: &EventFd, sink: EventSink) -> Vec<DirectionReport> {
+fn run(mut way: Way, clock: Clock, stop: &EventFd, sink: EventSink) -> DirectionReport {
     sys::tight_timer_slack();
     sys::realtime_priority(REALTIME_PRIORITY);
-    let error = forward_loop(&mut ways, clock, stop, &sink)
+    let error = forward_loop(&mut way, clock, stop, &sink)
         .err()
-        .map(|e| format!("link emulator: {e}"));
+        .map(|e| format!("link emulator ({}): {e}", way.dir.as_str()));
     if let Some(s) = &sink {
-        for w in &mut ways {
-            let _ = s.send(w.pipe.take_events());
-        }
+        let _ = s.send(way.pipe.take_events());
     }
-    ways.into_iter().map(|w| w.report(error.clone())).collect()
+    way.report(error)
 }
 
-fn read_all(ways: &mut [Way], clock: Clock, buf: &mut [u8]) -> io::Result<bool> {
-    let mut got = false;
-    for w in ways {
-        got |= w.read(clock, buf)?;
-    }
-    Ok(got)
-}
-
-fn forward_loop(
-    ways: &mut [Way],
-    clock: Clock,
-    stop: &EventFd,
-    sink: &EventSink,
-) -> io::Result<()> {
+fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -> io::Result<()> {
     let epoll = Epoll::new()?;
     let timer = TimerFd::new()?;
-    for (i, w) in ways.iter().enumerate() {
-        epoll.add(w.rx.as_raw_fd(), TOKEN_DEVICE + i as u64)?;
-    }
+    epoll.add(way.rx.as_raw_fd(), TOKEN_DEVICE)?;
     epoll.add(timer.as_raw_fd(), TOKEN_TIMER)?;
     epoll.add(stop.as_raw_fd(), TOKEN_STOP)?;
     let mut buf = vec![0u8; MAX_PACKET];
@@ -280,19 +259,15 @@ fn forward_loop(
     let mut wake = WakeEstimate::new();
     let mut budget = DutyBudget::new(clock.now());
     loop {
-        read_all(ways, clock, &mut buf)?;
-        for w in ways.iter_mut() {
-            w.transmit(clock);
-        }
+        way.read(clock, &mut buf)?;
+        way.transmit(clock);
         if let Some(s) = sink {
-            for w in ways.iter_mut() {
-                let ev = w.pipe.take_events();
-                if !ev.is_empty() {
-                    let _ = s.send(ev);
-                }
+            let ev = way.pipe.take_events();
+            if !ev.is_empty() {
+                let _ = s.send(ev);
             }
         }
-        let deadline = ways.iter().filter_map(|w| w.pipe.poll_timeout()).min();
+        let deadline = way.pipe.poll_timeout();
         let now = clock.now();
         if budget.spent(now) {
             // Busy for too long (spinning, or work always due): give the CPU away briefly.
@@ -305,9 +280,9 @@ fn forward_loop(
                 continue;
             }
             if t - now <= wake.margin() {
-                // close enough: wait on the CPU, taking arrivals with exact timestamps
+                // closer than a wake-up takes: wait on the CPU, stamping arrivals exactly
                 while clock.now() < t && !budget.spent(clock.now()) {
-                    if !read_all(ways, clock, &mut buf)? {
+                    if !way.read(clock, &mut buf)? {
                         std::hint::spin_loop();
                     }
                 }
