@@ -39,7 +39,7 @@ const DUTY: f64 = 0.8;
 /// Longest continuous busy period the duty budget allows (then it yields in short sleeps).
 const BURST: Duration = Duration::from_millis(10);
 /// Length of one forced sleep.
-const YIELD: Duration = Duration::from_micros(30);
+const YIELD: Duration = Duration::from_micros(10);
 
 /// What one direction did.
 #[derive(Debug)]
