@@ -6,7 +6,7 @@
 //! Timing: the threads run at a real-time priority (SCHED_FIFO) so that the endpoints, which share
 //! the CPU, do not delay departures; they sleep in epoll with an absolute CLOCK_MONOTONIC timerfd
 //! (1 ns timer slack) and wake early by a learned margin, spinning the last stretch before a
-//! departure. They never spin while idle, and a duty budget keeps each under [`DUTY`] of a core
+//! departure. They never spin while idle, and a duty budget keeps each under 80 % of a core
 //! in the long run: well clear of the kernel's real-time throttle, with CPU left for the
 //! endpoints.
 

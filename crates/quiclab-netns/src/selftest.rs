@@ -1,5 +1,5 @@
 //! The instrument's acceptance test: builds topologies with known settings, measures them with
-//! the [`probe`](crate::probe)s, and compares each measurement with what was configured.
+//! the [`crate::probe`] functions, and compares each measurement with what was configured.
 //!
 //! Random link decisions are seeded ([`SEED`] unless given), so the loss checks see the same
 //! packet fates on every run. Their tolerances are the 99% intervals of the configured models: over
