@@ -3,6 +3,7 @@
 mod cmd_bench;
 mod cmd_link;
 mod cmd_selftest;
+mod cmd_serve;
 mod linkargs;
 mod signals;
 
@@ -33,6 +34,7 @@ enum Cmd {
     Clean(cmd_link::CleanCmd),
     Selftest(cmd_selftest::SelftestCmd),
     Bench(cmd_bench::BenchCmd),
+    Serve(cmd_serve::ServeCmd),
 }
 
 fn main() {
@@ -42,6 +44,7 @@ fn main() {
         Cmd::Clean(c) => cmd_link::clean(c),
         Cmd::Selftest(c) => cmd_selftest::selftest(c),
         Cmd::Bench(c) => cmd_bench::bench(c),
+        Cmd::Serve(c) => cmd_serve::serve(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

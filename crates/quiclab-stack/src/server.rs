@@ -1,0 +1,491 @@
+//! An HTTP/1.1 and HTTP/2 server over TCP and TLS (tokio, rustls, hyper).
+//!
+//! Contract:
+//! - [`Server::bind`] opens one listening TCP socket. An IPv6 unspecified address (`[::]`) also
+//!   accepts IPv4. If a congestion controller is given it is set on the listening socket (accepted
+//!   connections inherit it) and read back; an unknown one is an error that lists the kernel's
+//!   available controllers. Without one the kernel's default stays, and [`Server::congestion`]
+//!   reports which it is.
+//! - [`Server::run_until`] accepts connections until the shutdown future completes, then closes
+//!   the listener and every open connection and returns. Each connection does a TLS handshake and
+//!   is served as HTTP/2 if ALPN chose `h2`, otherwise as HTTP/1.1.
+//! - Routes: `GET /bytes/N` answers with exactly N bytes (a decimal number, at most
+//!   [`MAX_BYTES`]) of the pattern [`pattern_byte`], streamed in chunks without holding N bytes;
+//!   `POST /upload` reads the whole body and answers with its length in bytes; anything else is
+//!   404. Every response carries `Alt-Svc: h3=":PORT"` with the listening port, where an HTTP/3
+//!   server can be found.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{ALT_SVC, CONTENT_TYPE, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::tls::ALPN_H2;
+
+/// The largest body `GET /bytes/N` serves: 10 GB.
+pub const MAX_BYTES: u64 = 10_000_000_000;
+
+/// The period of the `/bytes` pattern: a prime, so that the pattern does not line up with
+/// power-of-two record, frame or packet sizes and a misplaced chunk shows up when compared.
+pub const PATTERN_PERIOD: u64 = 251;
+
+/// Byte `i` of every `/bytes/N` body.
+pub fn pattern_byte(i: u64) -> u8 {
+    (i % PATTERN_PERIOD) as u8
+}
+
+/// Fills `buf` with the pattern bytes starting at body offset `offset`.
+pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
+    let mut v = offset % PATTERN_PERIOD;
+    for b in buf {
+        *b = v as u8;
+        v += 1;
+        if v == PATTERN_PERIOD {
+            v = 0;
+        }
+    }
+}
+
+/// Size of the chunks a `/bytes` body is sent in: a whole number of pattern periods (so every
+/// chunk starts at phase 0 and is a slice of one shared buffer) just under 64 KiB.
+const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PERIOD as usize;
+
+/// Errors from setting up a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("opening a TCP socket for {addr}")]
+    Socket {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("binding to {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "TCP congestion controller {name:?} is not available (available: {available}; see /proc/sys/net/ipv4/tcp_available_congestion_control)"
+    )]
+    UnknownCongestion { name: String, available: String },
+    #[error("setting TCP congestion controller {name:?}")]
+    SetCongestion {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("TCP congestion controller {wanted:?} was set but the socket reports {got:?}")]
+    CongestionMismatch { wanted: String, got: String },
+}
+
+/// Something that went wrong with one connection; the server goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error("accepting a connection")]
+    Accept(#[source] io::Error),
+    #[error("TLS handshake with {peer}")]
+    Handshake {
+        peer: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("HTTP with {peer}")]
+    Http {
+        peer: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+}
+
+/// What a server needs to start.
+pub struct ServerOptions {
+    pub listen: SocketAddr,
+    pub tls: Arc<rustls::ServerConfig>,
+    /// TCP congestion controller for every connection (e.g. "cubic", "bbr", "reno"); `None`
+    /// keeps the kernel's default.
+    pub tcp_congestion: Option<String>,
+}
+
+/// Counts of what a server did, returned when it stops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServeStats {
+    pub connections: u64,
+    pub failed: u64,
+}
+
+/// A bound, listening server.
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    congestion: String,
+    acceptor: TlsAcceptor,
+    state: Arc<State>,
+}
+
+/// What every request handler shares.
+struct State {
+    alt_svc: HeaderValue,
+    /// `CHUNK` bytes of the pattern from offset 0.
+    pattern: Bytes,
+}
+
+impl Server {
+    /// Opens the listening socket (must be called inside a tokio runtime).
+    pub fn bind(opts: ServerOptions) -> Result<Server, ServerError> {
+        let addr = opts.listen;
+        let socket_err = |source| ServerError::Socket { addr, source };
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(socket_err)?;
+        if addr.is_ipv6() && addr.ip().is_unspecified() {
+            // `[::]` means every address, IPv4 included, whatever net.ipv6.bindv6only says.
+            socket.set_only_v6(false).map_err(socket_err)?;
+        }
+        // A restarted server must not wait for the previous run's TIME_WAIT sockets.
+        socket.set_reuse_address(true).map_err(socket_err)?;
+        if let Some(name) = &opts.tcp_congestion {
+            set_congestion(&socket, name)?;
+        }
+        let congestion = read_congestion(&socket).map_err(socket_err)?;
+        if let Some(wanted) = &opts.tcp_congestion
+            && *wanted != congestion
+        {
+            return Err(ServerError::CongestionMismatch {
+                wanted: wanted.clone(),
+                got: congestion,
+            });
+        }
+        let bind_err = |source| ServerError::Bind { addr, source };
+        socket.bind(&addr.into()).map_err(bind_err)?;
+        socket.listen(1024).map_err(bind_err)?;
+        socket.set_nonblocking(true).map_err(socket_err)?;
+        let listener = TcpListener::from_std(socket.into()).map_err(socket_err)?;
+        let local_addr = listener.local_addr().map_err(socket_err)?;
+
+        let mut pattern = vec![0; CHUNK];
+        fill_pattern(0, &mut pattern);
+        // Digits, a colon and quotes only: always a valid header value.
+        let alt_svc = HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
+            .expect("a port number is a valid header value");
+        Ok(Server {
+            listener,
+            local_addr,
+            congestion,
+            acceptor: TlsAcceptor::from(opts.tls),
+            state: Arc::new(State {
+                alt_svc,
+                pattern: pattern.into(),
+            }),
+        })
+    }
+
+    /// The address the server listens on (with the port the kernel chose if it was 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The TCP congestion controller the listening socket reports, inherited by every
+    /// connection.
+    pub fn congestion(&self) -> &str {
+        &self.congestion
+    }
+
+    /// Serves until `shutdown` completes, then drops the listener and every open connection.
+    /// `on_error` hears about each connection that failed (the server goes on).
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()>,
+        on_error: impl Fn(ConnectionError) + Send + Sync + 'static,
+    ) -> ServeStats {
+        let on_error = Arc::new(on_error);
+        let mut stats = ServeStats::default();
+        let mut conns: JoinSet<bool> = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(done) = conns.join_next(), if !conns.is_empty() => {
+                    // A task that panicked counts as failed too.
+                    if !done.unwrap_or(false) {
+                        stats.failed += 1;
+                    }
+                }
+                accepted = self.listener.accept() => match accepted {
+                    Ok((tcp, peer)) => {
+                        stats.connections += 1;
+                        let (acceptor, state, on_error) =
+                            (self.acceptor.clone(), self.state.clone(), on_error.clone());
+                        conns.spawn(async move {
+                            match serve_connection(tcp, peer, acceptor, state).await {
+                                Ok(()) => true,
+                                Err(e) => {
+                                    on_error(e);
+                                    false
+                                }
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        on_error(ConnectionError::Accept(e));
+                        // Out of file descriptors or memory: give connections time to end
+                        // instead of spinning on the same error.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                },
+            }
+        }
+        conns.shutdown().await;
+        stats
+    }
+}
+
+fn set_congestion(socket: &Socket, name: &str) -> Result<(), ServerError> {
+    socket.set_tcp_congestion(name.as_bytes()).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            ServerError::UnknownCongestion {
+                name: name.to_string(),
+                available: std::fs::read_to_string(
+                    "/proc/sys/net/ipv4/tcp_available_congestion_control",
+                )
+                .map(|s| s.split_whitespace().collect::<Vec<_>>().join(", "))
+                .unwrap_or_else(|e| format!("unknown: {e}")),
+            }
+        } else {
+            ServerError::SetCongestion {
+                name: name.to_string(),
+                source: e,
+            }
+        }
+    })
+}
+
+fn read_congestion(socket: &Socket) -> io::Result<String> {
+    let raw = socket.tcp_congestion()?;
+    // The kernel returns a fixed-size, NUL-padded name.
+    let name = raw.split(|&b| b == 0).next().unwrap_or_default();
+    Ok(String::from_utf8_lossy(name).into_owned())
+}
+
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    state: Arc<State>,
+) -> Result<(), ConnectionError> {
+    // Responses are written whole by hyper; Nagle would only hold back the tail of each.
+    let _ = tcp.set_nodelay(true);
+    let tls = acceptor
+        .accept(tcp)
+        .await
+        .map_err(|source| ConnectionError::Handshake { peer, source })?;
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
+    let io = TokioIo::new(tls);
+    let service = service_fn(move |req| handle(req, state.clone()));
+    let served = if h2 {
+        hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service)
+            .await
+    } else {
+        hyper::server::conn::http1::Builder::new()
+            .serve_connection(io, service)
+            .await
+    };
+    served.map_err(|source| ConnectionError::Http { peer, source })
+}
+
+type ResponseBody = BoxBody<Bytes, hyper::Error>;
+
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<State>,
+) -> Result<Response<ResponseBody>, hyper::Error> {
+    let path = req.uri().path();
+    let mut response = match (req.method(), path.strip_prefix("/bytes/")) {
+        (&Method::GET, Some(n)) => match parse_size(n) {
+            Ok(n) => Response::new(PatternBody::new(n, state.pattern.clone()).boxed()),
+            Err(msg) => text(StatusCode::BAD_REQUEST, msg),
+        },
+        _ if req.method() == Method::POST && path == "/upload" => {
+            let mut body = req.into_body();
+            let mut received: u64 = 0;
+            while let Some(frame) = body.frame().await {
+                if let Some(data) = frame?.data_ref() {
+                    received += data.len() as u64;
+                }
+            }
+            text(StatusCode::OK, format!("{received}\n"))
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
+    };
+    response
+        .headers_mut()
+        .insert(ALT_SVC, state.alt_svc.clone());
+    Ok(response)
+}
+
+/// The N of `/bytes/N`: decimal digits only, at most [`MAX_BYTES`].
+fn parse_size(s: &str) -> Result<u64, String> {
+    let too_big = || format!("/bytes/N: N is at most {MAX_BYTES}\n");
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "/bytes/N: N must be a number of bytes in decimal digits, got {s:?}\n"
+        ));
+    }
+    match s.parse::<u64>() {
+        Ok(n) if n <= MAX_BYTES => Ok(n),
+        _ => Err(too_big()),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<ResponseBody> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|e| match e {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r
+}
+
+/// A `/bytes/N` body: N pattern bytes as slices of one shared chunk, so serving any size
+/// allocates nothing per request.
+struct PatternBody {
+    remaining: u64,
+    chunk: Bytes,
+}
+
+impl PatternBody {
+    fn new(len: u64, chunk: Bytes) -> Self {
+        PatternBody {
+            remaining: len,
+            chunk,
+        }
+    }
+}
+
+impl Body for PatternBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if self.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        // Every chunk but the last is a whole chunk, so each one starts at pattern phase 0.
+        let n = self.remaining.min(self.chunk.len() as u64) as usize;
+        self.remaining -= n as u64;
+        Poll::Ready(Some(Ok(Frame::data(self.chunk.slice(..n)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_is_i_mod_251_from_any_offset() {
+        assert_eq!(pattern_byte(0), 0);
+        assert_eq!(pattern_byte(250), 250);
+        assert_eq!(pattern_byte(251), 0);
+        assert_eq!(pattern_byte(9_999_999_999), (9_999_999_999u64 % 251) as u8);
+        for offset in [0, 1, 250, 251, 1_000_003] {
+            let mut buf = vec![0xAA; 1000];
+            fill_pattern(offset, &mut buf);
+            for (i, &b) in buf.iter().enumerate() {
+                assert_eq!(b, pattern_byte(offset + i as u64), "offset {offset} + {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn pattern_body_streams_exactly_n_bytes_in_phase() {
+        let mut chunk = vec![0; CHUNK];
+        fill_pattern(0, &mut chunk);
+        let chunk = Bytes::from(chunk);
+        for n in [0, 1, CHUNK as u64 - 1, CHUNK as u64, 3 * CHUNK as u64 + 7] {
+            let body = PatternBody::new(n, chunk.clone());
+            assert_eq!(body.size_hint().exact(), Some(n));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let bytes = rt.block_on(body.collect()).unwrap().to_bytes();
+            assert_eq!(bytes.len() as u64, n);
+            assert!(
+                bytes
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == pattern_byte(i as u64)),
+                "n = {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_are_plain_decimal_up_to_10_gb() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("5000000"), Ok(5_000_000));
+        assert_eq!(parse_size("10000000000"), Ok(MAX_BYTES));
+        assert!(parse_size("10000000001").unwrap_err().contains("at most"));
+        assert!(
+            parse_size("99999999999999999999999")
+                .unwrap_err()
+                .contains("at most")
+        );
+        for bad in ["", "1k", "-1", "+1", "1.5", " 1"] {
+            assert!(
+                parse_size(bad).unwrap_err().contains("decimal digits"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_congestion_controller_lists_the_available_ones() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let id = crate::tls::Identity::self_signed().unwrap();
+        let tls = crate::tls::server_config(&id, &[crate::tls::KxGroup::X25519]).unwrap();
+        let opts = |cc: &str| ServerOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tls: tls.clone(),
+            tcp_congestion: Some(cc.to_string()),
+        };
+        let e = Server::bind(opts("nosuchcc")).err().unwrap();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("TCP congestion controller \"nosuchcc\" is not available (available: "),
+            "{msg}"
+        );
+        assert!(msg.contains("reno"), "{msg}");
+        let server = Server::bind(opts("reno")).unwrap();
+        assert_eq!(server.congestion(), "reno");
+        assert_ne!(server.local_addr().port(), 0);
+    }
+}

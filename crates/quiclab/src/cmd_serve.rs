@@ -1,0 +1,113 @@
+//! `quiclab serve`: the HTTP/1.1 + HTTP/2 over TCP+TLS server, for use as `quiclab link`'s
+//! server command or on its own.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use quiclab_stack::server::{Server, ServerOptions};
+use quiclab_stack::tls::{self, Identity, KxGroup};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Serve HTTP/1.1 and HTTP/2 over TCP and TLS 1.3 (rustls with ring, hyper).
+///
+/// Routes: GET /bytes/N sends N bytes (byte i is i mod 251; N in decimal, at most 10 GB);
+/// POST /upload reads the body and answers with its length; anything else is 404. Every
+/// response advertises HTTP/3 on the same port with Alt-Svc.
+///
+/// Without --cert/--key a self-signed certificate is made for this run, valid for localhost,
+/// 198.18.0.2, fd51:c1ab::2 and 127.0.0.1; --write-cert saves it for clients to trust.
+/// One line goes to standard output once the server listens. SIGINT or SIGTERM stops it.
+///
+/// Example:
+///   quiclab link --rate 10mbit --delay 25ms \
+///     --server 'quiclab serve --write-cert /tmp/cert.pem --tcp-cc cubic' \
+///     --client 'curl --cacert /tmp/cert.pem -o /dev/null https://$QUICLAB_SERVER/bytes/1000000'
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct ServeCmd {
+    /// Address to listen on; the IPv6 any address (the default) also accepts IPv4.
+    #[arg(long, value_name = "ADDR", default_value = "[::]:443")]
+    listen: SocketAddr,
+    /// PEM certificate chain, leaf first (default: a self-signed certificate made now).
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Key-exchange groups the server accepts, in order of preference (x25519, p256, p384).
+    #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
+    groups: String,
+    /// TCP congestion controller (one of /proc/sys/net/ipv4/tcp_available_congestion_control,
+    /// e.g. cubic, bbr, reno); default: the kernel's, which is reported.
+    #[arg(long, value_name = "NAME")]
+    tcp_cc: Option<String>,
+    /// Write the certificate chain (PEM) to this file before listening, for clients to trust.
+    #[arg(long, value_name = "FILE")]
+    write_cert: Option<PathBuf>,
+}
+
+pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
+    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    let identity = match (&c.cert, &c.key) {
+        (Some(cert), Some(key)) => Identity::from_pem_files(cert, key)?,
+        _ => Identity::self_signed()?,
+    };
+    let tls = tls::server_config(&identity, &groups)?;
+    // Written before the socket exists: `quiclab link` starts the client once it sees a listening
+    // socket, and the client needs the certificate by then.
+    if let Some(path) = &c.write_cert {
+        std::fs::write(path, identity.chain_pem())
+            .with_context(|| format!("writing the certificate to {}", path.display()))?;
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async {
+        // Installed before listening, so that a signal right after the ready line stops cleanly.
+        let mut sigint = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+        let mut sigterm = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+        let server = Server::bind(ServerOptions {
+            listen: c.listen,
+            tls,
+            tcp_congestion: c.tcp_cc.clone(),
+        })?;
+        let cert = match &c.write_cert {
+            Some(p) => format!("written to {}", p.display()),
+            None => match &c.cert {
+                Some(p) => format!("from {}", p.display()),
+                None => "self-signed".to_string(),
+            },
+        };
+        let groups: Vec<&str> = groups.iter().map(|g| g.name()).collect();
+        println!(
+            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}; certificate sha256 {} {cert})",
+            server.local_addr(),
+            groups.join(","),
+            server.congestion(),
+            identity.fingerprint_sha256(),
+        );
+        std::io::stdout().flush().context("writing to standard output")?;
+
+        let stats = server
+            .run_until(
+                async {
+                    tokio::select! {
+                        _ = sigint.recv() => {}
+                        _ = sigterm.recv() => {}
+                    }
+                },
+                |e| eprintln!("quiclab serve: {:#}", anyhow::Error::new(e)),
+            )
+            .await;
+        eprintln!(
+            "quiclab serve: stopped after {} connections ({} failed)",
+            stats.connections, stats.failed
+        );
+        Ok(0)
+    })
+}

@@ -1,0 +1,150 @@
+//! `quiclab serve` as a user runs it: behind `quiclab link`, fetched by curl over HTTP/1.1 and
+//! HTTP/2 (as root: namespaces need it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn quiclab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_quiclab"))
+}
+
+fn assert_root() {
+    assert!(
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() } == 0,
+        "these tests create network namespaces and must run as root"
+    );
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Checks that `file` holds exactly `len` bytes of the /bytes pattern (byte i = i mod 251).
+fn assert_pattern(file: &Path, len: usize) {
+    let body = std::fs::read(file).unwrap();
+    assert_eq!(body.len(), len, "{}", file.display());
+    if let Some(i) = body
+        .iter()
+        .enumerate()
+        .position(|(i, &b)| b != (i % 251) as u8)
+    {
+        panic!("{}: byte {i} is {}", file.display(), body[i]);
+    }
+}
+
+#[test]
+fn curl_downloads_exact_bodies_over_http1_and_http2_through_the_link() {
+    assert_root();
+    let d = tmpdir("serve");
+    let cert = d.join("cert.pem");
+    let server = format!(
+        "exec {} serve --listen '[::]:443' --groups x25519,p256 --tcp-cc cubic --write-cert {}",
+        env!("CARGO_BIN_EXE_quiclab"),
+        cert.display()
+    );
+    let sizes = [100_000usize, 5_000_000];
+    let mut client = String::from("set -e\n");
+    for version in ["http1.1", "http2"] {
+        for n in sizes {
+            client += &format!(
+                "curl -sS --fail --{version} --cacert {cert} -o {out} \
+                 -w '{version} {n} %{{http_version}} %{{time_total}}\\n' \
+                 https://$QUICLAB_SERVER/bytes/{n}\n",
+                cert = cert.display(),
+                out = d.join(format!("{version}-{n}.bin")).display(),
+            );
+        }
+    }
+    client += &format!(
+        "curl -sS --fail --cacert {} -o /dev/null -D {} https://$QUICLAB_SERVER/bytes/1\n",
+        cert.display(),
+        d.join("headers").display()
+    );
+    // The 100 kB body goes back up: POST /upload answers with the byte count.
+    client += &format!(
+        "echo upload $(curl -sS --fail --http2 --cacert {} --data-binary @{} https://$QUICLAB_SERVER/upload)\n",
+        cert.display(),
+        d.join("http2-100000.bin").display()
+    );
+
+    let out = quiclab()
+        .args([
+            "link", "--rate", "100mbit", "--delay", "5ms", "--wait", "10s",
+        ])
+        .args(["--server", &server, "--client", &client])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprintln!("{stdout}");
+
+    assert!(
+        stdout.contains("quiclab serve: listening on [::]:443 (")
+            && stdout.contains("groups x25519,p256; tcp congestion cubic;"),
+        "{stdout}"
+    );
+    for version in ["http1.1", "http2"] {
+        let expected = if version == "http2" { "2" } else { "1.1" };
+        for n in sizes {
+            let line = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("{version} {n} ")))
+                .unwrap_or_else(|| panic!("no curl line for {version} {n}:\n{stdout}"));
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(fields[2], expected, "negotiated version: {line}");
+            assert_pattern(&d.join(format!("{version}-{n}.bin")), n);
+        }
+    }
+    assert!(stdout.lines().any(|l| l == "upload 100000"), "{stdout}");
+    let headers = std::fs::read_to_string(d.join("headers")).unwrap();
+    assert!(
+        headers
+            .lines()
+            .any(|l| l.trim_end() == "alt-svc: h3=\":443\""),
+        "{headers}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bad_groups_and_congestion_controllers_say_what_is_allowed() {
+    let out = quiclab()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--groups",
+            "x25519,x448",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--groups: unknown key-exchange group \"x448\" (allowed: x25519, p256, p384)"
+        ),
+        "{stderr}"
+    );
+
+    let out = quiclab()
+        .args(["serve", "--listen", "127.0.0.1:0", "--tcp-cc", "nosuchcc"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("TCP congestion controller \"nosuchcc\" is not available (available: ")
+            && stderr.contains("reno"),
+        "{stderr}"
+    );
+}
