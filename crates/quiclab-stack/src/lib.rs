@@ -2,10 +2,17 @@
 //!
 //! - [`tls`]: certificates and rustls configurations (ring provider, TLS 1.3, chosen key-exchange
 //!   groups).
+//! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills [`record`]s.
+//! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
 //! - [`record`]: the JSON-lines records every client writes (requests, timeline samples).
 //! - [`server`]: an HTTP/1.1 and HTTP/2 server over TCP and TLS with fixed-size downloads and
 //!   uploads.
+//! - [`quic`]: HTTP/3 over QUIC (quinn, h3): options, a server with the same routes, a client that
+//!   fills [`record`]s.
 
+pub mod client;
+pub mod quic;
 pub mod record;
 pub mod server;
+pub mod tcpinfo;
 pub mod tls;

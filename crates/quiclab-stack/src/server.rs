@@ -63,7 +63,7 @@ pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
 
 /// Size of the chunks a `/bytes` body is sent in: a whole number of pattern periods (so every
 /// chunk starts at phase 0 and is a slice of one shared buffer) just under 64 KiB.
-const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PERIOD as usize;
+pub(crate) const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PERIOD as usize;
 
 /// Errors from setting up a server.
 #[derive(Debug, thiserror::Error)]
@@ -339,7 +339,7 @@ async fn handle(
 }
 
 /// The N of `/bytes/N`: decimal digits only, at most [`MAX_BYTES`].
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let too_big = || format!("/bytes/N: N is at most {MAX_BYTES}\n");
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(

@@ -1,5 +1,5 @@
-//! `quiclab serve`: the HTTP/1.1 + HTTP/2 over TCP+TLS server, for use as `quiclab link`'s
-//! server command or on its own.
+//! `quiclab serve`: the HTTP/1.1 + HTTP/2 over TCP+TLS server and the HTTP/3 over QUIC server on
+//! the same port, for use as `quiclab link`'s server command or on its own.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -7,13 +7,15 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use quiclab_stack::quic::{self, QuicCongestion, QuicOptions, QuicServer, QuicServerOptions};
 use quiclab_stack::server::{Server, ServerOptions};
 use quiclab_stack::tls::{self, Identity, KxGroup};
 use tokio::signal::unix::{SignalKind, signal};
 
-/// Serve HTTP/1.1 and HTTP/2 over TCP and TLS 1.3 (rustls with ring, hyper).
+/// Serve HTTP/1.1 and HTTP/2 over TCP and TLS 1.3 (rustls with ring, hyper), and HTTP/3 over
+/// QUIC (quinn, h3) on the same UDP port unless --no-quic.
 ///
-/// Routes: GET /bytes/N sends N bytes (byte i is i mod 251; N in decimal, at most 10 GB);
+/// Routes (the same over every protocol): GET /bytes/N sends N bytes (byte i is i mod 251; N in decimal, at most 10 GB);
 /// POST /upload reads the body and answers with its length; anything else is 404. Every
 /// response advertises HTTP/3 on the same port with Alt-Svc.
 ///
@@ -47,6 +49,49 @@ pub struct ServeCmd {
     /// Write the certificate chain (PEM) to this file before listening, for clients to trust.
     #[arg(long, value_name = "FILE")]
     write_cert: Option<PathBuf>,
+    /// Do not serve HTTP/3 over QUIC.
+    #[arg(long)]
+    no_quic: bool,
+    /// QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental).
+    #[arg(long, value_name = "NAME", default_value = "cubic")]
+    quic_cc: String,
+    /// RTT QUIC assumes before its first sample (e.g. 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "333ms")]
+    quic_initial_rtt: String,
+    /// QUIC path MTU discovery: on or off.
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    quic_mtu_discovery: String,
+    /// Largest UDP payload QUIC sends (the upper bound of MTU discovery). With GSO on, at most
+    /// 6550 (10 datagrams per batch must fit in one 65,507-byte UDP send).
+    #[arg(long, value_name = "BYTES", default_value_t = 1452)]
+    quic_max_udp_payload: u16,
+    /// QUIC generic segmentation offload: on or off.
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    quic_gso: String,
+    /// Write each QUIC connection's timeline here as JSON lines (congestion window, RTT and
+    /// congestion events every 5 ms, from this sending side).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_quic")]
+    quic_timeline: Option<PathBuf>,
+}
+
+impl ServeCmd {
+    fn quic_options(&self) -> anyhow::Result<QuicOptions> {
+        let o = QuicOptions {
+            congestion: self
+                .quic_cc
+                .parse::<QuicCongestion>()
+                .context("--quic-cc")?,
+            initial_rtt_us: quic::parse_duration_us("initial_rtt", &self.quic_initial_rtt)
+                .context("--quic-initial-rtt")?,
+            mtu_discovery: quic::parse_on_off("mtu_discovery", &self.quic_mtu_discovery)
+                .context("--quic-mtu-discovery")?,
+            max_udp_payload: self.quic_max_udp_payload,
+            gso: quic::parse_on_off("gso", &self.quic_gso).context("--quic-gso")?,
+            ..QuicOptions::default()
+        };
+        o.validate().context("QUIC options")?;
+        Ok(o)
+    }
 }
 
 pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
@@ -56,6 +101,11 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         _ => Identity::self_signed()?,
     };
     let tls = tls::server_config(&identity, &groups)?;
+    let quic_options = if c.no_quic {
+        None
+    } else {
+        Some(c.quic_options()?)
+    };
     // Written before the socket exists: `quiclab link` starts the client once it sees a listening
     // socket, and the client needs the certificate by then.
     if let Some(path) = &c.write_cert {
@@ -71,11 +121,33 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         // Installed before listening, so that a signal right after the ready line stops cleanly.
         let mut sigint = signal(SignalKind::interrupt()).context("handling SIGINT")?;
         let mut sigterm = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+        let quic_tls = std::sync::Arc::new(quic::server_tls(&tls));
         let server = Server::bind(ServerOptions {
             listen: c.listen,
             tls,
             tcp_congestion: c.tcp_cc.clone(),
         })?;
+        // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
+        let quic_server = match quic_options.clone() {
+            Some(quic) => {
+                let timeline = match &c.quic_timeline {
+                    Some(path) => {
+                        let file = std::fs::File::create(path).with_context(|| {
+                            format!("creating the QUIC timeline {}", path.display())
+                        })?;
+                        Some(Box::new(std::io::BufWriter::new(file)) as Box<dyn Write + Send>)
+                    }
+                    None => None,
+                };
+                Some(QuicServer::bind(QuicServerOptions {
+                    listen: server.local_addr(),
+                    tls: quic_tls,
+                    quic,
+                    timeline,
+                })?)
+            }
+            None => None,
+        };
         let cert = match &c.write_cert {
             Some(p) => format!("written to {}", p.display()),
             None => match &c.cert {
@@ -84,8 +156,12 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             },
         };
         let groups: Vec<&str> = groups.iter().map(|g| g.name()).collect();
+        let quic = match &quic_options {
+            Some(o) => format!("; UDP HTTP/3: {}", o.summary()),
+            None => "; no QUIC".to_string(),
+        };
         println!(
-            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}; certificate sha256 {} {cert})",
+            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}{quic}; certificate sha256 {} {cert})",
             server.local_addr(),
             groups.join(","),
             server.congestion(),
@@ -93,21 +169,36 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         );
         std::io::stdout().flush().context("writing to standard output")?;
 
-        let stats = server
-            .run_until(
-                async {
-                    tokio::select! {
-                        _ = sigint.recv() => {}
-                        _ = sigterm.recv() => {}
-                    }
-                },
-                |e| eprintln!("quiclab serve: {:#}", anyhow::Error::new(e)),
-            )
-            .await;
+        // One signal stops both servers.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|&s| s).await;
+        };
+        let quic_task = quic_server.map(|q| {
+            tokio::spawn(q.run_until(stopped(stop_rx.clone()), |e| {
+                eprintln!("quiclab serve: {:#}", anyhow::Error::new(e))
+            }))
+        });
+        let tcp_task = tokio::spawn(server.run_until(stopped(stop_rx), |e| {
+            eprintln!("quiclab serve: {:#}", anyhow::Error::new(e))
+        }));
+        tokio::select! {
+            _ = sigint.recv() => {}
+            _ = sigterm.recv() => {}
+        }
+        let _ = stop_tx.send(true);
+        let stats = tcp_task.await.context("the TCP server task")?;
         eprintln!(
-            "quiclab serve: stopped after {} connections ({} failed)",
+            "quiclab serve: stopped after {} TCP connections ({} failed)",
             stats.connections, stats.failed
         );
+        if let Some(t) = quic_task {
+            let stats = t.await.context("the QUIC server task")?;
+            eprintln!(
+                "quiclab serve: stopped after {} QUIC connections ({} failed)",
+                stats.connections, stats.failed
+            );
+        }
         Ok(0)
     })
 }

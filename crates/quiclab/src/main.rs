@@ -1,6 +1,8 @@
 //! The quiclab command line.
 
 mod cmd_bench;
+mod cmd_get;
+mod cmd_h3get;
 mod cmd_link;
 mod cmd_selftest;
 mod cmd_serve;
@@ -34,7 +36,10 @@ enum Cmd {
     Clean(cmd_link::CleanCmd),
     Selftest(cmd_selftest::SelftestCmd),
     Bench(cmd_bench::BenchCmd),
+    Get(cmd_get::GetCmd),
     Serve(cmd_serve::ServeCmd),
+    #[command(hide = true, name = "h3-get")]
+    H3Get(cmd_h3get::H3GetCmd),
 }
 
 fn main() {
@@ -44,7 +49,9 @@ fn main() {
         Cmd::Clean(c) => cmd_link::clean(c),
         Cmd::Selftest(c) => cmd_selftest::selftest(c),
         Cmd::Bench(c) => cmd_bench::bench(c),
+        Cmd::Get(c) => cmd_get::get(c),
         Cmd::Serve(c) => cmd_serve::serve(c),
+        Cmd::H3Get(c) => cmd_h3get::h3_get(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,0 +1,877 @@
+//! An HTTP/1.1 and HTTP/2 client over TCP and TLS 1.3 (tokio, rustls with ring, hyper) that
+//! reports every request as a [`RequestRecord`].
+//!
+//! Contract:
+//! - [`Client::new`] builds the TLS configuration once per run: ring provider, TLS 1.3 only,
+//!   exactly the key-exchange groups given (the ClientHello carries a key share for the first
+//!   one only, so a server that accepts only a later one answers with a HelloRetryRequest), the
+//!   certificates of a PEM file as the only trust anchors, ALPN offering only the chosen HTTP
+//!   version. With resumption on, session tickets go to an in-memory store that belongs to this
+//!   client alone, so a run never resumes a session from an earlier run.
+//! - [`Client::fetch`] never fails: whatever goes wrong ends up in [`RequestRecord::error`]. With
+//!   [`ConnectionMode::Reuse`] a request goes over the previous request's connection when it is
+//!   to the same host and port and still open; with [`ConnectionMode::New`] every request opens
+//!   (and afterwards closes) its own connection.
+//! - Each TCP socket gets the chosen congestion controller before it connects, and the record
+//!   carries the name the socket reports back; an unknown controller is an error naming the
+//!   available ones. TCP Fast Open (`TCP_FASTOPEN_CONNECT`) is requested only when asked for, and
+//!   is an error where the kernel does not offer it to clients.
+//! - Bodies of `/bytes/N` are checked against the server's pattern ([`server::fill_pattern`])
+//!   and their length against N; a difference is recorded as an error.
+//!
+//! [`server::fill_pattern`]: crate::server::fill_pattern
+
+use std::error::Error as StdError;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper::{Request, Response, Uri};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::client::Resumption;
+use rustls::crypto::{CryptoProvider, ring as ring_provider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{HandshakeKind, NamedGroup, RootCertStore};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use crate::record::{Handshake, HttpVersion, RequestRecord, Transport, TransportStats, now_us};
+use crate::server::{PATTERN_PERIOD, fill_pattern};
+use crate::tcpinfo::TcpInfo;
+use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
+
+const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
+
+/// Errors from setting up a client or from one request.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("HTTP/{} is not spoken over TCP; this client does HTTP/1.1 and HTTP/2", version_name(*.0))]
+    NotTcp(HttpVersion),
+    #[error("no key-exchange group given")]
+    NoGroups,
+    #[error("reading trusted certificates (PEM)")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    #[error("no certificate to trust in the given PEM text")]
+    NoCa,
+    #[error("trusting certificate {index} of the PEM text")]
+    CaCert {
+        index: usize,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("building the TLS client configuration")]
+    Config(#[source] rustls::Error),
+    #[error("URL {url:?}: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("resolving {authority}")]
+    Resolve {
+        authority: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("opening a TCP socket for {addr}")]
+    Socket {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "TCP congestion controller {name:?} is not available (available: {available}; see {AVAILABLE_CC})"
+    )]
+    UnknownCongestion { name: String, available: String },
+    #[error("setting TCP congestion controller {name:?}")]
+    SetCongestion {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("TCP congestion controller {wanted:?} was set but the socket reports {got:?}")]
+    CongestionMismatch { wanted: String, got: String },
+    #[error(
+        "TCP Fast Open is off for clients in this network namespace ({FASTOPEN_SYSCTL} is {value}; bit 1 enables clients)"
+    )]
+    FastOpenDisabled { value: String },
+    #[error("enabling TCP Fast Open (TCP_FASTOPEN_CONNECT) on the socket")]
+    FastOpen(#[source] io::Error),
+    #[error("connecting to {addr}")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("TLS handshake with {addr}")]
+    Tls {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the server chose ALPN {got:?}, not {wanted:?}")]
+    Alpn { wanted: String, got: Option<String> },
+    #[error("HTTP/{} handshake", version_name(*version))]
+    HttpHandshake {
+        version: HttpVersion,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("sending the request")]
+    Request(#[source] hyper::Error),
+    #[error("reading the response body")]
+    Body(#[source] hyper::Error),
+    #[error("body byte {offset} is {got}, the pattern says {expected}")]
+    BodyMismatch { offset: u64, expected: u8, got: u8 },
+    #[error("body has {got} bytes, expected {expected}")]
+    BodyLength { expected: u64, got: u64 },
+}
+
+fn version_name(v: HttpVersion) -> &'static str {
+    match v {
+        HttpVersion::Http11 => "1.1",
+        HttpVersion::Http2 => "2",
+        HttpVersion::Http3 => "3",
+    }
+}
+
+/// Whether requests share a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionMode {
+    /// One connection per host and port, kept open between requests.
+    Reuse,
+    /// A new connection for every request, closed after it.
+    New,
+}
+
+/// What a client needs.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// HTTP/1.1 or HTTP/2.
+    pub http: HttpVersion,
+    pub connection: ConnectionMode,
+    /// Key-exchange groups in the client's order of preference (a key share goes only for the
+    /// first).
+    pub groups: Vec<KxGroup>,
+    /// PEM certificates to trust (the only trust anchors).
+    pub ca_pem: String,
+    /// Keep TLS session tickets (in memory, for this client only) and resume with them.
+    pub resume: bool,
+    /// TCP congestion controller for every connection; `None` keeps the kernel's default.
+    pub tcp_congestion: Option<String>,
+    /// Request TCP Fast Open on every connection.
+    pub fast_open: bool,
+}
+
+/// A rustls client configuration: ring provider, TLS 1.3 only, exactly `groups` in that order,
+/// the certificates in `ca_pem` as the only trust anchors, the given ALPN protocols, and either
+/// a fresh in-memory session store or no resumption at all.
+pub fn tls_client_config(
+    ca_pem: &str,
+    groups: &[KxGroup],
+    alpn: &[&[u8]],
+    resume: bool,
+) -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    if groups.is_empty() {
+        return Err(ClientError::NoGroups);
+    }
+    let mut roots = RootCertStore::empty();
+    for (index, cert) in CertificateDer::pem_slice_iter(ca_pem.as_bytes()).enumerate() {
+        let cert = cert.map_err(ClientError::CaPem)?;
+        roots
+            .add(cert)
+            .map_err(|source| ClientError::CaCert { index, source })?;
+    }
+    if roots.is_empty() {
+        return Err(ClientError::NoCa);
+    }
+    let provider = CryptoProvider {
+        kx_groups: groups.iter().map(|g| g.rustls()).collect(),
+        ..ring_provider::default_provider()
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(ClientError::Config)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config.resumption = if resume {
+        // A handful of servers per run at most; 64 entries never evicts one that matters.
+        Resumption::in_memory_sessions(64)
+    } else {
+        Resumption::disabled()
+    };
+    Ok(Arc::new(config))
+}
+
+/// The command-line name of a negotiated group (as [`KxGroup`] spells them).
+fn group_name(g: NamedGroup) -> String {
+    match g {
+        NamedGroup::X25519 => "x25519".to_string(),
+        NamedGroup::secp256r1 => "p256".to_string(),
+        NamedGroup::secp384r1 => "p384".to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// An error with all its causes, for a record.
+fn error_chain(e: &dyn StdError) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
+enum Sender {
+    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
+}
+
+/// An open connection.
+struct Connection {
+    authority: String,
+    index: u32,
+    sender: Sender,
+    /// A duplicate of the TCP socket, for TCP_INFO while hyper owns the stream.
+    socket: Socket,
+    handshake: Handshake,
+    congestion: String,
+    driver: JoinHandle<()>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // The driver task owns the TLS stream: ending it closes the connection.
+        self.driver.abort();
+    }
+}
+
+impl Connection {
+    fn is_open(&self) -> bool {
+        match &self.sender {
+            Sender::H1(s) => !s.is_closed(),
+            Sender::H2(s) => !s.is_closed(),
+        }
+    }
+}
+
+/// The parts of a request URL the client needs.
+struct Target {
+    host: String,
+    port: u16,
+    authority: String,
+    path: String,
+    uri: Uri,
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Target, ClientError> {
+        let bad = |reason: &str| ClientError::BadUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
+        if uri.scheme_str() != Some("https") {
+            return Err(bad("only https:// URLs are supported"));
+        }
+        let host = uri.host().ok_or_else(|| bad("no host"))?;
+        // An IPv6 literal comes with its brackets, which neither name resolution nor the TLS
+        // server name take.
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(443);
+        let authority = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let path = uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".to_string());
+        Ok(Target {
+            host,
+            port,
+            authority,
+            path,
+            uri,
+        })
+    }
+
+    /// N for a `/bytes/N` path.
+    fn pattern_len(&self) -> Option<u64> {
+        let path = self.uri.path();
+        path.strip_prefix("/bytes/")?.parse().ok()
+    }
+}
+
+/// An HTTP/1.1 or HTTP/2 client for one run.
+pub struct Client {
+    opts: ClientOptions,
+    tls: TlsConnector,
+    conn: Option<Connection>,
+    next_connection: u32,
+    /// The `/bytes` pattern from phase 0, one period longer than the longest slice compared.
+    pattern: Vec<u8>,
+}
+
+/// The longest piece of a body compared against the pattern at once.
+const VERIFY_SLICE: usize = 64 * 1024;
+
+impl Client {
+    /// Checks the options and builds the TLS configuration (with a fresh session store).
+    pub fn new(opts: ClientOptions) -> Result<Client, ClientError> {
+        let alpn: &[u8] = match opts.http {
+            HttpVersion::Http11 => ALPN_HTTP11,
+            HttpVersion::Http2 => ALPN_H2,
+            HttpVersion::Http3 => return Err(ClientError::NotTcp(opts.http)),
+        };
+        if opts.fast_open {
+            check_fast_open_sysctl()?;
+        }
+        if let Some(name) = &opts.tcp_congestion {
+            // A misspelt controller is a mistake in the command, not a failed request: refuse it
+            // before any request is made.
+            let probe =
+                Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map_err(|source| {
+                    ClientError::Socket {
+                        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+                        source,
+                    }
+                })?;
+            set_congestion(&probe, name)?;
+        }
+        let config = tls_client_config(&opts.ca_pem, &opts.groups, &[alpn], opts.resume)?;
+        let mut pattern = vec![0; VERIFY_SLICE + PATTERN_PERIOD as usize];
+        fill_pattern(0, &mut pattern);
+        Ok(Client {
+            opts,
+            tls: TlsConnector::from(config),
+            conn: None,
+            next_connection: 0,
+            pattern,
+        })
+    }
+
+    /// GETs `url` (https only) and reports how it went.
+    pub async fn fetch(&mut self, url: &str) -> RequestRecord {
+        let mut record = RequestRecord {
+            http: self.opts.http,
+            transport: Transport::Tcp,
+            url: url.to_string(),
+            method: "GET".to_string(),
+            status: 0,
+            connection: 0,
+            new_connection: false,
+            start_us: now_us(),
+            handshake_done_us: None,
+            first_byte_us: None,
+            last_byte_us: None,
+            bytes: 0,
+            ttfb_ms: None,
+            ttlb_ms: None,
+            goodput_bps: None,
+            handshake: Handshake::default(),
+            transport_stats: TransportStats::default(),
+            error: None,
+        };
+        if let Err(e) = self.fetch_into(url, &mut record).await {
+            record.error = Some(error_chain(&e));
+        }
+        if self.opts.connection == ConnectionMode::New {
+            self.conn = None;
+        }
+        record.derive();
+        record
+    }
+
+    async fn fetch_into(
+        &mut self,
+        url: &str,
+        record: &mut RequestRecord,
+    ) -> Result<(), ClientError> {
+        let target = Target::parse(url)?;
+        let reusable = self.opts.connection == ConnectionMode::Reuse
+            && self
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.authority == target.authority && c.is_open());
+        if !reusable {
+            // Closed before the new one opens, so that two connections never compete.
+            self.conn = None;
+            record.start_us = now_us();
+            record.new_connection = true;
+            let index = self.next_connection;
+            self.next_connection += 1;
+            let conn = self.connect(&target, index).await?;
+            record.handshake_done_us = Some(now_us());
+            self.conn = Some(conn);
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            unreachable!("a connection was just opened or reused");
+        };
+        record.connection = conn.index;
+        record.handshake = conn.handshake.clone();
+        record.transport_stats.congestion_control = Some(conn.congestion.clone());
+
+        let response = match &mut conn.sender {
+            Sender::H1(s) => {
+                let req = Request::get(target.path.as_str())
+                    .header(hyper::header::HOST, target.authority.as_str())
+                    .body(Empty::new())
+                    .expect("a path from a parsed URI and its authority make a valid request");
+                s.ready().await.map_err(ClientError::Request)?;
+                if !record.new_connection {
+                    record.start_us = now_us();
+                }
+                s.send_request(req).await
+            }
+            Sender::H2(s) => {
+                let req = Request::get(target.uri.clone())
+                    .body(Empty::new())
+                    .expect("a parsed URI makes a valid request");
+                s.ready().await.map_err(ClientError::Request)?;
+                if !record.new_connection {
+                    record.start_us = now_us();
+                }
+                s.send_request(req).await
+            }
+        };
+        let response = response.map_err(ClientError::Request)?;
+        record.status = response.status().as_u16();
+        let expected = (response.status() == hyper::StatusCode::OK)
+            .then(|| target.pattern_len())
+            .flatten();
+        let body = self.read_body(response, record, expected).await;
+        if let Some(conn) = &self.conn
+            && let Ok(info) = TcpInfo::read(conn.socket.as_fd())
+        {
+            let stats = &mut record.transport_stats;
+            stats.min_rtt_us = info.min_rtt_us.map(u64::from);
+            stats.smoothed_rtt_us = info.rtt_us.map(u64::from);
+            // The client's own retransmissions (requests, handshake): a download's losses are
+            // the server's to see. TCP_INFO counts retransmitted segments, the nearest it has to
+            // packets lost. The client's congestion window says nothing about a download, so it
+            // is left out.
+            stats.bytes_retransmitted = info.bytes_retrans;
+            stats.packets_lost = info.total_retrans.map(u64::from);
+        }
+        body
+    }
+
+    /// Reads the body to its end, timing the first and last byte and checking `/bytes/N`
+    /// against the pattern.
+    async fn read_body(
+        &self,
+        response: Response<Incoming>,
+        record: &mut RequestRecord,
+        pattern_len: Option<u64>,
+    ) -> Result<(), ClientError> {
+        let mut body = response.into_body();
+        let mut mismatch = None;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(ClientError::Body)?;
+            let Some(data) = frame.data_ref() else {
+                continue;
+            };
+            if data.is_empty() {
+                continue;
+            }
+            if record.first_byte_us.is_none() {
+                record.first_byte_us = Some(now_us());
+            }
+            if pattern_len.is_some() && mismatch.is_none() {
+                mismatch = self.check_pattern(record.bytes, data);
+            }
+            record.bytes += data.len() as u64;
+        }
+        record.last_byte_us = Some(now_us());
+        if let Some(e) = mismatch {
+            return Err(e);
+        }
+        match pattern_len {
+            Some(n) if n != record.bytes => Err(ClientError::BodyLength {
+                expected: n,
+                got: record.bytes,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The first byte of `data` (at body offset `offset`) that differs from the pattern.
+    fn check_pattern(&self, offset: u64, data: &[u8]) -> Option<ClientError> {
+        let mut at = offset;
+        for piece in data.chunks(VERIFY_SLICE) {
+            let phase = (at % PATTERN_PERIOD) as usize;
+            let expected = &self.pattern[phase..phase + piece.len()];
+            if piece != expected {
+                let i = piece
+                    .iter()
+                    .zip(expected)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                return Some(ClientError::BodyMismatch {
+                    offset: at + i as u64,
+                    expected: expected[i],
+                    got: piece[i],
+                });
+            }
+            at += piece.len() as u64;
+        }
+        None
+    }
+
+    /// Opens a TCP connection, does the TLS and HTTP handshakes.
+    async fn connect(&self, target: &Target, index: u32) -> Result<Connection, ClientError> {
+        let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
+            .await
+            .and_then(|mut a| {
+                a.next()
+                    .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))
+            })
+            .map_err(|source| ClientError::Resolve {
+                authority: target.authority.clone(),
+                source,
+            })?;
+        let (tcp, socket, congestion) = self.tcp_connect(addr).await?;
+        let server_name =
+            ServerName::try_from(target.host.clone()).map_err(|e| ClientError::BadUrl {
+                url: target.uri.to_string(),
+                reason: format!("not a TLS server name: {e}"),
+            })?;
+        let tls: TlsStream<TcpStream> = self
+            .tls
+            .connect(server_name, tcp)
+            .await
+            .map_err(|source| ClientError::Tls { addr, source })?;
+        let session = tls.get_ref().1;
+        let kind = session.handshake_kind();
+        let handshake = Handshake {
+            group: session
+                .negotiated_key_exchange_group()
+                .map(|g| group_name(g.name())),
+            hello_retry: kind == Some(HandshakeKind::FullWithHelloRetryRequest),
+            resumed: kind == Some(HandshakeKind::Resumed),
+            zero_rtt_attempted: false,
+            zero_rtt_accepted: false,
+            alpn: session
+                .alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+        };
+        let wanted = match self.opts.http {
+            HttpVersion::Http2 => ALPN_H2,
+            _ => ALPN_HTTP11,
+        };
+        if session.alpn_protocol() != Some(wanted) {
+            return Err(ClientError::Alpn {
+                wanted: String::from_utf8_lossy(wanted).into_owned(),
+                got: handshake.alpn,
+            });
+        }
+        let io = TokioIo::new(tls);
+        let version = self.opts.http;
+        let hs_err = |source| ClientError::HttpHandshake { version, source };
+        let (sender, driver) = match version {
+            HttpVersion::Http2 => {
+                let (s, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .map_err(hs_err)?;
+                // The connection's errors surface in the requests it carries.
+                (
+                    Sender::H2(s),
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    }),
+                )
+            }
+            _ => {
+                let (s, conn) = hyper::client::conn::http1::handshake(io)
+                    .await
+                    .map_err(hs_err)?;
+                (
+                    Sender::H1(s),
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    }),
+                )
+            }
+        };
+        Ok(Connection {
+            authority: target.authority.clone(),
+            index,
+            sender,
+            socket,
+            handshake,
+            congestion,
+            driver,
+        })
+    }
+
+    /// Connects a TCP socket with the chosen congestion controller (and Fast Open). Returns the
+    /// stream, a duplicate of its socket, and the controller the socket reports.
+    async fn tcp_connect(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<(TcpStream, Socket, String), ClientError> {
+        let socket_err = |source| ClientError::Socket { addr, source };
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(socket_err)?;
+        if let Some(name) = &self.opts.tcp_congestion {
+            set_congestion(&socket, name)?;
+        }
+        let congestion = read_congestion(&socket).map_err(socket_err)?;
+        if let Some(wanted) = &self.opts.tcp_congestion
+            && *wanted != congestion
+        {
+            return Err(ClientError::CongestionMismatch {
+                wanted: wanted.clone(),
+                got: congestion,
+            });
+        }
+        if self.opts.fast_open {
+            set_fast_open_connect(&socket)?;
+        }
+        // Requests are written whole; Nagle would only delay them behind unacknowledged data.
+        socket.set_tcp_nodelay(true).map_err(socket_err)?;
+        socket.set_nonblocking(true).map_err(socket_err)?;
+        let dup = socket.try_clone().map_err(socket_err)?;
+        let std_stream: std::net::TcpStream = socket.into();
+        let tcp = TcpSocket::from_std_stream(std_stream)
+            .connect(addr)
+            .await
+            .map_err(|source| ClientError::Connect { addr, source })?;
+        Ok((tcp, dup, congestion))
+    }
+}
+
+fn set_congestion(socket: &Socket, name: &str) -> Result<(), ClientError> {
+    socket.set_tcp_congestion(name.as_bytes()).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            ClientError::UnknownCongestion {
+                name: name.to_string(),
+                available: std::fs::read_to_string(AVAILABLE_CC)
+                    .map(|s| s.split_whitespace().collect::<Vec<_>>().join(", "))
+                    .unwrap_or_else(|e| format!("unknown: {e}")),
+            }
+        } else {
+            ClientError::SetCongestion {
+                name: name.to_string(),
+                source: e,
+            }
+        }
+    })
+}
+
+fn read_congestion(socket: &Socket) -> io::Result<String> {
+    let raw = socket.tcp_congestion()?;
+    // The kernel returns a fixed-size, NUL-padded name.
+    let name = raw.split(|&b| b == 0).next().unwrap_or_default();
+    Ok(String::from_utf8_lossy(name).into_owned())
+}
+
+/// Fails unless net.ipv4.tcp_fastopen lets clients use Fast Open (bit 1); otherwise the socket
+/// option would be accepted and silently do nothing.
+fn check_fast_open_sysctl() -> Result<(), ClientError> {
+    let value = std::fs::read_to_string(FASTOPEN_SYSCTL)
+        .map(|s| s.trim().to_string())
+        .map_err(ClientError::FastOpen)?;
+    match value.parse::<u32>() {
+        Ok(v) if v & 1 != 0 => Ok(()),
+        _ => Err(ClientError::FastOpenDisabled { value }),
+    }
+}
+
+fn set_fast_open_connect(socket: &Socket) -> Result<(), ClientError> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads an int from a live local variable; the descriptor is ours.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(socket),
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN_CONNECT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(ClientError::FastOpen(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::{Server, ServerOptions};
+    use crate::tls::{Identity, server_config};
+
+    fn options(id: &Identity, http: HttpVersion, connection: ConnectionMode) -> ClientOptions {
+        ClientOptions {
+            http,
+            connection,
+            groups: vec![KxGroup::X25519, KxGroup::P256],
+            ca_pem: id.chain_pem().to_string(),
+            resume: false,
+            tcp_congestion: Some("reno".to_string()),
+            fast_open: false,
+        }
+    }
+
+    /// Runs `f` against a loopback server accepting `groups`.
+    fn with_server<F, Fut>(groups: &[KxGroup], f: F)
+    where
+        F: FnOnce(Arc<Identity>, SocketAddr) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let id = Arc::new(Identity::self_signed().unwrap());
+            let server = Server::bind(ServerOptions {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                tls: server_config(&id, groups).unwrap(),
+                tcp_congestion: None,
+            })
+            .unwrap();
+            let addr = server.local_addr();
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(server.run_until(
+                async {
+                    let _ = stop_rx.await;
+                },
+                |e| panic!("server: {e}"),
+            ));
+            f(id, addr).await;
+            let _ = stop_tx.send(());
+            task.await.unwrap();
+        });
+    }
+
+    #[test]
+    fn downloads_verify_over_both_versions_and_connection_modes() {
+        with_server(&[KxGroup::X25519, KxGroup::P256], |id, addr| async move {
+            for http in [HttpVersion::Http11, HttpVersion::Http2] {
+                for mode in [ConnectionMode::Reuse, ConnectionMode::New] {
+                    let mut c = Client::new(options(&id, http, mode)).unwrap();
+                    let url = format!("https://{addr}/bytes/300000");
+                    let a = c.fetch(&url).await;
+                    let b = c.fetch(&url).await;
+                    for r in [&a, &b] {
+                        assert_eq!(r.error, None, "{r:?}");
+                        assert_eq!((r.status, r.bytes, r.http), (200, 300_000, http));
+                        assert_eq!(
+                            r.transport_stats.congestion_control.as_deref(),
+                            Some("reno")
+                        );
+                        assert_eq!(r.handshake.group.as_deref(), Some("x25519"));
+                        assert!(!r.handshake.hello_retry && !r.handshake.resumed);
+                        assert!(r.ttlb_ms.unwrap() >= r.ttfb_ms.unwrap());
+                        assert!(r.transport_stats.smoothed_rtt_us.is_some());
+                    }
+                    assert!(a.new_connection && a.handshake_done_us.is_some());
+                    assert_eq!(b.new_connection, mode == ConnectionMode::New, "{mode:?}");
+                    assert_eq!(b.connection, u32::from(mode == ConnectionMode::New));
+                    let nf = c.fetch(&format!("https://{addr}/nothing")).await;
+                    assert_eq!((nf.status, nf.error), (404, None));
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn hello_retry_and_resumption_are_reported() {
+        with_server(&[KxGroup::P256], |id, addr| async move {
+            let mut opts = options(&id, HttpVersion::Http2, ConnectionMode::New);
+            opts.resume = true;
+            let mut c = Client::new(opts).unwrap();
+            let url = format!("https://{addr}/bytes/10");
+            let first = c.fetch(&url).await;
+            assert_eq!(first.error, None);
+            assert!(first.handshake.hello_retry && !first.handshake.resumed);
+            assert_eq!(first.handshake.group.as_deref(), Some("p256"));
+            assert_eq!(first.handshake.alpn.as_deref(), Some("h2"));
+            let second = c.fetch(&url).await;
+            assert_eq!(second.error, None);
+            assert!(second.handshake.resumed, "{second:?}");
+        });
+    }
+
+    #[test]
+    fn wrong_trust_bad_urls_and_unknown_controllers_are_errors() {
+        with_server(&[KxGroup::X25519], |id, addr| async move {
+            let other = Identity::self_signed().unwrap();
+            let mut c =
+                Client::new(options(&other, HttpVersion::Http11, ConnectionMode::Reuse)).unwrap();
+            let r = c.fetch(&format!("https://{addr}/bytes/1")).await;
+            let e = r.error.unwrap();
+            assert!(e.starts_with(&format!("TLS handshake with {addr}")), "{e}");
+
+            let mut opts = options(&id, HttpVersion::Http11, ConnectionMode::Reuse);
+            opts.tcp_congestion = Some("nosuchcc".into());
+            let e = Client::new(opts.clone()).err().unwrap().to_string();
+            assert!(
+                e.contains("\"nosuchcc\" is not available (available: "),
+                "{e}"
+            );
+            opts.tcp_congestion = None;
+            let mut c = Client::new(opts).unwrap();
+            let e = c.fetch(&format!("http://{addr}/")).await.error.unwrap();
+            assert!(e.contains("only https:// URLs"), "{e}");
+        });
+        let id = Identity::self_signed().unwrap();
+        let e = Client::new(options(&id, HttpVersion::Http3, ConnectionMode::New))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("HTTP/3 is not spoken over TCP"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fast_open_connections_work_where_the_kernel_offers_it() {
+        if check_fast_open_sysctl().is_err() {
+            eprintln!("TCP Fast Open is off for clients here: nothing to test");
+            return;
+        }
+        with_server(&[KxGroup::X25519], |id, addr| async move {
+            let mut opts = options(&id, HttpVersion::Http11, ConnectionMode::New);
+            opts.fast_open = true;
+            let mut c = Client::new(opts).unwrap();
+            for _ in 0..2 {
+                let r = c.fetch(&format!("https://{addr}/bytes/5000")).await;
+                assert_eq!((r.error, r.status, r.bytes), (None, 200, 5000));
+            }
+        });
+    }
+
+    #[test]
+    fn pattern_check_finds_the_first_wrong_byte() {
+        let id = Identity::self_signed().unwrap();
+        let c = Client::new(options(&id, HttpVersion::Http11, ConnectionMode::New)).unwrap();
+        let mut data = vec![0u8; 200_000];
+        fill_pattern(1000, &mut data);
+        assert!(c.check_pattern(1000, &data).is_none());
+        data[150_000] ^= 1;
+        match c.check_pattern(1000, &data) {
+            Some(ClientError::BodyMismatch { offset, .. }) => assert_eq!(offset, 151_000),
+            other => panic!("{other:?}"),
+        }
+    }
+}

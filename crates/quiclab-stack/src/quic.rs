@@ -1,0 +1,1310 @@
+//! HTTP/3 over QUIC: quinn for the transport, h3 for HTTP, rustls with *ring* for TLS.
+//!
+//! Contract:
+//! - [`QuicOptions`] is every transport setting quiclab varies, shared by servers and clients.
+//!   [`QuicOptions::validate`] refuses a value quinn would reject or silently misuse, naming the
+//!   field, the value and what is allowed. In particular it refuses a maximum UDP payload that
+//!   breaks GSO: quinn batches up to [`GSO_MAX_SEGMENTS`] datagrams into one `sendmsg`, and a
+//!   batch over [`MAX_UDP_DATAGRAM`] bytes fails with EMSGSIZE, which quinn drops silently (its
+//!   black-hole detection then falls back to a 1200-byte MTU). With GSO on the payload is
+//!   therefore at most [`GSO_MAX_PAYLOAD`]; turn GSO off for larger (jumbo) payloads.
+//! - [`QuicServer`] serves the routes of [`crate::server`] (`GET /bytes/N`, `POST /upload`, 404
+//!   otherwise) over HTTP/3 on a UDP socket, TLS 1.3 with ALPN `h3`, accepting 0-RTT requests
+//!   (they are idempotent downloads or counted uploads, so a replay does no harm).
+//!   Optionally it writes each connection's timeline (the sender's view, every 5 ms).
+//! - [`get`] fetches URLs over HTTP/3 and returns one [`RequestRecord`] per URL, checking
+//!   `/bytes/N` bodies byte for byte against the pattern. With resumption, later connections of
+//!   a run send their request as 0-RTT; if the server refuses the early data, the request is
+//!   repeated on the same connection.
+//! - Congestion control is read back from the connection (by type), and quinn's BBR is flagged
+//!   experimental in records: it is BBRv1 and quinn's pacer does not apply its pacing rate.
+
+use std::fmt;
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http::{Method, Request, Response, StatusCode, Uri};
+use quinn::congestion::{self, ControllerFactory};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{MtuDiscoveryConfig, TransportConfig, VarInt};
+use rustls::RootCertStore;
+use rustls::crypto::{CryptoProvider, ring as ring_provider};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use serde::{Deserialize, Serialize};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::task::JoinSet;
+
+use crate::record::{
+    Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
+};
+use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
+use crate::tls::KxGroup;
+
+/// ALPN protocol identifier of HTTP/3.
+pub const ALPN_H3: &[u8] = b"h3";
+
+/// HTTP/3's "no error" code (RFC 9114, section 8.1), for closing a connection that is done.
+const H3_NO_ERROR: VarInt = VarInt::from_u32(0x100);
+
+/// The largest UDP payload the kernel sends in one datagram (65,535 - 8 UDP - 20 IPv4 header).
+pub const MAX_UDP_DATAGRAM: u32 = 65_507;
+
+/// How many datagrams quinn 0.11 puts in one GSO batch at most (`MAX_TRANSMIT_SEGMENTS` in
+/// quinn's connection driver; the kernel may allow fewer).
+pub const GSO_MAX_SEGMENTS: u32 = 10;
+
+/// The largest UDP payload that keeps a full GSO batch within [`MAX_UDP_DATAGRAM`].
+pub const GSO_MAX_PAYLOAD: u16 = (MAX_UDP_DATAGRAM / GSO_MAX_SEGMENTS) as u16;
+
+/// The smallest datagram size QUIC allows (RFC 9000, section 14).
+const MIN_QUIC_PAYLOAD: u16 = 1200;
+
+/// The largest value of a QUIC variable-length integer (flow-control windows are such values).
+const VARINT_MAX: u64 = (1 << 62) - 1;
+
+/// Errors from QUIC options, configurations and servers.
+#[derive(Debug, thiserror::Error)]
+pub enum QuicError {
+    #[error("QUIC option {field} = {value} is not allowed (allowed: {allowed})")]
+    InvalidOption {
+        field: &'static str,
+        value: String,
+        allowed: String,
+    },
+    #[error(
+        "QUIC max UDP payload {payload} with GSO on: a batch of {GSO_MAX_SEGMENTS} datagrams would be {} bytes, over the UDP limit of {MAX_UDP_DATAGRAM} (the kernel refuses it and quinn drops the error silently); use a payload of at most {GSO_MAX_PAYLOAD} or turn GSO off",
+        *payload as u32 * GSO_MAX_SEGMENTS
+    )]
+    GsoBatchTooLarge { payload: u16 },
+    #[error("TLS configuration for QUIC")]
+    Tls(#[source] rustls::Error),
+    #[error(
+        "the TLS configuration lacks TLS_AES_128_GCM_SHA256, which QUIC's initial packets need"
+    )]
+    NoInitialCipherSuite(#[source] quinn::crypto::rustls::NoInitialCipherSuite),
+    #[error("reading the CA certificates to trust")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    #[error("the CA certificate PEM holds no certificate")]
+    NoCaCertificate,
+    #[error("opening a UDP socket for {addr}")]
+    Socket {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A QUIC congestion controller as quinn implements it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum QuicCongestion {
+    NewReno,
+    #[default]
+    Cubic,
+    /// quinn's BBRv1, experimental (see the module documentation).
+    Bbr,
+}
+
+impl QuicCongestion {
+    pub const ALL: [QuicCongestion; 3] = [
+        QuicCongestion::NewReno,
+        QuicCongestion::Cubic,
+        QuicCongestion::Bbr,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuicCongestion::NewReno => "newreno",
+            QuicCongestion::Cubic => "cubic",
+            QuicCongestion::Bbr => "bbr",
+        }
+    }
+
+    /// True for controllers whose results must be labelled experimental.
+    pub fn experimental(self) -> bool {
+        self == QuicCongestion::Bbr
+    }
+
+    fn factory(self) -> Arc<dyn ControllerFactory + Send + Sync> {
+        match self {
+            QuicCongestion::NewReno => Arc::new(congestion::NewRenoConfig::default()),
+            QuicCongestion::Cubic => Arc::new(congestion::CubicConfig::default()),
+            QuicCongestion::Bbr => Arc::new(congestion::BbrConfig::default()),
+        }
+    }
+
+    /// Which controller a connection actually runs, told by the controller's type.
+    pub fn of_connection(conn: &quinn::Connection) -> Option<QuicCongestion> {
+        let any = conn.congestion_state().into_any();
+        if any.is::<congestion::Cubic>() {
+            Some(QuicCongestion::Cubic)
+        } else if any.is::<congestion::NewReno>() {
+            Some(QuicCongestion::NewReno)
+        } else if any.is::<congestion::Bbr>() {
+            Some(QuicCongestion::Bbr)
+        } else {
+            None
+        }
+    }
+}
+
+impl FromStr for QuicCongestion {
+    type Err = QuicError;
+
+    fn from_str(s: &str) -> Result<Self, QuicError> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| QuicError::InvalidOption {
+                field: "congestion",
+                value: s.to_string(),
+                allowed: Self::ALL.map(Self::name).join(", "),
+            })
+    }
+}
+
+impl fmt::Display for QuicCongestion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// QUIC transport settings, the same for servers and clients. Defaults are quinn's, except
+/// datagrams (off: HTTP/3 downloads do not use them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuicOptions {
+    pub congestion: QuicCongestion,
+    /// RTT assumed before the first sample, in microseconds.
+    pub initial_rtt_us: u64,
+    /// Path MTU discovery (DPLPMTUD) between `initial_mtu` and `max_udp_payload`.
+    pub mtu_discovery: bool,
+    /// UDP payload size used from the start.
+    pub initial_mtu: u16,
+    /// Upper bound of MTU discovery (the largest UDP payload ever sent).
+    pub max_udp_payload: u16,
+    /// Generic segmentation offload (several datagrams per `sendmsg`).
+    pub gso: bool,
+    /// Flow-control window of each stream, bytes.
+    pub stream_receive_window: u64,
+    /// Flow-control window of the whole connection, bytes.
+    pub receive_window: u64,
+    /// Data buffered for sending across all streams, bytes.
+    pub send_window: u64,
+    /// Accept unreliable datagrams (RFC 9221).
+    pub datagrams: bool,
+}
+
+impl Default for QuicOptions {
+    fn default() -> Self {
+        QuicOptions {
+            congestion: QuicCongestion::Cubic,
+            initial_rtt_us: 333_000,
+            mtu_discovery: true,
+            initial_mtu: 1200,
+            max_udp_payload: 1452,
+            gso: true,
+            stream_receive_window: 1_250_000,
+            receive_window: VARINT_MAX,
+            send_window: 10_000_000,
+            datagrams: false,
+        }
+    }
+}
+
+impl QuicOptions {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), QuicError> {
+        let bad = |field, value: String, allowed: String| {
+            Err(QuicError::InvalidOption {
+                field,
+                value,
+                allowed,
+            })
+        };
+        if self.initial_rtt_us == 0 || self.initial_rtt_us > 60_000_000 {
+            return bad(
+                "initial_rtt",
+                format!("{} us", self.initial_rtt_us),
+                "1 us to 60 s".into(),
+            );
+        }
+        if !(MIN_QUIC_PAYLOAD..=u16::MAX - 8).contains(&self.max_udp_payload) {
+            return bad(
+                "max_udp_payload",
+                self.max_udp_payload.to_string(),
+                format!("{MIN_QUIC_PAYLOAD} to {}", u16::MAX - 8),
+            );
+        }
+        if !(MIN_QUIC_PAYLOAD..=self.max_udp_payload).contains(&self.initial_mtu) {
+            return bad(
+                "initial_mtu",
+                self.initial_mtu.to_string(),
+                format!(
+                    "{MIN_QUIC_PAYLOAD} to max_udp_payload ({})",
+                    self.max_udp_payload
+                ),
+            );
+        }
+        if self.gso && self.max_udp_payload > GSO_MAX_PAYLOAD {
+            return Err(QuicError::GsoBatchTooLarge {
+                payload: self.max_udp_payload,
+            });
+        }
+        for (field, v) in [
+            ("stream_receive_window", self.stream_receive_window),
+            ("receive_window", self.receive_window),
+            ("send_window", self.send_window),
+        ] {
+            if v == 0 || v > VARINT_MAX {
+                return bad(field, v.to_string(), format!("1 to {VARINT_MAX} bytes"));
+            }
+        }
+        Ok(())
+    }
+
+    /// quinn's transport configuration for these options (validated first).
+    pub fn transport_config(&self) -> Result<TransportConfig, QuicError> {
+        self.validate()?;
+        let mut t = TransportConfig::default();
+        t.congestion_controller_factory(self.congestion.factory())
+            .initial_rtt(Duration::from_micros(self.initial_rtt_us))
+            .initial_mtu(self.initial_mtu)
+            .enable_segmentation_offload(self.gso)
+            // validate() keeps the windows within VarInt's range.
+            .stream_receive_window(
+                VarInt::from_u64(self.stream_receive_window).unwrap_or(VarInt::MAX),
+            )
+            .receive_window(VarInt::from_u64(self.receive_window).unwrap_or(VarInt::MAX))
+            .send_window(self.send_window);
+        if self.mtu_discovery {
+            let mut mtu = MtuDiscoveryConfig::default();
+            mtu.upper_bound(self.max_udp_payload);
+            t.mtu_discovery_config(Some(mtu));
+        } else {
+            t.mtu_discovery_config(None);
+        }
+        if !self.datagrams {
+            t.datagram_receive_buffer_size(None);
+        }
+        Ok(t)
+    }
+
+    /// A one-line summary for ready lines and logs.
+    pub fn summary(&self) -> String {
+        format!(
+            "quic congestion {}{}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}",
+            self.congestion,
+            if self.congestion.experimental() {
+                " (experimental)"
+            } else {
+                ""
+            },
+            self.initial_rtt_us as f64 / 1000.0,
+            on_off(self.mtu_discovery),
+            self.initial_mtu,
+            self.max_udp_payload,
+            on_off(self.gso),
+        )
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}
+
+/// Parses `on`/`off` (also `true`/`false`, `yes`/`no`, `1`/`0`) for a named field.
+pub fn parse_on_off(field: &'static str, s: &str) -> Result<bool, QuicError> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(QuicError::InvalidOption {
+            field,
+            value: s.to_string(),
+            allowed: "on, off".into(),
+        }),
+    }
+}
+
+/// Parses a duration such as `100ms`, `1.5s` or `250us` (a bare number is milliseconds) into
+/// microseconds.
+pub fn parse_duration_us(field: &'static str, s: &str) -> Result<u64, QuicError> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        (t, 1e3)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok((v * scale).round() as u64),
+        _ => Err(QuicError::InvalidOption {
+            field,
+            value: s.to_string(),
+            allowed: "a duration such as 100ms, 1.5s or 250us".into(),
+        }),
+    }
+}
+
+fn provider(groups: &[KxGroup]) -> Arc<CryptoProvider> {
+    Arc::new(CryptoProvider {
+        kx_groups: groups.iter().map(|g| g.rustls()).collect(),
+        ..ring_provider::default_provider()
+    })
+}
+
+/// The QUIC server's TLS configuration: `tcp_config` (from [`crate::tls::server_config`], so the
+/// same certificate, provider and groups) with ALPN `h3` only and 0-RTT accepted (QUIC allows
+/// only 0 or `u32::MAX` as early-data size).
+pub fn server_tls(tcp_config: &rustls::ServerConfig) -> rustls::ServerConfig {
+    let mut config = tcp_config.clone();
+    config.alpn_protocols = vec![ALPN_H3.to_vec()];
+    config.max_early_data_size = u32::MAX;
+    config
+}
+
+/// What a QUIC server needs to start.
+pub struct QuicServerOptions {
+    pub listen: SocketAddr,
+    /// From [`server_tls`].
+    pub tls: Arc<rustls::ServerConfig>,
+    pub quic: QuicOptions,
+    /// Where to write each connection's timeline ([`TimelineSample`] JSON lines, every
+    /// [`TIMELINE_INTERVAL`] while the connection is open, connections numbered from 0 in
+    /// the order they arrive).
+    pub timeline: Option<Box<dyn Write + Send>>,
+}
+
+/// How often a server samples each connection for its timeline.
+pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(5);
+
+type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// A bound QUIC server.
+pub struct QuicServer {
+    endpoint: quinn::Endpoint,
+    local_addr: SocketAddr,
+    pattern: Bytes,
+    alt_svc: http::HeaderValue,
+    timeline: Option<SharedWriter>,
+}
+
+/// Something that went wrong with one QUIC connection or request; the server goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum QuicConnectionError {
+    #[error("QUIC handshake with {peer}")]
+    Handshake {
+        peer: SocketAddr,
+        #[source]
+        source: quinn::ConnectionError,
+    },
+    #[error("HTTP/3 with {peer}")]
+    Http {
+        peer: SocketAddr,
+        #[source]
+        source: h3::error::ConnectionError,
+    },
+    #[error("writing the QUIC timeline")]
+    Timeline(#[source] std::io::Error),
+    #[error("HTTP/3 request from {peer}")]
+    Stream {
+        peer: SocketAddr,
+        #[source]
+        source: h3::error::StreamError,
+    },
+}
+
+impl QuicServer {
+    /// Opens the UDP socket (inside a tokio runtime). `[::]` also accepts IPv4.
+    pub fn bind(opts: QuicServerOptions) -> Result<QuicServer, QuicError> {
+        let addr = opts.listen;
+        let socket_err = |source| QuicError::Socket { addr, source };
+        let transport = opts.quic.transport_config()?;
+        let crypto =
+            QuicServerConfig::try_from(opts.tls).map_err(QuicError::NoInitialCipherSuite)?;
+        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        server_config.transport_config(Arc::new(transport));
+
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+            .map_err(socket_err)?;
+        if addr.is_ipv6() && addr.ip().is_unspecified() {
+            socket.set_only_v6(false).map_err(socket_err)?;
+        }
+        socket.bind(&addr.into()).map_err(socket_err)?;
+        let endpoint = quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(server_config),
+            socket.into(),
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(socket_err)?;
+        let local_addr = endpoint.local_addr().map_err(socket_err)?;
+        let mut pattern = vec![0; CHUNK];
+        fill_pattern(0, &mut pattern);
+        // Digits, a colon and quotes only: always a valid header value.
+        let alt_svc = http::HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
+            .expect("a port number is a valid header value");
+        Ok(QuicServer {
+            endpoint,
+            local_addr,
+            pattern: pattern.into(),
+            alt_svc,
+            timeline: opts.timeline.map(|w| Arc::new(Mutex::new(w))),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until `shutdown` completes, then closes every connection.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()>,
+        on_error: impl Fn(QuicConnectionError) + Send + Sync + 'static,
+    ) -> ServeStats {
+        let on_error = Arc::new(on_error);
+        let mut stats = ServeStats::default();
+        let mut conns: JoinSet<bool> = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(done) = conns.join_next(), if !conns.is_empty() => {
+                    if !done.unwrap_or(false) {
+                        stats.failed += 1;
+                    }
+                }
+                incoming = self.endpoint.accept() => {
+                    let Some(incoming) = incoming else { break };
+                    let index = stats.connections as u32;
+                    stats.connections += 1;
+                    let (pattern, alt_svc, on_error) =
+                        (self.pattern.clone(), self.alt_svc.clone(), on_error.clone());
+                    let timeline = self.timeline.clone().map(|w| (w, index));
+                    conns.spawn(async move {
+                        let served =
+                            serve_connection(incoming, pattern, alt_svc, timeline, on_error.clone());
+                        match served.await {
+                            Ok(()) => true,
+                            Err(e) => {
+                                on_error(e);
+                                false
+                            }
+                        }
+                    });
+                }
+            }
+        }
+        self.endpoint.close(H3_NO_ERROR, b"server stopping");
+        conns.shutdown().await;
+        if let Some(w) = &self.timeline
+            && let Err(e) = lock(w).flush()
+        {
+            on_error(QuicConnectionError::Timeline(e));
+        }
+        stats
+    }
+}
+
+type H3ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+async fn serve_connection(
+    incoming: quinn::Incoming,
+    pattern: Bytes,
+    alt_svc: http::HeaderValue,
+    timeline: Option<(SharedWriter, u32)>,
+    on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
+) -> Result<(), QuicConnectionError> {
+    let peer = incoming.remote_address();
+    let connecting = incoming
+        .accept()
+        .map_err(|source| QuicConnectionError::Handshake { peer, source })?;
+    // Accepting before the handshake completes lets 0-RTT requests be answered at once (0.5-RTT
+    // data); a server always can, so the error arm only hands the handshake back.
+    let conn = match connecting.into_0rtt() {
+        Ok((conn, _accepted)) => conn,
+        Err(connecting) => connecting
+            .await
+            .map_err(|source| QuicConnectionError::Handshake { peer, source })?,
+    };
+    let _sampler = timeline.map(|(w, index)| {
+        AbortOnDrop(tokio::spawn(sample_timeline(
+            conn.clone(),
+            index,
+            w,
+            on_error.clone(),
+        )))
+    });
+    let mut h3conn: h3::server::Connection<h3_quinn::Connection, Bytes> =
+        h3::server::Connection::new(h3_quinn::Connection::new(conn))
+            .await
+            .map_err(|source| QuicConnectionError::Http { peer, source })?;
+    let mut requests = JoinSet::new();
+    loop {
+        match h3conn.accept().await {
+            Ok(Some(resolver)) => {
+                let (pattern, alt_svc, on_error) =
+                    (pattern.clone(), alt_svc.clone(), on_error.clone());
+                requests.spawn(async move {
+                    let served = async {
+                        let (req, stream) = resolver.resolve_request().await?;
+                        handle(req, stream, pattern, alt_svc).await
+                    };
+                    if let Err(source) = served.await
+                        && !source.is_h3_no_error()
+                    {
+                        on_error(QuicConnectionError::Stream { peer, source });
+                    }
+                });
+            }
+            Ok(None) => break,
+            Err(e) if e.is_h3_no_error() => break,
+            // The client closing or abandoning the connection after its last request is the
+            // normal end of a connection, whatever code it closes with.
+            Err(h3::error::ConnectionError::Remote {
+                0:
+                    h3::quic::ConnectionErrorIncoming::ApplicationClose { .. }
+                    | h3::quic::ConnectionErrorIncoming::Timeout,
+                ..
+            })
+            | Err(h3::error::ConnectionError::Timeout { .. }) => break,
+            Err(source) => return Err(QuicConnectionError::Http { peer, source }),
+        }
+    }
+    while requests.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Aborts a task when dropped, so a connection's sampler ends with the connection's task.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn lock(w: &SharedWriter) -> std::sync::MutexGuard<'_, Box<dyn Write + Send>> {
+    // A writer whose holder panicked mid-line is still usable: at worst one line is cut.
+    w.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Writes a [`TimelineSample`] of `conn` every [`TIMELINE_INTERVAL`] until it closes. The
+/// server sends the downloads, so its view is the sender's: congestion window, RTT and
+/// congestion events (a sample whose event count grew is flagged). quinn 0.11 does not expose
+/// bytes in flight, acknowledged bytes or the pacing rate.
+async fn sample_timeline(
+    conn: quinn::Connection,
+    index: u32,
+    w: SharedWriter,
+    on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
+) {
+    let mut tick = tokio::time::interval(TIMELINE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut events = 0;
+    loop {
+        tick.tick().await;
+        let stats = conn.stats();
+        let sample = TimelineSample {
+            transport: Transport::Quic,
+            connection: index,
+            t_us: now_us(),
+            cwnd_bytes: Some(stats.path.cwnd),
+            bytes_in_flight: None,
+            acked_bytes: None,
+            rtt_us: Some(stats.path.rtt.as_micros() as u64),
+            rate_bps: None,
+            congestion_event: stats.path.congestion_events > events,
+        };
+        events = stats.path.congestion_events;
+        let written = serde_json::to_string(&sample)
+            .map_err(std::io::Error::other)
+            .and_then(|line| writeln!(lock(&w), "{line}"));
+        if let Err(e) = written {
+            on_error(QuicConnectionError::Timeline(e));
+            return;
+        }
+        if conn.close_reason().is_some() {
+            return;
+        }
+    }
+}
+
+async fn handle(
+    req: Request<()>,
+    mut stream: H3ServerStream,
+    pattern: Bytes,
+    alt_svc: http::HeaderValue,
+) -> Result<(), h3::error::StreamError> {
+    let path = req.uri().path();
+    let respond = |status: StatusCode| {
+        Response::builder()
+            .status(status)
+            .header(http::header::ALT_SVC, alt_svc.clone())
+    };
+    match (req.method(), path.strip_prefix("/bytes/")) {
+        (&Method::GET, Some(n)) => match parse_size(n) {
+            Ok(n) => {
+                // A builder from valid parts only: status, a valid header value, a number.
+                let head = respond(StatusCode::OK)
+                    .header(http::header::CONTENT_LENGTH, n)
+                    .body(())
+                    .expect("valid response head");
+                stream.send_response(head).await?;
+                let mut remaining = n;
+                while remaining > 0 {
+                    // Every chunk but the last is whole, so each one starts at pattern phase 0.
+                    let k = remaining.min(pattern.len() as u64) as usize;
+                    stream.send_data(pattern.slice(..k)).await?;
+                    remaining -= k as u64;
+                }
+                stream.finish().await
+            }
+            Err(msg) => send_text(&mut stream, respond(StatusCode::BAD_REQUEST), msg).await,
+        },
+        _ if req.method() == Method::POST && path == "/upload" => {
+            let mut received: u64 = 0;
+            while let Some(chunk) = stream.recv_data().await? {
+                received += chunk.remaining() as u64;
+            }
+            send_text(
+                &mut stream,
+                respond(StatusCode::OK),
+                format!("{received}\n"),
+            )
+            .await
+        }
+        _ => {
+            send_text(
+                &mut stream,
+                respond(StatusCode::NOT_FOUND),
+                "not found\n".into(),
+            )
+            .await
+        }
+    }
+}
+
+async fn send_text(
+    stream: &mut H3ServerStream,
+    head: http::response::Builder,
+    body: String,
+) -> Result<(), h3::error::StreamError> {
+    // A status, a valid header value and a static content type: always a valid head.
+    let head = head
+        .header(http::header::CONTENT_TYPE, "text/plain")
+        .body(())
+        .expect("valid response head");
+    stream.send_response(head).await?;
+    stream.send_data(Bytes::from(body)).await?;
+    stream.finish().await
+}
+
+/// What [`get`] needs.
+#[derive(Clone, Debug)]
+pub struct QuicClientOptions {
+    pub quic: QuicOptions,
+    /// PEM certificates to trust (and nothing else).
+    pub ca_pem: String,
+    /// Key-exchange groups offered, in order (a key share is sent for the first only).
+    pub groups: Vec<KxGroup>,
+    /// One connection for every request instead of a new connection per request.
+    pub reuse_connection: bool,
+    /// Keep session tickets across this run's connections and send requests as 0-RTT when a
+    /// ticket allows it.
+    pub resume: bool,
+}
+
+fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicError> {
+    let mut roots = RootCertStore::empty();
+    let mut any = false;
+    for cert in CertificateDer::pem_slice_iter(opts.ca_pem.as_bytes()) {
+        roots
+            .add(cert.map_err(QuicError::CaPem)?)
+            .map_err(QuicError::Tls)?;
+        any = true;
+    }
+    if !any {
+        return Err(QuicError::NoCaCertificate);
+    }
+    if opts.groups.is_empty() {
+        return Err(QuicError::InvalidOption {
+            field: "groups",
+            value: "(none)".into(),
+            allowed: KxGroup::ALL.map(KxGroup::name).join(", "),
+        });
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider(&opts.groups))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(QuicError::Tls)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN_H3.to_vec()];
+    if opts.resume {
+        // One store for the whole run (this config is built once per run), so that later
+        // connections find the tickets of earlier ones.
+        tls.resumption = rustls::client::Resumption::in_memory_sessions(256);
+        tls.enable_early_data = true;
+    } else {
+        tls.resumption = rustls::client::Resumption::disabled();
+    }
+    let crypto = QuicClientConfig::try_from(tls).map_err(QuicError::NoInitialCipherSuite)?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(opts.quic.transport_config()?));
+    Ok(config)
+}
+
+/// Where a URL points: the name for TLS, the address to connect to.
+struct Target {
+    server_name: String,
+    addr: SocketAddr,
+    uri: Uri,
+}
+
+fn target(url: &str) -> Result<Target, String> {
+    let uri: Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
+    if uri.scheme_str() != Some("https") {
+        return Err(format!("HTTP/3 needs an https URL, got {url:?}"));
+    }
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("no host in URL {url:?}"))?;
+    let name = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(443);
+    let addr = (name.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {name}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{name} has no address"))?;
+    Ok(Target {
+        server_name: name,
+        addr,
+        uri,
+    })
+}
+
+/// An open HTTP/3 connection of the client.
+struct ClientConn {
+    conn: quinn::Connection,
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    driver: tokio::task::JoinHandle<()>,
+    /// The name the connection was made for (TLS verified the certificate for it).
+    server_name: String,
+    index: u32,
+    handshake: Handshake,
+    /// When the handshake completed, if the connection waited for it.
+    handshake_done_us: Option<u64>,
+    /// With 0-RTT: resolves to (0-RTT accepted, when the handshake completed).
+    zero_rtt: Option<tokio::task::JoinHandle<(bool, u64)>>,
+}
+
+async fn connect(
+    endpoint: &quinn::Endpoint,
+    config: &quinn::ClientConfig,
+    t: &Target,
+    index: u32,
+    try_0rtt: bool,
+) -> Result<ClientConn, String> {
+    let connecting = endpoint
+        .connect_with(config.clone(), t.addr, &t.server_name)
+        .map_err(|e| format!("connecting to {}: {e}", t.addr))?;
+    let mut handshake = Handshake::default();
+    let (conn, zero_rtt) = if try_0rtt {
+        match connecting.into_0rtt() {
+            Ok((conn, accepted)) => {
+                handshake.zero_rtt_attempted = true;
+                let done = tokio::spawn(async move {
+                    let ok = accepted.await;
+                    (ok, now_us())
+                });
+                (conn, Some(done))
+            }
+            Err(connecting) => (
+                connecting
+                    .await
+                    .map_err(|e| format!("QUIC handshake with {}: {e}", t.addr))?,
+                None,
+            ),
+        }
+    } else {
+        (
+            connecting
+                .await
+                .map_err(|e| format!("QUIC handshake with {}: {e}", t.addr))?,
+            None,
+        )
+    };
+    let handshake_done_us = zero_rtt.is_none().then(now_us);
+    let (send, driver) = open_h3(&conn, t).await?;
+    Ok(ClientConn {
+        conn,
+        send,
+        driver,
+        server_name: t.server_name.clone(),
+        index,
+        handshake,
+        handshake_done_us,
+        zero_rtt,
+    })
+}
+
+/// Starts HTTP/3 on `conn`: its request sender and the task driving its control streams.
+async fn open_h3(
+    conn: &quinn::Connection,
+    t: &Target,
+) -> Result<
+    (
+        h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+        tokio::task::JoinHandle<()>,
+    ),
+    String,
+> {
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+        .await
+        .map_err(|e| format!("HTTP/3 with {}: {e}", t.addr))?;
+    let driver = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    Ok((send, driver))
+}
+
+fn blank_record(url: &str, connection: u32, new_connection: bool, start_us: u64) -> RequestRecord {
+    RequestRecord {
+        http: HttpVersion::Http3,
+        transport: Transport::Quic,
+        url: url.to_string(),
+        method: "GET".into(),
+        status: 0,
+        connection,
+        new_connection,
+        start_us,
+        handshake_done_us: None,
+        first_byte_us: None,
+        last_byte_us: None,
+        bytes: 0,
+        ttfb_ms: None,
+        ttlb_ms: None,
+        goodput_bps: None,
+        handshake: Handshake::default(),
+        transport_stats: TransportStats::default(),
+        error: None,
+    }
+}
+
+/// Sends one GET on `c` and receives the body, checking a `/bytes/N` body against the pattern.
+async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Result<(), String> {
+    let req = Request::get(t.uri.clone())
+        .body(())
+        .map_err(|e| format!("building the request: {e}"))?;
+    let mut stream = c
+        .send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("sending the request: {e}"))?;
+    stream
+        .finish()
+        .await
+        .map_err(|e| format!("finishing the request: {e}"))?;
+    let response = stream
+        .recv_response()
+        .await
+        .map_err(|e| format!("receiving the response head: {e}"))?;
+    rec.status = response.status().as_u16();
+    let expected = t
+        .uri
+        .path()
+        .strip_prefix("/bytes/")
+        .and_then(|n| parse_size(n).ok())
+        .filter(|_| rec.status == 200);
+    let mut mismatch: Option<String> = None;
+    while let Some(mut chunk) = stream
+        .recv_data()
+        .await
+        .map_err(|e| format!("receiving the body after {} bytes: {e}", rec.bytes))?
+    {
+        if rec.first_byte_us.is_none() {
+            rec.first_byte_us = Some(now_us());
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            if expected.is_some() && mismatch.is_none() {
+                let off = rec.bytes;
+                if let Some(i) = part
+                    .iter()
+                    .enumerate()
+                    .position(|(i, &b)| b != pattern_byte(off + i as u64))
+                {
+                    mismatch = Some(format!(
+                        "body byte {} is {}, the pattern says {}",
+                        off + i as u64,
+                        part[i],
+                        pattern_byte(off + i as u64)
+                    ));
+                }
+            }
+            let n = part.len();
+            rec.bytes += n as u64;
+            chunk.advance(n);
+        }
+    }
+    rec.last_byte_us = Some(now_us());
+    if let Some(m) = mismatch {
+        return Err(m);
+    }
+    if let Some(n) = expected
+        && n != rec.bytes
+    {
+        return Err(format!(
+            "body has {} bytes, /bytes/{n} asked for {n}",
+            rec.bytes
+        ));
+    }
+    Ok(())
+}
+
+fn transport_stats(conn: &quinn::Connection, configured: QuicCongestion) -> TransportStats {
+    let stats = conn.stats();
+    let cc = QuicCongestion::of_connection(conn).unwrap_or(configured);
+    TransportStats {
+        congestion_control: Some(cc.name().to_string()),
+        congestion_control_experimental: cc.experimental(),
+        packets_lost: Some(stats.path.lost_packets),
+        bytes_retransmitted: None,
+        first_retransmit_offset: None,
+        congestion_events: Some(stats.path.congestion_events),
+        cwnd_final_bytes: Some(stats.path.cwnd),
+        cwnd_peak_bytes: None,
+        min_rtt_us: Some(stats.path.min_rtt.as_micros() as u64),
+        smoothed_rtt_us: Some(stats.path.rtt.as_micros() as u64),
+        impossible_rtt_samples: None,
+        max_udp_payload: Some(u64::from(stats.path.current_mtu)),
+    }
+}
+
+/// Fetches each URL over HTTP/3, in order, and returns one record per URL (a failure is a
+/// record with `error` set). Errors in the options themselves fail the whole run.
+///
+/// `transport_stats` are the client's end of the connection (its congestion controller, the
+/// packets it lost, its RTT estimate, its current UDP payload); for downloads the sender's
+/// view is the server's timeline (see [`QuicServerOptions::timeline`]).
+///
+/// Handshake facts: `alpn` from the handshake; `zero_rtt_attempted` when a ticket allowed
+/// sending the request as 0-RTT; `zero_rtt_accepted` when the server took it; `resumed` is
+/// true when 0-RTT was accepted (quinn does not report a resumption without 0-RTT, and with
+/// `resume` every resumed connection tries 0-RTT). The key-exchange group is not reported by
+/// quinn and stays `None`.
+pub async fn get(
+    urls: &[String],
+    opts: &QuicClientOptions,
+) -> Result<Vec<RequestRecord>, QuicError> {
+    let config = client_config(opts)?;
+    let mut records = Vec::with_capacity(urls.len());
+    let mut endpoints: Vec<quinn::Endpoint> = Vec::new();
+    let mut open: Option<ClientConn> = None;
+    let mut next_index = 0u32;
+    for url in urls {
+        let t = match target(url) {
+            Ok(t) => t,
+            Err(e) => {
+                let mut r = blank_record(url, next_index, false, now_us());
+                r.error = Some(e);
+                records.push(r);
+                continue;
+            }
+        };
+        let endpoint = match endpoint_for(&mut endpoints, t.addr) {
+            Ok(e) => e,
+            Err(e) => {
+                let mut r = blank_record(url, next_index, false, now_us());
+                r.error = Some(e);
+                records.push(r);
+                continue;
+            }
+        };
+        let reuse = opts.reuse_connection
+            && open.as_ref().is_some_and(|c| {
+                c.conn.remote_address() == t.addr
+                    && c.server_name == t.server_name
+                    && c.conn.close_reason().is_none()
+            });
+        if !reuse && let Some(c) = open.take() {
+            close(c).await;
+        }
+        let start_us = now_us();
+        let mut rec = blank_record(url, next_index, !reuse, start_us);
+        if !reuse {
+            match connect(&endpoint, &config, &t, next_index, opts.resume).await {
+                Ok(c) => {
+                    next_index += 1;
+                    open = Some(c);
+                }
+                Err(e) => {
+                    next_index += 1;
+                    rec.error = Some(e);
+                    rec.derive();
+                    records.push(rec);
+                    continue;
+                }
+            }
+        }
+        // Set just above: either reused or freshly connected.
+        let c = open.as_mut().expect("a connection is open");
+        rec.connection = c.index;
+        let mut result = fetch(c, &t, &mut rec).await;
+        if rec.new_connection {
+            rec.handshake_done_us = c.handshake_done_us;
+            if let Some(done) = c.zero_rtt.take()
+                && let Ok((accepted, at)) = done.await
+            {
+                c.handshake.zero_rtt_accepted = accepted;
+                c.handshake.resumed = accepted;
+                rec.handshake_done_us = Some(at);
+                if !accepted && result.is_err() {
+                    // The server refused the early data (e.g. it no longer knows the ticket):
+                    // what was sent in 0-RTT, HTTP/3's control streams included, is lost, but
+                    // the connection itself is up. Start HTTP/3 again and repeat the request;
+                    // its times still count from the first attempt, as a browser's would.
+                    result = retry_after_0rtt_rejected(c, &t, &mut rec).await;
+                }
+            }
+        }
+        c.handshake.alpn = c
+            .conn
+            .handshake_data()
+            .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+            .and_then(|d| d.protocol)
+            .map(|p| String::from_utf8_lossy(&p).into_owned());
+        rec.handshake = c.handshake.clone();
+        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion);
+        if let Err(e) = result {
+            rec.error = Some(e);
+        }
+        rec.derive();
+        records.push(rec);
+        if !opts.reuse_connection
+            && let Some(c) = open.take()
+        {
+            close(c).await;
+        }
+    }
+    if let Some(c) = open.take() {
+        close(c).await;
+    }
+    for e in endpoints {
+        e.wait_idle().await;
+    }
+    Ok(records)
+}
+
+async fn retry_after_0rtt_rejected(
+    c: &mut ClientConn,
+    t: &Target,
+    rec: &mut RequestRecord,
+) -> Result<(), String> {
+    c.driver.abort();
+    let (send, driver) = open_h3(&c.conn, t).await?;
+    (c.send, c.driver) = (send, driver);
+    (rec.status, rec.bytes, rec.first_byte_us, rec.last_byte_us) = (0, 0, None, None);
+    fetch(c, t, rec).await
+}
+
+async fn close(c: ClientConn) {
+    c.conn.close(H3_NO_ERROR, b"done");
+    c.driver.abort();
+}
+
+/// The client endpoint for the address family of `addr` (one per family per run, so that
+/// resumption tickets and tokens stay with the endpoint).
+fn endpoint_for(
+    endpoints: &mut Vec<quinn::Endpoint>,
+    addr: SocketAddr,
+) -> Result<quinn::Endpoint, String> {
+    if let Some(e) = endpoints
+        .iter()
+        .find(|e| e.local_addr().is_ok_and(|l| l.is_ipv6() == addr.is_ipv6()))
+    {
+        return Ok(e.clone());
+    }
+    let bind: SocketAddr = if addr.is_ipv6() {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    };
+    let e = quinn::Endpoint::client(bind).map_err(|e| format!("opening a UDP socket: {e}"))?;
+    endpoints.push(e.clone());
+    Ok(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_validated_with_field_value_and_allowed() {
+        QuicOptions::default().validate().unwrap();
+        let e = "vegas".parse::<QuicCongestion>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "QUIC option congestion = vegas is not allowed (allowed: newreno, cubic, bbr)"
+        );
+        let o = QuicOptions {
+            max_udp_payload: 8952,
+            ..Default::default()
+        };
+        let e = o.validate().unwrap_err().to_string();
+        assert!(e.contains("89520") && e.contains("at most 6550"), "{e}");
+        QuicOptions { gso: false, ..o }.validate().unwrap();
+        let e = QuicOptions {
+            initial_mtu: 1500,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "QUIC option initial_mtu = 1500 is not allowed (allowed: 1200 to max_udp_payload (1452))"
+        );
+        let e = QuicOptions {
+            stream_receive_window: 0,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("QUIC option stream_receive_window = 0"),
+            "{e}"
+        );
+        assert_eq!(parse_duration_us("x", "100ms").unwrap(), 100_000);
+        assert_eq!(parse_duration_us("x", "1.5s").unwrap(), 1_500_000);
+        assert_eq!(parse_duration_us("x", "40").unwrap(), 40_000);
+        assert!(parse_duration_us("x", "fast").is_err());
+        assert!(parse_on_off("gso", "maybe").is_err());
+        let json = serde_json::to_string(&QuicOptions::default()).unwrap();
+        let back: QuicOptions = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, QuicOptions::default());
+        let partial: QuicOptions = serde_json::from_str(r#"{"congestion":"bbr"}"#).unwrap();
+        assert_eq!(partial.congestion, QuicCongestion::Bbr);
+    }
+
+    #[test]
+    fn loopback_download_and_zero_rtt_resumption() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let id = crate::tls::Identity::self_signed().unwrap();
+            let tcp = crate::tls::server_config(&id, &[KxGroup::X25519]).unwrap();
+            let server = QuicServer::bind(QuicServerOptions {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                tls: Arc::new(server_tls(&tcp)),
+                quic: QuicOptions::default(),
+                timeline: None,
+            })
+            .unwrap();
+            let port = server.local_addr().port();
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let served = tokio::spawn(server.run_until(
+                async {
+                    let _ = stop_rx.await;
+                },
+                |e| eprintln!("server error: {e}"),
+            ));
+            let urls: Vec<String> = [100_000, 1, 0, 300_000]
+                .iter()
+                .map(|n| format!("https://127.0.0.1:{port}/bytes/{n}"))
+                .chain([format!("https://127.0.0.1:{port}/nothing")])
+                .collect();
+            let opts = QuicClientOptions {
+                quic: QuicOptions {
+                    congestion: QuicCongestion::NewReno,
+                    ..Default::default()
+                },
+                ca_pem: id.chain_pem().to_string(),
+                groups: vec![KxGroup::X25519],
+                reuse_connection: false,
+                resume: true,
+            };
+            let recs = get(&urls, &opts).await.unwrap();
+            for (r, n) in recs.iter().zip([100_000, 1, 0, 300_000]) {
+                assert_eq!(r.error, None, "{r:?}");
+                assert_eq!((r.status, r.bytes), (200, n));
+                assert_eq!(r.handshake.alpn.as_deref(), Some("h3"));
+                assert_eq!(
+                    r.transport_stats.congestion_control.as_deref(),
+                    Some("newreno")
+                );
+            }
+            assert_eq!(recs[4].status, 404);
+            assert!(!recs[0].handshake.zero_rtt_attempted);
+            assert!(recs[1].handshake.zero_rtt_attempted && recs[1].handshake.zero_rtt_accepted);
+            assert_eq!(
+                recs.iter().map(|r| r.connection).collect::<Vec<_>>(),
+                [0, 1, 2, 3, 4]
+            );
+
+            // A second server (its own session cache) behind the same name: the ticket from the
+            // first is offered, 0-RTT is refused, and the request is repeated in 1-RTT.
+            let other = QuicServer::bind(QuicServerOptions {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                tls: Arc::new(server_tls(
+                    &crate::tls::server_config(&id, &[KxGroup::X25519]).unwrap(),
+                )),
+                quic: QuicOptions::default(),
+                timeline: None,
+            })
+            .unwrap();
+            let other_port = other.local_addr().port();
+            let (other_stop, other_rx) = tokio::sync::oneshot::channel::<()>();
+            let other_served = tokio::spawn(other.run_until(
+                async {
+                    let _ = other_rx.await;
+                },
+                |e| eprintln!("server error: {e}"),
+            ));
+            let urls2 = [
+                format!("https://127.0.0.1:{port}/bytes/1000"),
+                format!("https://127.0.0.1:{other_port}/bytes/70000"),
+            ];
+            let recs = get(&urls2, &opts).await.unwrap();
+            assert_eq!(recs[1].error, None, "{:?}", recs[1]);
+            assert_eq!(recs[1].bytes, 70_000);
+            assert!(recs[1].handshake.zero_rtt_attempted, "{:?}", recs[1]);
+            assert!(!recs[1].handshake.zero_rtt_accepted && !recs[1].handshake.resumed);
+            other_stop.send(()).unwrap();
+            other_served.await.unwrap();
+
+            let recs = get(
+                &urls[..2],
+                &QuicClientOptions {
+                    reuse_connection: true,
+                    resume: false,
+                    ..opts
+                },
+            )
+            .await
+            .unwrap();
+            assert_eq!(recs[0].error, None);
+            assert_eq!(recs[1].error, None);
+            assert_eq!((recs[1].connection, recs[1].new_connection), (0, false));
+            stop_tx.send(()).unwrap();
+            let stats = served.await.unwrap();
+            assert_eq!((stats.connections, stats.failed), (7, 0));
+        });
+    }
+}

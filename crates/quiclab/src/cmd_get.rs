@@ -1,0 +1,185 @@
+//! `quiclab get`: fetch URLs over HTTP/1.1 or HTTP/2 (TCP+TLS) and report every request as a
+//! record.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use quiclab_stack::client::{Client, ClientOptions, ConnectionMode};
+use quiclab_stack::record::{HttpVersion, RequestRecord};
+use quiclab_stack::tls::KxGroup;
+
+/// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), timing
+/// every request.
+///
+/// Each request reports status, body bytes, time to first and last body byte (from the
+/// connection attempt for a new connection, from sending the request otherwise), the TLS
+/// handshake (key-exchange group, HelloRetryRequest, resumption, ALPN) and TCP_INFO of the
+/// connection at the end (RTT, retransmissions, congestion controller read back). Bodies of
+/// /bytes/N are checked byte by byte against the server's pattern.
+///
+/// The URLs are fetched in order, --repeat times. Exits with 1 if any request failed (an error,
+/// or a status other than 2xx).
+///
+/// Example (inside `quiclab link`, with `quiclab serve --write-cert /tmp/cert.pem`):
+///   quiclab get --http 2 --cacert /tmp/cert.pem --tcp-cc cubic --json \
+///     https://$QUICLAB_SERVER/bytes/1000000
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct GetCmd {
+    /// https:// URLs to fetch.
+    #[arg(required = true, value_name = "URL")]
+    urls: Vec<String>,
+    /// HTTP version.
+    #[arg(long, value_enum, default_value = "2")]
+    http: HttpArg,
+    /// Keep one connection per server for all requests (reuse) or open one per request (new).
+    #[arg(long, value_enum, default_value = "reuse")]
+    connection: ConnectionArg,
+    /// Fetch the list of URLs this many times.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// PEM certificates to trust (e.g. the file `quiclab serve --write-cert` wrote); the only
+    /// trust anchors.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// Key-exchange groups in order of preference (x25519, p256, p384); the ClientHello carries
+    /// a key share for the first only.
+    #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
+    groups: String,
+    /// TCP congestion controller (one of /proc/sys/net/ipv4/tcp_available_congestion_control);
+    /// default: the kernel's, which is reported.
+    #[arg(long, value_name = "NAME")]
+    tcp_cc: Option<String>,
+    /// Resume TLS sessions with tickets from earlier connections of this run.
+    #[arg(long)]
+    resume: bool,
+    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT).
+    #[arg(long)]
+    tfo: bool,
+    /// Print one JSON record per request instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum HttpArg {
+    #[value(name = "1.1")]
+    Http11,
+    #[value(name = "2")]
+    Http2,
+    #[value(name = "3")]
+    Http3,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ConnectionArg {
+    Reuse,
+    New,
+}
+
+pub fn get(c: GetCmd) -> anyhow::Result<i32> {
+    let http = match c.http {
+        HttpArg::Http11 => HttpVersion::Http11,
+        HttpArg::Http2 => HttpVersion::Http2,
+        HttpArg::Http3 => anyhow::bail!("HTTP/3 client not available in this build"),
+    };
+    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    let cacert = c
+        .cacert
+        .as_ref()
+        .context("--cacert is required: give the PEM certificate of the server (or its CA)")?;
+    let ca_pem = std::fs::read_to_string(cacert)
+        .with_context(|| format!("reading --cacert {}", cacert.display()))?;
+    let opts = ClientOptions {
+        http,
+        connection: match c.connection {
+            ConnectionArg::Reuse => ConnectionMode::Reuse,
+            ConnectionArg::New => ConnectionMode::New,
+        },
+        groups,
+        ca_pem,
+        resume: c.resume,
+        tcp_congestion: c.tcp_cc.clone(),
+        fast_open: c.tfo,
+    };
+    let mut client = Client::new(opts).with_context(|| format!("--cacert {}", cacert.display()))?;
+
+    // One connection is used at a time: a single thread keeps scheduling out of the timings.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let mut failed = 0;
+    runtime.block_on(async {
+        for _ in 0..c.repeat {
+            for url in &c.urls {
+                let r = client.fetch(url).await;
+                if r.error.is_some() || !(200..300).contains(&r.status) {
+                    failed += 1;
+                }
+                if c.json {
+                    println!(
+                        "{}",
+                        serde_json::to_string(&r).context("encoding a record")?
+                    );
+                } else {
+                    println!("{}", summary(&r));
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// One readable line for a request.
+fn summary(r: &RequestRecord) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ms"));
+    let http = match r.http {
+        HttpVersion::Http11 => "HTTP/1.1",
+        HttpVersion::Http2 => "HTTP/2",
+        HttpVersion::Http3 => "HTTP/3",
+    };
+    let mut s = format!(
+        "{} {}: status {}, {} bytes, {http}, connection {}{}",
+        r.method,
+        r.url,
+        r.status,
+        r.bytes,
+        r.connection,
+        if r.new_connection {
+            " (new)"
+        } else {
+            " (reused)"
+        },
+    );
+    if let Some(done) = r.handshake_done_us {
+        let h = &r.handshake;
+        s += &format!(
+            ", handshake {:.1} ms ({}{}{}{})",
+            done.saturating_sub(r.start_us) as f64 / 1000.0,
+            h.group.as_deref().unwrap_or("-"),
+            if h.hello_retry { ", HRR" } else { "" },
+            if h.resumed { ", resumed" } else { "" },
+            h.alpn
+                .as_deref()
+                .map_or(String::new(), |a| format!(", alpn {a}")),
+        );
+    }
+    s += &format!(", TTFB {}, TTLB {}", ms(r.ttfb_ms), ms(r.ttlb_ms));
+    if let Some(g) = r.goodput_bps {
+        s += &format!(", goodput {:.2} Mbit/s", g / 1e6);
+    }
+    let t = &r.transport_stats;
+    if let Some(cc) = &t.congestion_control {
+        s += &format!(", cc {cc}");
+    }
+    if let Some(rtt) = t.smoothed_rtt_us {
+        s += &format!(", srtt {:.1} ms", rtt as f64 / 1000.0);
+    }
+    if let Some(e) = &r.error {
+        s += &format!(", FAILED: {e}");
+    }
+    s
+}

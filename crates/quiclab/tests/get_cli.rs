@@ -1,0 +1,218 @@
+//! `quiclab get` as a user runs it: against `quiclab serve` behind `quiclab link` (as root:
+//! namespaces need it), with h2load as an independent HTTP/2 peer of the server.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+/// The timing assertions compare round trips: runs must not compete for the two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const QUICLAB: &str = env!("CARGO_BIN_EXE_quiclab");
+
+fn assert_root() {
+    assert!(
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() } == 0,
+        "these tests create network namespaces and must run as root"
+    );
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `quiclab link` with the link options, a `quiclab serve` with `serve_args` writing its
+/// certificate to `cert`, and `client` (a shell script). Returns the standard output, after
+/// checking that the client succeeded.
+fn link(link_args: &[&str], serve_args: &str, cert: &std::path::Path, client: &str) -> String {
+    let server = format!(
+        "exec {QUICLAB} serve --listen '[::]:443' --write-cert {} {serve_args}",
+        cert.display()
+    );
+    let out = Command::new(QUICLAB)
+        .arg("link")
+        .args(link_args)
+        .args(["--wait", "10s", "--server", &server, "--client", client])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprintln!("{stdout}");
+    stdout
+}
+
+/// The JSON records printed after the line `marker`, up to the next line that is not JSON.
+fn records(stdout: &str, marker: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .skip_while(|l| *l != marker)
+        .skip(1)
+        .take_while(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn f(r: &Value, key: &str) -> f64 {
+    r[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing: {r}"))
+}
+
+/// Handshake time in ms: TCP connect plus TLS.
+fn handshake_ms(r: &Value) -> f64 {
+    (f(r, "handshake_done_us") - f(r, "start_us")) / 1000.0
+}
+
+#[test]
+fn get_downloads_exact_bodies_over_http1_and_http2_with_the_chosen_controller() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("get");
+    let cert = d.join("cert.pem");
+    let mut client = String::from("set -e\n");
+    for (http, cc) in [("1.1", "reno"), ("2", "cubic")] {
+        client += &format!(
+            "echo 'records {http}'\n{QUICLAB} get --json --http {http} --tcp-cc {cc} --cacert {} \
+             https://$QUICLAB_SERVER/bytes/100000 https://$QUICLAB_SERVER/bytes/5000000\n",
+            cert.display()
+        );
+    }
+    client += "h2load -n 4 -c 1 https://$QUICLAB_SERVER/bytes/100000\n";
+    let stdout = link(
+        &["--rate", "100mbit", "--delay", "5ms"],
+        "--tcp-cc cubic",
+        &cert,
+        &client,
+    );
+
+    for (http, cc) in [("1.1", "reno"), ("2", "cubic")] {
+        let recs = records(&stdout, &format!("records {http}"));
+        assert_eq!(recs.len(), 2, "{stdout}");
+        for (r, n) in recs.iter().zip([100_000, 5_000_000]) {
+            assert_eq!(r["error"], Value::Null, "{r}");
+            assert_eq!(r["status"], 200, "{r}");
+            assert_eq!(r["bytes"], n, "{r}");
+            assert_eq!(r["http"], http, "{r}");
+            assert_eq!(r["transport"], "tcp", "{r}");
+            assert_eq!(r["transport_stats"]["congestion_control"], cc, "{r}");
+            let alpn = if http == "2" { "h2" } else { "http/1.1" };
+            assert_eq!(r["handshake"]["alpn"], alpn, "{r}");
+            // 10 ms of emulated RTT at least.
+            assert!(f(&r["transport_stats"], "min_rtt_us") >= 9_000.0, "{r}");
+        }
+        // One connection for both requests by default.
+        assert_eq!(recs[0]["new_connection"], true);
+        assert_eq!(recs[1]["new_connection"], false);
+        assert_eq!(recs[1]["connection"], 0);
+    }
+
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("requests: "))
+        .unwrap_or_else(|| panic!("no h2load summary:\n{stdout}"));
+    assert!(
+        summary.contains("4 succeeded, 0 failed, 0 errored"),
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn hello_retry_costs_a_round_trip_and_resumed_tcp_still_needs_two_before_data() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("get-hrr");
+    let cert = d.join("cert.pem");
+    let get = format!(
+        "{QUICLAB} get --json --tcp-cc cubic --cacert {} --connection new",
+        cert.display()
+    );
+    let url = "https://$QUICLAB_SERVER/bytes/1000";
+    let client = format!(
+        "set -e\n\
+         echo records hrr\n{get} --repeat 3 --groups x25519,p256 {url}\n\
+         echo records match\n{get} --repeat 3 --groups p256,x25519 {url}\n\
+         echo records resume\n{get} --repeat 2 --groups p256 --resume {url}\n"
+    );
+    let stdout = link(&["--delay", "25ms"], "--groups p256", &cert, &client);
+    const RTT: f64 = 50.0;
+
+    let hrr = records(&stdout, "records hrr");
+    let matching = records(&stdout, "records match");
+    assert_eq!((hrr.len(), matching.len()), (3, 3), "{stdout}");
+    for r in &hrr {
+        assert_eq!(r["error"], Value::Null, "{r}");
+        assert_eq!(r["handshake"]["hello_retry"], true, "{r}");
+        assert_eq!(r["handshake"]["group"], "p256", "{r}");
+    }
+    for r in &matching {
+        assert_eq!(r["error"], Value::Null, "{r}");
+        assert_eq!(r["handshake"]["hello_retry"], false, "{r}");
+        assert_eq!(r["handshake"]["group"], "p256", "{r}");
+    }
+    // The least disturbed of each: TCP and TLS take 2 RTT, a HelloRetryRequest one more.
+    let min = |rs: &[Value]| rs.iter().map(handshake_ms).fold(f64::INFINITY, f64::min);
+    let (with, without) = (min(&hrr), min(&matching));
+    eprintln!("handshake: {with:.1} ms with HelloRetryRequest, {without:.1} ms without");
+    assert!(
+        (2.0 * RTT * 0.95..2.0 * RTT * 1.5).contains(&without),
+        "{without}"
+    );
+    assert!(
+        (0.5 * RTT..1.5 * RTT).contains(&(with - without)),
+        "with {with} ms, without {without} ms"
+    );
+
+    let resume = records(&stdout, "records resume");
+    assert_eq!(resume.len(), 2, "{stdout}");
+    assert_eq!(resume[0]["handshake"]["resumed"], false);
+    assert_eq!(resume[1]["handshake"]["resumed"], true, "{}", resume[1]);
+    for r in &resume {
+        assert_eq!(r["error"], Value::Null, "{r}");
+        assert_eq!(r["new_connection"], true, "{r}");
+        // TCP's handshake, then TLS's (resumed or not) before the request can go.
+        assert!(f(r, "ttfb_ms") >= 2.0 * RTT * 0.95, "{r}");
+    }
+    eprintln!(
+        "TTFB: {:.1} ms full handshake, {:.1} ms resumed",
+        f(&resume[0], "ttfb_ms"),
+        f(&resume[1], "ttfb_ms")
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn http3_and_bad_options_fail_with_clear_messages() {
+    let out = Command::new(QUICLAB)
+        .args(["get", "--http", "3", "https://127.0.0.1/bytes/1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("HTTP/3 client not available in this build"),
+        "{stderr}"
+    );
+
+    let out = Command::new(QUICLAB)
+        .args(["get", "--groups", "x448", "https://127.0.0.1/bytes/1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--groups: unknown key-exchange group"),
+        "{stderr}"
+    );
+}

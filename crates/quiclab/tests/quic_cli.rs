@@ -1,0 +1,194 @@
+//! HTTP/3 over QUIC as a user runs it: `quiclab serve` behind `quiclab link`, fetched by the
+//! hidden `quiclab h3-get` (as root: namespaces need it).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn quiclab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_quiclab"))
+}
+
+fn assert_root() {
+    assert!(
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() } == 0,
+        "these tests create network namespaces and must run as root"
+    );
+}
+
+/// Runs `quiclab serve` (with `server_args`) and `quiclab h3-get` (with `client_args`) over a
+/// link; returns the server's ready line, the client's records and the directory holding the
+/// certificate (`{dir}` in `server_args` stands for it), for the caller to remove.
+fn run(
+    link_args: &[&str],
+    server_args: &str,
+    client_args: &str,
+    name: &str,
+) -> (String, Vec<Value>, std::path::PathBuf) {
+    let d = std::env::temp_dir().join(format!("quiclab-test-quic-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let cert = d.join("cert.pem");
+    let bin = env!("CARGO_BIN_EXE_quiclab");
+    let server = format!(
+        "exec {bin} serve --listen '[::]:443' --write-cert {} {server_args}",
+        cert.display()
+    )
+    .replace("{dir}", &d.display().to_string());
+    let client = format!(
+        "exec {bin} h3-get --cacert {} {client_args}",
+        cert.display()
+    );
+    let out = quiclab()
+        .arg("link")
+        .args(link_args)
+        .args(["--wait", "10s", "--server", &server, "--client", &client])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprintln!("{stdout}");
+    let ready = stdout
+        .lines()
+        .find(|l| l.starts_with("quiclab serve: listening on "))
+        .unwrap_or_else(|| panic!("no ready line:\n{stdout}"))
+        .to_string();
+    let records = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (ready, records, d)
+}
+
+fn ms(r: &Value, field: &str) -> f64 {
+    r[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {field}: {r}"))
+}
+
+#[test]
+fn h3_downloads_are_exact_and_resumed_connections_answer_in_one_round_trip() {
+    assert_root();
+
+    // Bodies: the client checks every byte against the pattern and reports a mismatch or a
+    // short body as an error.
+    let (ready, recs, dir) = run(
+        &["--rate", "100mbit", "--delay", "5ms"],
+        "--quic-cc cubic --quic-timeline {dir}/timeline.jsonl",
+        "--quic-cc newreno https://$QUICLAB_SERVER/bytes/100000 https://$QUICLAB_SERVER/bytes/5000000",
+        "bodies",
+    );
+    assert!(
+        ready.contains("UDP HTTP/3: quic congestion cubic;") && ready.contains("gso on"),
+        "{ready}"
+    );
+    assert_eq!(recs.len(), 2);
+    for (r, n) in recs.iter().zip([100_000u64, 5_000_000]) {
+        assert_eq!(r["error"], Value::Null, "{r}");
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(r["http"], "3", "{r}");
+        assert_eq!(r["transport"], "quic", "{r}");
+        assert_eq!(r["bytes"], n, "{r}");
+        assert_eq!(r["handshake"]["alpn"], "h3", "{r}");
+        assert_eq!(r["transport_stats"]["congestion_control"], "newreno", "{r}");
+        assert_eq!(
+            r["transport_stats"]["congestion_control_experimental"],
+            false
+        );
+    }
+    // 5 MB at 100 Mbit/s takes at least 0.4 s.
+    assert!(ms(&recs[1], "ttlb_ms") >= 400.0, "{}", recs[1]);
+
+    // The server samples the sending side every 5 ms: the 5 MB connection (the second) spans
+    // its transfer time with samples.
+    let timeline = std::fs::read_to_string(dir.join("timeline.jsonl")).unwrap();
+    let samples: Vec<Value> = timeline
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|s: &Value| s["connection"] == 1)
+        .collect();
+    let transfer_ms = ms(&recs[1], "ttlb_ms");
+    assert!(
+        samples.len() as f64 >= transfer_ms / 5.0 * 0.8,
+        "{} samples over {transfer_ms} ms",
+        samples.len()
+    );
+    assert!(samples.iter().all(|s| s["transport"] == "quic"));
+    let peak = samples
+        .iter()
+        .filter_map(|s| s["cwnd_bytes"].as_u64())
+        .max();
+    assert!(peak.unwrap_or(0) > 12_000 * 4, "cwnd never grew: {peak:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // RTT 50 ms: a full handshake costs a round trip before the request's own; a resumed
+    // connection sends the request as 0-RTT with its first flight.
+    let rtt = 50.0;
+    let (_, recs, dir) = run(
+        &["--rate", "100mbit", "--delay", "25ms"],
+        "",
+        "--resume https://$QUICLAB_SERVER/bytes/100000 https://$QUICLAB_SERVER/bytes/100000",
+        "resume",
+    );
+    assert_eq!(recs.len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (full, resumed) = (&recs[0], &recs[1]);
+    for r in &recs {
+        assert_eq!(r["error"], Value::Null, "{r}");
+        assert_eq!(r["bytes"], 100_000, "{r}");
+        assert_eq!(r["new_connection"], true, "{r}");
+    }
+    assert_eq!(full["handshake"]["zero_rtt_attempted"], false, "{full}");
+    assert_eq!(resumed["handshake"]["resumed"], true, "{resumed}");
+    assert_eq!(
+        resumed["handshake"]["zero_rtt_attempted"], true,
+        "{resumed}"
+    );
+    assert_eq!(resumed["handshake"]["zero_rtt_accepted"], true, "{resumed}");
+    let (t_full, t_resumed) = (ms(full, "ttfb_ms"), ms(resumed, "ttfb_ms"));
+    eprintln!("ttfb: full handshake {t_full} ms, 0-RTT {t_resumed} ms (RTT {rtt} ms)");
+    assert!(t_full >= 1.9 * rtt, "full handshake ttfb {t_full} ms");
+    assert!(
+        (0.5 * rtt..=1.6 * rtt).contains(&t_resumed),
+        "0-RTT ttfb {t_resumed} ms"
+    );
+}
+
+#[test]
+fn bad_quic_options_say_what_is_allowed() {
+    let out = quiclab()
+        .args(["serve", "--listen", "127.0.0.1:0", "--quic-cc", "vegas"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--quic-cc: QUIC option congestion = vegas is not allowed (allowed: newreno, cubic, bbr)"
+        ),
+        "{stderr}"
+    );
+    let out = quiclab()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--quic-max-udp-payload",
+            "8952",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("QUIC max UDP payload 8952 with GSO on") && stderr.contains("at most 6550"),
+        "{stderr}"
+    );
+}
