@@ -1,21 +1,25 @@
-//! `quiclab get`: fetch URLs over HTTP/1.1 or HTTP/2 (TCP+TLS) and report every request as a
-//! record.
+//! `quiclab get`: fetch URLs over HTTP/1.1 or HTTP/2 (TCP+TLS) or HTTP/3 (QUIC) and report every
+//! request as a record.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_stack::client::{Client, ClientOptions, ConnectionMode};
+use quiclab_stack::quic::{self, QuicClientOptions};
 use quiclab_stack::record::{HttpVersion, RequestRecord};
 use quiclab_stack::tls::KxGroup;
 
-/// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), timing
-/// every request.
+use crate::quicargs::QuicArgs;
+
+/// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), or over
+/// HTTP/3 on QUIC (quinn, h3), timing every request.
 ///
 /// Each request reports status, body bytes, time to first and last body byte (from the
 /// connection attempt for a new connection, from sending the request otherwise), the TLS
 /// handshake (key-exchange group, HelloRetryRequest, resumption, ALPN) and TCP_INFO of the
-/// connection at the end (RTT, retransmissions, congestion controller read back). Bodies of
+/// connection at the end (RTT, retransmissions, congestion controller read back). Over HTTP/3,
+/// --resume sends requests on later connections as 0-RTT and reports whether it was accepted. Bodies of
 /// /bytes/N are checked byte by byte against the server's pattern.
 ///
 /// The URLs are fetched in order, --repeat times. Exits with 1 if any request failed (an error,
@@ -48,18 +52,20 @@ pub struct GetCmd {
     #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
     groups: String,
     /// TCP congestion controller (one of /proc/sys/net/ipv4/tcp_available_congestion_control);
-    /// default: the kernel's, which is reported.
+    /// default: the kernel's, which is reported. HTTP/1.1 and HTTP/2 only.
     #[arg(long, value_name = "NAME")]
     tcp_cc: Option<String>,
     /// Resume TLS sessions with tickets from earlier connections of this run.
     #[arg(long)]
     resume: bool,
-    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT).
+    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT). HTTP/1.1 and HTTP/2 only.
     #[arg(long)]
     tfo: bool,
     /// Print one JSON record per request instead of a summary.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    quic: QuicArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -79,11 +85,11 @@ enum ConnectionArg {
 }
 
 pub fn get(c: GetCmd) -> anyhow::Result<i32> {
-    let http = match c.http {
-        HttpArg::Http11 => HttpVersion::Http11,
-        HttpArg::Http2 => HttpVersion::Http2,
-        HttpArg::Http3 => anyhow::bail!("HTTP/3 client not available in this build"),
-    };
+    if matches!(c.http, HttpArg::Http3) && (c.tcp_cc.is_some() || c.tfo) {
+        anyhow::bail!(
+            "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
+        );
+    }
     let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
     let cacert = c
         .cacert
@@ -91,11 +97,39 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         .context("--cacert is required: give the PEM certificate of the server (or its CA)")?;
     let ca_pem = std::fs::read_to_string(cacert)
         .with_context(|| format!("reading --cacert {}", cacert.display()))?;
+    let reuse = matches!(c.connection, ConnectionArg::Reuse);
+    // One connection is used at a time: a single thread keeps scheduling out of the timings.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let urls: Vec<String> = (0..c.repeat).flat_map(|_| c.urls.iter().cloned()).collect();
+    let http = match c.http {
+        HttpArg::Http11 => HttpVersion::Http11,
+        HttpArg::Http2 => HttpVersion::Http2,
+        HttpArg::Http3 => {
+            if c.tcp_cc.is_some() || c.tfo {
+                anyhow::bail!(
+                    "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
+                );
+            }
+            let opts = QuicClientOptions {
+                quic: c.quic.options()?,
+                ca_pem,
+                groups,
+                reuse_connection: reuse,
+                resume: c.resume,
+            };
+            let records = runtime.block_on(quic::get(&urls, &opts))?;
+            return report(&records, c.json);
+        }
+    };
     let opts = ClientOptions {
         http,
-        connection: match c.connection {
-            ConnectionArg::Reuse => ConnectionMode::Reuse,
-            ConnectionArg::New => ConnectionMode::New,
+        connection: if reuse {
+            ConnectionMode::Reuse
+        } else {
+            ConnectionMode::New
         },
         groups,
         ca_pem,
@@ -104,33 +138,28 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         fast_open: c.tfo,
     };
     let mut client = Client::new(opts).with_context(|| format!("--cacert {}", cacert.display()))?;
-
-    // One connection is used at a time: a single thread keeps scheduling out of the timings.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    let mut failed = 0;
+    let mut records = Vec::with_capacity(urls.len());
     runtime.block_on(async {
-        for _ in 0..c.repeat {
-            for url in &c.urls {
-                let r = client.fetch(url).await;
-                if r.error.is_some() || !(200..300).contains(&r.status) {
-                    failed += 1;
-                }
-                if c.json {
-                    println!(
-                        "{}",
-                        serde_json::to_string(&r).context("encoding a record")?
-                    );
-                } else {
-                    println!("{}", summary(&r));
-                }
-            }
+        for url in &urls {
+            records.push(client.fetch(url).await);
         }
-        anyhow::Ok(())
-    })?;
-    Ok(if failed > 0 { 1 } else { 0 })
+    });
+    report(&records, c.json)
+}
+
+/// Prints the records (JSON lines or readable lines); exit code 1 if any request failed (an
+/// error, or a status other than 2xx).
+fn report(records: &[RequestRecord], json: bool) -> anyhow::Result<i32> {
+    let mut failed = false;
+    for r in records {
+        failed |= r.error.is_some() || !(200..300).contains(&r.status);
+        if json {
+            println!("{}", serde_json::to_string(r).context("encoding a record")?);
+        } else {
+            println!("{}", summary(r));
+        }
+    }
+    Ok(i32::from(failed))
 }
 
 /// One readable line for a request.

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_stack::quic::{self, QuicCongestion, QuicOptions, QuicServer, QuicServerOptions};
+use quiclab_stack::quic::{self, QuicServer, QuicServerOptions};
+
+use crate::quicargs::QuicArgs;
 use quiclab_stack::server::{Server, ServerOptions};
 use quiclab_stack::tls::{self, Identity, KxGroup};
 use tokio::signal::unix::{SignalKind, signal};
@@ -52,46 +54,12 @@ pub struct ServeCmd {
     /// Do not serve HTTP/3 over QUIC.
     #[arg(long)]
     no_quic: bool,
-    /// QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental).
-    #[arg(long, value_name = "NAME", default_value = "cubic")]
-    quic_cc: String,
-    /// RTT QUIC assumes before its first sample (e.g. 100ms).
-    #[arg(long, value_name = "DURATION", default_value = "333ms")]
-    quic_initial_rtt: String,
-    /// QUIC path MTU discovery: on or off.
-    #[arg(long, value_name = "on|off", default_value = "on")]
-    quic_mtu_discovery: String,
-    /// Largest UDP payload QUIC sends (the upper bound of MTU discovery). With GSO on, at most
-    /// 6550 (10 datagrams per batch must fit in one 65,507-byte UDP send).
-    #[arg(long, value_name = "BYTES", default_value_t = 1452)]
-    quic_max_udp_payload: u16,
-    /// QUIC generic segmentation offload: on or off.
-    #[arg(long, value_name = "on|off", default_value = "on")]
-    quic_gso: String,
+    #[command(flatten)]
+    quic: QuicArgs,
     /// Write each QUIC connection's timeline here as JSON lines (congestion window, RTT and
     /// congestion events every 5 ms, from this sending side).
     #[arg(long, value_name = "FILE", conflicts_with = "no_quic")]
     quic_timeline: Option<PathBuf>,
-}
-
-impl ServeCmd {
-    fn quic_options(&self) -> anyhow::Result<QuicOptions> {
-        let o = QuicOptions {
-            congestion: self
-                .quic_cc
-                .parse::<QuicCongestion>()
-                .context("--quic-cc")?,
-            initial_rtt_us: quic::parse_duration_us("initial_rtt", &self.quic_initial_rtt)
-                .context("--quic-initial-rtt")?,
-            mtu_discovery: quic::parse_on_off("mtu_discovery", &self.quic_mtu_discovery)
-                .context("--quic-mtu-discovery")?,
-            max_udp_payload: self.quic_max_udp_payload,
-            gso: quic::parse_on_off("gso", &self.quic_gso).context("--quic-gso")?,
-            ..QuicOptions::default()
-        };
-        o.validate().context("QUIC options")?;
-        Ok(o)
-    }
 }
 
 pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
@@ -104,7 +72,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     let quic_options = if c.no_quic {
         None
     } else {
-        Some(c.quic_options()?)
+        Some(c.quic.options()?)
     };
     // Written before the socket exists: `quiclab link` starts the client once it sees a listening
     // socket, and the client needs the certificate by then.

@@ -2,11 +2,11 @@
 
 mod cmd_bench;
 mod cmd_get;
-mod cmd_h3get;
 mod cmd_link;
 mod cmd_selftest;
 mod cmd_serve;
 mod linkargs;
+mod quicargs;
 mod signals;
 
 use clap::{Parser, Subcommand};
@@ -38,8 +38,6 @@ enum Cmd {
     Bench(cmd_bench::BenchCmd),
     Get(cmd_get::GetCmd),
     Serve(cmd_serve::ServeCmd),
-    #[command(hide = true, name = "h3-get")]
-    H3Get(cmd_h3get::H3GetCmd),
 }
 
 fn main() {
@@ -51,7 +49,6 @@ fn main() {
         Cmd::Bench(c) => cmd_bench::bench(c),
         Cmd::Get(c) => cmd_get::get(c),
         Cmd::Serve(c) => cmd_serve::serve(c),
-        Cmd::H3Get(c) => cmd_h3get::h3_get(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

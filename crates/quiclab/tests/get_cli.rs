@@ -193,15 +193,22 @@ fn hello_retry_costs_a_round_trip_and_resumed_tcp_still_needs_two_before_data() 
 }
 
 #[test]
-fn http3_and_bad_options_fail_with_clear_messages() {
+fn tcp_options_with_http3_and_bad_groups_fail_with_clear_messages() {
     let out = Command::new(QUICLAB)
-        .args(["get", "--http", "3", "https://127.0.0.1/bytes/1"])
+        .args([
+            "get",
+            "--http",
+            "3",
+            "--tcp-cc",
+            "cubic",
+            "https://127.0.0.1/bytes/1",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("HTTP/3 client not available in this build"),
+        stderr.contains("--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2"),
         "{stderr}"
     );
 

@@ -1,5 +1,5 @@
 //! HTTP/3 over QUIC as a user runs it: `quiclab serve` behind `quiclab link`, fetched by the
-//! hidden `quiclab h3-get` (as root: namespaces need it).
+//! `quiclab get --http 3` (as root: namespaces need it).
 
 use std::process::Command;
 
@@ -17,7 +17,7 @@ fn assert_root() {
     );
 }
 
-/// Runs `quiclab serve` (with `server_args`) and `quiclab h3-get` (with `client_args`) over a
+/// Runs `quiclab serve` (with `server_args`) and `quiclab get --http 3` (with `client_args`) over a
 /// link; returns the server's ready line, the client's records and the directory holding the
 /// certificate (`{dir}` in `server_args` stands for it), for the caller to remove.
 fn run(
@@ -37,7 +37,7 @@ fn run(
     )
     .replace("{dir}", &d.display().to_string());
     let client = format!(
-        "exec {bin} h3-get --cacert {} {client_args}",
+        "exec {bin} get --http 3 --json --connection new --cacert {} {client_args}",
         cert.display()
     );
     let out = quiclab()

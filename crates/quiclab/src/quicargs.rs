@@ -1,0 +1,47 @@
+//! QUIC options on the command line, shared by `quiclab serve` and `quiclab get --http 3`.
+
+use anyhow::Context;
+use clap::Args;
+use quiclab_stack::quic::{self, QuicCongestion, QuicOptions};
+
+#[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "QUIC (HTTP/3)")]
+pub struct QuicArgs {
+    /// QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental).
+    #[arg(long, value_name = "NAME", default_value = "cubic")]
+    quic_cc: String,
+    /// RTT QUIC assumes before its first sample (e.g. 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "333ms")]
+    quic_initial_rtt: String,
+    /// QUIC path MTU discovery: on or off.
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    quic_mtu_discovery: String,
+    /// Largest UDP payload QUIC sends (the upper bound of MTU discovery). With GSO on, at most
+    /// 6550 (10 datagrams per batch must fit in one 65,507-byte UDP send).
+    #[arg(long, value_name = "BYTES", default_value_t = 1452)]
+    quic_max_udp_payload: u16,
+    /// QUIC generic segmentation offload: on or off.
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    quic_gso: String,
+}
+
+impl QuicArgs {
+    /// The options, validated; errors name the flag.
+    pub fn options(&self) -> anyhow::Result<QuicOptions> {
+        let o = QuicOptions {
+            congestion: self
+                .quic_cc
+                .parse::<QuicCongestion>()
+                .context("--quic-cc")?,
+            initial_rtt_us: quic::parse_duration_us("initial_rtt", &self.quic_initial_rtt)
+                .context("--quic-initial-rtt")?,
+            mtu_discovery: quic::parse_on_off("mtu_discovery", &self.quic_mtu_discovery)
+                .context("--quic-mtu-discovery")?,
+            max_udp_payload: self.quic_max_udp_payload,
+            gso: quic::parse_on_off("gso", &self.quic_gso).context("--quic-gso")?,
+            ..QuicOptions::default()
+        };
+        o.validate().context("QUIC options")?;
+        Ok(o)
+    }
+}
