@@ -747,6 +747,7 @@ mod tests {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 tls: server_config(&id, groups).unwrap(),
                 tcp_congestion: None,
+                first_write: None,
             })
             .unwrap();
             let addr = server.local_addr();

@@ -120,7 +120,18 @@ pub struct ServerOptions {
     /// TCP congestion controller for every connection (e.g. "cubic", "bbr", "reno"); `None`
     /// keeps the kernel's default.
     pub tcp_congestion: Option<String>,
+    /// Size of a response body's first write, doubling with every write after it (`None`: every
+    /// write as large as possible). HTTP/2 sends each write as its own DATA frames, and a frame
+    /// is delivered only once complete, so a first frame larger than TCP's initial window (about
+    /// 14.5 kB) holds the first byte back by a round trip; servers that size records dynamically
+    /// start with about one packet's worth. HTTP/1.1 coalesces writes into TLS records, whose
+    /// size is the TLS configuration's `max_fragment_size`. See [`DYNAMIC_FIRST_WRITE`].
+    pub first_write: Option<usize>,
 }
+
+/// First write of a response when frames are sized dynamically: with TLS and HTTP/2 framing it
+/// fits in one 1500-byte packet.
+pub const DYNAMIC_FIRST_WRITE: usize = 1200;
 
 /// Counts of what a server did, returned when it stops.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -143,6 +154,7 @@ struct State {
     alt_svc: HeaderValue,
     /// `CHUNK` bytes of the pattern from offset 0.
     pattern: Bytes,
+    first_write: Option<usize>,
 }
 
 impl Server {
@@ -190,6 +202,7 @@ impl Server {
             state: Arc::new(State {
                 alt_svc,
                 pattern: pattern.into(),
+                first_write: opts.first_write,
             }),
         })
     }
@@ -317,7 +330,9 @@ async fn handle(
     let path = req.uri().path();
     let mut response = match (req.method(), path.strip_prefix("/bytes/")) {
         (&Method::GET, Some(n)) => match parse_size(n) {
-            Ok(n) => Response::new(PatternBody::new(n, state.pattern.clone()).boxed()),
+            Ok(n) => {
+                Response::new(PatternBody::new(n, state.pattern.clone(), state.first_write).boxed())
+            }
             Err(msg) => text(StatusCode::BAD_REQUEST, msg),
         },
         _ if req.method() == Method::POST && path == "/upload" => {
@@ -364,13 +379,21 @@ fn text(status: StatusCode, body: String) -> Response<ResponseBody> {
 /// allocates nothing per request.
 struct PatternBody {
     remaining: u64,
+    sent: u64,
+    /// Size of the next write.
+    next: usize,
     chunk: Bytes,
 }
 
+/// The largest write: a slice of the shared chunk starting at any pattern phase fits.
+const LARGEST_WRITE: usize = CHUNK - PATTERN_PERIOD as usize;
+
 impl PatternBody {
-    fn new(len: u64, chunk: Bytes) -> Self {
+    fn new(len: u64, chunk: Bytes, first_write: Option<usize>) -> Self {
         PatternBody {
             remaining: len,
+            sent: 0,
+            next: first_write.unwrap_or(LARGEST_WRITE).clamp(1, LARGEST_WRITE),
             chunk,
         }
     }
@@ -387,10 +410,14 @@ impl Body for PatternBody {
         if self.remaining == 0 {
             return Poll::Ready(None);
         }
-        // Every chunk but the last is a whole chunk, so each one starts at pattern phase 0.
-        let n = self.remaining.min(self.chunk.len() as u64) as usize;
+        let n = self.remaining.min(self.next as u64) as usize;
+        // the chunk holds whole periods, so the slice at the current phase continues the pattern
+        let phase = (self.sent % PATTERN_PERIOD) as usize;
+        let data = self.chunk.slice(phase..phase + n);
+        self.sent += n as u64;
         self.remaining -= n as u64;
-        Poll::Ready(Some(Ok(Frame::data(self.chunk.slice(..n)))))
+        self.next = (self.next * 2).min(LARGEST_WRITE);
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -426,21 +453,39 @@ mod tests {
         let mut chunk = vec![0; CHUNK];
         fill_pattern(0, &mut chunk);
         let chunk = Bytes::from(chunk);
-        for n in [0, 1, CHUNK as u64 - 1, CHUNK as u64, 3 * CHUNK as u64 + 7] {
-            let body = PatternBody::new(n, chunk.clone());
-            assert_eq!(body.size_hint().exact(), Some(n));
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .build()
-                .unwrap();
-            let bytes = rt.block_on(body.collect()).unwrap().to_bytes();
-            assert_eq!(bytes.len() as u64, n);
-            assert!(
-                bytes
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for first in [None, Some(DYNAMIC_FIRST_WRITE), Some(1)] {
+            for n in [0, 1, CHUNK as u64 - 1, CHUNK as u64, 3 * CHUNK as u64 + 7] {
+                let mut body = PatternBody::new(n, chunk.clone(), first);
+                assert_eq!(body.size_hint().exact(), Some(n));
+                let mut bytes = Vec::new();
+                let mut writes = Vec::new();
+                while let Some(frame) = rt.block_on(body.frame()) {
+                    let data = frame.unwrap().into_data().unwrap();
+                    writes.push(data.len());
+                    bytes.extend_from_slice(&data);
+                }
+                assert_eq!(bytes.len() as u64, n);
+                assert!(
+                    bytes
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &b)| b == pattern_byte(i as u64)),
+                    "n = {n}, first write {first:?}"
+                );
+                // writes double from the first size up to the largest, the last may be short
+                let start = first.unwrap_or(LARGEST_WRITE);
+                for (k, &w) in writes
                     .iter()
                     .enumerate()
-                    .all(|(i, &b)| b == pattern_byte(i as u64)),
-                "n = {n}"
-            );
+                    .take(writes.len().saturating_sub(1))
+                {
+                    let expected = (start << k.min(20)).min(LARGEST_WRITE);
+                    assert_eq!(w, expected, "write {k} of n = {n}, first {first:?}");
+                }
+            }
         }
     }
 
@@ -476,6 +521,7 @@ mod tests {
             listen: "127.0.0.1:0".parse().unwrap(),
             tls: tls.clone(),
             tcp_congestion: Some(cc.to_string()),
+            first_write: None,
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();
         let msg = e.to_string();

@@ -10,7 +10,7 @@ use clap::Args;
 use quiclab_stack::quic::{self, QuicServer, QuicServerOptions};
 
 use crate::quicargs::QuicArgs;
-use quiclab_stack::server::{Server, ServerOptions};
+use quiclab_stack::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions};
 use quiclab_stack::tls::{self, Identity, KxGroup};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -51,6 +51,19 @@ pub struct ServeCmd {
     /// Write the certificate chain (PEM) to this file before listening, for clients to trust.
     #[arg(long, value_name = "FILE")]
     write_cert: Option<PathBuf>,
+    /// Largest TLS record payload over TCP (64-16384; default 16384). A record is decrypted only
+    /// once all of it has arrived, so records larger than TCP's initial window (10 segments,
+    /// about 14.5 kB) delay the first byte of a response by a round trip; servers that size
+    /// records dynamically start small. QUIC has no records and is not affected.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(64..=16384))]
+    tls_max_record: Option<u16>,
+    /// Start every HTTP/2 response with a small DATA frame (1200 bytes: one packet) and double
+    /// each frame after it, as servers with dynamic record sizing do; `off` sends 16 kB frames
+    /// from the start, so the first frame exceeds TCP's initial window and holds the first byte
+    /// back by a round trip. HTTP/1.1 writes are coalesced into TLS records: their size is set
+    /// by --tls-max-record.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
+    dynamic_records: bool,
     /// Do not serve HTTP/3 over QUIC.
     #[arg(long)]
     no_quic: bool,
@@ -62,6 +75,14 @@ pub struct ServeCmd {
     quic_timeline: Option<PathBuf>,
 }
 
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{s:?}: allowed: on, off")),
+    }
+}
+
 pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
     let identity = match (&c.cert, &c.key) {
@@ -69,6 +90,14 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         _ => Identity::self_signed()?,
     };
     let tls = tls::server_config(&identity, &groups)?;
+    let tls = match c.tls_max_record {
+        Some(n) => {
+            let mut config = (*tls).clone();
+            config.max_fragment_size = Some(usize::from(n));
+            std::sync::Arc::new(config)
+        }
+        None => tls,
+    };
     let quic_options = if c.no_quic {
         None
     } else {
@@ -94,6 +123,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             listen: c.listen,
             tls,
             tcp_congestion: c.tcp_cc.clone(),
+            first_write: c.dynamic_records.then_some(DYNAMIC_FIRST_WRITE),
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
         let quic_server = match quic_options.clone() {
@@ -124,12 +154,17 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             },
         };
         let groups: Vec<&str> = groups.iter().map(|g| g.name()).collect();
+        let record = format!(
+            "tls records up to {} bytes{}",
+            c.tls_max_record.unwrap_or(16384),
+            if c.dynamic_records { ", dynamic" } else { "" }
+        );
         let quic = match &quic_options {
             Some(o) => format!("; UDP HTTP/3: {}", o.summary()),
             None => "; no QUIC".to_string(),
         };
         println!(
-            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}{quic}; certificate sha256 {} {cert})",
+            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}; {record}{quic}; certificate sha256 {} {cert})",
             server.local_addr(),
             groups.join(","),
             server.congestion(),

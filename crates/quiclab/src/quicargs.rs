@@ -16,6 +16,10 @@ pub struct QuicArgs {
     /// QUIC path MTU discovery: on or off.
     #[arg(long, value_name = "on|off", default_value = "on")]
     quic_mtu_discovery: String,
+    /// UDP payload QUIC starts with, before path MTU discovery raises it (1200 to
+    /// --quic-max-udp-payload).
+    #[arg(long, value_name = "BYTES", default_value_t = 1200)]
+    quic_initial_mtu: u16,
     /// Largest UDP payload QUIC sends (the upper bound of MTU discovery). With GSO on, at most
     /// 6550 (10 datagrams per batch must fit in one 65,507-byte UDP send).
     #[arg(long, value_name = "BYTES", default_value_t = 1452)]
@@ -37,6 +41,7 @@ impl QuicArgs {
                 .context("--quic-initial-rtt")?,
             mtu_discovery: quic::parse_on_off("mtu_discovery", &self.quic_mtu_discovery)
                 .context("--quic-mtu-discovery")?,
+            initial_mtu: self.quic_initial_mtu,
             max_udp_payload: self.quic_max_udp_payload,
             gso: quic::parse_on_off("gso", &self.quic_gso).context("--quic-gso")?,
             ..QuicOptions::default()

@@ -223,3 +223,54 @@ fn tcp_options_with_http3_and_bad_groups_fail_with_clear_messages() {
         "{stderr}"
     );
 }
+
+/// TLS records and HTTP/2 DATA frames are delivered only once complete, so a first one larger
+/// than TCP's initial window (10 segments, about 14.5 kB) holds the first byte back by a round
+/// trip. With small first frames (HTTP/2, the server's default) or small TLS records (HTTP/1.1,
+/// --tls-max-record) the first byte of a 100 kB response arrives three round trips after the
+/// connection attempt (TCP, TLS 1.3, request); with 16 kB frames or records, four.
+#[test]
+fn small_first_records_and_frames_keep_the_first_byte_at_three_round_trips() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("get-records");
+    let cert = d.join("cert.pem");
+    const RTT: f64 = 50.0;
+    for (http, serve_args, round_trips) in [
+        ("2", "", 3.0),
+        ("2", "--dynamic-records off", 4.0),
+        ("1.1", "--tls-max-record 1400", 3.0),
+        ("1.1", "", 4.0),
+    ] {
+        {
+            let client = format!(
+                "set -e\necho records\n{QUICLAB} get --json --http {http} --tcp-cc cubic \
+                 --cacert {} --connection new --repeat 3 https://$QUICLAB_SERVER/bytes/100000\n",
+                cert.display()
+            );
+            let stdout = link(
+                &["--delay", "25ms"],
+                &format!("--tcp-cc cubic {serve_args}"),
+                &cert,
+                &client,
+            );
+            let rs = records(&stdout, "records");
+            assert_eq!(rs.len(), 3, "{stdout}");
+            let mut ttfb: Vec<f64> = rs
+                .iter()
+                .map(|r| {
+                    assert_eq!(r["error"], Value::Null, "{r}");
+                    f(r, "ttfb_ms")
+                })
+                .collect();
+            ttfb.sort_by(f64::total_cmp);
+            let median = ttfb[1];
+            assert!(
+                (median - round_trips * RTT).abs() < RTT / 2.0,
+                "HTTP/{http} {serve_args:?}: median TTFB {median:.1} ms, expected {round_trips} RTT = {:.0} ms",
+                round_trips * RTT
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
