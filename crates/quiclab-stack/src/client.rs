@@ -45,10 +45,9 @@ use tokio_rustls::client::TlsStream;
 
 use crate::record::{Handshake, HttpVersion, RequestRecord, Transport, TransportStats, now_us};
 use crate::server::{PATTERN_PERIOD, fill_pattern};
-use crate::tcpinfo::TcpInfo;
+use crate::tcpinfo::{AVAILABLE_CONGESTION, TcpInfo, available_congestion, read_congestion};
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
 
-const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
 
 /// Errors from setting up a client or from one request.
@@ -85,7 +84,7 @@ pub enum ClientError {
         source: io::Error,
     },
     #[error(
-        "TCP congestion controller {name:?} is not available (available: {available}; see {AVAILABLE_CC})"
+        "TCP congestion controller {name:?} is not available (available: {available}; see {AVAILABLE_CONGESTION})"
     )]
     UnknownCongestion { name: String, available: String },
     #[error("setting TCP congestion controller {name:?}")]
@@ -662,9 +661,7 @@ fn set_congestion(socket: &Socket, name: &str) -> Result<(), ClientError> {
         if e.raw_os_error() == Some(libc::ENOENT) {
             ClientError::UnknownCongestion {
                 name: name.to_string(),
-                available: std::fs::read_to_string(AVAILABLE_CC)
-                    .map(|s| s.split_whitespace().collect::<Vec<_>>().join(", "))
-                    .unwrap_or_else(|e| format!("unknown: {e}")),
+                available: available_congestion(),
             }
         } else {
             ClientError::SetCongestion {
@@ -673,13 +670,6 @@ fn set_congestion(socket: &Socket, name: &str) -> Result<(), ClientError> {
             }
         }
     })
-}
-
-fn read_congestion(socket: &Socket) -> io::Result<String> {
-    let raw = socket.tcp_congestion()?;
-    // The kernel returns a fixed-size, NUL-padded name.
-    let name = raw.split(|&b| b == 0).next().unwrap_or_default();
-    Ok(String::from_utf8_lossy(name).into_owned())
 }
 
 /// Fails unless net.ipv4.tcp_fastopen lets clients use Fast Open (bit 1); otherwise the socket

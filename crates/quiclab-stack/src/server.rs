@@ -35,6 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::tcpinfo::read_congestion;
 use crate::tls::ALPN_H2;
 
 /// The largest body `GET /bytes/N` serves: 10 GB.
@@ -272,11 +273,7 @@ fn set_congestion(socket: &Socket, name: &str) -> Result<(), ServerError> {
         if e.raw_os_error() == Some(libc::ENOENT) {
             ServerError::UnknownCongestion {
                 name: name.to_string(),
-                available: std::fs::read_to_string(
-                    "/proc/sys/net/ipv4/tcp_available_congestion_control",
-                )
-                .map(|s| s.split_whitespace().collect::<Vec<_>>().join(", "))
-                .unwrap_or_else(|e| format!("unknown: {e}")),
+                available: crate::tcpinfo::available_congestion(),
             }
         } else {
             ServerError::SetCongestion {
@@ -285,13 +282,6 @@ fn set_congestion(socket: &Socket, name: &str) -> Result<(), ServerError> {
             }
         }
     })
-}
-
-fn read_congestion(socket: &Socket) -> io::Result<String> {
-    let raw = socket.tcp_congestion()?;
-    // The kernel returns a fixed-size, NUL-padded name.
-    let name = raw.split(|&b| b == 0).next().unwrap_or_default();
-    Ok(String::from_utf8_lossy(name).into_owned())
 }
 
 async fn serve_connection(

@@ -14,6 +14,24 @@ use std::time::Duration;
 
 use crate::record::{TimelineSample, Transport, now_us};
 
+/// Where the kernel lists the TCP congestion controllers it has.
+pub const AVAILABLE_CONGESTION: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+
+/// The kernel's TCP congestion controllers, comma-separated, for error messages.
+pub fn available_congestion() -> String {
+    std::fs::read_to_string(AVAILABLE_CONGESTION)
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(", "))
+        .unwrap_or_else(|e| format!("unknown: {e}"))
+}
+
+/// The congestion controller of a TCP socket, as the kernel reports it.
+pub fn read_congestion(socket: &socket2::Socket) -> io::Result<String> {
+    let raw = socket.tcp_congestion()?;
+    // The kernel returns a fixed-size, NUL-padded name.
+    let name = raw.split(|&b| b == 0).next().unwrap_or_default();
+    Ok(String::from_utf8_lossy(name).into_owned())
+}
+
 /// Offsets and sizes of the fields read, in the kernel's `struct tcp_info`.
 mod layout {
     pub const STATE: usize = 0;
