@@ -43,9 +43,9 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::record::{Handshake, HttpVersion, RequestRecord, Transport, TransportStats, now_us};
+use crate::record::{Handshake, HttpVersion, RequestRecord, now_us};
 use crate::server::{PATTERN_PERIOD, fill_pattern};
-use crate::tcpinfo::{AVAILABLE_CONGESTION, TcpInfo, available_congestion, read_congestion};
+use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion};
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
 
 const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
@@ -83,18 +83,8 @@ pub enum ClientError {
         #[source]
         source: io::Error,
     },
-    #[error(
-        "TCP congestion controller {name:?} is not available (available: {available}; see {AVAILABLE_CONGESTION})"
-    )]
-    UnknownCongestion { name: String, available: String },
-    #[error("setting TCP congestion controller {name:?}")]
-    SetCongestion {
-        name: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("TCP congestion controller {wanted:?} was set but the socket reports {got:?}")]
-    CongestionMismatch { wanted: String, got: String },
+    #[error(transparent)]
+    Congestion(#[from] CongestionError),
     #[error(
         "TCP Fast Open is off for clients in this network namespace ({FASTOPEN_SYSCTL} is {value}; bit 1 enables clients)"
     )]
@@ -351,7 +341,7 @@ impl Client {
                         source,
                     }
                 })?;
-            set_congestion(&probe, name)?;
+            apply_congestion(&probe, Some(name))?;
         }
         let config = tls_client_config(&opts.ca_pem, &opts.groups, &[alpn], opts.resume)?;
         let mut pattern = vec![0; VERIFY_SLICE + PATTERN_PERIOD as usize];
@@ -367,26 +357,7 @@ impl Client {
 
     /// GETs `url` (https only) and reports how it went.
     pub async fn fetch(&mut self, url: &str) -> RequestRecord {
-        let mut record = RequestRecord {
-            http: self.opts.http,
-            transport: Transport::Tcp,
-            url: url.to_string(),
-            method: "GET".to_string(),
-            status: 0,
-            connection: 0,
-            new_connection: false,
-            start_us: now_us(),
-            handshake_done_us: None,
-            first_byte_us: None,
-            last_byte_us: None,
-            bytes: 0,
-            ttfb_ms: None,
-            ttlb_ms: None,
-            goodput_bps: None,
-            handshake: Handshake::default(),
-            transport_stats: TransportStats::default(),
-            error: None,
-        };
+        let mut record = RequestRecord::get(self.opts.http, url, 0, false, now_us());
         if let Err(e) = self.fetch_into(url, &mut record).await {
             record.error = Some(error_chain(&e));
         }
@@ -628,18 +599,7 @@ impl Client {
         let socket_err = |source| ClientError::Socket { addr, source };
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
             .map_err(socket_err)?;
-        if let Some(name) = &self.opts.tcp_congestion {
-            set_congestion(&socket, name)?;
-        }
-        let congestion = read_congestion(&socket).map_err(socket_err)?;
-        if let Some(wanted) = &self.opts.tcp_congestion
-            && *wanted != congestion
-        {
-            return Err(ClientError::CongestionMismatch {
-                wanted: wanted.clone(),
-                got: congestion,
-            });
-        }
+        let congestion = apply_congestion(&socket, self.opts.tcp_congestion.as_deref())?;
         if self.opts.fast_open {
             set_fast_open_connect(&socket)?;
         }
@@ -654,22 +614,6 @@ impl Client {
             .map_err(|source| ClientError::Connect { addr, source })?;
         Ok((tcp, dup, congestion))
     }
-}
-
-fn set_congestion(socket: &Socket, name: &str) -> Result<(), ClientError> {
-    socket.set_tcp_congestion(name.as_bytes()).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOENT) {
-            ClientError::UnknownCongestion {
-                name: name.to_string(),
-                available: available_congestion(),
-            }
-        } else {
-            ClientError::SetCongestion {
-                name: name.to_string(),
-                source: e,
-            }
-        }
-    })
 }
 
 /// Fails unless net.ipv4.tcp_fastopen lets clients use Fast Open (bit 1); otherwise the socket

@@ -881,29 +881,6 @@ async fn open_h3(
     Ok((send, driver))
 }
 
-fn blank_record(url: &str, connection: u32, new_connection: bool, start_us: u64) -> RequestRecord {
-    RequestRecord {
-        http: HttpVersion::Http3,
-        transport: Transport::Quic,
-        url: url.to_string(),
-        method: "GET".into(),
-        status: 0,
-        connection,
-        new_connection,
-        start_us,
-        handshake_done_us: None,
-        first_byte_us: None,
-        last_byte_us: None,
-        bytes: 0,
-        ttfb_ms: None,
-        ttlb_ms: None,
-        goodput_bps: None,
-        handshake: Handshake::default(),
-        transport_stats: TransportStats::default(),
-        error: None,
-    }
-}
-
 /// Sends one GET on `c` and receives the body, checking a `/bytes/N` body against the pattern.
 async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Result<(), String> {
     let req = Request::get(t.uri.clone())
@@ -1019,7 +996,8 @@ pub async fn get(
         let t = match target(url) {
             Ok(t) => t,
             Err(e) => {
-                let mut r = blank_record(url, next_index, false, now_us());
+                let mut r =
+                    RequestRecord::get(HttpVersion::Http3, url, next_index, false, now_us());
                 r.error = Some(e);
                 records.push(r);
                 continue;
@@ -1028,7 +1006,8 @@ pub async fn get(
         let endpoint = match endpoint_for(&mut endpoints, t.addr) {
             Ok(e) => e,
             Err(e) => {
-                let mut r = blank_record(url, next_index, false, now_us());
+                let mut r =
+                    RequestRecord::get(HttpVersion::Http3, url, next_index, false, now_us());
                 r.error = Some(e);
                 records.push(r);
                 continue;
@@ -1044,7 +1023,7 @@ pub async fn get(
             close(c).await;
         }
         let start_us = now_us();
-        let mut rec = blank_record(url, next_index, !reuse, start_us);
+        let mut rec = RequestRecord::get(HttpVersion::Http3, url, next_index, !reuse, start_us);
         if !reuse {
             match connect(&endpoint, &config, &t, next_index, opts.resume).await {
                 Ok(c) => {

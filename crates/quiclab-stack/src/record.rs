@@ -107,6 +107,37 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// A GET of `url` that starts at `start_us` and has not happened yet: no status, no bytes,
+    /// no times.
+    pub fn get(
+        http: HttpVersion,
+        url: &str,
+        connection: u32,
+        new_connection: bool,
+        start_us: u64,
+    ) -> Self {
+        RequestRecord {
+            http,
+            transport: http.transport(),
+            url: url.to_string(),
+            method: "GET".to_string(),
+            status: 0,
+            connection,
+            new_connection,
+            start_us,
+            handshake_done_us: None,
+            first_byte_us: None,
+            last_byte_us: None,
+            bytes: 0,
+            ttfb_ms: None,
+            ttlb_ms: None,
+            goodput_bps: None,
+            handshake: Handshake::default(),
+            transport_stats: TransportStats::default(),
+            error: None,
+        }
+    }
+
     /// Fills the derived fields (`ttfb_ms`, `ttlb_ms`, `goodput_bps`) from the timestamps.
     pub fn derive(&mut self) {
         let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(self.start_us) as f64 / 1000.0);

@@ -35,7 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::tcpinfo::read_congestion;
+use crate::tcpinfo::{CongestionError, apply_congestion};
 use crate::tls::ALPN_H2;
 
 /// The largest body `GET /bytes/N` serves: 10 GB.
@@ -81,18 +81,8 @@ pub enum ServerError {
         #[source]
         source: io::Error,
     },
-    #[error(
-        "TCP congestion controller {name:?} is not available (available: {available}; see /proc/sys/net/ipv4/tcp_available_congestion_control)"
-    )]
-    UnknownCongestion { name: String, available: String },
-    #[error("setting TCP congestion controller {name:?}")]
-    SetCongestion {
-        name: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("TCP congestion controller {wanted:?} was set but the socket reports {got:?}")]
-    CongestionMismatch { wanted: String, got: String },
+    #[error(transparent)]
+    Congestion(#[from] CongestionError),
 }
 
 /// Something that went wrong with one connection; the server goes on.
@@ -171,18 +161,7 @@ impl Server {
         }
         // A restarted server must not wait for the previous run's TIME_WAIT sockets.
         socket.set_reuse_address(true).map_err(socket_err)?;
-        if let Some(name) = &opts.tcp_congestion {
-            set_congestion(&socket, name)?;
-        }
-        let congestion = read_congestion(&socket).map_err(socket_err)?;
-        if let Some(wanted) = &opts.tcp_congestion
-            && *wanted != congestion
-        {
-            return Err(ServerError::CongestionMismatch {
-                wanted: wanted.clone(),
-                got: congestion,
-            });
-        }
+        let congestion = apply_congestion(&socket, opts.tcp_congestion.as_deref())?;
         let bind_err = |source| ServerError::Bind { addr, source };
         socket.bind(&addr.into()).map_err(bind_err)?;
         socket.listen(1024).map_err(bind_err)?;
@@ -266,22 +245,6 @@ impl Server {
         conns.shutdown().await;
         stats
     }
-}
-
-fn set_congestion(socket: &Socket, name: &str) -> Result<(), ServerError> {
-    socket.set_tcp_congestion(name.as_bytes()).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOENT) {
-            ServerError::UnknownCongestion {
-                name: name.to_string(),
-                available: crate::tcpinfo::available_congestion(),
-            }
-        } else {
-            ServerError::SetCongestion {
-                name: name.to_string(),
-                source: e,
-            }
-        }
-    })
 }
 
 async fn serve_connection(

@@ -18,18 +18,63 @@ use crate::record::{TimelineSample, Transport, now_us};
 pub const AVAILABLE_CONGESTION: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 
 /// The kernel's TCP congestion controllers, comma-separated, for error messages.
-pub fn available_congestion() -> String {
+fn available_congestion() -> String {
     std::fs::read_to_string(AVAILABLE_CONGESTION)
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(", "))
         .unwrap_or_else(|e| format!("unknown: {e}"))
 }
 
-/// The congestion controller of a TCP socket, as the kernel reports it.
-pub fn read_congestion(socket: &socket2::Socket) -> io::Result<String> {
-    let raw = socket.tcp_congestion()?;
+/// Why a socket does not run the congestion controller asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum CongestionError {
+    #[error(
+        "TCP congestion controller {name:?} is not available (available: {available}; see {AVAILABLE_CONGESTION})"
+    )]
+    Unknown { name: String, available: String },
+    #[error("setting TCP congestion controller {name:?}")]
+    Set {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading a socket's TCP congestion controller")]
+    Read(#[source] io::Error),
+    #[error("TCP congestion controller {wanted:?} was set but the socket reports {got:?}")]
+    Mismatch { wanted: String, got: String },
+}
+
+/// Sets `wanted` on the socket when given, and returns the controller the socket reports, which
+/// must be the one asked for (the kernel's default otherwise).
+pub fn apply_congestion(
+    socket: &socket2::Socket,
+    wanted: Option<&str>,
+) -> Result<String, CongestionError> {
+    if let Some(name) = wanted {
+        socket.set_tcp_congestion(name.as_bytes()).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOENT) {
+                CongestionError::Unknown {
+                    name: name.to_string(),
+                    available: available_congestion(),
+                }
+            } else {
+                CongestionError::Set {
+                    name: name.to_string(),
+                    source: e,
+                }
+            }
+        })?;
+    }
+    let raw = socket.tcp_congestion().map_err(CongestionError::Read)?;
     // The kernel returns a fixed-size, NUL-padded name.
-    let name = raw.split(|&b| b == 0).next().unwrap_or_default();
-    Ok(String::from_utf8_lossy(name).into_owned())
+    let got = raw.split(|&b| b == 0).next().unwrap_or_default();
+    let got = String::from_utf8_lossy(got).into_owned();
+    match wanted {
+        Some(w) if w != got => Err(CongestionError::Mismatch {
+            wanted: w.to_string(),
+            got,
+        }),
+        _ => Ok(got),
+    }
 }
 
 /// Offsets and sizes of the fields read, in the kernel's `struct tcp_info`.
