@@ -891,14 +891,14 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
         .send_request(req)
         .await
         .map_err(|e| format!("sending the request: {e}"))?;
-    stream
-        .finish()
-        .await
-        .map_err(|e| format!("finishing the request: {e}"))?;
-    let response = stream
-        .recv_response()
-        .await
-        .map_err(|e| format!("receiving the response head: {e}"))?;
+    // A server may stop reading a request it has enough of, and the FIN then fails; a client
+    // must not discard the response for that (RFC 9114, 4.1.2), so this only explains a response
+    // that fails too.
+    let finished = stream.finish().await;
+    let response = stream.recv_response().await.map_err(|e| match &finished {
+        Ok(()) => format!("receiving the response head: {e}"),
+        Err(f) => format!("finishing the request: {f}; receiving the response head: {e}"),
+    })?;
     rec.status = response.status().as_u16();
     let expected = t
         .uri
