@@ -1,31 +1,16 @@
 //! `quiclab get` as a user runs it: against `quiclab serve` behind `quiclab link` (as root:
 //! namespaces need it), with h2load as an independent HTTP/2 peer of the server.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 
 use serde_json::Value;
 
+mod common;
+use common::{QUICLAB, assert_root, tmpdir};
+
 /// The timing assertions compare round trips: runs must not compete for the two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-const QUICLAB: &str = env!("CARGO_BIN_EXE_quiclab");
-
-fn assert_root() {
-    assert!(
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() } == 0,
-        "these tests create network namespaces and must run as root"
-    );
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Runs `quiclab link` with the link options, a `quiclab serve` with `serve_args` writing its
 /// certificate to `cert`, and `client` (a shell script). Returns the standard output, after

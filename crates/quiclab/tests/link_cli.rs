@@ -1,23 +1,15 @@
 //! `quiclab link` and `quiclab clean` as a user runs them (as root: namespaces need it).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn quiclab() -> Command {
-    assert!(
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() } == 0,
-        "these tests create network namespaces and must run as root"
-    );
-    Command::new(env!("CARGO_BIN_EXE_quiclab"))
-}
+mod common;
+use common::tmpdir;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn quiclab() -> Command {
+    common::assert_root();
+    common::quiclab()
 }
 
 /// Namespaces of the run whose processes wrote `pidfile` (found via their namespace).

@@ -1,21 +1,10 @@
 //! HTTP/3 over QUIC as a user runs it: `quiclab serve` behind `quiclab link`, fetched by the
 //! `quiclab get --http 3` (as root: namespaces need it).
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn quiclab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_quiclab"))
-}
-
-fn assert_root() {
-    assert!(
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() } == 0,
-        "these tests create network namespaces and must run as root"
-    );
-}
+mod common;
+use common::{assert_root, quiclab};
 
 /// Runs `quiclab serve` (with `server_args`) and `quiclab get --http 3` (with `client_args`) over a
 /// link; returns the server's ready line, the client's records and the directory holding the

@@ -1,27 +1,10 @@
 //! `quiclab serve` as a user runs it: behind `quiclab link`, fetched by curl over HTTP/1.1 and
 //! HTTP/2 (as root: namespaces need it).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn quiclab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_quiclab"))
-}
-
-fn assert_root() {
-    assert!(
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() } == 0,
-        "these tests create network namespaces and must run as root"
-    );
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::{assert_root, quiclab, tmpdir};
 
 /// Checks that `file` holds exactly `len` bytes of the /bytes pattern (byte i = i mod 251).
 fn assert_pattern(file: &Path, len: usize) {
