@@ -610,7 +610,9 @@ async fn sample_timeline(
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) {
     let mut tick = tokio::time::interval(TIMELINE_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Stay on the 5 ms grid: a late tick fires once and the next keeps its time, so lateness
+    // under load does not add up (rescheduling from each late tick stretched the period to 7 ms).
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut events = 0;
     loop {
         tick.tick().await;

@@ -277,7 +277,9 @@ impl Sampler {
     ) -> Vec<TimelineSample> {
         let mut samples = Vec::new();
         let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Stay on the grid: a late tick fires once and the next keeps its time, so lateness
+        // under load does not stretch the sampling period.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut stop = std::pin::pin!(stop);
         loop {
             tokio::select! {
