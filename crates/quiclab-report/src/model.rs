@@ -1,0 +1,114 @@
+//! What a report is made from: a campaign's arms, conditions, workload sizes, comparisons and
+//! every trial with its outcome. Filled by the results store; read-only here.
+
+use serde::{Deserialize, Serialize};
+
+/// One campaign, as stored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Campaign {
+    /// The plan's name (e.g. "www21").
+    pub name: String,
+    /// One-paragraph description from the plan.
+    pub description: String,
+    /// Where the plan came from (a path, or "built-in www21").
+    pub plan_source: String,
+    /// The profile the campaign ran with ("full" or "quick").
+    pub profile: String,
+    /// Facts about the machine and the build: (key, value), e.g. ("kernel", "6.18.0"),
+    /// ("quiclab", "0.1.0 abc1234"), ("net.ipv4.tcp_wmem", "4096 16384 4194304").
+    pub provenance: Vec<(String, String)>,
+    /// Arms in plan order; colours follow this order.
+    pub arms: Vec<Arm>,
+    /// Network conditions in plan order (the heatmap's rows).
+    pub conditions: Vec<Condition>,
+    /// Object sizes in bytes, ascending (the heatmap's columns).
+    pub sizes: Vec<u64>,
+    /// Pairs (a, b) of arm names: each is shown as the change of b relative to a.
+    pub comparisons: Vec<Comparison>,
+    pub trials: Vec<Trial>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Arm {
+    /// Short name from the plan, e.g. "h3-cubic".
+    pub name: String,
+    /// Human description, e.g. "HTTP/3 over QUIC (quinn), cubic".
+    pub label: String,
+    /// Labels that must appear next to results, e.g. "quinn's BBR is experimental".
+    pub caveats: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Condition {
+    /// Short name, e.g. "loss-1%" or "rtt+50ms".
+    pub name: String,
+    /// Human description, e.g. "10 Mbit/s, 20 ms RTT, 1 % loss each way".
+    pub label: String,
+    /// The path's minimum round-trip time in ms (propagation only, no queueing): the unit in
+    /// which time differences are explained ("one RTT").
+    pub rtt_ms: f64,
+    /// Bottleneck rate in bits per second, if any.
+    pub rate_bps: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Baseline arm.
+    pub a: String,
+    /// Arm compared against the baseline: the change shown is (b - a) / a.
+    pub b: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Trial {
+    /// Stable identifier (hash of the resolved configuration).
+    pub id: String,
+    pub arm: String,
+    pub condition: String,
+    /// Object size in bytes.
+    pub size: u64,
+    pub iteration: u32,
+    /// Seed of the link emulator; arms of one iteration share it (same packet fates).
+    pub seed: u64,
+    /// `Err(reason)` for a failed trial.
+    pub outcome: Result<Metrics, String>,
+    /// Folder of this trial's artifacts (qlog, keylog, events), if kept.
+    pub artifacts: Option<String>,
+}
+
+/// What a successful trial measured (one request on a new connection).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Time to last byte from the client's first packet, ms.
+    pub ttlb_ms: f64,
+    /// Time to first byte of the body from the client's first packet, ms.
+    pub ttfb_ms: f64,
+    /// Handshake duration (first packet to handshake complete) in ms.
+    pub handshake_ms: Option<f64>,
+    /// Handshake duration in round trips of the condition's minimum RTT.
+    pub handshake_rtts: Option<f64>,
+    /// The server asked for another key share: one extra round trip.
+    pub hello_retry: bool,
+    /// Packets the sender retransmitted (TCP) or declared lost (QUIC).
+    pub retransmissions: Option<u64>,
+    /// Byte offset in the body of the first retransmitted data, if any was retransmitted.
+    pub first_retransmit_offset: Option<u64>,
+    /// RTT samples below the path's minimum RTT (physically impossible).
+    pub impossible_rtt_samples: Option<u64>,
+    /// Packets the emulator dropped (both directions) in this trial.
+    pub link_drops: u64,
+    /// The sender's timeline (time from the client's first packet); may be empty when not kept.
+    pub timeline: Vec<TimelinePoint>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// Milliseconds since the client's first packet.
+    pub t_ms: f64,
+    /// Cumulative bytes acknowledged by the receiver.
+    pub acked_bytes: u64,
+    pub cwnd_bytes: Option<u64>,
+    pub rtt_ms: Option<f64>,
+    /// Sample taken at a congestion event.
+    pub congestion_event: bool,
+}
