@@ -59,7 +59,7 @@ pub struct Comparison {
     pub b: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Trial {
     /// Stable identifier (hash of the resolved configuration).
     pub id: String,
