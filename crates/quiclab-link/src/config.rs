@@ -367,6 +367,63 @@ pub struct LinkConfig {
     pub down: DirectionConfig,
 }
 
+impl LinkConfig {
+    /// Builds both directions from `(key, value)` pairs where a key is `KEY` (both directions),
+    /// `up-KEY` (client -> server) or `down-KEY` (server -> client). Symmetric keys apply first,
+    /// then per-direction ones, each in the order given, so `--delay 10ms --down-delay 30ms`
+    /// means what it says whatever the order. Errors carry the key as given (`up-rate`).
+    pub fn from_keys<K: AsRef<str>, V: AsRef<str>>(
+        seed: u64,
+        pairs: &[(K, V)],
+        load: &dyn Fn(&str) -> std::io::Result<String>,
+    ) -> Result<LinkConfig, ConfigError> {
+        let mut cfg = LinkConfig {
+            seed,
+            ..Default::default()
+        };
+        for pass in ["", "up-", "down-"] {
+            for (given, value) in pairs {
+                let (given, value) = (given.as_ref(), value.as_ref());
+                let (scope, key) = match given.strip_prefix("up-") {
+                    Some(k) => ("up-", k),
+                    None => match given.strip_prefix("down-") {
+                        Some(k) => ("down-", k),
+                        None => ("", given),
+                    },
+                };
+                if scope != pass {
+                    continue;
+                }
+                let named = |e: ConfigError| ConfigError {
+                    key: given.to_string(),
+                    ..e
+                };
+                if scope != "down-" {
+                    cfg.up.set(key, value, load).map_err(named)?;
+                }
+                if scope != "up-" {
+                    cfg.down.set(key, value, load).map_err(named)?;
+                }
+            }
+        }
+        fn named(dir: &'static str) -> impl Fn(ConfigError) -> ConfigError {
+            move |e| ConfigError {
+                key: format!("{dir}{}", e.key),
+                ..e
+            }
+        }
+        cfg.up.validate().map_err(named("up-"))?;
+        cfg.down.validate().map_err(named("down-"))?;
+        Ok(cfg)
+    }
+
+    /// The smallest round-trip time the link allows: both propagation delays, no queueing and
+    /// no jitter.
+    pub fn min_rtt(&self) -> Duration {
+        self.up.delay + self.down.delay
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,43 +85,10 @@ impl LinkArgs {
     /// Applies symmetric options first, then per-direction overrides; errors name the flag.
     pub fn config(&self) -> Result<LinkConfig, ConfigError> {
         let load = |p: &str| std::fs::read_to_string(p);
-        let mut cfg = LinkConfig {
-            seed: self.seed,
-            ..Default::default()
-        };
-        for pass in ["", "up-", "down-"] {
-            for (flag, value) in &self.given {
-                let (scope, key) = match flag.strip_prefix("up-") {
-                    Some(k) => ("up-", k),
-                    None => match flag.strip_prefix("down-") {
-                        Some(k) => ("down-", k),
-                        None => ("", flag.as_str()),
-                    },
-                };
-                if scope != pass {
-                    continue;
-                }
-                let named = |e: ConfigError| ConfigError {
-                    key: format!("--{flag}"),
-                    ..e
-                };
-                if scope != "down-" {
-                    cfg.up.set(key, value, &load).map_err(named)?;
-                }
-                if scope != "up-" {
-                    cfg.down.set(key, value, &load).map_err(named)?;
-                }
-            }
-        }
-        fn named(dir: &'static str) -> impl Fn(ConfigError) -> ConfigError {
-            move |e| ConfigError {
-                key: format!("--{dir}{}", e.key),
-                ..e
-            }
-        }
-        cfg.up.validate().map_err(named("up-"))?;
-        cfg.down.validate().map_err(named("down-"))?;
-        Ok(cfg)
+        LinkConfig::from_keys(self.seed, &self.given, &load).map_err(|e| ConfigError {
+            key: format!("--{}", e.key),
+            ..e
+        })
     }
 }
 

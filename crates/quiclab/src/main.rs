@@ -3,6 +3,7 @@
 mod cmd_bench;
 mod cmd_get;
 mod cmd_link;
+mod cmd_run;
 mod cmd_selftest;
 mod cmd_serve;
 mod linkargs;
@@ -32,6 +33,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    Run(cmd_run::RunCmd),
+    Report(cmd_run::ReportCmd),
+    Export(cmd_run::ExportCmd),
     Link(cmd_link::LinkCmd),
     Clean(cmd_link::CleanCmd),
     Selftest(cmd_selftest::SelftestCmd),
@@ -43,6 +47,9 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
+        Cmd::Run(c) => cmd_run::run(c),
+        Cmd::Report(c) => cmd_run::report(c),
+        Cmd::Export(c) => cmd_run::export(c),
         Cmd::Link(c) => cmd_link::link(c),
         Cmd::Clean(c) => cmd_link::clean(c),
         Cmd::Selftest(c) => cmd_selftest::selftest(c),

@@ -1,0 +1,334 @@
+//! Running a plan into a campaign directory: skip what is finished, run the rest on `jobs`
+//! worker threads, record each trial as it ends, keep artifacts of the median trials.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use quiclab_report::model;
+use quiclab_store::{Store, StoreError, TrialRecord};
+
+use crate::expand::{TrialSpec, expand};
+use crate::plan::Plan;
+use crate::trial::{self, TrialEnd, TrialEnv};
+
+/// How to run a campaign.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The campaign directory (database, trial folders, report).
+    pub out: PathBuf,
+    /// Trials run at once.
+    pub jobs: usize,
+    /// The quiclab binary for the endpoints.
+    pub bin: PathBuf,
+    /// Keep every trial's artifacts, not only the median trial's of each cell.
+    pub keep_all_artifacts: bool,
+    /// (key, value) facts about the machine and build, stored with the campaign.
+    pub provenance: Vec<(String, String)>,
+}
+
+/// What the runner tells its user as it goes.
+pub trait Progress {
+    /// Before the first trial: how many the plan has and how many are already done.
+    fn begin(&mut self, total: usize, already_done: usize);
+    fn trial_started(&mut self, plan: &Plan, spec: &TrialSpec);
+    fn trial_done(&mut self, plan: &Plan, spec: &TrialSpec, record: &TrialRecord);
+    /// Something the user should know (e.g. the host is too busy for accurate results).
+    fn warn(&mut self, message: &str);
+    fn end(&mut self);
+}
+
+/// How a run went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub total: usize,
+    /// Finished in an earlier run and skipped.
+    pub skipped: usize,
+    pub ran: usize,
+    pub failed: usize,
+    /// Stopped by the user before every trial ran.
+    pub interrupted: bool,
+    /// Seconds during which the host's CPUs were nearly saturated.
+    pub busy_seconds: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "{dir} holds the results of plan {found:?}, not {wanted:?}: choose another --out directory"
+    )]
+    OtherCampaign {
+        dir: String,
+        found: String,
+        wanted: String,
+    },
+    #[error("--jobs must be at least 1")]
+    NoJobs,
+}
+
+/// The campaign description a report needs, from the plan.
+pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign {
+    let mut sizes = plan.sizes.clone();
+    sizes.sort_unstable();
+    model::Campaign {
+        name: plan.name.clone(),
+        description: plan.description.clone(),
+        plan_source: plan.source.clone(),
+        profile: plan.profile.name().to_string(),
+        provenance: provenance.to_vec(),
+        arms: plan
+            .arms
+            .iter()
+            .map(|a| model::Arm {
+                name: a.name.clone(),
+                label: a.label.clone(),
+                caveats: a.caveats.clone(),
+            })
+            .collect(),
+        conditions: plan
+            .conditions
+            .iter()
+            .map(|c| model::Condition {
+                name: c.name.clone(),
+                label: c.label(),
+                rtt_ms: c.link.min_rtt().as_secs_f64() * 1000.0,
+                rate_bps: c.rate_bps(),
+            })
+            .collect(),
+        sizes,
+        comparisons: plan
+            .comparisons
+            .iter()
+            .map(|(a, b)| model::Comparison {
+                a: a.clone(),
+                b: b.clone(),
+            })
+            .collect(),
+        trials: Vec::new(),
+    }
+}
+
+/// A worker count that keeps trials from competing for CPU: several at once only when every
+/// link is slow (each trial then needs a few percent of a core), one when any link is fast.
+pub fn auto_jobs(plan: &Plan) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let fastest = plan
+        .conditions
+        .iter()
+        .map(|c| c.rate_bps().unwrap_or(u64::MAX))
+        .max()
+        .unwrap_or(u64::MAX);
+    if fastest <= 20_000_000 {
+        2 * cores
+    } else if fastest <= 100_000_000 {
+        cores
+    } else {
+        1
+    }
+}
+
+/// Runs every trial of `plan` not yet finished in `opts.out`. Stops early (keeping every
+/// finished trial) when `stop` is set.
+pub fn run(
+    plan: &Plan,
+    opts: &RunOptions,
+    stop: &Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+) -> Result<Summary, RunError> {
+    if opts.jobs == 0 {
+        return Err(RunError::NoJobs);
+    }
+    let mut store = Store::open(&opts.out)?;
+    if let Some(found) = store.meta("plan_name")?
+        && found != plan.name
+    {
+        return Err(RunError::OtherCampaign {
+            dir: opts.out.display().to_string(),
+            found,
+            wanted: plan.name.clone(),
+        });
+    }
+    let specs = expand(plan);
+    store.set_meta("plan_name", &plan.name)?;
+    store.set_campaign(&describe(plan, &opts.provenance))?;
+    let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+    store.set_meta(
+        "trial_ids",
+        &serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
+    )?;
+    let finished = store.finished()?;
+    let todo: VecDeque<TrialSpec> = specs
+        .iter()
+        .filter(|s| !finished.contains(&s.id))
+        .cloned()
+        .collect();
+    let mut summary = Summary {
+        total: specs.len(),
+        skipped: specs.len() - todo.len(),
+        ..Summary::default()
+    };
+    progress.begin(summary.total, summary.skipped);
+    let env = TrialEnv {
+        bin: opts.bin.clone(),
+        dir: opts.out.clone(),
+        events: true,
+    };
+    let jobs = opts.jobs.min(todo.len().max(1));
+    let queue = Arc::new(Mutex::new(todo));
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let monitor_stop = Arc::new(AtomicBool::new(false));
+    let monitor = {
+        let tx = tx.clone();
+        let done = monitor_stop.clone();
+        std::thread::spawn(move || watch_cpu(&done, &tx))
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            let (queue, tx, env, stop) = (queue.clone(), tx.clone(), env.clone(), stop.clone());
+            scope.spawn(move || {
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    // a poisoned queue means another worker panicked: stop taking work
+                    let Some(spec) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+                        return;
+                    };
+                    let _ = tx.send(Msg::Started(spec.clone()));
+                    let end = trial::run(&env, plan, &spec, &stop);
+                    if tx.send(Msg::Ended(spec, end)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut warned = false;
+        let mut store_error = None;
+        // the workers hold the senders: the loop ends when the last worker returns
+        while let Ok(msg) = rx.recv() {
+            match msg {
+                Msg::Started(spec) => progress.trial_started(plan, &spec),
+                Msg::Ended(spec, TrialEnd::Done(rec)) => {
+                    if let Err(e) = store.record(&rec) {
+                        // without a store nothing more can be kept: stop the campaign
+                        stop.store(true, Ordering::Relaxed);
+                        store_error.get_or_insert(e);
+                        continue;
+                    }
+                    summary.ran += 1;
+                    summary.failed += usize::from(rec.outcome.is_err());
+                    progress.trial_done(plan, &spec, &rec);
+                }
+                Msg::Ended(_, TrialEnd::Interrupted) => summary.interrupted = true,
+                Msg::Busy(seconds) => {
+                    summary.busy_seconds = seconds;
+                    if !warned {
+                        warned = true;
+                        progress.warn(&format!(
+                            "the host's CPUs have been over {:.0} % busy for {seconds} s: \
+                             trials may be slowed by the machine rather than the emulated \
+                             network; fewer --jobs, or a quieter machine, give cleaner results",
+                            BUSY_THRESHOLD * 100.0
+                        ));
+                    }
+                }
+            }
+        }
+        monitor_stop.store(true, Ordering::Relaxed);
+        store_error.map_or(Ok(()), Err)
+    })?;
+    let _ = monitor.join();
+    summary.interrupted |= stop.load(Ordering::Relaxed);
+    store.set_meta("busy_seconds", &summary.busy_seconds.to_string())?;
+    if !opts.keep_all_artifacts {
+        prune_artifacts(&store, &opts.out)?;
+    }
+    progress.end();
+    Ok(summary)
+}
+
+enum Msg {
+    Started(TrialSpec),
+    Ended(TrialSpec, TrialEnd),
+    /// Seconds of near-saturated CPU so far.
+    Busy(u64),
+}
+
+/// CPU busy fraction above which results may be skewed.
+const BUSY_THRESHOLD: f64 = 0.9;
+
+/// Reads /proc/stat every second and reports (after 3 consecutive busy seconds, then every
+/// 10 s) how long the CPUs have been nearly saturated.
+fn watch_cpu(done: &AtomicBool, tx: &mpsc::Sender<Msg>) {
+    fn sample() -> Option<(u64, u64)> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = text.lines().next()?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        // idle + iowait
+        let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+        Some((v.iter().sum(), idle))
+    }
+    let mut prev = sample();
+    let (mut busy_run, mut busy_total) = (0u64, 0u64);
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = sample();
+        if let (Some((t0, i0)), Some((t1, i1))) = (prev, now) {
+            let total = t1.saturating_sub(t0).max(1);
+            let busy = 1.0 - i1.saturating_sub(i0) as f64 / total as f64;
+            if busy > BUSY_THRESHOLD {
+                busy_run += 1;
+                busy_total += 1;
+                if busy_run == 3 || (busy_run > 3 && busy_run % 10 == 0) {
+                    let _ = tx.send(Msg::Busy(busy_total));
+                }
+            } else {
+                busy_run = 0;
+            }
+        }
+        prev = now;
+    }
+}
+
+/// Keeps the artifacts of the median trial of each (condition, size, arm) cell and removes the
+/// others' folders. Failed trials keep theirs: they are what explains the failure.
+pub fn prune_artifacts(store: &Store, out: &std::path::Path) -> Result<(), StoreError> {
+    let trials = store.trials()?;
+    let mut cells: HashMap<(&str, &str, u64), Vec<&TrialRecord>> = HashMap::new();
+    for t in &trials {
+        if t.outcome.is_ok() && t.artifacts.is_some() {
+            cells
+                .entry((t.arm.as_str(), t.condition.as_str(), t.size))
+                .or_default()
+                .push(t);
+        }
+    }
+    let mut keep: HashSet<&str> = HashSet::new();
+    for group in cells.values_mut() {
+        group.sort_by(|a, b| ttlb(a).total_cmp(&ttlb(b)));
+        // the lower median for an even count: an actual trial, not an average of two
+        keep.insert(group[(group.len() - 1) / 2].id.as_str());
+    }
+    for t in &trials {
+        if let (Ok(_), Some(rel)) = (&t.outcome, &t.artifacts)
+            && !keep.contains(t.id.as_str())
+        {
+            let _ = std::fs::remove_dir_all(out.join(rel));
+            store.clear_artifacts(&t.id)?;
+        }
+    }
+    Ok(())
+}
+
+fn ttlb(t: &TrialRecord) -> f64 {
+    t.outcome.as_ref().map_or(f64::INFINITY, |m| m.ttlb_ms)
+}

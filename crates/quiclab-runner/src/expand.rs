@@ -1,0 +1,184 @@
+//! A plan's trials: condition x size x arm x iteration, with seeds and a stable identity.
+//!
+//! - Iteration `i` has one seed, derived from (plan seed, i) and shared by every condition, size
+//!   and arm of that iteration: arms compared within an iteration see the same packet fates.
+//! - Trials run iteration by iteration, so a campaign stopped early has every cell at roughly
+//!   the same depth; within a (condition, size) the arms run in an order shuffled per iteration
+//!   (seeded), so no arm always goes first.
+//! - A trial's id is a hash of its resolved configuration (arm knobs, condition keys, size,
+//!   iteration, seed): the same plan run again finds its finished trials, and a changed knob
+//!   makes a new trial.
+
+use serde_json::json;
+
+use crate::plan::Plan;
+
+/// One trial to run.
+#[derive(Debug, Clone)]
+pub struct TrialSpec {
+    /// Position in execution order.
+    pub seq: u64,
+    pub id: String,
+    /// Indices into the plan's arms and conditions.
+    pub arm: usize,
+    pub condition: usize,
+    pub size: u64,
+    pub iteration: u32,
+    pub seed: u64,
+    /// The resolved configuration, as stored and hashed.
+    pub config: serde_json::Value,
+}
+
+/// splitmix64: a well-mixed 64-bit value from any 64-bit input.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The link seed of iteration `i`.
+pub fn iteration_seed(plan_seed: u64, i: u32) -> u64 {
+    mix(mix(plan_seed) ^ u64::from(i))
+}
+
+/// Every trial of the plan, in execution order.
+pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
+    let mut out = Vec::new();
+    for it in 0..plan.iterations {
+        let seed = iteration_seed(plan.seed, it);
+        for (ci, cond) in plan.conditions.iter().enumerate() {
+            for (si, &size) in plan.sizes.iter().enumerate() {
+                let mut order: Vec<usize> = (0..plan.arms.len()).collect();
+                // Fisher-Yates from a stream seeded by (seed, condition, size)
+                let mut state = mix(seed ^ mix((ci as u64) << 32 | si as u64));
+                for k in (1..order.len()).rev() {
+                    state = mix(state);
+                    order.swap(k, (state % (k as u64 + 1)) as usize);
+                }
+                for ai in order {
+                    let arm = &plan.arms[ai];
+                    let config = json!({
+                        "workload": {"kind": "single-object", "size": size, "connection": "new"},
+                        "arm": {
+                            "name": arm.name,
+                            "http": arm.client_args()[1],
+                            "knobs": arm.knobs,
+                        },
+                        "condition": {"name": cond.name, "keys": cond.keys},
+                        "iteration": it,
+                        "seed": seed,
+                    });
+                    let id = hash_id(&config);
+                    out.push(TrialSpec {
+                        seq: out.len() as u64,
+                        id,
+                        arm: ai,
+                        condition: ci,
+                        size,
+                        iteration: it,
+                        seed,
+                        config,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// First 16 hex digits of the SHA-256 of the configuration's JSON (serde_json writes object
+/// keys in sorted order, so equal configurations hash equally).
+fn hash_id(config: &serde_json::Value) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, config.to_string().as_bytes());
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Profile, parse};
+
+    const PLAN: &str = r#"
+name = "t"
+iterations = 6
+seed = 3
+[workload]
+kind = "single-object"
+sizes = ["100kb", "1mb"]
+[network]
+delay = "10ms"
+[conditions.a]
+[conditions.b]
+loss = "1%"
+[arms.x]
+http = "2"
+[arms.y]
+http = "3"
+[arms.z]
+http = "1.1"
+"#;
+
+    #[test]
+    fn every_cell_gets_every_iteration_and_arms_share_the_iteration_seed() {
+        let p = parse(PLAN, "t", Profile::Full).unwrap();
+        let t = expand(&p);
+        assert_eq!(t.len(), 6 * 2 * 2 * 3);
+        for (i, s) in t.iter().enumerate() {
+            assert_eq!(s.seq, i as u64);
+            assert_eq!(s.seed, iteration_seed(3, s.iteration));
+        }
+        let seeds: std::collections::HashSet<u64> = t.iter().map(|s| s.seed).collect();
+        assert_eq!(seeds.len(), 6, "one seed per iteration, distinct");
+        let ids: std::collections::HashSet<&str> = t.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids.len(), t.len(), "ids are unique");
+        // iteration-major order: all of iteration 0 before any of iteration 1
+        assert!(t.windows(2).all(|w| w[0].iteration <= w[1].iteration));
+    }
+
+    #[test]
+    fn arm_order_is_shuffled_but_reproducible() {
+        let p = parse(PLAN, "t", Profile::Full).unwrap();
+        let a = expand(&p);
+        let b = expand(&p);
+        assert_eq!(
+            a.iter().map(|s| &s.id).collect::<Vec<_>>(),
+            b.iter().map(|s| &s.id).collect::<Vec<_>>()
+        );
+        let orders: std::collections::HashSet<Vec<usize>> =
+            a.chunks(3).map(|c| c.iter().map(|s| s.arm).collect()).collect();
+        // 24 groups of 3 arms: with uniform shuffles, seeing fewer than 3 of the 6 orders has
+        // probability below 1e-9
+        assert!(orders.len() >= 3, "{orders:?}");
+        for c in a.chunks(3) {
+            let mut arms: Vec<_> = c.iter().map(|s| s.arm).collect();
+            arms.sort();
+            assert_eq!(arms, [0, 1, 2]);
+        }
+    }
+
+    #[test]
+    fn identity_follows_the_configuration() {
+        let p = parse(PLAN, "t", Profile::Full).unwrap();
+        let base = expand(&p);
+        // more iterations keep the first ones' ids: a longer campaign extends a shorter one
+        let longer = parse(&PLAN.replace("iterations = 6", "iterations = 8"), "t", Profile::Full)
+            .unwrap();
+        let ids: std::collections::HashSet<String> =
+            expand(&longer).into_iter().map(|s| s.id).collect();
+        assert!(base.iter().all(|s| ids.contains(&s.id)));
+        // a changed knob is a different trial
+        let changed = parse(
+            &PLAN.replace("[arms.y]\nhttp = \"3\"", "[arms.y]\nhttp = \"3\"\nquic-cc = \"newreno\""),
+            "t",
+            Profile::Full,
+        )
+        .unwrap();
+        let ids: std::collections::HashSet<String> =
+            expand(&changed).into_iter().map(|s| s.id).collect();
+        let y: Vec<_> = base.iter().filter(|s| s.arm == 1).collect();
+        assert!(y.iter().all(|s| !ids.contains(&s.id)));
+        let x: Vec<_> = base.iter().filter(|s| s.arm == 0).collect();
+        assert!(x.iter().all(|s| ids.contains(&s.id)));
+    }
+}

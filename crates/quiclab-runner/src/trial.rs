@@ -1,0 +1,443 @@
+//! One trial: a fresh topology, `quiclab serve` in the server namespace, `quiclab get` in the
+//! client namespace, then the measurements gathered from what they wrote.
+//!
+//! Every file a trial produces lands in its own folder (`trials/ID/`): the client's records
+//! (`client.jsonl`), the server's sender-side timeline, both endpoints' logs, the TLS key log
+//! (`keys.log`, for decrypting captures) and the emulator's packet events (`events.jsonl`).
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use quiclab_netns::topology::SERVER_V4;
+use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
+use quiclab_report::model::{Metrics, TimelinePoint};
+use quiclab_stack::record::{HttpVersion, RequestRecord};
+use quiclab_store::TrialRecord;
+use serde_json::json;
+
+use crate::expand::TrialSpec;
+use crate::plan::Plan;
+
+/// What trials need from their surroundings.
+#[derive(Debug, Clone)]
+pub struct TrialEnv {
+    /// The quiclab binary that runs the endpoints (`quiclab serve`, `quiclab get`).
+    pub bin: PathBuf,
+    /// The campaign directory; trial folders go under `trials/`.
+    pub dir: PathBuf,
+    /// Write the emulator's per-packet event log.
+    pub events: bool,
+}
+
+/// How a trial ended.
+#[derive(Debug)]
+pub enum TrialEnd {
+    /// Measured or failed: record it.
+    Done(Box<TrialRecord>),
+    /// Stopped by the user: nothing to record.
+    Interrupted,
+}
+
+/// How long the server may take to listen.
+const SERVER_READY: Duration = Duration::from_secs(10);
+/// How long an endpoint may take to stop after SIGTERM (it flushes its timeline first).
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// The folder of a trial, relative to the campaign directory.
+pub fn trial_folder(id: &str) -> String {
+    format!("trials/{id}")
+}
+
+/// Runs one trial. Never panics on a failing endpoint or link: failures are recorded.
+pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> TrialEnd {
+    let started = Instant::now();
+    let started_unix_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let rel = trial_folder(&spec.id);
+    let dir = env.dir.join(&rel);
+    let mut link = serde_json::Value::Null;
+    let mut requests = serde_json::Value::Array(Vec::new());
+    let outcome = match execute(env, plan, spec, &dir, stop, &mut link, &mut requests) {
+        Ok(m) => Ok(m),
+        Err(Failure::Interrupted) => return TrialEnd::Interrupted,
+        Err(Failure::Failed(why)) => Err(why),
+    };
+    TrialEnd::Done(Box::new(TrialRecord {
+        id: spec.id.clone(),
+        seq: spec.seq,
+        arm: plan.arms[spec.arm].name.clone(),
+        condition: plan.conditions[spec.condition].name.clone(),
+        size: spec.size,
+        iteration: spec.iteration,
+        seed: spec.seed,
+        config: spec.config.clone(),
+        started_unix_ms,
+        wall_ms: started.elapsed().as_secs_f64() * 1000.0,
+        outcome,
+        link,
+        requests,
+        artifacts: Some(rel),
+    }))
+}
+
+enum Failure {
+    Interrupted,
+    Failed(String),
+}
+
+fn fail(why: impl Into<String>) -> Failure {
+    Failure::Failed(why.into())
+}
+
+/// Quotes a word for `sh -c`.
+fn sh(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn command(bin: &Path, args: &[String], out: &Path, err: &Path) -> String {
+    let mut s = format!("exec {}", sh(&bin.display().to_string()));
+    for a in args {
+        s.push(' ');
+        s.push_str(&sh(a));
+    }
+    format!(
+        "{s} >{} 2>{}",
+        sh(&out.display().to_string()),
+        sh(&err.display().to_string())
+    )
+}
+
+/// The last lines of a log, for failure reasons.
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join(" | ")
+}
+
+/// The longest a trial's client may run: generous against the ideal transfer time, so only a
+/// stuck transfer hits it.
+fn client_timeout(plan: &Plan, spec: &TrialSpec) -> Duration {
+    if let Some(t) = plan.trial_timeout {
+        return t;
+    }
+    let cond = &plan.conditions[spec.condition];
+    let ideal = match cond.rate_bps() {
+        Some(bps) => spec.size as f64 * 8.0 / bps as f64,
+        None => spec.size as f64 * 8.0 / 1e9,
+    };
+    Duration::from_secs_f64(30.0 + 20.0 * ideal + 50.0 * cond.link.min_rtt().as_secs_f64())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    env: &TrialEnv,
+    plan: &Plan,
+    spec: &TrialSpec,
+    dir: &Path,
+    stop: &AtomicBool,
+    link_out: &mut serde_json::Value,
+    requests_out: &mut serde_json::Value,
+) -> Result<Metrics, Failure> {
+    let arm = &plan.arms[spec.arm];
+    let cond = &plan.conditions[spec.condition];
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+    let mut link = cond.link.clone();
+    link.seed = spec.seed;
+    let events: Option<Box<dyn Write + Send>> = if env.events {
+        let p = dir.join("events.jsonl");
+        let f = std::fs::File::create(&p)
+            .map_err(|e| fail(format!("cannot create {}: {e}", p.display())))?;
+        Some(Box::new(std::io::BufWriter::new(f)))
+    } else {
+        None
+    };
+    let mut topo = Topology::start(TopologyConfig {
+        link,
+        device_mtu: None,
+        events,
+    })
+    .map_err(|e| fail(format!("cannot build the topology: {e}")))?;
+    let mut vars = topo.env();
+    vars.push((
+        "SSLKEYLOGFILE".into(),
+        dir.join("keys.log").display().to_string(),
+    ));
+    let quic = arm.http == HttpVersion::Http3;
+    let timeline = dir.join("server-timeline.jsonl");
+    let cert = dir.join("cert.pem");
+    let mut server_args = vec![
+        "serve".to_string(),
+        "--listen".into(),
+        "[::]:443".into(),
+        "--write-cert".into(),
+        cert.display().to_string(),
+        if quic { "--quic-timeline" } else { "--tcp-timeline" }.into(),
+        timeline.display().to_string(),
+    ];
+    if !quic {
+        server_args.push("--no-quic".into());
+    }
+    server_args.extend(arm.server_args());
+    let server_log = dir.join("server.log");
+    let mut server = Process::spawn(
+        topo.ns(Side::Server),
+        "server",
+        &command(&env.bin, &server_args, &server_log, &server_log),
+        &vars,
+        Mode::Background,
+    )
+    .map_err(|e| fail(format!("cannot start the server: {e}")))?;
+    // `quiclab serve` prints one line once it listens
+    let deadline = Instant::now() + SERVER_READY;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Failure::Interrupted);
+        }
+        if std::fs::read_to_string(&server_log)
+            .map(|t| t.contains("listening"))
+            .unwrap_or(false)
+        {
+            break;
+        }
+        if let Ok(Some(st)) = server.try_wait() {
+            return Err(fail(format!(
+                "the server exited ({st}) before listening: {}",
+                tail(&server_log, 3)
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(fail(format!(
+                "the server did not listen within {SERVER_READY:?}: {}",
+                tail(&server_log, 3)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut client_args = vec![
+        "get".to_string(),
+        "--json".into(),
+        "--connection".into(),
+        "new".into(),
+        "--cacert".into(),
+        cert.display().to_string(),
+    ];
+    client_args.extend(arm.client_args());
+    client_args.push(format!("https://{SERVER_V4}/bytes/{}", spec.size));
+    let (client_out, client_log) = (dir.join("client.jsonl"), dir.join("client.log"));
+    let mut client = Process::spawn(
+        topo.ns(Side::Client),
+        "client",
+        &command(&env.bin, &client_args, &client_out, &client_log),
+        &vars,
+        Mode::Background,
+    )
+    .map_err(|e| fail(format!("cannot start the client: {e}")))?;
+    let timeout = client_timeout(plan, spec);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Failure::Interrupted);
+        }
+        match client.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) => {}
+            Err(e) => return Err(fail(format!("waiting for the client: {e}"))),
+        }
+        if Instant::now() > deadline {
+            client.stop(Duration::from_millis(200));
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // SIGTERM lets the server write its last timeline samples
+    server.stop(STOP_GRACE);
+    let reports = topo
+        .finish()
+        .map_err(|e| fail(format!("stopping the link: {e}")))?;
+    drop(topo);
+    *link_out = link_json(&reports);
+    let records = read_records(&client_out);
+    *requests_out = serde_json::Value::Array(
+        records
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect(),
+    );
+    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(fail(format!("the link emulator failed: {err}")));
+    }
+    let Some(status) = status else {
+        return Err(fail(format!(
+            "the client did not finish within {:.0} s",
+            timeout.as_secs_f64()
+        )));
+    };
+    let Some(rec) = records.first() else {
+        return Err(fail(format!(
+            "the client ({status}) wrote no record: {}",
+            tail(&client_log, 3)
+        )));
+    };
+    if let Some(e) = &rec.error {
+        return Err(fail(format!("request failed: {e}")));
+    }
+    if rec.status != 200 || rec.bytes != spec.size {
+        return Err(fail(format!(
+            "status {} with {} of {} bytes",
+            rec.status, rec.bytes, spec.size
+        )));
+    }
+    if !status.success() {
+        return Err(fail(format!(
+            "the client exited with {status}: {}",
+            tail(&client_log, 3)
+        )));
+    }
+    let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
+    if device_drops > 0 {
+        // loss the condition did not ask for: the measurement is not of this condition
+        return Err(fail(format!(
+            "{device_drops} packets were dropped by the kernel before reaching the emulator \
+             (the host could not keep up)"
+        )));
+    }
+    let min_rtt_ms = cond.link.min_rtt().as_secs_f64() * 1000.0;
+    Ok(metrics(
+        rec,
+        &read_timeline(&timeline, rec.start_us),
+        &reports,
+        min_rtt_ms,
+    ))
+}
+
+fn read_records(path: &Path) -> Vec<RequestRecord> {
+    let Ok(f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    std::io::BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect()
+}
+
+/// A timeline sample with what the runner uses of it (read leniently: fields a stack does not
+/// fill are absent or null).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    pub t_ms: f64,
+    pub acked_bytes: Option<u64>,
+    pub cwnd_bytes: Option<u64>,
+    pub rtt_ms: Option<f64>,
+    pub congestion_event: bool,
+    pub retransmits: Option<u64>,
+    pub impossible_rtt_samples: Option<u64>,
+}
+
+/// The sender's timeline, times relative to the client's first packet (`start_us`).
+pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
+    let Ok(f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Sample> = std::io::BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .filter_map(|v| {
+            let t_us = v["t_us"].as_u64()?;
+            Some(Sample {
+                t_ms: (t_us as f64 - start_us as f64) / 1000.0,
+                acked_bytes: v["acked_bytes"].as_u64(),
+                cwnd_bytes: v["cwnd_bytes"].as_u64(),
+                rtt_ms: v["rtt_us"].as_u64().map(|r| r as f64 / 1000.0),
+                congestion_event: v["congestion_event"].as_bool().unwrap_or(false),
+                retransmits: v["retransmits"].as_u64(),
+                impossible_rtt_samples: v["impossible_rtt_samples"].as_u64(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    out
+}
+
+/// A trial's metrics from the client's record, the sender's timeline and the link's reports.
+pub fn metrics(
+    rec: &RequestRecord,
+    timeline: &[Sample],
+    reports: &[DirectionReport],
+    min_rtt_ms: f64,
+) -> Metrics {
+    let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(rec.start_us) as f64 / 1000.0);
+    let handshake_ms = ms(rec.handshake_done_us);
+    let last = timeline.last();
+    let retransmissions = last
+        .and_then(|s| s.retransmits)
+        .or(rec.transport_stats.packets_lost);
+    // The first sample that saw a retransmission: the data acknowledged by then is where the
+    // stream stood when the first loss was repaired (within one sampling period).
+    let first_retransmit_offset = timeline
+        .iter()
+        .find(|s| s.retransmits.unwrap_or(0) > 0)
+        .and_then(|s| s.acked_bytes);
+    let impossible = last
+        .and_then(|s| s.impossible_rtt_samples)
+        .or(rec.transport_stats.impossible_rtt_samples);
+    Metrics {
+        ttlb_ms: ms(rec.last_byte_us).unwrap_or(f64::NAN),
+        ttfb_ms: ms(rec.first_byte_us).unwrap_or(f64::NAN),
+        handshake_ms,
+        handshake_rtts: handshake_ms
+            .filter(|_| min_rtt_ms > 0.0)
+            .map(|h| h / min_rtt_ms),
+        hello_retry: rec.handshake.hello_retry,
+        retransmissions,
+        first_retransmit_offset,
+        impossible_rtt_samples: impossible,
+        link_drops: reports.iter().map(|r| r.counters.dropped_total()).sum(),
+        timeline: timeline
+            .iter()
+            .filter_map(|s| {
+                Some(TimelinePoint {
+                    t_ms: s.t_ms,
+                    acked_bytes: s.acked_bytes?,
+                    cwnd_bytes: s.cwnd_bytes,
+                    rtt_ms: s.rtt_ms,
+                    congestion_event: s.congestion_event,
+                })
+            })
+            .collect(),
+    }
+}
+
+fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
+    serde_json::Value::Array(
+        reports
+            .iter()
+            .map(|r| {
+                json!({
+                    "direction": r.dir.as_str(),
+                    "counters": r.counters,
+                    "device_drops": r.device_drops,
+                    "write_errors": r.write_errors,
+                    "lateness_p50_us": r.lateness_us(0.5),
+                    "lateness_p99_us": r.lateness_us(0.99),
+                    "lateness_max_us": r.lateness_ns.max() as f64 / 1000.0,
+                    "error": r.error,
+                })
+            })
+            .collect(),
+    )
+}

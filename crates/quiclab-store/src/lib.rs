@@ -1,0 +1,664 @@
+//! quiclab's results store: one SQLite database per campaign (`DIR/results.db`, WAL mode).
+//!
+//! Contract: a trial is written in one transaction with its timeline, so a crash (or SIGKILL)
+//! loses at most the trial in progress and never leaves half a trial behind; a trial id is the
+//! primary key, so a campaign holds exactly one record per trial, and re-running a trial
+//! replaces its record. The campaign's description (arms, conditions, sizes, comparisons,
+//! provenance) is kept as JSON beside the trials, so a report can be made from the database
+//! alone. Nothing here runs trials or renders anything.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use quiclab_report::model::{Campaign, Metrics, TimelinePoint, Trial};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+/// The database's file name inside a campaign directory.
+pub const DB_FILE: &str = "results.db";
+/// Version of the schema below; a database of another version is refused.
+const SCHEMA_VERSION: i64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("results database {path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("results database {path}: schema version {found}, this quiclab reads version {SCHEMA_VERSION}")]
+    Version { path: String, found: i64 },
+    #[error("results database {path}: {what}: {source}")]
+    Json {
+        path: String,
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: no campaign has been recorded here")]
+    Empty { path: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// One trial as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrialRecord {
+    /// Hash of the resolved configuration (the primary key).
+    pub id: String,
+    /// Position in the campaign's expansion (execution order).
+    pub seq: u64,
+    pub arm: String,
+    pub condition: String,
+    pub size: u64,
+    pub iteration: u32,
+    pub seed: u64,
+    /// The fully resolved configuration of the trial (link, arm knobs, workload).
+    pub config: serde_json::Value,
+    /// When the trial started, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// Wall time of the whole trial (topology set-up to teardown), ms.
+    pub wall_ms: f64,
+    /// The measurements (with the sender's timeline), or why the trial failed.
+    pub outcome: std::result::Result<Metrics, String>,
+    /// What the emulator did, per direction (counters, lateness), as JSON.
+    pub link: serde_json::Value,
+    /// The client's request record(s), as written by `quiclab get --json`.
+    pub requests: serde_json::Value,
+    /// Folder of the trial's artifacts, relative to the campaign directory, if kept.
+    pub artifacts: Option<String>,
+}
+
+/// A campaign's database.
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    arm TEXT NOT NULL,
+    condition TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    iteration INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    error TEXT,
+    started_unix_ms INTEGER NOT NULL,
+    wall_ms REAL NOT NULL,
+    ttlb_ms REAL,
+    ttfb_ms REAL,
+    handshake_ms REAL,
+    handshake_rtts REAL,
+    hello_retry INTEGER,
+    retransmissions INTEGER,
+    first_retransmit_offset INTEGER,
+    impossible_rtt_samples INTEGER,
+    link_drops INTEGER,
+    link TEXT NOT NULL,
+    requests TEXT NOT NULL,
+    artifacts TEXT
+);
+CREATE TABLE IF NOT EXISTS timeline (
+    trial_id TEXT NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    t_ms REAL NOT NULL,
+    acked_bytes INTEGER NOT NULL,
+    cwnd_bytes INTEGER,
+    rtt_ms REAL,
+    congestion_event INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timeline_trial ON timeline(trial_id);
+";
+
+impl Store {
+    /// Opens (creating if needed) the database of the campaign in `dir`.
+    pub fn open(dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let path = dir.join(DB_FILE);
+        let p = path.display().to_string();
+        let sql = |source| StoreError::Sqlite {
+            path: p.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(sql)?;
+        // WAL: readers (a report) do not block the runner, and a crash keeps every committed
+        // trial. NORMAL sync is durable across a process crash, which is what a SIGKILL is.
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql)?;
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql)?;
+        if found != 0 && found != SCHEMA_VERSION {
+            return Err(StoreError::Version { path: p, found });
+        }
+        conn.execute_batch(SCHEMA).map_err(sql)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(sql)?;
+        Ok(Store { conn, path: p })
+    }
+
+    /// Opens an existing campaign's database (refusing a directory without one).
+    pub fn open_existing(dir: &Path) -> Result<Store> {
+        if !dir.join(DB_FILE).is_file() {
+            return Err(StoreError::Empty {
+                path: dir.display().to_string(),
+            });
+        }
+        Self::open(dir)
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn sql(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn json(&self, what: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
+        let what = what.to_string();
+        move |source| StoreError::Json {
+            path: self.path.clone(),
+            what: what.clone(),
+            source,
+        }
+    }
+
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .map_err(self.sql())?;
+        Ok(())
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(self.sql())
+    }
+
+    /// Records the campaign's description (its `trials` are ignored: they live in their table).
+    pub fn set_campaign(&self, c: &Campaign) -> Result<()> {
+        let described = Campaign {
+            trials: Vec::new(),
+            ..c.clone()
+        };
+        let text = serde_json::to_string(&described).map_err(self.json("campaign"))?;
+        self.set_meta("campaign", &text)
+    }
+
+    /// Ids of the trials that finished successfully (a resumed campaign skips them; failed
+    /// trials are tried again).
+    pub fn finished(&self) -> Result<HashSet<String>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id FROM trials WHERE status = 'ok'")
+            .map_err(self.sql())?;
+        let ids = st
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(self.sql())?
+            .collect::<std::result::Result<HashSet<_>, _>>()
+            .map_err(self.sql())?;
+        Ok(ids)
+    }
+
+    /// Writes one trial and its timeline in one transaction, replacing an earlier record of
+    /// the same trial.
+    pub fn record(&mut self, t: &TrialRecord) -> Result<()> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let json = |what: &str, source| StoreError::Json {
+            path: path.clone(),
+            what: what.to_string(),
+            source,
+        };
+        let config = serde_json::to_string(&t.config).map_err(|e| json("config", e))?;
+        let link = serde_json::to_string(&t.link).map_err(|e| json("link", e))?;
+        let requests = serde_json::to_string(&t.requests).map_err(|e| json("requests", e))?;
+        let tx = self.conn.transaction().map_err(sql)?;
+        // the timeline goes with its trial (ON DELETE CASCADE)
+        tx.execute("DELETE FROM trials WHERE id = ?1", [&t.id])
+            .map_err(sql)?;
+        let m = t.outcome.as_ref().ok();
+        tx.execute(
+            "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config, status,
+                error, started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
+                hello_retry, retransmissions, first_retransmit_offset, impossible_rtt_samples,
+                link_drops, link, requests, artifacts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
+            params![
+                t.id,
+                t.seq as i64,
+                t.arm,
+                t.condition,
+                t.size as i64,
+                t.iteration,
+                // SQLite integers are signed 64-bit: store the seed's bits
+                t.seed as i64,
+                config,
+                if m.is_some() { "ok" } else { "failed" },
+                t.outcome.as_ref().err(),
+                t.started_unix_ms as i64,
+                t.wall_ms,
+                m.map(|m| m.ttlb_ms),
+                m.map(|m| m.ttfb_ms),
+                m.and_then(|m| m.handshake_ms),
+                m.and_then(|m| m.handshake_rtts),
+                m.map(|m| m.hello_retry),
+                m.and_then(|m| m.retransmissions).map(|v| v as i64),
+                m.and_then(|m| m.first_retransmit_offset).map(|v| v as i64),
+                m.and_then(|m| m.impossible_rtt_samples).map(|v| v as i64),
+                m.map(|m| m.link_drops as i64),
+                link,
+                requests,
+                t.artifacts,
+            ],
+        )
+        .map_err(sql)?;
+        if let Some(m) = m {
+            let mut st = tx
+                .prepare(
+                    "INSERT INTO timeline (trial_id, t_ms, acked_bytes, cwnd_bytes, rtt_ms,
+                        congestion_event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(sql)?;
+            for p in &m.timeline {
+                st.execute(params![
+                    t.id,
+                    p.t_ms,
+                    p.acked_bytes as i64,
+                    p.cwnd_bytes.map(|v| v as i64),
+                    p.rtt_ms,
+                    p.congestion_event
+                ])
+                .map_err(sql)?;
+            }
+        }
+        tx.commit().map_err(sql)?;
+        Ok(())
+    }
+
+    /// Forgets the artifacts folder of a trial (after it was pruned).
+    pub fn clear_artifacts(&self, id: &str) -> Result<()> {
+        self.conn
+            .execute("UPDATE trials SET artifacts = NULL WHERE id = ?1", [id])
+            .map_err(self.sql())?;
+        Ok(())
+    }
+
+    /// Every trial, in execution order, with its timeline.
+    pub fn trials(&self) -> Result<Vec<TrialRecord>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, seq, arm, condition, size, iteration, seed, config, status, error,
+                    started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
+                    hello_retry, retransmissions, first_retransmit_offset,
+                    impossible_rtt_samples, link_drops, link, requests, artifacts
+                 FROM trials ORDER BY seq",
+            )
+            .map_err(self.sql())?;
+        let raw = st
+            .query_map([], |r| {
+                let ok = r.get::<_, String>(8)? == "ok";
+                let metrics = Metrics {
+                    ttlb_ms: r.get::<_, Option<f64>>(12)?.unwrap_or(f64::NAN),
+                    ttfb_ms: r.get::<_, Option<f64>>(13)?.unwrap_or(f64::NAN),
+                    handshake_ms: r.get(14)?,
+                    handshake_rtts: r.get(15)?,
+                    hello_retry: r.get::<_, Option<bool>>(16)?.unwrap_or(false),
+                    retransmissions: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
+                    first_retransmit_offset: r.get::<_, Option<i64>>(18)?.map(|v| v as u64),
+                    impossible_rtt_samples: r.get::<_, Option<i64>>(19)?.map(|v| v as u64),
+                    link_drops: r.get::<_, Option<i64>>(20)?.unwrap_or(0) as u64,
+                    timeline: Vec::new(),
+                };
+                Ok((
+                    TrialRecord {
+                        id: r.get(0)?,
+                        seq: r.get::<_, i64>(1)? as u64,
+                        arm: r.get(2)?,
+                        condition: r.get(3)?,
+                        size: r.get::<_, i64>(4)? as u64,
+                        iteration: r.get(5)?,
+                        seed: r.get::<_, i64>(6)? as u64,
+                        config: serde_json::Value::Null,
+                        started_unix_ms: r.get::<_, i64>(10)? as u64,
+                        wall_ms: r.get(11)?,
+                        outcome: if ok {
+                            Ok(metrics)
+                        } else {
+                            Err(r.get::<_, Option<String>>(9)?.unwrap_or_default())
+                        },
+                        link: serde_json::Value::Null,
+                        requests: serde_json::Value::Null,
+                        artifacts: r.get(23)?,
+                    },
+                    [r.get::<_, String>(7)?, r.get(21)?, r.get(22)?],
+                ))
+            })
+            .map_err(self.sql())?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(self.sql())?;
+        let mut trials = Vec::with_capacity(raw.len());
+        for (mut t, [config, link, requests]) in raw {
+            t.config = serde_json::from_str(&config).map_err(self.json("config"))?;
+            t.link = serde_json::from_str(&link).map_err(self.json("link"))?;
+            t.requests = serde_json::from_str(&requests).map_err(self.json("requests"))?;
+            trials.push(t);
+        }
+        let mut by_id: std::collections::HashMap<String, Vec<TimelinePoint>> =
+            std::collections::HashMap::new();
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT trial_id, t_ms, acked_bytes, cwnd_bytes, rtt_ms, congestion_event
+                 FROM timeline ORDER BY trial_id, rowid",
+            )
+            .map_err(self.sql())?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    TimelinePoint {
+                        t_ms: r.get(1)?,
+                        acked_bytes: r.get::<_, i64>(2)? as u64,
+                        cwnd_bytes: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
+                        rtt_ms: r.get(4)?,
+                        congestion_event: r.get(5)?,
+                    },
+                ))
+            })
+            .map_err(self.sql())?;
+        for row in rows {
+            let (id, p) = row.map_err(self.sql())?;
+            by_id.entry(id).or_default().push(p);
+        }
+        for t in &mut trials {
+            if let (Ok(m), Some(tl)) = (&mut t.outcome, by_id.remove(&t.id)) {
+                m.timeline = tl;
+            }
+        }
+        Ok(trials)
+    }
+
+    /// The campaign as a report needs it: its description and every trial.
+    pub fn campaign(&self) -> Result<Campaign> {
+        let text = self.meta("campaign")?.ok_or_else(|| StoreError::Empty {
+            path: self.path.clone(),
+        })?;
+        let mut c: Campaign = serde_json::from_str(&text).map_err(self.json("campaign"))?;
+        // the plan's current trials only: a trial of an earlier version of the plan (another
+        // knob, another condition) stays in the database but is not part of this campaign
+        let current: Option<HashSet<String>> = match self.meta("trial_ids")? {
+            Some(t) => Some(serde_json::from_str(&t).map_err(self.json("trial_ids"))?),
+            None => None,
+        };
+        c.trials = self
+            .trials()?
+            .into_iter()
+            .filter(|t| current.as_ref().is_none_or(|ids| ids.contains(&t.id)))
+            .map(|t| Trial {
+                id: t.id,
+                arm: t.arm,
+                condition: t.condition,
+                size: t.size,
+                iteration: t.iteration,
+                seed: t.seed,
+                outcome: t.outcome,
+                artifacts: t.artifacts,
+            })
+            .collect();
+        Ok(c)
+    }
+
+    /// Writes `trials.csv` (one row per trial) and `timeline.csv` (one row per timeline
+    /// sample) into `out`, for pandas, R or a spreadsheet. Returns the files written.
+    pub fn export_csv(&self, out: &Path) -> Result<Vec<PathBuf>> {
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| StoreError::Io {
+                path: path.clone(),
+                source,
+            }
+        };
+        std::fs::create_dir_all(out).map_err(io(out))?;
+        let trials = self.trials()?;
+        let tpath = out.join("trials.csv");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tpath).map_err(io(&tpath))?);
+        use std::io::Write;
+        writeln!(
+            w,
+            "id,seq,arm,condition,size_bytes,iteration,seed,status,error,started_unix_ms,wall_ms,\
+             ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,retransmissions,\
+             first_retransmit_offset,impossible_rtt_samples,link_drops,artifacts"
+        )
+        .map_err(io(&tpath))?;
+        let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let int = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        for t in &trials {
+            let m = t.outcome.as_ref().ok();
+            let fields = [
+                csv_field(&t.id),
+                t.seq.to_string(),
+                csv_field(&t.arm),
+                csv_field(&t.condition),
+                t.size.to_string(),
+                t.iteration.to_string(),
+                t.seed.to_string(),
+                if m.is_some() { "ok" } else { "failed" }.to_string(),
+                csv_field(t.outcome.as_ref().err().map_or("", String::as_str)),
+                t.started_unix_ms.to_string(),
+                t.wall_ms.to_string(),
+                num(m.map(|m| m.ttlb_ms)),
+                num(m.map(|m| m.ttfb_ms)),
+                num(m.and_then(|m| m.handshake_ms)),
+                num(m.and_then(|m| m.handshake_rtts)),
+                m.map(|m| m.hello_retry.to_string()).unwrap_or_default(),
+                int(m.and_then(|m| m.retransmissions)),
+                int(m.and_then(|m| m.first_retransmit_offset)),
+                int(m.and_then(|m| m.impossible_rtt_samples)),
+                int(m.map(|m| m.link_drops)),
+                csv_field(t.artifacts.as_deref().unwrap_or("")),
+            ];
+            writeln!(w, "{}", fields.join(",")).map_err(io(&tpath))?;
+        }
+        w.flush().map_err(io(&tpath))?;
+        let lpath = out.join("timeline.csv");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&lpath).map_err(io(&lpath))?);
+        writeln!(
+            w,
+            "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event"
+        )
+        .map_err(io(&lpath))?;
+        for t in &trials {
+            let Ok(m) = &t.outcome else { continue };
+            for p in &m.timeline {
+                writeln!(
+                    w,
+                    "{},{},{},{},{},{},{},{},{},{}",
+                    csv_field(&t.id),
+                    csv_field(&t.arm),
+                    csv_field(&t.condition),
+                    t.size,
+                    t.iteration,
+                    p.t_ms,
+                    p.acked_bytes,
+                    int(p.cwnd_bytes),
+                    num(p.rtt_ms),
+                    p.congestion_event
+                )
+                .map_err(io(&lpath))?;
+            }
+        }
+        w.flush().map_err(io(&lpath))?;
+        Ok(vec![tpath, lpath])
+    }
+}
+
+/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("quiclab-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn trial(id: &str, seq: u64, outcome: std::result::Result<Metrics, String>) -> TrialRecord {
+        TrialRecord {
+            id: id.into(),
+            seq,
+            arm: "h3-cubic".into(),
+            condition: "loss 1%".into(),
+            size: 100_000,
+            iteration: 3,
+            seed: u64::MAX - 5,
+            config: serde_json::json!({"link": {"loss": "1%"}}),
+            started_unix_ms: 1_700_000_000_000,
+            wall_ms: 812.5,
+            outcome,
+            link: serde_json::json!([{"dir": "up"}]),
+            requests: serde_json::json!([]),
+            artifacts: Some("trials/x".into()),
+        }
+    }
+
+    fn metrics(ttlb: f64, points: usize) -> Metrics {
+        Metrics {
+            ttlb_ms: ttlb,
+            ttfb_ms: 40.0,
+            handshake_ms: Some(21.0),
+            handshake_rtts: Some(1.05),
+            hello_retry: true,
+            retransmissions: Some(2),
+            first_retransmit_offset: Some(14_600),
+            impossible_rtt_samples: None,
+            link_drops: 3,
+            timeline: (0..points)
+                .map(|i| TimelinePoint {
+                    t_ms: i as f64 * 5.0,
+                    acked_bytes: i as u64 * 1000,
+                    cwnd_bytes: Some(14_600),
+                    rtt_ms: if i % 2 == 0 { Some(20.5) } else { None },
+                    congestion_event: i == 3,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_trial_round_trips_with_its_timeline_and_replaces_its_earlier_record() {
+        let d = dir("roundtrip");
+        let mut s = Store::open(&d).unwrap();
+        s.record(&trial("a", 0, Err("client timed out".into())))
+            .unwrap();
+        s.record(&trial("b", 1, Ok(metrics(150.0, 4)))).unwrap();
+        assert_eq!(s.finished().unwrap(), HashSet::from(["b".to_string()]));
+        // the failed trial is run again and now succeeds: still one record, and the timeline
+        // of the replaced record does not linger
+        s.record(&trial("a", 0, Ok(metrics(120.0, 7)))).unwrap();
+        s.record(&trial("a", 0, Ok(metrics(125.0, 5)))).unwrap();
+        let all = s.trials().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].id, "a");
+        let m = all[0].outcome.as_ref().unwrap();
+        assert_eq!(m.ttlb_ms, 125.0);
+        assert_eq!(m.timeline, metrics(125.0, 5).timeline);
+        assert_eq!(all[1].seed, u64::MAX - 5);
+        assert_eq!(all[1].config["link"]["loss"], "1%");
+        let n: i64 = s
+            .conn
+            .query_row("SELECT count(*) FROM timeline", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 9);
+        drop(s);
+        // a second handle sees the same (committed) data
+        let s = Store::open_existing(&d).unwrap();
+        assert_eq!(s.trials().unwrap().len(), 2);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_campaign_description_comes_back_with_its_trials() {
+        let d = dir("campaign");
+        let mut s = Store::open(&d).unwrap();
+        assert!(matches!(s.campaign(), Err(StoreError::Empty { .. })));
+        let c = Campaign {
+            name: "www21".into(),
+            sizes: vec![100_000, 1_000_000],
+            ..Default::default()
+        };
+        s.set_campaign(&c).unwrap();
+        s.record(&trial("x", 0, Err("boom".into()))).unwrap();
+        let back = s.campaign().unwrap();
+        assert_eq!(back.name, "www21");
+        assert_eq!(back.sizes, vec![100_000, 1_000_000]);
+        assert_eq!(back.trials.len(), 1);
+        assert_eq!(back.trials[0].outcome.as_ref().unwrap_err(), "boom");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn csv_export_quotes_what_needs_quoting() {
+        let d = dir("csv");
+        let mut s = Store::open(&d).unwrap();
+        s.record(&trial("a", 0, Err("bad, \"very\" bad".into())))
+            .unwrap();
+        s.record(&trial("b", 1, Ok(metrics(99.5, 3)))).unwrap();
+        let files = s.export_csv(&d.join("csv")).unwrap();
+        let trials = std::fs::read_to_string(&files[0]).unwrap();
+        let lines: Vec<_> = trials.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[1].contains("\"bad, \"\"very\"\" bad\""), "{}", lines[1]);
+        assert!(lines[2].contains(",ok,,") && lines[2].contains(",99.5,"), "{}", lines[2]);
+        let header_cols = lines[0].split(',').count();
+        assert_eq!(lines[2].split(',').count(), header_cols);
+        let tl = std::fs::read_to_string(&files[1]).unwrap();
+        assert_eq!(tl.lines().count(), 4);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

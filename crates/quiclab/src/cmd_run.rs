@@ -1,0 +1,441 @@
+//! `quiclab run`, `quiclab report` and `quiclab export`: campaigns from plans to reports.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use quiclab_runner::campaign::{self, Progress, RunOptions};
+use quiclab_runner::expand::TrialSpec;
+use quiclab_runner::plan::{self, Plan, Profile};
+use quiclab_store::{Store, TrialRecord};
+
+use crate::signals::Signals;
+
+/// Plans built into quiclab, runnable by name.
+pub const BUILT_IN: &[(&str, &str)] = &[("www21", include_str!("../../../plans/www21.toml"))];
+
+/// Run a campaign: every trial of a plan, into a results directory, then its report.
+///
+/// PLAN is a TOML file or the name of a built-in plan (www21). Without PLAN, the quick profile
+/// of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a few minutes.
+///
+/// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
+/// `quiclab get`; arms compared within an iteration share its seed (the same packet fates).
+/// Results go to DIR/results.db (SQLite) one trial at a time, so Ctrl-C keeps every finished
+/// trial, and running the same plan into the same directory again resumes where it stopped.
+/// Artifacts (TLS keys, sender timelines, packet events, logs) are kept for the median trial of
+/// each cell and for failed trials.
+///
+/// Examples:
+///   quiclab run                                # quick www21, report in results/www21
+///   quiclab run plans/www21.toml --jobs 4      # the full study (40 iterations)
+///   quiclab run my-plan.toml --out /tmp/mine   # your own plan (see plans/www21.toml)
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct RunCmd {
+    /// A plan file, or a built-in plan's name (default: www21 with --quick).
+    plan: Option<String>,
+    /// The plan's quick profile: fewer iterations, for a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Trials at once (default: several when every link is slow enough not to compete for
+    /// CPU, else 1).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Results directory (default: results/PLAN-NAME).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Keep every trial's artifacts, not only the median trial's of each cell.
+    #[arg(long)]
+    keep_artifacts: bool,
+    /// Check the plan and list its trials without running anything.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Render a campaign's report: DIR/report.html, self-contained (inline SVG, no network).
+#[derive(Args)]
+pub struct ReportCmd {
+    /// A campaign directory written by `quiclab run`.
+    dir: PathBuf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Csv,
+}
+
+/// Export a campaign's results for pandas, R or a spreadsheet.
+///
+/// Writes trials.csv (one row per trial: arm, condition, size, iteration, seed, status, TTLB,
+/// TTFB, handshake, retransmissions, ...) and timeline.csv (the sender's timeline of every
+/// trial: time, acknowledged bytes, cwnd, RTT, congestion events).
+#[derive(Args)]
+pub struct ExportCmd {
+    /// A campaign directory written by `quiclab run`.
+    dir: PathBuf,
+    #[arg(long, value_enum, default_value = "csv")]
+    format: Format,
+    /// Where to write the files (default: DIR/export).
+    #[arg(long, value_name = "DIR")]
+    to: Option<PathBuf>,
+}
+
+/// Reads a plan from a file or the built-in list.
+pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
+    let arg = arg.unwrap_or("www21");
+    let path = Path::new(arg);
+    let (text, source) = if path.exists() {
+        (
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read plan {}", path.display()))?,
+            path.display().to_string(),
+        )
+    } else if let Some((name, text)) = BUILT_IN.iter().find(|(n, _)| *n == arg) {
+        (text.to_string(), format!("built-in {name}"))
+    } else {
+        let names: Vec<_> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+        bail!(
+            "no plan file {arg:?} and no built-in plan of that name; built-in plans: {}",
+            names.join(", ")
+        );
+    };
+    Ok(plan::parse(&text, &source, profile)?)
+}
+
+fn human_size(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 && n % 1_000_000 == 0 => format!("{} GB", n as f64 / 1e9),
+        n if n >= 1_000_000 && n % 1_000 == 0 => format!("{} MB", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{} KB", n as f64 / 1e3),
+        n => format!("{n} B"),
+    }
+}
+
+fn cell(plan: &Plan, spec: &TrialSpec) -> String {
+    format!(
+        "{} / {} / {} #{}",
+        plan.conditions[spec.condition].name,
+        human_size(spec.size),
+        plan.arms[spec.arm].name,
+        spec.iteration + 1
+    )
+}
+
+/// Facts about the machine and build that a result depends on.
+fn provenance(jobs: usize) -> Vec<(String, String)> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let mut p = vec![
+        (
+            "quiclab".to_string(),
+            format!(
+                "{} (commit {})",
+                env!("CARGO_PKG_VERSION"),
+                env!("QUICLAB_COMMIT")
+            ),
+        ),
+        ("kernel".into(), read("/proc/sys/kernel/osrelease")),
+        ("cpu".into(), cpu),
+        (
+            "cpus".into(),
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .to_string(),
+        ),
+        ("jobs".into(), jobs.to_string()),
+        ("load average".into(), read("/proc/loadavg")),
+    ];
+    for key in [
+        "net/ipv4/tcp_congestion_control",
+        "net/ipv4/tcp_available_congestion_control",
+        "net/ipv4/tcp_rmem",
+        "net/ipv4/tcp_wmem",
+        "net/ipv4/tcp_fastopen",
+        "net/ipv4/tcp_slow_start_after_idle",
+        "net/ipv4/tcp_no_metrics_save",
+        "net/core/rmem_max",
+        "net/core/wmem_max",
+    ] {
+        p.push((
+            key.replace('/', "."),
+            read(&format!("/proc/sys/{key}")).replace('\t', " "),
+        ));
+    }
+    p
+}
+
+/// Progress on a terminal: a bar with the running trials and an ETA; elsewhere (CI, a pipe)
+/// one line per finished trial.
+struct Bar {
+    bar: Option<ProgressBar>,
+    running: HashMap<String, String>,
+    failed: usize,
+    done: usize,
+    total: usize,
+    started: Instant,
+}
+
+impl Bar {
+    fn new() -> Self {
+        Bar {
+            bar: None,
+            running: HashMap::new(),
+            failed: 0,
+            done: 0,
+            total: 0,
+            started: Instant::now(),
+        }
+    }
+
+    fn message(&self) -> String {
+        let mut running: Vec<&String> = self.running.values().collect();
+        running.sort();
+        let fails = if self.failed > 0 {
+            format!("{} failed; ", self.failed)
+        } else {
+            String::new()
+        };
+        let list = running
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("{fails}running: {list}")
+    }
+}
+
+impl Progress for Bar {
+    fn begin(&mut self, total: usize, already_done: usize) {
+        self.total = total;
+        self.done = already_done;
+        if already_done > 0 {
+            eprintln!(
+                "quiclab: resuming: {already_done} of {total} trials already finished here"
+            );
+        }
+        if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:30.cyan/blue}] {pos}/{len} trials, {eta} left\n  {wide_msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_position(already_done as u64);
+            bar.enable_steady_tick(Duration::from_millis(200));
+            self.bar = Some(bar);
+        }
+        self.started = Instant::now();
+    }
+
+    fn trial_started(&mut self, plan: &Plan, spec: &TrialSpec) {
+        self.running.insert(spec.id.clone(), cell(plan, spec));
+        if let Some(b) = &self.bar {
+            b.set_message(self.message());
+        }
+    }
+
+    fn trial_done(&mut self, plan: &Plan, spec: &TrialSpec, rec: &TrialRecord) {
+        self.running.remove(&spec.id);
+        self.done += 1;
+        let what = match &rec.outcome {
+            Ok(m) => format!("TTLB {:.1} ms", m.ttlb_ms),
+            Err(e) => {
+                self.failed += 1;
+                format!("FAILED: {e}")
+            }
+        };
+        match &self.bar {
+            Some(b) => {
+                if rec.outcome.is_err() {
+                    b.println(format!("  {}: {what}", cell(plan, spec)));
+                }
+                b.inc(1);
+                b.set_message(self.message());
+            }
+            None => eprintln!(
+                "[{}/{} {:.0}s] {}: {what}",
+                self.done,
+                self.total,
+                self.started.elapsed().as_secs_f64(),
+                cell(plan, spec)
+            ),
+        }
+    }
+
+    fn warn(&mut self, message: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("quiclab: warning: {message}")),
+            None => eprintln!("quiclab: warning: {message}"),
+        }
+    }
+
+    fn end(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+pub fn run(c: RunCmd) -> anyhow::Result<i32> {
+    let profile = if c.quick || c.plan.is_none() {
+        Profile::Quick
+    } else {
+        Profile::Full
+    };
+    let plan = load_plan(c.plan.as_deref(), profile)?;
+    let jobs = c.jobs.unwrap_or_else(|| campaign::auto_jobs(&plan));
+    if jobs == 0 {
+        bail!("--jobs 0: allowed: 1 or more");
+    }
+    let out = c
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
+    let trials = quiclab_runner::expand::expand(&plan).len();
+    eprintln!(
+        "quiclab: plan {} ({}, {} profile): {} conditions x {} sizes x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
+        plan.name,
+        plan.source,
+        profile.name(),
+        plan.conditions.len(),
+        plan.sizes.len(),
+        plan.arms.len(),
+        plan.iterations,
+        out.display()
+    );
+    if c.dry_run {
+        for cond in &plan.conditions {
+            eprintln!("  condition {:?}: {}", cond.name, cond.label());
+        }
+        for arm in &plan.arms {
+            eprintln!(
+                "  arm {:?}: {} (serve {}; get {})",
+                arm.name,
+                arm.label,
+                arm.server_args().join(" "),
+                arm.client_args().join(" ")
+            );
+        }
+        return Ok(0);
+    }
+    if !quiclab_netns::sys::is_root() {
+        bail!("quiclab run creates network namespaces: run it as root");
+    }
+    let max_rate: u64 = plan
+        .conditions
+        .iter()
+        .filter_map(|c| c.rate_bps())
+        .max()
+        .unwrap_or(0);
+    if jobs > 1 && (max_rate == 0 || max_rate as u128 * jobs as u128 > 400_000_000) {
+        eprintln!(
+            "quiclab: warning: {jobs} trials at once on links of up to {} may compete for CPU \
+             and skew results; consider --jobs 1",
+            if max_rate == 0 {
+                "unlimited rate".to_string()
+            } else {
+                format!("{} Mbit/s", max_rate / 1_000_000)
+            }
+        );
+    }
+    let signals = Signals::install()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (signals, stop) = (signals.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if signals.any() {
+                    stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let opts = RunOptions {
+        out: out.clone(),
+        jobs,
+        bin: std::env::current_exe().context("cannot find the quiclab binary")?,
+        keep_all_artifacts: c.keep_artifacts,
+        provenance: provenance(jobs),
+    };
+    let started = Instant::now();
+    let mut bar = Bar::new();
+    let result = campaign::run(&plan, &opts, &stop, &mut bar);
+    bar.end();
+    let interrupted_by_signal = signals.any();
+    stop.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    let s = result?;
+    eprintln!(
+        "quiclab: {} trials ran ({} failed), {} were already done, in {:.0} s{}",
+        s.ran,
+        s.failed,
+        s.skipped,
+        started.elapsed().as_secs_f64(),
+        if s.interrupted {
+            "; stopped early: run the same command again to finish"
+        } else {
+            ""
+        }
+    );
+    let report = render(&out)?;
+    println!("{}", report.display());
+    Ok(if interrupted_by_signal { 130 } else { 0 })
+}
+
+/// Renders DIR/report.html from the database and returns its path.
+fn render(dir: &Path) -> anyhow::Result<PathBuf> {
+    let store = Store::open_existing(dir)?;
+    let campaign = store.campaign()?;
+    let t = Instant::now();
+    let html = quiclab_report::render(&campaign);
+    let path = dir.join("report.html");
+    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!(
+        "quiclab: report of {} trials rendered in {:.0} ms",
+        campaign.trials.len(),
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    Ok(path)
+}
+
+pub fn report(c: ReportCmd) -> anyhow::Result<i32> {
+    let path = render(&c.dir)?;
+    println!("{}", path.display());
+    Ok(0)
+}
+
+pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
+    let store = Store::open_existing(&c.dir)?;
+    let to = c.to.unwrap_or_else(|| c.dir.join("export"));
+    match c.format {
+        Format::Csv => {
+            for f in store.export_csv(&to)? {
+                println!("{}", f.display());
+            }
+        }
+    }
+    Ok(0)
+}
