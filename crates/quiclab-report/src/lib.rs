@@ -5,3 +5,4 @@
 //! here reads a clock, a file or the network, so the same campaign always renders the same page.
 
 pub mod model;
+pub mod stats;
