@@ -149,12 +149,8 @@ pub struct MannWhitney {
 /// exact distribution when both samples have fewer than 50 values and there are no ties, else the
 /// normal approximation with tie and continuity corrections. `None` if a sample is empty.
 pub fn mann_whitney(x: &[f64], y: &[f64]) -> Option<MannWhitney> {
-    if x.len() < 50 && y.len() < 50 {
-        if let Some(r) = mann_whitney_exact(x, y) {
-            return Some(r);
-        }
-    }
-    mann_whitney_normal(x, y)
+    // `mann_whitney_exact` itself refuses ties and samples of 50 or more.
+    mann_whitney_exact(x, y).or_else(|| mann_whitney_normal(x, y))
 }
 
 /// Ranks of `x` followed by `y` in the pooled sample (ties get their average rank), and the sum
@@ -389,7 +385,11 @@ mod tests {
         }
         // Even count: median is the mean of the middle pair; quantile(c(1,2,3,4), .25) = 1.75.
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert!(close(quantile(&[1.0, 2.0, 3.0, 4.0], 0.25).unwrap(), 1.75, 1e-12));
+        assert!(close(
+            quantile(&[1.0, 2.0, 3.0, 4.0], 0.25).unwrap(),
+            1.75,
+            1e-12
+        ));
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[5.0]), Some(5.0));
     }
@@ -418,7 +418,10 @@ mod tests {
         ];
         for (x, want) in cases {
             let got = erfc(x);
-            assert!((got - want).abs() <= want * 1e-12, "erfc({x}) = {got}, want {want}");
+            assert!(
+                (got - want).abs() <= want * 1e-12,
+                "erfc({x}) = {got}, want {want}"
+            );
         }
         assert!(close(normal_cdf(1.959963984540054), 0.975, 1e-12));
     }
@@ -502,7 +505,10 @@ mod tests {
         let a = normal_sample(&mut rng, 40, 100.0, 5.0);
         let b = normal_sample(&mut rng, 40, 130.0, 5.0);
         let ci = bootstrap_relative_change_ci(&a, &b, seed_from(&["t", "separated"])).unwrap();
-        assert!(ci.contains(0.30), "{ci:?} should cover the true change of +30 %");
+        assert!(
+            ci.contains(0.30),
+            "{ci:?} should cover the true change of +30 %"
+        );
         assert!(!ci.contains(0.0), "{ci:?} should exclude 0");
         let point = relative_change(&a, &b).unwrap();
         assert!(ci.contains(point));
@@ -518,8 +524,8 @@ mod tests {
             let mut rng = Rng::new(100 + k);
             let a = normal_sample(&mut rng, 40, 100.0, 5.0);
             let b = normal_sample(&mut rng, 40, 100.0, 5.0);
-            let ci = bootstrap_relative_change_ci(&a, &b, seed_from(&["same", &k.to_string()]))
-                .unwrap();
+            let ci =
+                bootstrap_relative_change_ci(&a, &b, seed_from(&["same", &k.to_string()])).unwrap();
             if !ci.contains(0.0) {
                 misses += 1;
             }
