@@ -195,6 +195,8 @@ pub fn svg_open(out: &mut String, width: f64, height: f64, label: &str) {
         w = c(width),
         h = c(height),
     );
+    // Opaque, so the chart reads the same when saved and viewed on its own.
+    out.push_str(r##"<rect width="100%" height="100%" fill="#ffffff"/>"##);
 }
 
 /// What an x/y chart shows, before any data is drawn.
@@ -253,7 +255,8 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
         .map(|l| text_width(l, TICK_FONT))
         .fold(0.0, f64::max);
     let left = 8.0 + 14.0 + 6.0 + y_label_w + 6.0;
-    let right = 16.0 + spec.right_band;
+    // Room for half of the last x tick label ("1,000").
+    let right = 22.0 + spec.right_band;
     let (_, rows) = legend_layout(&spec.legend, spec.width - left - right + 30.0);
     let top = 10.0 + rows as f64 * LEGEND_ROW + if rows > 0 { 6.0 } else { 0.0 };
     let bottom = 40.0;

@@ -25,19 +25,25 @@ pub fn render(an: &Analysis) -> Option<String> {
     if c.comparisons.is_empty() || c.conditions.is_empty() || c.sizes.is_empty() {
         return None;
     }
-    let mut out = String::new();
+    let mut out = format!(
+        "<p class=\"caption\">Each map shows the change of the median TTLB of one arm (b) \
+         relative to another (a), (median<sub>b</sub> − median<sub>a</sub>) / \
+         median<sub>a</sub>, per condition (rows) and object size (columns). Blue: b finished \
+         sooner; red: later; the colour saturates at ±{sat} %. Grey: the 95 % bootstrap \
+         interval of the change (second line of a cell) includes 0, so the arms are not told \
+         apart. Hover over a cell for the trial counts, both medians, the difference in ms and \
+         in round trips, and the Mann-Whitney p-value; click it for the cell's details.</p>\n\
+         <div class=\"heatmaps\">\n",
+        sat = SATURATE * 100.0
+    );
     for cmp in &an.comparisons {
         let (a, b) = (&c.arms[cmp.a].name, &c.arms[cmp.b].name);
         let _ = write!(
             out,
-            "<figure class=\"heatmap\" id=\"heatmap-{}\">\n<h3><span class=\"swatch\" style=\"background:{}\"></span>{} vs \
-             <span class=\"swatch\" style=\"background:{}\"></span>{}</h3>\n{}\n<figcaption>Change of the median TTLB of {} \
-             relative to {}, (median<sub>b</sub> − median<sub>a</sub>) / median<sub>a</sub>, per \
-             condition (rows) and object size (columns). Blue: {} finished sooner; red: later; \
-             the colour saturates at ±{} %. Grey: the 95 % bootstrap interval of the change \
-             includes 0. The second line of a cell is that interval. Hover over a cell for the trial counts, both medians, \
-             the difference in ms and in round trips, and the Mann-Whitney p-value; click it for \
-             the cell's details.</figcaption>\n</figure>\n",
+            "<figure class=\"heatmap\" id=\"heatmap-{}\">\n<h3><span class=\"swatch\" \
+             style=\"background:{}\"></span>{} vs <span class=\"swatch\" \
+             style=\"background:{}\"></span>{}</h3>\n{}\n<figcaption>b = {}, a = {}: blue \
+             where {} was faster.</figcaption>\n</figure>\n",
             cmp.index,
             chart::arm_colour(cmp.b),
             esc(b),
@@ -47,9 +53,9 @@ pub fn render(an: &Analysis) -> Option<String> {
             esc(b),
             esc(a),
             esc(b),
-            SATURATE * 100.0,
         );
     }
+    out.push_str("</div>\n");
     for u in &an.unresolved_comparisons {
         let _ = writeln!(
             out,

@@ -70,6 +70,8 @@ ul.findings { padding-left: 20px; max-width: 110ch; }
 ul.findings li { margin: 4px 0; }
 figure { margin: 8px 16px 16px 0; }
 figcaption { font-size: 12.5px; color: #444; max-width: 720px; margin-top: 2px; }
+.heatmaps { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 0 24px; }
+p.caption { font-size: 13px; color: #444; max-width: 110ch; }
 .charts { display: flex; flex-wrap: wrap; align-items: flex-start; }
 .charts figure { margin: 0 10px 8px 0; }
 .charts figcaption { max-width: 390px; }
