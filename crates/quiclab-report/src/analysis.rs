@@ -103,11 +103,13 @@ pub struct ComparisonAnalysis {
     pub b: usize,
     /// Row-major: `cells[condition * sizes + size]`.
     pub cells: Vec<ChangeCell>,
+    n_sizes: usize,
 }
 
 impl ComparisonAnalysis {
-    pub fn cell(&self, condition: usize, size: usize, sizes: usize) -> &ChangeCell {
-        &self.cells[condition * sizes + size]
+    /// The cell under `condition` at `size` (indices into the campaign's lists).
+    pub fn cell(&self, condition: usize, size: usize) -> &ChangeCell {
+        &self.cells[condition * self.n_sizes + size]
     }
 }
 
@@ -216,6 +218,7 @@ impl<'a> Analysis<'a> {
                 a,
                 b,
                 cells: ccells,
+                n_sizes,
             });
         }
 
@@ -244,10 +247,6 @@ impl<'a> Analysis<'a> {
         self.cells.iter().fold((0, 0), |(ok, failed), c| {
             (ok + c.ok.len(), failed + c.failed.len())
         })
-    }
-
-    pub fn sizes(&self) -> usize {
-        self.campaign.sizes.len()
     }
 }
 
@@ -460,7 +459,7 @@ mod tests {
         let cell = an.cell(0, 0, 0);
         assert_eq!(cell.failure_reasons, vec![("timeout".to_string(), 1)]);
         assert_eq!(cell.summary.as_ref().map(|s| s.median_ms), Some(102.0));
-        let ch = an.comparisons[0].cell(0, 0, 1).change.clone().unwrap();
+        let ch = an.comparisons[0].cell(0, 0).change.clone().unwrap();
         assert_eq!(ch.median_a_ms, 102.0);
         assert_eq!(ch.median_b_ms, 62.0);
         assert_eq!(ch.diff_rtts, Some(-2.0));

@@ -413,6 +413,11 @@ fn findings_lead_with_the_clear_difference() {
             && first.contains("later than <strong>a</strong>"),
         "{first}"
     );
+    // Times are given in ms and in round trips of the 20 ms path.
+    assert!(
+        first.contains(" ms (") && first.contains(" RTT)"),
+        "{first}"
+    );
     // The identical pair is called indistinguishable, never faster or slower.
     assert!(
         findings.contains("<strong>same</strong> and <strong>a</strong> were indistinguishable")
@@ -425,4 +430,81 @@ fn an_empty_campaign_still_renders() {
     assert!(html.contains("<h1></h1>") || html.contains("<h1>"));
     assert!(html.contains("No successful trials to compare."));
     assert!(html.ends_with("</html>\n"));
+}
+
+#[test]
+fn a_difference_under_one_condition_is_named_with_its_interval_and_round_trips() {
+    // Two conditions; "b" is 20 % slower than "a" only under "lossy" (RTT 50 ms) and drawn from
+    // the same values under "clean".
+    let size = 5_000_000;
+    let mut rng = Rng::new(5);
+    let mut trials = Vec::new();
+    for cond in ["clean", "lossy"] {
+        let base: Vec<f64> = (0..30).map(|_| 4000.0 + 100.0 * rng.normal()).collect();
+        for (i, &v) in base.iter().enumerate() {
+            trials.push(ok_trial("a", cond, size, i as u32, v));
+            let other = if cond == "lossy" {
+                1.2 * (4000.0 + 100.0 * rng.normal())
+            } else {
+                base[(i * 11) % 30]
+            };
+            trials.push(ok_trial("b", cond, size, i as u32, other));
+        }
+    }
+    let cond = |name: &str, rtt_ms: f64| Condition {
+        name: name.into(),
+        label: name.into(),
+        rtt_ms,
+        rate_bps: None,
+    };
+    let c = Campaign {
+        name: "one-sided".into(),
+        arms: vec![arm("a"), arm("b")],
+        conditions: vec![cond("clean", 20.0), cond("lossy", 50.0)],
+        sizes: vec![size],
+        comparisons: vec![Comparison {
+            a: "a".into(),
+            b: "b".into(),
+        }],
+        trials,
+        ..Default::default()
+    };
+    let an = Analysis::new(&c);
+    let ch = an.comparisons[0].cell(1, 0).change.clone().unwrap();
+    let ci = ch.ci.unwrap();
+    assert!(ch.significant && ch.rel > 0.1);
+    assert!(
+        !an.comparisons[0]
+            .cell(0, 0)
+            .change
+            .as_ref()
+            .unwrap()
+            .significant
+    );
+    let html = render(&c);
+    let findings = &html[html.find("<ul class=\"findings\">").unwrap()..];
+    let first = &findings[..findings.find("</li>").unwrap()];
+    assert!(
+        first.starts_with("<ul class=\"findings\">\n<li>Under <strong>lossy</strong>, at 5 MB <strong>b</strong> was "),
+        "{first}"
+    );
+    assert!(first.contains("slower than <strong>a</strong>"), "{first}");
+    assert!(first.contains("1 of 2 conditions"), "{first}");
+    // "95 % CI 17–24 %" with the module's interval, "… ms, … RTT" with the condition's RTT.
+    let ci_text = &first[first.find("95 % CI ").unwrap() + "95 % CI ".len()..];
+    let (lo, rest) = ci_text.split_once('–').unwrap();
+    let hi = rest.split_once(" %").unwrap().0;
+    assert!(
+        (lo.parse::<f64>().unwrap() - ci.lo * 100.0).abs() <= 0.5,
+        "{first} vs {ci:?}"
+    );
+    assert!(
+        (hi.parse::<f64>().unwrap() - ci.hi * 100.0).abs() <= 0.5,
+        "{first} vs {ci:?}"
+    );
+    let rtts = ch.diff_ms / 50.0;
+    assert!(
+        first.contains(&format!("{:.1} RTT", rtts)),
+        "{first}: {rtts}"
+    );
 }

@@ -493,7 +493,7 @@ fn comparison_table(out: &mut String, an: &Analysis, ci: usize, s: usize) {
          <th class=\"num\">Mann-Whitney</th><th>verdict</th></tr></thead><tbody>",
     );
     for cmp in &an.comparisons {
-        let cell = cmp.cell(ci, s, camp.sizes.len());
+        let cell = cmp.cell(ci, s);
         let (a, b) = (&camp.arms[cmp.a].name, &camp.arms[cmp.b].name);
         let _ = write!(
             out,

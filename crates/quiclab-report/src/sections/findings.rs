@@ -103,7 +103,7 @@ fn comparison(an: &Analysis, cmp: &ComparisonAnalysis, out: &mut Vec<Finding>) {
     for s in 0..n_sizes {
         let valid: Vec<(&ChangeCell, &Change)> = (0..camp.conditions.len())
             .filter_map(|c| {
-                let cell = cmp.cell(c, s, n_sizes);
+                let cell = cmp.cell(c, s);
                 cell.change.as_ref().map(|ch| (cell, ch))
             })
             .collect();

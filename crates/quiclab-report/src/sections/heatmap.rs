@@ -166,7 +166,7 @@ fn svg(an: &Analysis, cmp: &ComparisonAnalysis) -> String {
             esc(&cond.name)
         );
         for s in 0..camp.sizes.len() {
-            let cell = cmp.cell(ci, s, camp.sizes.len());
+            let cell = cmp.cell(ci, s);
             let x = label_w + CELL_W * s as f64;
             let (class, fill, text_fill, weight) = match &cell.change {
                 Some(ch) if ch.significant => {
