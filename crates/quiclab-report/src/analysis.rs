@@ -1,0 +1,476 @@
+//! A campaign reduced to what the report shows: per (condition, size, arm) cell the successful
+//! and failed trials with their summary statistics, and per comparison (a, b) and cell the change
+//! of b's median TTLB relative to a's with its confidence interval and p-value.
+//!
+//! Contract: computed once per render from the campaign alone; every section reads it instead of
+//! recomputing, so a number printed twice is the same number. Bootstrap seeds come from the
+//! cell's identity ([`median_seed`], [`change_seed`]), never from its position, so adding an arm
+//! or a condition to a plan does not change the intervals of the others. Trials whose arm,
+//! condition or size is not in the campaign's lists are set aside ([`Analysis::unmatched`]),
+//! never silently merged.
+
+use crate::model::{Campaign, Metrics, Trial};
+use crate::stats::{self, Interval};
+use std::collections::BTreeMap;
+
+/// Fewest successful trials per arm for a comparison to be computed.
+pub const MIN_TRIALS: usize = 3;
+
+/// Seed of the bootstrap interval of an arm's median TTLB in one cell.
+pub fn median_seed(arm: &str, condition: &str, size: u64) -> u64 {
+    stats::seed_from(&["median", arm, condition, &size.to_string()])
+}
+
+/// Seed of the bootstrap interval of the change of `b` relative to `a` in one cell.
+pub fn change_seed(a: &str, b: &str, condition: &str, size: u64) -> u64 {
+    stats::seed_from(&["change", a, b, condition, &size.to_string()])
+}
+
+/// Summary of the successful TTLBs of one arm in one cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub n: usize,
+    pub median_ms: f64,
+    pub p25_ms: f64,
+    pub p75_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Bootstrap 95 % interval of the median; `None` below 2 trials.
+    pub median_ci: Option<Interval>,
+}
+
+/// One arm in one (condition, size) cell.
+#[derive(Debug, Clone)]
+pub struct ArmCell<'a> {
+    pub arm: usize,
+    pub condition: usize,
+    pub size: usize,
+    /// Successful trials, by ascending TTLB (ties by iteration, then id).
+    pub ok: Vec<&'a Trial>,
+    /// Their TTLBs in the same order.
+    pub ttlb_ms: Vec<f64>,
+    /// Failed trials by iteration.
+    pub failed: Vec<&'a Trial>,
+    pub summary: Option<Summary>,
+    pub ttfb_median_ms: Option<f64>,
+    pub retransmissions_median: Option<f64>,
+    pub handshake_rtts_median: Option<f64>,
+    /// Successful trials whose handshake needed a HelloRetryRequest.
+    pub hello_retries: usize,
+    /// Successful trials with at least one RTT sample below the path's minimum, and the samples.
+    pub impossible_rtt_trials: usize,
+    pub impossible_rtt_samples: u64,
+    /// Distinct failure reasons with their counts, in order of first appearance.
+    pub failure_reasons: Vec<(String, usize)>,
+    /// The trial whose timeline represents the arm: see [`median_trial`].
+    pub median_trial: Option<&'a Trial>,
+}
+
+/// The change of b relative to a in one cell, when both arms have [`MIN_TRIALS`] successes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub median_a_ms: f64,
+    pub median_b_ms: f64,
+    /// `median_b - median_a`.
+    pub diff_ms: f64,
+    /// The same in round trips of the condition's minimum RTT; `None` if that RTT is not positive.
+    pub diff_rtts: Option<f64>,
+    /// `(median_b - median_a) / median_a`.
+    pub rel: f64,
+    /// Bootstrap 95 % interval of `rel`.
+    pub ci: Option<Interval>,
+    /// Two-sided Mann-Whitney p-value of the two TTLB samples.
+    pub p: Option<f64>,
+    /// Whether the interval excludes 0.
+    pub significant: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChangeCell {
+    pub condition: usize,
+    pub size: usize,
+    pub n_a: usize,
+    pub n_b: usize,
+    pub change: Option<Change>,
+}
+
+/// One comparison of the campaign with its arms resolved to indices.
+#[derive(Debug, Clone)]
+pub struct ComparisonAnalysis {
+    /// Index of the comparison in `Campaign::comparisons`.
+    pub index: usize,
+    pub a: usize,
+    pub b: usize,
+    /// Row-major: `cells[condition * sizes + size]`.
+    pub cells: Vec<ChangeCell>,
+    n_sizes: usize,
+}
+
+impl ComparisonAnalysis {
+    /// The cell under `condition` at `size` (indices into the campaign's lists).
+    pub fn cell(&self, condition: usize, size: usize) -> &ChangeCell {
+        &self.cells[condition * self.n_sizes + size]
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Analysis<'a> {
+    pub campaign: &'a Campaign,
+    /// `cells[(condition * sizes + size) * arms + arm]`.
+    cells: Vec<ArmCell<'a>>,
+    pub comparisons: Vec<ComparisonAnalysis>,
+    /// Comparisons naming an arm the campaign does not have, as "a vs b".
+    pub unresolved_comparisons: Vec<String>,
+    /// Trials whose arm, condition or size is not in the campaign's lists.
+    pub unmatched: Vec<&'a Trial>,
+}
+
+/// The metrics of a successful trial.
+pub fn metrics(t: &Trial) -> Option<&Metrics> {
+    t.outcome.as_ref().ok()
+}
+
+fn ttlb(t: &Trial) -> Option<f64> {
+    metrics(t).map(|m| m.ttlb_ms)
+}
+
+/// Orders trials by TTLB, then iteration, then id, so every choice among equal TTLBs is fixed.
+fn by_ttlb(a: &&Trial, b: &&Trial) -> std::cmp::Ordering {
+    let ka = ttlb(a).unwrap_or(f64::INFINITY);
+    let kb = ttlb(b).unwrap_or(f64::INFINITY);
+    ka.total_cmp(&kb)
+        .then(a.iteration.cmp(&b.iteration))
+        .then(a.id.cmp(&b.id))
+}
+
+/// The trial whose TTLB is the median among the successful trials with a non-empty timeline:
+/// the lower median for an even count (so it is a real trial), ties broken by iteration then id.
+pub fn median_trial<'a>(trials: impl IntoIterator<Item = &'a Trial>) -> Option<&'a Trial> {
+    let mut with_timeline: Vec<&Trial> = trials
+        .into_iter()
+        .filter(|t| metrics(t).is_some_and(|m| !m.timeline.is_empty()))
+        .collect();
+    with_timeline.sort_by(by_ttlb);
+    let n = with_timeline.len();
+    (n > 0).then(|| with_timeline[(n - 1) / 2])
+}
+
+fn median_of(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = values.collect();
+    stats::median(&v)
+}
+
+impl<'a> Analysis<'a> {
+    pub fn new(campaign: &'a Campaign) -> Self {
+        let (n_arms, n_sizes) = (campaign.arms.len(), campaign.sizes.len());
+        let n_cells = campaign.conditions.len() * n_sizes * n_arms;
+        let arm_ix: BTreeMap<&str, usize> = index_by(campaign.arms.iter().map(|a| &a.name[..]));
+        let cond_ix: BTreeMap<&str, usize> =
+            index_by(campaign.conditions.iter().map(|c| &c.name[..]));
+        let size_ix: BTreeMap<u64, usize> = campaign
+            .sizes
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, &s)| (s, i))
+            .collect();
+
+        let mut buckets: Vec<Vec<&Trial>> = vec![Vec::new(); n_cells];
+        let mut unmatched = Vec::new();
+        for t in &campaign.trials {
+            let found = (
+                arm_ix.get(t.arm.as_str()),
+                cond_ix.get(t.condition.as_str()),
+                size_ix.get(&t.size),
+            );
+            match found {
+                (Some(&a), Some(&c), Some(&s)) => buckets[(c * n_sizes + s) * n_arms + a].push(t),
+                _ => unmatched.push(t),
+            }
+        }
+
+        let mut cells = Vec::with_capacity(n_cells);
+        for (i, trials) in buckets.into_iter().enumerate() {
+            let arm = i % n_arms;
+            let size = (i / n_arms) % n_sizes;
+            let condition = i / (n_arms * n_sizes);
+            cells.push(arm_cell(campaign, arm, condition, size, trials));
+        }
+
+        let mut comparisons = Vec::new();
+        let mut unresolved_comparisons = Vec::new();
+        for (index, cmp) in campaign.comparisons.iter().enumerate() {
+            let (Some(&a), Some(&b)) = (arm_ix.get(cmp.a.as_str()), arm_ix.get(cmp.b.as_str()))
+            else {
+                unresolved_comparisons.push(format!("{} vs {}", cmp.b, cmp.a));
+                continue;
+            };
+            let mut ccells = Vec::with_capacity(campaign.conditions.len() * n_sizes);
+            for condition in 0..campaign.conditions.len() {
+                for size in 0..n_sizes {
+                    let ca = &cells[(condition * n_sizes + size) * n_arms + a];
+                    let cb = &cells[(condition * n_sizes + size) * n_arms + b];
+                    ccells.push(change_cell(campaign, ca, cb));
+                }
+            }
+            comparisons.push(ComparisonAnalysis {
+                index,
+                a,
+                b,
+                cells: ccells,
+                n_sizes,
+            });
+        }
+
+        Analysis {
+            campaign,
+            cells,
+            comparisons,
+            unresolved_comparisons,
+            unmatched,
+        }
+    }
+
+    /// The cell of `arm` under `condition` at `size` (indices into the campaign's lists).
+    pub fn cell(&self, condition: usize, size: usize, arm: usize) -> &ArmCell<'a> {
+        let c = self.campaign;
+        &self.cells[(condition * c.sizes.len() + size) * c.arms.len() + arm]
+    }
+
+    /// Every cell of one arm, in condition then size order.
+    pub fn arm_cells(&self, arm: usize) -> impl Iterator<Item = &ArmCell<'a>> {
+        self.cells.iter().filter(move |c| c.arm == arm)
+    }
+
+    /// Successful and failed trials among those matched to the plan.
+    pub fn counts(&self) -> (usize, usize) {
+        self.cells.iter().fold((0, 0), |(ok, failed), c| {
+            (ok + c.ok.len(), failed + c.failed.len())
+        })
+    }
+}
+
+/// First index of each name (a duplicated name keeps its first position).
+fn index_by<'s>(
+    names: impl DoubleEndedIterator<Item = &'s str> + ExactSizeIterator,
+) -> BTreeMap<&'s str, usize> {
+    names.enumerate().rev().map(|(i, n)| (n, i)).collect()
+}
+
+fn arm_cell<'a>(
+    campaign: &Campaign,
+    arm: usize,
+    condition: usize,
+    size: usize,
+    trials: Vec<&'a Trial>,
+) -> ArmCell<'a> {
+    let (mut ok, mut failed): (Vec<&Trial>, Vec<&Trial>) =
+        trials.into_iter().partition(|t| t.outcome.is_ok());
+    ok.sort_by(by_ttlb);
+    failed.sort_by(|a, b| a.iteration.cmp(&b.iteration).then(a.id.cmp(&b.id)));
+    let ttlb_ms: Vec<f64> = ok.iter().filter_map(|t| ttlb(t)).collect();
+    let summary = (!ttlb_ms.is_empty()).then(|| {
+        let q = |p| stats::quantile_sorted(&ttlb_ms, p).unwrap_or(f64::NAN);
+        Summary {
+            n: ttlb_ms.len(),
+            median_ms: q(0.5),
+            p25_ms: q(0.25),
+            p75_ms: q(0.75),
+            min_ms: ttlb_ms[0],
+            max_ms: ttlb_ms[ttlb_ms.len() - 1],
+            median_ci: stats::bootstrap_median_ci(
+                &ttlb_ms,
+                median_seed(
+                    &campaign.arms[arm].name,
+                    &campaign.conditions[condition].name,
+                    campaign.sizes[size],
+                ),
+            ),
+        }
+    });
+    let ms: Vec<&Metrics> = ok.iter().filter_map(|t| metrics(t)).collect();
+    let mut failure_reasons: Vec<(String, usize)> = Vec::new();
+    for t in &failed {
+        if let Err(reason) = &t.outcome {
+            match failure_reasons.iter_mut().find(|(r, _)| r == reason) {
+                Some((_, n)) => *n += 1,
+                None => failure_reasons.push((reason.clone(), 1)),
+            }
+        }
+    }
+    ArmCell {
+        arm,
+        condition,
+        size,
+        ttfb_median_ms: median_of(ms.iter().map(|m| m.ttfb_ms)),
+        retransmissions_median: median_of(
+            ms.iter()
+                .filter_map(|m| m.retransmissions.map(|r| r as f64)),
+        ),
+        handshake_rtts_median: median_of(ms.iter().filter_map(|m| m.handshake_rtts)),
+        hello_retries: ms.iter().filter(|m| m.hello_retry).count(),
+        impossible_rtt_trials: ms
+            .iter()
+            .filter(|m| m.impossible_rtt_samples.unwrap_or(0) > 0)
+            .count(),
+        impossible_rtt_samples: ms.iter().filter_map(|m| m.impossible_rtt_samples).sum(),
+        median_trial: median_trial(ok.iter().copied()),
+        failure_reasons,
+        summary,
+        ttlb_ms,
+        ok,
+        failed,
+    }
+}
+
+fn change_cell(campaign: &Campaign, a: &ArmCell, b: &ArmCell) -> ChangeCell {
+    let cond = &campaign.conditions[a.condition];
+    let (n_a, n_b) = (a.ttlb_ms.len(), b.ttlb_ms.len());
+    let change = (n_a >= MIN_TRIALS && n_b >= MIN_TRIALS)
+        .then(|| {
+            let ma = stats::quantile_sorted(&a.ttlb_ms, 0.5)?;
+            let mb = stats::quantile_sorted(&b.ttlb_ms, 0.5)?;
+            if ma == 0.0 {
+                return None;
+            }
+            let seed = change_seed(
+                &campaign.arms[a.arm].name,
+                &campaign.arms[b.arm].name,
+                &cond.name,
+                campaign.sizes[a.size],
+            );
+            let ci = stats::bootstrap_relative_change_ci(&a.ttlb_ms, &b.ttlb_ms, seed);
+            Some(Change {
+                median_a_ms: ma,
+                median_b_ms: mb,
+                diff_ms: mb - ma,
+                diff_rtts: (cond.rtt_ms > 0.0).then(|| (mb - ma) / cond.rtt_ms),
+                rel: (mb - ma) / ma,
+                significant: ci.is_some_and(|ci| !ci.contains(0.0)),
+                ci,
+                p: stats::mann_whitney(&b.ttlb_ms, &a.ttlb_ms).map(|r| r.p),
+            })
+        })
+        .flatten();
+    ChangeCell {
+        condition: a.condition,
+        size: a.size,
+        n_a,
+        n_b,
+        change,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Arm, Comparison, Condition, TimelinePoint};
+
+    fn trial(arm: &str, iteration: u32, ttlb: f64, timeline: bool) -> Trial {
+        Trial {
+            id: format!("{arm}-{iteration}"),
+            arm: arm.into(),
+            condition: "c".into(),
+            size: 1000,
+            iteration,
+            seed: u64::from(iteration),
+            outcome: Ok(Metrics {
+                ttlb_ms: ttlb,
+                ttfb_ms: ttlb / 2.0,
+                timeline: if timeline {
+                    vec![TimelinePoint {
+                        t_ms: ttlb,
+                        acked_bytes: 1000,
+                        ..Default::default()
+                    }]
+                } else {
+                    Vec::new()
+                },
+                ..Default::default()
+            }),
+            artifacts: None,
+        }
+    }
+
+    #[test]
+    fn median_trial_is_the_lower_median_among_trials_with_timelines() {
+        let ts = [
+            trial("x", 0, 50.0, true),
+            trial("x", 1, 10.0, true),
+            trial("x", 2, 40.0, true),
+            trial("x", 3, 30.0, false), // would be the median of all, but has no timeline
+            trial("x", 4, 20.0, true),
+        ];
+        // With timelines: 10, 20, 40, 50 -> lower median 20 (iteration 4).
+        assert_eq!(median_trial(&ts).map(|t| t.iteration), Some(4));
+        // Odd count: 10, 20, 40 -> 20.
+        assert_eq!(median_trial(&ts[1..]).map(|t| t.iteration), Some(4));
+        let mut failed = trial("x", 9, 1.0, true);
+        failed.outcome = Err("boom".into());
+        assert_eq!(median_trial([&failed]).map(|t| t.iteration), None);
+        // Equal TTLBs: the earlier iteration wins, whatever the input order.
+        let tie = [trial("x", 7, 5.0, true), trial("x", 6, 5.0, true)];
+        assert_eq!(median_trial(&tie).map(|t| t.iteration), Some(6));
+    }
+
+    #[test]
+    fn cells_group_trials_and_set_aside_strangers() {
+        let mut c = Campaign {
+            arms: vec![
+                Arm {
+                    name: "a".into(),
+                    ..Default::default()
+                },
+                Arm {
+                    name: "b".into(),
+                    ..Default::default()
+                },
+            ],
+            conditions: vec![Condition {
+                name: "c".into(),
+                rtt_ms: 20.0,
+                ..Default::default()
+            }],
+            sizes: vec![1000],
+            comparisons: vec![
+                Comparison {
+                    a: "a".into(),
+                    b: "b".into(),
+                },
+                Comparison {
+                    a: "a".into(),
+                    b: "nope".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        for i in 0..5 {
+            c.trials.push(trial("a", i, 100.0 + f64::from(i), true));
+            c.trials.push(trial("b", i, 60.0 + f64::from(i), true));
+        }
+        c.trials.push(trial("zz", 0, 1.0, true));
+        let mut f = trial("a", 5, 0.0, false);
+        f.outcome = Err("timeout".into());
+        c.trials.push(f);
+        let an = Analysis::new(&c);
+        assert_eq!(an.unmatched.len(), 1);
+        assert_eq!(an.unresolved_comparisons, vec!["nope vs a".to_string()]);
+        assert_eq!(an.counts(), (10, 1));
+        let cell = an.cell(0, 0, 0);
+        assert_eq!(cell.failure_reasons, vec![("timeout".to_string(), 1)]);
+        assert_eq!(cell.summary.as_ref().map(|s| s.median_ms), Some(102.0));
+        let ch = an.comparisons[0].cell(0, 0).change.clone().unwrap();
+        assert_eq!(ch.median_a_ms, 102.0);
+        assert_eq!(ch.median_b_ms, 62.0);
+        assert_eq!(ch.diff_rtts, Some(-2.0));
+        assert!((ch.rel + 40.0 / 102.0).abs() < 1e-12);
+        // Completely separated samples: significant, and the interval is the stats module's.
+        assert!(ch.significant);
+        let ci = stats::bootstrap_relative_change_ci(
+            &cell.ttlb_ms,
+            &an.cell(0, 0, 1).ttlb_ms,
+            change_seed("a", "b", "c", 1000),
+        );
+        assert_eq!(ch.ci, ci);
+    }
+}

@@ -1,0 +1,475 @@
+//! The small SVG toolkit every section draws with: arm colours, 1-2-5 ticks, an x/y frame with
+//! gridlines, labelled axes and a legend, and the diverging scale of the heatmaps.
+//!
+//! Contract: output is a self-contained `<svg>` element (namespace, size and font set on the
+//! element itself, so it also renders when saved alone), well-formed XML, with every text escaped
+//! and every coordinate printed with one decimal so the same input gives the same bytes. Text
+//! widths are estimated from character counts (no font is read), with margins to spare.
+
+use crate::html::esc;
+use crate::units;
+use std::fmt::Write;
+
+/// Font stack of charts and page alike: fonts every system has, nothing downloaded.
+pub const FONT_FAMILY: &str =
+    "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif";
+
+/// Okabe-Ito colours, ordered so the first arms get the most distinct ones on white (yellow
+/// last: it reads poorly as a thin line).
+const PALETTE: [&str; 8] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
+];
+
+/// The colour of the arm at `index` in `Campaign::arms`, the same in every chart and table.
+pub fn arm_colour(index: usize) -> &'static str {
+    PALETTE[index % PALETTE.len()]
+}
+
+/// Fill of heatmap cells whose confidence interval includes 0.
+pub const NEUTRAL_FILL: &str = "#e3e3e3";
+/// Text of those cells.
+pub const MUTED_TEXT: &str = "#6b6b6b";
+
+/// A coordinate with one decimal ("-0.0" printed as "0").
+pub fn c(v: f64) -> String {
+    let s = format!("{v:.1}");
+    match s.as_str() {
+        "-0.0" | "0.0" => "0".to_string(),
+        _ => s.strip_suffix(".0").map(str::to_string).unwrap_or(s),
+    }
+}
+
+/// Estimated width in px of `s` at `size` px: 0.6 em per character is wide for digits and
+/// lower case in the fonts above, so labels get room to spare.
+pub fn text_width(s: &str, size: f64) -> f64 {
+    s.chars().count() as f64 * size * 0.6
+}
+
+/// Evenly spaced "nice" values (steps of 1, 2 or 5 times a power of ten) covering `[lo, hi]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ticks {
+    /// First tick, at or below the data's minimum.
+    pub lo: f64,
+    /// Last tick, at or above the data's maximum.
+    pub hi: f64,
+    pub step: f64,
+    pub values: Vec<f64>,
+}
+
+impl Ticks {
+    /// Ticks covering `[lo, hi]` with about `target` intervals (never more than `2 * target`).
+    pub fn new(lo: f64, hi: f64, target: usize) -> Ticks {
+        let (lo, hi) = match (lo.is_finite(), hi.is_finite()) {
+            (true, true) if hi > lo => (lo, hi),
+            (true, _) => (lo, lo + 1.0),
+            _ => (0.0, 1.0),
+        };
+        let raw = (hi - lo) / target.max(1) as f64;
+        let mag = 10f64.powf(raw.log10().floor());
+        let norm = raw / mag;
+        let step = mag
+            // The slack absorbs rounding in `raw / mag` (0.2 / 0.1 is not exactly 2).
+            * if norm <= 1.0 + 1e-9 {
+                1.0
+            } else if norm <= 2.0 + 1e-9 {
+                2.0
+            } else if norm <= 5.0 + 1e-9 {
+                5.0
+            } else {
+                10.0
+            };
+        // Work in whole steps so tick values do not accumulate rounding error; the small slack
+        // keeps a bound that is already a multiple of the step from growing an extra tick.
+        let first = (lo / step + 1e-9).floor() as i64;
+        let last = (hi / step - 1e-9).ceil() as i64;
+        let values: Vec<f64> = (first..=last.max(first + 1))
+            .map(|k| k as f64 * step)
+            .collect();
+        Ticks {
+            lo: values[0],
+            hi: values[values.len() - 1],
+            step,
+            values,
+        }
+    }
+
+    /// A tick's label: as many decimals as the step needs, thousands grouped.
+    pub fn label(&self, v: f64) -> String {
+        let decimals = if self.step >= 1.0 {
+            0
+        } else {
+            (-self.step.log10()).ceil() as usize
+        };
+        units::number(v, decimals)
+    }
+}
+
+/// What a legend entry looks like.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mark {
+    Line,
+    Dot,
+    /// A hollow circle, for events on a curve.
+    Ring,
+}
+
+#[derive(Debug, Clone)]
+pub struct LegendEntry {
+    pub label: String,
+    pub colour: String,
+    pub mark: Mark,
+}
+
+const LEGEND_ROW: f64 = 16.0;
+const FONT_SIZE: f64 = 11.0;
+const TICK_FONT: f64 = 10.5;
+
+/// Lays out `entries` in rows no wider than `width`; returns each entry's (x, row) and the
+/// number of rows.
+fn legend_layout(entries: &[LegendEntry], width: f64) -> (Vec<(f64, usize)>, usize) {
+    let mut pos = Vec::with_capacity(entries.len());
+    let (mut x, mut row) = (0.0, 0);
+    for e in entries {
+        let w = 20.0 + text_width(&e.label, FONT_SIZE) + 14.0;
+        if x > 0.0 && x + w > width {
+            x = 0.0;
+            row += 1;
+        }
+        pos.push((x, row));
+        x += w;
+    }
+    (pos, if entries.is_empty() { 0 } else { row + 1 })
+}
+
+fn draw_legend(out: &mut String, entries: &[LegendEntry], left: f64, top: f64, width: f64) {
+    let (pos, _) = legend_layout(entries, width);
+    for (e, (x, row)) in entries.iter().zip(pos) {
+        let x = left + x;
+        let y = top + row as f64 * LEGEND_ROW + LEGEND_ROW / 2.0;
+        let col = esc(&e.colour);
+        match e.mark {
+            Mark::Line => {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{col}" stroke-width="2.5"/>"#,
+                    c(x),
+                    c(y),
+                    c(x + 16.0),
+                    c(y)
+                );
+            }
+            Mark::Dot => {
+                let _ = write!(
+                    out,
+                    r#"<circle cx="{}" cy="{}" r="4" fill="{col}"/>"#,
+                    c(x + 8.0),
+                    c(y)
+                );
+            }
+            Mark::Ring => {
+                let _ = write!(
+                    out,
+                    r##"<circle cx="{}" cy="{}" r="3" fill="#ffffff" stroke="{col}" stroke-width="1.5"/>"##,
+                    c(x + 8.0),
+                    c(y)
+                );
+            }
+        }
+        let _ = write!(
+            out,
+            r##"<text x="{}" y="{}" dominant-baseline="central" fill="#222">{}</text>"##,
+            c(x + 20.0),
+            c(y),
+            esc(&e.label)
+        );
+    }
+}
+
+/// Opening tag of a standalone SVG element of `width` x `height` px.
+pub fn svg_open(out: &mut String, width: f64, height: f64, label: &str) {
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{}" font-family="{}" font-size="{FONT_SIZE}">"#,
+        esc(label),
+        esc(FONT_FAMILY),
+        w = c(width),
+        h = c(height),
+    );
+    // Opaque, so the chart reads the same when saved and viewed on its own.
+    out.push_str(r##"<rect width="100%" height="100%" fill="#ffffff"/>"##);
+}
+
+/// What an x/y chart shows, before any data is drawn.
+#[derive(Debug, Clone)]
+pub struct XySpec {
+    pub width: f64,
+    pub height: f64,
+    /// Read by screen readers; also the chart's `aria-label`.
+    pub title: String,
+    /// Axis titles with their units, e.g. "time since the client's first packet (ms)".
+    pub x_label: String,
+    pub y_label: String,
+    pub x: Ticks,
+    pub y: Ticks,
+    pub legend: Vec<LegendEntry>,
+    /// Room right of the plot area for a band of values that have no x (e.g. "none").
+    pub right_band: f64,
+}
+
+/// The plot area of an x/y chart and its mapping from data to pixels.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub left: f64,
+    pub top: f64,
+    pub width: f64,
+    pub height: f64,
+    pub x: Ticks,
+    pub y: Ticks,
+}
+
+impl Frame {
+    pub fn px(&self, v: f64) -> f64 {
+        self.left + (v - self.x.lo) / (self.x.hi - self.x.lo) * self.width
+    }
+
+    pub fn py(&self, v: f64) -> f64 {
+        self.top + self.height - (v - self.y.lo) / (self.y.hi - self.y.lo) * self.height
+    }
+
+    pub fn right(&self) -> f64 {
+        self.left + self.width
+    }
+
+    pub fn bottom(&self) -> f64 {
+        self.top + self.height
+    }
+}
+
+/// Starts an x/y chart: opens the `<svg>`, draws the legend, gridlines, axes, tick labels and
+/// axis titles, and returns the frame to draw data into. Close with [`svg_close`].
+pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
+    svg_open(out, spec.width, spec.height, &spec.title);
+    let y_labels: Vec<String> = spec.y.values.iter().map(|&v| spec.y.label(v)).collect();
+    let y_label_w = y_labels
+        .iter()
+        .map(|l| text_width(l, TICK_FONT))
+        .fold(0.0, f64::max);
+    let left = 8.0 + 14.0 + 6.0 + y_label_w + 6.0;
+    // Room for half of the last x tick label ("1,000").
+    let right = 22.0 + spec.right_band;
+    let (_, rows) = legend_layout(&spec.legend, spec.width - left - right + 30.0);
+    let top = 10.0 + rows as f64 * LEGEND_ROW + if rows > 0 { 6.0 } else { 0.0 };
+    let bottom = 40.0;
+    let frame = Frame {
+        left,
+        top,
+        width: spec.width - left - right,
+        height: spec.height - top - bottom,
+        x: spec.x.clone(),
+        y: spec.y.clone(),
+    };
+    draw_legend(out, &spec.legend, left - 30.0, 6.0, frame.width + 30.0);
+    out.push_str(r##"<g stroke="#e6e6e6" stroke-width="1">"##);
+    for &v in &spec.x.values {
+        let x = frame.px(v);
+        let _ = write!(
+            out,
+            r#"<line x1="{x}" y1="{}" x2="{x}" y2="{}"/>"#,
+            c(frame.top),
+            c(frame.bottom()),
+            x = c(x)
+        );
+    }
+    for &v in &spec.y.values {
+        let y = frame.py(v);
+        let _ = write!(
+            out,
+            r#"<line x1="{}" y1="{y}" x2="{}" y2="{y}"/>"#,
+            c(frame.left),
+            c(frame.right()),
+            y = c(y)
+        );
+    }
+    out.push_str("</g>");
+    let _ = write!(
+        out,
+        r##"<path d="M{l} {t}V{b}H{r}" fill="none" stroke="#555" stroke-width="1"/>"##,
+        l = c(frame.left),
+        t = c(frame.top),
+        b = c(frame.bottom()),
+        r = c(frame.right())
+    );
+    let _ = write!(
+        out,
+        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="middle">"##
+    );
+    for &v in &spec.x.values {
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{}">{}</text>"#,
+            c(frame.px(v)),
+            c(frame.bottom() + 14.0),
+            esc(&spec.x.label(v))
+        );
+    }
+    out.push_str("</g>");
+    let _ = write!(
+        out,
+        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
+    );
+    for (&v, l) in spec.y.values.iter().zip(&y_labels) {
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{}" dominant-baseline="central">{}</text>"#,
+            c(frame.left - 5.0),
+            c(frame.py(v)),
+            esc(l)
+        );
+    }
+    out.push_str("</g>");
+    let _ = write!(
+        out,
+        r##"<text x="{}" y="{}" text-anchor="middle" fill="#222">{}</text>"##,
+        c(frame.left + frame.width / 2.0),
+        c(spec.height - 8.0),
+        esc(&spec.x_label)
+    );
+    let (yx, yy) = (14.0, frame.top + frame.height / 2.0);
+    let _ = write!(
+        out,
+        r##"<text transform="translate({},{}) rotate(-90)" text-anchor="middle" fill="#222">{}</text>"##,
+        c(yx),
+        c(yy),
+        esc(&spec.y_label)
+    );
+    frame
+}
+
+/// A message in the middle of a chart that has no data to show.
+pub fn empty_chart(title: &str, width: f64, height: f64, message: &str) -> String {
+    let mut out = String::new();
+    svg_open(&mut out, width, height, title);
+    let _ = write!(
+        out,
+        r##"<rect x="0.5" y="0.5" width="{}" height="{}" fill="#fafafa" stroke="#ddd"/><text x="{}" y="{}" text-anchor="middle" fill="{MUTED_TEXT}">{}</text>"##,
+        c(width - 1.0),
+        c(height - 1.0),
+        c(width / 2.0),
+        c(height / 2.0),
+        esc(message)
+    );
+    svg_close(&mut out);
+    out
+}
+
+pub fn svg_close(out: &mut String) {
+    out.push_str("</svg>");
+}
+
+/// A polyline through `points` (already in pixels).
+pub fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str, width: f64) {
+    if points.is_empty() {
+        return;
+    }
+    let mut d = String::with_capacity(points.len() * 12);
+    for (i, (x, y)) in points.iter().enumerate() {
+        let _ = write!(d, "{}{} {}", if i == 0 { "M" } else { "L" }, c(*x), c(*y));
+    }
+    let _ = write!(
+        out,
+        r#"<path d="{d}" fill="none" stroke="{}" stroke-width="{}" stroke-linejoin="round"/>"#,
+        esc(colour),
+        c(width)
+    );
+}
+
+/// Heatmap colour of a relative change: white at 0, ColorBrewer RdBu blue for negative (faster)
+/// and red for positive (slower), full intensity at `|change| >= saturate`. Returns the fill
+/// and whether text on it should be white.
+pub fn diverging(change: f64, saturate: f64) -> (String, bool) {
+    const BLUE: [[u8; 3]; 5] = [
+        [0xf7, 0xf7, 0xf7],
+        [0xd1, 0xe5, 0xf0],
+        [0x92, 0xc5, 0xde],
+        [0x43, 0x93, 0xc3],
+        [0x21, 0x66, 0xac],
+    ];
+    const RED: [[u8; 3]; 5] = [
+        [0xf7, 0xf7, 0xf7],
+        [0xfd, 0xdb, 0xc7],
+        [0xf4, 0xa5, 0x82],
+        [0xd6, 0x60, 0x4d],
+        [0xb2, 0x18, 0x2b],
+    ];
+    let stops = if change < 0.0 { &BLUE } else { &RED };
+    let t = if change.is_finite() {
+        (change.abs() / saturate).min(1.0)
+    } else {
+        0.0
+    };
+    let pos = t * (stops.len() - 1) as f64;
+    let i = (pos.floor() as usize).min(stops.len() - 2);
+    let f = pos - i as f64;
+    let mix = |k: usize| {
+        let (a, b) = (f64::from(stops[i][k]), f64::from(stops[i + 1][k]));
+        (a + (b - a) * f).round() as u8
+    };
+    (
+        format!("#{:02x}{:02x}{:02x}", mix(0), mix(1), mix(2)),
+        t > 0.62,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_step_by_1_2_5_and_cover_the_data() {
+        let t = Ticks::new(0.0, 812.0, 5);
+        assert_eq!(t.step, 200.0);
+        assert_eq!(t.values, vec![0.0, 200.0, 400.0, 600.0, 800.0, 1000.0]);
+        let t = Ticks::new(0.0, 1.0, 5);
+        assert_eq!(t.step, 0.2);
+        assert_eq!(t.label(t.values[3]), "0.6");
+        assert_eq!(t.lo, 0.0);
+        assert!((t.hi - 1.0).abs() < 1e-12);
+        let t = Ticks::new(3.2, 4.9, 4);
+        assert_eq!(t.step, 0.5);
+        assert!(t.lo <= 3.2 && t.hi >= 4.9);
+        assert_eq!(t.label(4000.0), "4,000.0");
+        // Degenerate ranges still give a usable axis.
+        let t = Ticks::new(5.0, 5.0, 5);
+        assert!(t.hi > t.lo && t.values.len() >= 2);
+        for target in 1..10 {
+            let t = Ticks::new(0.0, 4_731.0, target);
+            assert!(t.values.len() - 1 <= 2 * target, "{target}: {:?}", t.values);
+            let mant = t.step / 10f64.powf(t.step.log10().floor());
+            assert!([1.0, 2.0, 5.0].iter().any(|m| (mant - m).abs() < 1e-9));
+        }
+    }
+
+    #[test]
+    fn diverging_is_blue_for_faster_red_for_slower_and_saturates() {
+        let hex = |s: &str| {
+            let p = |i| u8::from_str_radix(&s[i..i + 2], 16).unwrap();
+            (p(1), p(3), p(5))
+        };
+        let (blue, _) = diverging(-0.3, 0.5);
+        let (r, _, b) = hex(&blue);
+        assert!(b > r);
+        let (red, _) = diverging(0.3, 0.5);
+        let (r, _, b) = hex(&red);
+        assert!(r > b);
+        assert_eq!(diverging(0.5, 0.5), diverging(2.0, 0.5));
+        assert_eq!(diverging(0.0, 0.5).0, "#f7f7f7");
+        assert!(diverging(-0.5, 0.5).1, "white text on full blue");
+    }
+
+    #[test]
+    fn coordinates_print_compactly() {
+        assert_eq!(c(-0.01), "0");
+        assert_eq!(c(12.0), "12");
+        assert_eq!(c(12.34), "12.3");
+    }
+}

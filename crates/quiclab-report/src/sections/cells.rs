@@ -1,0 +1,551 @@
+//! Every (condition, size) cell in detail, grouped under its condition in a `<details>` (the
+//! first open): the ACKed bytes over time of each arm's median trial (the study's Figures 5/7),
+//! the TTLB CDF of each arm, TTLB against the offset of the first retransmission (Figure 6), and
+//! tables of per-arm statistics and of the comparisons in that cell.
+
+use crate::analysis::{Analysis, ArmCell, metrics};
+use crate::chart::{
+    Frame, LegendEntry, Mark, Ticks, XySpec, arm_colour, c, empty_chart, polyline, svg_close,
+    xy_frame,
+};
+use crate::html::esc;
+use crate::stats;
+use crate::units;
+use std::fmt::Write;
+
+const W: f64 = 400.0;
+const H: f64 = 280.0;
+
+pub fn render(an: &Analysis) -> Option<String> {
+    let camp = an.campaign;
+    if camp.conditions.is_empty() || camp.sizes.is_empty() || camp.arms.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    out.push_str(
+        "<p class=\"muted\">One panel per condition (open one to see its object sizes). Colours \
+         follow the arms in the header throughout.</p>\n",
+    );
+    for (ci, cond) in camp.conditions.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<details class=\"condition\" id=\"cond-{ci}\"{}>\n<summary><h3>{}</h3> \
+             <span class=\"muted\">{}</span></summary>\n",
+            if ci == 0 { " open" } else { "" },
+            esc(&cond.name),
+            esc(&cond.label)
+        );
+        for s in 0..camp.sizes.len() {
+            cell(&mut out, an, ci, s);
+        }
+        out.push_str("</details>\n");
+    }
+    Some(out)
+}
+
+fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
+    let camp = an.campaign;
+    let title = format!(
+        "{} · {}",
+        camp.conditions[ci].name,
+        units::size(camp.sizes[s])
+    );
+    let _ = write!(
+        out,
+        "<section class=\"cell\" id=\"cell-{ci}-{s}\">\n<h4>{}</h4>\n<div class=\"charts\">\n",
+        esc(&title)
+    );
+    let arms: Vec<&ArmCell> = (0..camp.arms.len()).map(|a| an.cell(ci, s, a)).collect();
+    let (svg, caption) = acked_chart(an, &arms, &title);
+    figure(out, &svg, &caption);
+    let (svg, caption) = cdf_chart(an, &arms, &title);
+    figure(out, &svg, &caption);
+    let (svg, caption) = retransmit_chart(an, &arms, &title, camp.sizes[s]);
+    figure(out, &svg, &caption);
+    out.push_str("</div>\n");
+    arm_table(out, an, &arms, ci);
+    comparison_table(out, an, ci, s);
+    out.push_str("</section>\n");
+}
+
+fn figure(out: &mut String, svg: &str, caption: &str) {
+    let _ = writeln!(
+        out,
+        "<figure>{svg}<figcaption>{caption}</figcaption></figure>"
+    );
+}
+
+fn arm_legend(
+    an: &Analysis,
+    arms: &[&ArmCell],
+    label: impl Fn(&ArmCell) -> Option<String>,
+    mark: Mark,
+) -> Vec<LegendEntry> {
+    arms.iter()
+        .filter_map(|cell| {
+            label(cell).map(|l| LegendEntry {
+                label: format!("{} {l}", an.campaign.arms[cell.arm].name),
+                colour: arm_colour(cell.arm).to_string(),
+                mark,
+            })
+        })
+        .map(|mut e| {
+            e.label = e.label.trim_end().to_string();
+            e
+        })
+        .collect()
+}
+
+/// Cumulative ACKed bytes of each arm's median trial, with congestion events as rings.
+fn acked_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) {
+    let chart_title = format!("ACKed bytes over time, {title}");
+    let series: Vec<(&ArmCell, &crate::model::Trial)> = arms
+        .iter()
+        .filter_map(|a| a.median_trial.map(|t| (*a, t)))
+        .collect();
+    if series.is_empty() {
+        return (
+            empty_chart(&chart_title, W, H, "no sender timeline recorded"),
+            "ACKed bytes over time: no successful trial kept a timeline.".into(),
+        );
+    }
+    let timelines: Vec<_> = series
+        .iter()
+        .filter_map(|(a, t)| metrics(t).map(|m| (*a, *t, &m.timeline)))
+        .collect();
+    let x_max = timelines
+        .iter()
+        .flat_map(|(_, _, tl)| tl.iter().map(|p| p.t_ms))
+        .fold(0.0, f64::max);
+    let y_max = timelines
+        .iter()
+        .flat_map(|(_, _, tl)| tl.iter().map(|p| p.acked_bytes as f64))
+        .fold(0.0, f64::max);
+    let (div, unit) = units::byte_unit(y_max);
+    let mut legend: Vec<LegendEntry> = timelines
+        .iter()
+        .map(|(a, t, _)| LegendEntry {
+            label: format!(
+                "{} (it. {}, {})",
+                an.campaign.arms[a.arm].name,
+                t.iteration,
+                metrics(t).map(|m| units::ms(m.ttlb_ms)).unwrap_or_default()
+            ),
+            colour: arm_colour(a.arm).to_string(),
+            mark: Mark::Line,
+        })
+        .collect();
+    let any_events = timelines
+        .iter()
+        .any(|(_, _, tl)| tl.iter().any(|p| p.congestion_event));
+    if any_events {
+        legend.push(LegendEntry {
+            label: "congestion event".into(),
+            colour: "#333333".into(),
+            mark: Mark::Ring,
+        });
+    }
+    let spec = XySpec {
+        width: W,
+        height: H,
+        title: chart_title,
+        x_label: "time since the client's first packet (ms)".into(),
+        y_label: format!("ACKed data ({unit})"),
+        x: Ticks::new(0.0, x_max, 5),
+        y: Ticks::new(0.0, y_max / div, 5),
+        legend,
+        right_band: 0.0,
+    };
+    let mut out = String::new();
+    let frame = xy_frame(&mut out, &spec);
+    for (a, _, tl) in &timelines {
+        let mut pts: Vec<(f64, f64)> = tl
+            .iter()
+            .map(|p| (frame.px(p.t_ms), frame.py(p.acked_bytes as f64 / div)))
+            .collect();
+        pts.dedup_by(|b, a| c(a.0) == c(b.0) && c(a.1) == c(b.1));
+        polyline(&mut out, &pts, arm_colour(a.arm), 2.0);
+    }
+    for (a, _, tl) in &timelines {
+        let col = arm_colour(a.arm);
+        for p in tl.iter().filter(|p| p.congestion_event) {
+            let _ = write!(
+                out,
+                r##"<circle cx="{}" cy="{}" r="3" fill="#ffffff" stroke="{col}" stroke-width="1.5"><title>{} congestion event at {}</title></circle>"##,
+                c(frame.px(p.t_ms)),
+                c(frame.py(p.acked_bytes as f64 / div)),
+                esc(&an.campaign.arms[a.arm].name),
+                esc(&units::ms(p.t_ms))
+            );
+        }
+    }
+    svg_close(&mut out);
+    let missing: Vec<&str> = arms
+        .iter()
+        .filter(|a| a.median_trial.is_none())
+        .map(|a| an.campaign.arms[a.arm].name.as_str())
+        .collect();
+    let mut caption = "Cumulative bytes acknowledged, as the sender saw them, in each arm's \
+                       median trial (the successful trial with the median TTLB among those with \
+                       a timeline); rings mark congestion events (the study's Figures 5/7)."
+        .to_string();
+    if !missing.is_empty() {
+        let _ = write!(caption, " No timeline for {}.", esc(&missing.join(", ")));
+    }
+    (out, caption)
+}
+
+/// Step curves of the TTLB distribution per arm.
+fn cdf_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) {
+    let chart_title = format!("TTLB CDF, {title}");
+    let all: Vec<f64> = arms
+        .iter()
+        .flat_map(|a| a.ttlb_ms.iter().copied())
+        .collect();
+    let (Some(lo), Some(hi)) = (
+        all.iter().copied().reduce(f64::min),
+        all.iter().copied().reduce(f64::max),
+    ) else {
+        return (
+            empty_chart(&chart_title, W, H, "no successful trial"),
+            "TTLB CDF: no successful trial.".into(),
+        );
+    };
+    let spec = XySpec {
+        width: W,
+        height: H,
+        title: chart_title,
+        x_label: "time to last byte (ms)".into(),
+        y_label: "fraction of trials".into(),
+        x: Ticks::new(lo, hi, 5),
+        y: Ticks::new(0.0, 1.0, 5),
+        legend: arm_legend(
+            an,
+            arms,
+            |a| (!a.ttlb_ms.is_empty()).then(|| format!("(n = {})", a.ttlb_ms.len())),
+            Mark::Line,
+        ),
+        right_band: 0.0,
+    };
+    let mut out = String::new();
+    let frame = xy_frame(&mut out, &spec);
+    let _ = write!(
+        out,
+        r##"<line x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="#999" stroke-dasharray="3 3"/>"##,
+        c(frame.left),
+        c(frame.right()),
+        y = c(frame.py(0.5))
+    );
+    for a in arms.iter().filter(|a| !a.ttlb_ms.is_empty()) {
+        polyline(
+            &mut out,
+            &cdf_steps(&frame, &a.ttlb_ms),
+            arm_colour(a.arm),
+            2.0,
+        );
+    }
+    svg_close(&mut out);
+    (
+        out,
+        "Distribution of the time to last byte per arm: the fraction of successful trials that \
+         had finished by each time (the dashed line marks the median)."
+            .into(),
+    )
+}
+
+/// Pixel corners of the ECDF of `xs` as a step function across the whole frame.
+fn cdf_steps(frame: &Frame, xs: &[f64]) -> Vec<(f64, f64)> {
+    let mut pts = vec![(frame.left, frame.py(0.0))];
+    let mut prev = 0.0;
+    for (v, f) in stats::ecdf(xs) {
+        let x = frame.px(v);
+        pts.push((x, frame.py(prev)));
+        pts.push((x, frame.py(f)));
+        prev = f;
+    }
+    pts.push((frame.right(), frame.py(prev)));
+    pts
+}
+
+/// TTLB against the byte offset of the first retransmission, trials without one in a band.
+fn retransmit_chart(an: &Analysis, arms: &[&ArmCell], title: &str, size: u64) -> (String, String) {
+    let chart_title = format!("TTLB against first retransmission offset, {title}");
+    enum Place {
+        At(u64),
+        None,
+    }
+    let mut points = Vec::new();
+    let mut unknown = 0usize;
+    for a in arms {
+        for t in &a.ok {
+            let Some(m) = metrics(t) else { continue };
+            let place = match (m.first_retransmit_offset, m.retransmissions) {
+                (Some(o), _) => Place::At(o),
+                (None, Some(0)) => Place::None,
+                _ => {
+                    unknown += 1;
+                    continue;
+                }
+            };
+            points.push((a.arm, *t, m.ttlb_ms, place));
+        }
+    }
+    if points.is_empty() {
+        return (
+            empty_chart(&chart_title, W, H, "no retransmission data"),
+            "TTLB against the first retransmission: no trial recorded where its first \
+             retransmission was."
+                .into(),
+        );
+    }
+    let x_max = points
+        .iter()
+        .filter_map(|p| match p.3 {
+            Place::At(o) => Some(o as f64),
+            Place::None => None,
+        })
+        .fold(size as f64, f64::max);
+    let (div, unit) = units::byte_unit(x_max);
+    let (lo, hi) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+            (l.min(p.2), h.max(p.2))
+        });
+    let any_none = points.iter().any(|p| matches!(p.3, Place::None));
+    let band = if any_none { 58.0 } else { 0.0 };
+    let spec = XySpec {
+        width: W,
+        height: H,
+        title: chart_title,
+        x_label: format!("offset of the first retransmitted byte ({unit})"),
+        y_label: "time to last byte (ms)".into(),
+        x: Ticks::new(0.0, x_max / div, 5),
+        y: Ticks::new(lo, hi, 5),
+        legend: arm_legend(
+            an,
+            arms,
+            |a| (!a.ok.is_empty()).then(String::new),
+            Mark::Dot,
+        ),
+        right_band: band,
+    };
+    let mut out = String::new();
+    let frame = xy_frame(&mut out, &spec);
+    let band_left = frame.right() + 14.0;
+    if any_none {
+        let _ = write!(
+            out,
+            r##"<rect x="{}" y="{}" width="{}" height="{}" fill="#f4f4f4"/><text x="{}" y="{}" text-anchor="middle" font-size="10.5" fill="#333">none</text>"##,
+            c(band_left),
+            c(frame.top),
+            c(band - 14.0),
+            c(frame.height),
+            c(band_left + (band - 14.0) / 2.0),
+            c(frame.bottom() + 14.0)
+        );
+    }
+    for (arm, t, ttlb, place) in &points {
+        let (x, what) = match place {
+            Place::At(o) => (
+                frame.px(*o as f64 / div),
+                format!(
+                    "first retransmission at byte {}",
+                    units::number(*o as f64, 0)
+                ),
+            ),
+            Place::None => {
+                // Spread the band's points sideways by a hash of the trial, so equal TTLBs do
+                // not hide each other and the placement never changes between renders.
+                let frac = (stats::seed_from(&[&t.id]) % 1000) as f64 / 1000.0;
+                (
+                    band_left + 6.0 + frac * (band - 26.0),
+                    "no retransmission".to_string(),
+                )
+            }
+        };
+        let _ = write!(
+            out,
+            r##"<circle cx="{}" cy="{}" r="3.5" fill="{}" fill-opacity="0.75" stroke="#ffffff" stroke-width="0.6"><title>{} iteration {}: TTLB {}, {}</title></circle>"##,
+            c(x),
+            c(frame.py(*ttlb)),
+            arm_colour(*arm),
+            esc(&an.campaign.arms[*arm].name),
+            t.iteration,
+            esc(&units::ms(*ttlb)),
+            esc(&what)
+        );
+    }
+    svg_close(&mut out);
+    let mut caption = "Time to last byte against the offset of the first retransmitted byte \
+                       (the study's Figure 6: with Cubic an early loss caps the window and the \
+                       transfer takes longer). Trials without any retransmission are in the \
+                       \"none\" band."
+        .to_string();
+    if unknown > 0 {
+        let _ = write!(
+            caption,
+            " {unknown} trial{} that retransmitted without recording where (or recorded \
+             nothing) {} not shown.",
+            if unknown == 1 { "" } else { "s" },
+            if unknown == 1 { "is" } else { "are" }
+        );
+    }
+    (out, caption)
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map(units::ms).unwrap_or_else(|| "—".into())
+}
+
+fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
+    let camp = an.campaign;
+    let rtt = camp.conditions[ci].rtt_ms;
+    out.push_str(
+        "<table class=\"arms-cell\"><thead><tr><th>arm</th><th class=\"num\">ok</th>\
+         <th class=\"num\">failed</th><th class=\"num\">median TTLB</th>\
+         <th class=\"num\">p25 – p75</th><th class=\"num\">95 % CI of median</th>\
+         <th class=\"num\">min – max</th><th class=\"num\">median TTFB</th>\
+         <th class=\"num\">retransmissions</th><th class=\"num\">handshake</th><th>flags</th>\
+         </tr></thead><tbody>",
+    );
+    for a in arms {
+        let arm = &camp.arms[a.arm];
+        let sm = a.summary.as_ref();
+        let mut flags: Vec<String> = Vec::new();
+        if a.hello_retries > 0 {
+            flags.push(format!(
+                "<span class=\"flag\">HelloRetryRequest in {} of {}</span>",
+                a.hello_retries,
+                a.ok.len()
+            ));
+        }
+        if a.impossible_rtt_trials > 0 {
+            flags.push(format!(
+                "<span class=\"flag\">{} RTT sample{} below the path minimum ({} ms) in {} \
+                 trial{}</span>",
+                a.impossible_rtt_samples,
+                if a.impossible_rtt_samples == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                units::number(rtt, 1),
+                a.impossible_rtt_trials,
+                if a.impossible_rtt_trials == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ));
+        }
+        for (reason, n) in &a.failure_reasons {
+            flags.push(format!(
+                "<span class=\"flag\">failed: {} ×{n}</span>",
+                esc(reason)
+            ));
+        }
+        for cav in &arm.caveats {
+            flags.push(format!("<span class=\"muted\">{}</span>", esc(cav)));
+        }
+        let hs = a
+            .handshake_rtts_median
+            .map(units::rtts)
+            .unwrap_or_else(|| "—".into());
+        let _ = write!(
+            out,
+            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\"><strong>{}</strong></td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            arm_colour(a.arm),
+            esc(&arm.name),
+            a.ok.len(),
+            a.failed.len(),
+            opt_ms(sm.map(|s| s.median_ms)),
+            sm.map(|s| units::ms_range(s.p25_ms, s.p75_ms))
+                .unwrap_or_else(|| "—".into()),
+            sm.and_then(|s| s.median_ci)
+                .map(|ci| units::ms_range(ci.lo, ci.hi))
+                .unwrap_or_else(|| "—".into()),
+            sm.map(|s| units::ms_range(s.min_ms, s.max_ms))
+                .unwrap_or_else(|| "—".into()),
+            opt_ms(a.ttfb_median_ms),
+            a.retransmissions_median
+                .map(|r| units::number(r, if r.fract() == 0.0 { 0 } else { 1 }))
+                .unwrap_or_else(|| "—".into()),
+            esc(&hs),
+            flags.join("<br>")
+        );
+    }
+    out.push_str("</tbody></table>\n");
+}
+
+fn comparison_table(out: &mut String, an: &Analysis, ci: usize, s: usize) {
+    if an.comparisons.is_empty() {
+        return;
+    }
+    let camp = an.campaign;
+    out.push_str(
+        "<table class=\"comparisons-cell\"><thead><tr><th>comparison</th>\
+         <th class=\"num\">n (a / b)</th><th class=\"num\">median a</th>\
+         <th class=\"num\">median b</th><th class=\"num\">difference</th>\
+         <th class=\"num\">change</th><th class=\"num\">95 % CI</th>\
+         <th class=\"num\">Mann-Whitney</th><th>verdict</th></tr></thead><tbody>",
+    );
+    for cmp in &an.comparisons {
+        let cell = cmp.cell(ci, s);
+        let (a, b) = (&camp.arms[cmp.a].name, &camp.arms[cmp.b].name);
+        let _ = write!(
+            out,
+            "<tr><td><a href=\"#heatmap-{}\">{} vs {}</a></td><td class=\"num\">{} / {}</td>",
+            cmp.index,
+            esc(b),
+            esc(a),
+            cell.n_a,
+            cell.n_b
+        );
+        match &cell.change {
+            Some(ch) => {
+                let diff = match ch.diff_rtts {
+                    Some(r) => format!(
+                        "{} ({})",
+                        units::signed_ms(ch.diff_ms),
+                        units::signed_rtts(r)
+                    ),
+                    None => units::signed_ms(ch.diff_ms),
+                };
+                let verdict = if !ch.significant {
+                    "<span class=\"muted\">no significant difference</span>".to_string()
+                } else if ch.rel < 0.0 {
+                    format!("{} faster", esc(b))
+                } else {
+                    format!("{} slower", esc(b))
+                };
+                let _ = write!(
+                    out,
+                    "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                     <td class=\"num\"><strong>{}</strong></td><td class=\"num\">{}</td>\
+                     <td class=\"num\">{}</td><td>{verdict}</td></tr>",
+                    esc(&units::ms(ch.median_a_ms)),
+                    esc(&units::ms(ch.median_b_ms)),
+                    esc(&diff),
+                    esc(&units::signed_pct(ch.rel)),
+                    ch.ci
+                        .map(|ci| esc(&format!("{} %", units::signed_pct_range(ci.lo, ci.hi))))
+                        .unwrap_or_else(|| "—".into()),
+                    ch.p.map(|p| esc(&units::p_value(p)))
+                        .unwrap_or_else(|| "—".into()),
+                );
+            }
+            None => {
+                let _ = write!(
+                    out,
+                    "<td colspan=\"7\" class=\"muted\">n/a: fewer than {} successful trials in \
+                     an arm</td></tr>",
+                    crate::analysis::MIN_TRIALS
+                );
+            }
+        }
+    }
+    out.push_str("</tbody></table>\n");
+}

@@ -1,0 +1,83 @@
+//! The sections of the page, in order. Each is a function from the campaign's analysis to an
+//! HTML fragment (or nothing, when it has nothing to say); `render` wraps it in a titled
+//! `<section>` and lists it in the table of contents.
+
+use crate::analysis::Analysis;
+
+pub mod cells;
+pub mod failures;
+pub mod findings;
+pub mod header;
+pub mod heatmap;
+
+pub struct Section {
+    /// Fragment identifier, unique on the page.
+    pub id: &'static str,
+    pub title: &'static str,
+    pub render: fn(&Analysis) -> Option<String>,
+}
+
+/// Sections after the header, in page order.
+pub const ALL: &[Section] = &[
+    Section {
+        id: "findings",
+        title: "Findings",
+        render: findings::render,
+    },
+    Section {
+        id: "heatmaps",
+        title: "Median TTLB change",
+        render: heatmap::render,
+    },
+    Section {
+        id: "cells",
+        title: "Conditions in detail",
+        render: cells::render,
+    },
+    Section {
+        id: "failures",
+        title: "Failed trials",
+        render: failures::render,
+    },
+];
+
+/// The page's style sheet.
+pub const CSS: &str = r#"
+:root { color-scheme: light; }
+body { margin: 0; background: #fff; color: #1d1d1f;
+  font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif; }
+main { max-width: 1340px; margin: 0 auto; padding: 16px 24px 48px; }
+h1 { font-size: 26px; margin: 8px 0 4px; }
+h2 { font-size: 20px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 16px; margin: 12px 0 6px; }
+summary h3 { display: inline; margin: 0; }
+h4 { font-size: 15px; margin: 20px 0 6px; }
+p.desc { max-width: 80ch; margin: 4px 0 12px; }
+.muted { color: #6b6b6b; }
+.meta { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; margin: 8px 0; }
+.meta dt { color: #555; } .meta dd { margin: 0; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+th, td { padding: 3px 8px; border-bottom: 1px solid #e4e4e4; text-align: left; vertical-align: top; }
+th { background: #f5f5f7; font-weight: 600; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px;
+  vertical-align: baseline; }
+.flag { color: #a33; }
+nav.toc { margin: 16px 0; padding: 8px 12px; background: #f7f7f9; border-radius: 6px; }
+nav.toc ol { display: inline; padding: 0; margin: 0 0 0 8px; }
+nav.toc li { display: inline; margin-right: 16px; }
+ul.findings { padding-left: 20px; max-width: 110ch; }
+ul.findings li { margin: 4px 0; }
+figure { margin: 8px 16px 16px 0; }
+figcaption { font-size: 12.5px; color: #444; max-width: 720px; margin-top: 2px; }
+.heatmaps { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 0 24px; }
+p.caption { font-size: 13px; color: #444; max-width: 110ch; }
+.charts { display: flex; flex-wrap: wrap; align-items: flex-start; }
+.charts figure { margin: 0 10px 8px 0; }
+.charts figcaption { max-width: 390px; }
+details.condition { border: 1px solid #ddd; border-radius: 6px; margin: 10px 0; padding: 6px 12px; }
+details.condition > summary { cursor: pointer; padding: 4px 0; }
+details.provenance summary { cursor: pointer; color: #333; }
+svg { display: block; max-width: 100%; height: auto; }
+svg a:hover rect { stroke: #000; stroke-width: 1.5; }
+"#;

@@ -1,0 +1,510 @@
+//! The rendered page: well-formed SVG, heatmap colours that follow significance, numbers that
+//! match the statistics module, the median trial's timeline, determinism, escaping and
+//! self-containment.
+
+use quiclab_report::analysis::{self, Analysis};
+use quiclab_report::model::{Arm, Campaign, Comparison, Condition, Metrics, TimelinePoint, Trial};
+use quiclab_report::stats::{self, Rng};
+use quiclab_report::{render, synthetic};
+
+fn arm(name: &str) -> Arm {
+    Arm {
+        name: name.into(),
+        label: format!("arm {name}"),
+        caveats: Vec::new(),
+    }
+}
+
+fn timeline(ttlb: f64, size: u64) -> Vec<TimelinePoint> {
+    (0..=10)
+        .map(|k| TimelinePoint {
+            t_ms: ttlb * k as f64 / 10.0,
+            acked_bytes: size * k / 10,
+            cwnd_bytes: None,
+            rtt_ms: None,
+            congestion_event: k == 5,
+        })
+        .collect()
+}
+
+fn ok_trial(arm: &str, cond: &str, size: u64, iteration: u32, ttlb: f64) -> Trial {
+    Trial {
+        id: format!("{arm}/{cond}/{size}/{iteration}"),
+        arm: arm.into(),
+        condition: cond.into(),
+        size,
+        iteration,
+        seed: u64::from(iteration),
+        outcome: Ok(Metrics {
+            ttlb_ms: ttlb,
+            ttfb_ms: ttlb / 3.0,
+            handshake_rtts: Some(1.0),
+            retransmissions: Some(0),
+            timeline: timeline(ttlb, size),
+            ..Default::default()
+        }),
+        artifacts: None,
+    }
+}
+
+/// Arms: "a" ~ N(100, 5); "slow" = a's distribution times 1.3; "same" = exactly a's values in
+/// another order; "few" has only 2 successful trials. One condition, one size, 20 iterations.
+fn contrast_campaign() -> Campaign {
+    let (cond, size) = ("plain", 1_000_000);
+    let mut rng = Rng::new(11);
+    let base: Vec<f64> = (0..20).map(|_| 100.0 + 5.0 * rng.normal()).collect();
+    let mut trials = Vec::new();
+    for (i, &v) in base.iter().enumerate() {
+        let i = i as u32;
+        trials.push(ok_trial("a", cond, size, i, v));
+        trials.push(ok_trial(
+            "slow",
+            cond,
+            size,
+            i,
+            1.3 * (100.0 + 5.0 * rng.normal()),
+        ));
+        trials.push(ok_trial("same", cond, size, i, base[(i as usize * 7) % 20]));
+        if i < 2 {
+            trials.push(ok_trial("few", cond, size, i, v));
+        } else {
+            let mut t = ok_trial("few", cond, size, i, v);
+            t.outcome = Err(format!("timeout after {} s", 30));
+            trials.push(t);
+        }
+    }
+    Campaign {
+        name: "contrast".into(),
+        description: "three clear cases".into(),
+        plan_source: "test".into(),
+        profile: "quick".into(),
+        provenance: vec![("kernel".into(), "6.18".into())],
+        arms: vec![arm("a"), arm("slow"), arm("same"), arm("few")],
+        conditions: vec![Condition {
+            name: cond.into(),
+            label: "a plain link".into(),
+            rtt_ms: 20.0,
+            rate_bps: Some(10_000_000),
+        }],
+        sizes: vec![size],
+        comparisons: vec![
+            Comparison {
+                a: "a".into(),
+                b: "slow".into(),
+            },
+            Comparison {
+                a: "a".into(),
+                b: "same".into(),
+            },
+            Comparison {
+                a: "a".into(),
+                b: "few".into(),
+            },
+            Comparison {
+                a: "slow".into(),
+                b: "a".into(),
+            },
+        ],
+        trials,
+    }
+}
+
+/// Every `<svg>...</svg>` block of a page.
+fn svg_blocks(html: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").expect("unclosed svg") + start + "</svg>".len();
+        out.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// The heatmap cell group with this id, from any SVG on the page.
+fn heatmap_cell(html: &str, id: &str) -> (String, String, Vec<String>) {
+    for block in svg_blocks(html) {
+        let doc = roxmltree::Document::parse(block).expect("svg parses");
+        if let Some(g) = doc.descendants().find(|n| n.attribute("id") == Some(id)) {
+            let class = g.attribute("class").unwrap().to_string();
+            let fill = g
+                .children()
+                .find(|n| n.has_tag_name("rect"))
+                .and_then(|r| r.attribute("fill"))
+                .unwrap()
+                .to_string();
+            let texts = g
+                .children()
+                .filter(|n| n.has_tag_name("text") || n.has_tag_name("title"))
+                .map(|n| n.text().unwrap_or("").to_string())
+                .collect();
+            return (class, fill, texts);
+        }
+    }
+    panic!("no heatmap cell {id}");
+}
+
+fn rgb(hex: &str) -> (u8, u8, u8) {
+    let p = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).unwrap();
+    (p(1), p(3), p(5))
+}
+
+/// "CI +25 to +35 %" -> (25.0, 35.0)
+fn parse_ci(text: &str) -> (f64, f64) {
+    let body = text
+        .strip_prefix("CI ")
+        .and_then(|t| t.strip_suffix(" %"))
+        .unwrap_or_else(|| panic!("not an interval: {text:?}"));
+    let (lo, hi) = body.split_once(" to ").unwrap();
+    let num = |s: &str| {
+        s.replace('\u{2212}', "-")
+            .replace('+', "")
+            .parse::<f64>()
+            .unwrap()
+    };
+    (num(lo), num(hi))
+}
+
+fn ttlbs(c: &Campaign, arm: &str) -> Vec<f64> {
+    c.trials
+        .iter()
+        .filter(|t| t.arm == arm)
+        .filter_map(|t| t.outcome.as_ref().ok().map(|m| m.ttlb_ms))
+        .collect()
+}
+
+#[test]
+fn every_svg_is_well_formed_and_every_chart_is_there() {
+    let c = synthetic::campaign(10, 3);
+    let html = render(&c);
+    let blocks = svg_blocks(&html);
+    // One heatmap per comparison, three charts per (condition, size) cell.
+    assert_eq!(
+        blocks.len(),
+        c.comparisons.len() + 3 * c.conditions.len() * c.sizes.len()
+    );
+    for b in &blocks {
+        let doc = roxmltree::Document::parse(b).unwrap_or_else(|e| panic!("{e}: {b:.300}"));
+        let root = doc.root_element();
+        assert_eq!(
+            root.tag_name().namespace(),
+            Some("http://www.w3.org/2000/svg")
+        );
+        assert!(root.attribute("viewBox").is_some());
+    }
+    // Block elements open and close in pairs.
+    for tag in ["section", "details", "table", "figure", "ul", "svg", "a"] {
+        let opens =
+            html.matches(&format!("<{tag} ")).count() + html.matches(&format!("<{tag}>")).count();
+        let closes = html.matches(&format!("</{tag}>")).count();
+        assert_eq!(opens, closes, "<{tag}>");
+    }
+}
+
+#[test]
+fn heatmap_colours_follow_the_sign_and_significance() {
+    let c = contrast_campaign();
+    let html = render(&c);
+    // Comparison 0: "slow" vs "a", +30 %: red.
+    let (class, fill, texts) = heatmap_cell(&html, "hm-0-0-0");
+    assert_eq!(class, "cell slower");
+    let (r, _, b) = rgb(&fill);
+    assert!(r > b + 30, "red expected, got {fill}");
+    assert!(texts.iter().any(|t| t.starts_with('+')), "{texts:?}");
+    // Comparison 3: "a" vs "slow": blue.
+    let (class, fill, _) = heatmap_cell(&html, "hm-3-0-0");
+    assert_eq!(class, "cell faster");
+    let (r, _, b) = rgb(&fill);
+    assert!(b > r + 30, "blue expected, got {fill}");
+    // Comparison 1: the same values: neutral grey, value still printed.
+    let (class, fill, texts) = heatmap_cell(&html, "hm-1-0-0");
+    assert_eq!(class, "cell ns");
+    let (r, g, b) = rgb(&fill);
+    assert!(r == g && g == b, "grey expected, got {fill}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.ends_with(" %") && !t.starts_with("CI")),
+        "{texts:?}"
+    );
+    // Comparison 2: "few" has 2 successes: n/a.
+    let (class, _, texts) = heatmap_cell(&html, "hm-2-0-0");
+    assert_eq!(class, "cell na");
+    assert!(texts.iter().any(|t| t == "n/a"), "{texts:?}");
+}
+
+#[test]
+fn heatmap_numbers_are_the_statistics_modules() {
+    let c = contrast_campaign();
+    let html = render(&c);
+    let (a, slow) = (ttlbs(&c, "a"), ttlbs(&c, "slow"));
+    let ci = stats::bootstrap_relative_change_ci(
+        &a,
+        &slow,
+        analysis::change_seed("a", "slow", "plain", 1_000_000),
+    )
+    .unwrap();
+    let change = stats::relative_change(&a, &slow).unwrap();
+    // 30 % slower in distribution; with 20 trials per arm the interval is well clear of 0.
+    assert!(ci.lo > 0.1 && ci.hi < 0.5, "{ci:?}");
+    let (_, _, texts) = heatmap_cell(&html, "hm-0-0-0");
+    let interval = texts.iter().find(|t| t.starts_with("CI ")).unwrap();
+    let (lo, hi) = parse_ci(interval);
+    // Printed with at most one decimal: within rounding of the module's values.
+    assert!((lo - ci.lo * 100.0).abs() <= 0.5, "{interval} vs {ci:?}");
+    assert!((hi - ci.hi * 100.0).abs() <= 0.5, "{interval} vs {ci:?}");
+    let main = texts
+        .iter()
+        .find(|t| t.ends_with(" %") && !t.starts_with("CI"))
+        .unwrap();
+    let printed: f64 = main
+        .trim_end_matches(" %")
+        .replace('+', "")
+        .parse()
+        .unwrap();
+    assert!(
+        (printed - change * 100.0).abs() <= 0.5,
+        "{main} vs {change}"
+    );
+    // The tooltip names both medians and the Mann-Whitney p of the module.
+    let tooltip = &texts[0];
+    let p = stats::mann_whitney(&slow, &a).unwrap().p;
+    assert!(p < 0.001, "{p}");
+    assert!(tooltip.contains("p < 0.001"), "{tooltip}");
+    let median_a = stats::median(&a).unwrap();
+    assert!(
+        tooltip.contains(&format!("a: n = 20, median {:.0} ms", median_a)),
+        "{tooltip}"
+    );
+    assert!(tooltip.contains("RTT"), "{tooltip}");
+}
+
+#[test]
+fn the_acked_bytes_chart_shows_the_median_trial() {
+    let (cond, size) = ("plain", 100_000);
+    let mut c = contrast_campaign();
+    c.arms = vec![arm("m")];
+    c.comparisons.clear();
+    c.conditions.truncate(1);
+    c.sizes = vec![size];
+    // TTLBs by iteration; iteration 6 has the median TTLB of all but keeps no timeline.
+    let ttlb = [50.0, 10.0, 40.0, 30.0, 20.0, 60.0, 35.0];
+    c.trials = ttlb
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| ok_trial("m", cond, size, i as u32, v))
+        .collect();
+    if let Ok(m) = &mut c.trials[6].outcome {
+        m.timeline.clear();
+    }
+    // With timelines: 10 (1), 20 (4), 30 (3), 40 (2), 50 (0), 60 (5): lower median 30, iteration 3.
+    let an = Analysis::new(&c);
+    assert_eq!(an.cell(0, 0, 0).median_trial.map(|t| t.iteration), Some(3));
+    let html = render(&c);
+    assert!(
+        html.contains("m (it. 3, 30 ms)"),
+        "legend names the median trial"
+    );
+    assert!(!html.contains("(it. 6,"));
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let c = synthetic::campaign(6, 9);
+    let first = render(&c);
+    assert_eq!(first, render(&c.clone()));
+    assert_eq!(first, render(&synthetic::campaign(6, 9)));
+    assert_ne!(first, render(&synthetic::campaign(6, 10)));
+}
+
+#[test]
+fn text_from_the_campaign_is_escaped() {
+    let mut c = contrast_campaign();
+    let evil = "<b>&";
+    for t in c.trials.iter_mut().filter(|t| t.arm == "slow") {
+        t.arm = evil.into();
+        t.condition = "x\"<y>'".into();
+    }
+    for t in c.trials.iter_mut() {
+        t.condition = "x\"<y>'".into();
+    }
+    c.arms[1].name = evil.into();
+    c.arms[1].caveats = vec!["<script>alert(1)</script>".into()];
+    c.conditions[0].name = "x\"<y>'".into();
+    c.description = "</p><script>".into();
+    c.provenance.push(("<k>".into(), "v&w".into()));
+    c.comparisons[0].b = evil.into();
+    c.comparisons[3].a = evil.into();
+    let html = render(&c);
+    assert!(!html.contains("<b>&"));
+    assert!(!html.contains("<script"));
+    assert!(!html.contains("<y>"));
+    assert!(html.contains("&lt;b&gt;&amp;"));
+    for b in svg_blocks(&html) {
+        roxmltree::Document::parse(b).unwrap_or_else(|e| panic!("{e}: {b:.300}"));
+    }
+    // The renamed arm is still found and compared.
+    let (class, _, _) = heatmap_cell(&html, "hm-0-0-0");
+    assert_eq!(class, "cell slower");
+}
+
+#[test]
+fn the_page_is_self_contained_and_in_order() {
+    let c = synthetic::campaign(5, 1);
+    let html = render(&c);
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    for banned in ["<script", "<link", "<img", "@import", "url(", "https://"] {
+        assert!(!html.contains(banned), "{banned}");
+    }
+    // The only URL is the SVG namespace.
+    assert_eq!(
+        html.matches("http://").count(),
+        html.matches("http://www.w3.org/2000/svg").count()
+    );
+    let pos = |needle: &str| {
+        html.find(needle)
+            .unwrap_or_else(|| panic!("missing {needle}"))
+    };
+    let order = [
+        "<header>",
+        "<details class=\"provenance\">",
+        "id=\"findings\"",
+        "id=\"heatmaps\"",
+        "id=\"cells\"",
+        "id=\"failures\"",
+    ];
+    for w in order.windows(2) {
+        assert!(pos(w[0]) < pos(w[1]), "{} before {}", w[0], w[1]);
+    }
+    // Only the first condition is open.
+    assert!(html.contains("<details class=\"condition\" id=\"cond-0\" open>"));
+    assert_eq!(html.matches("<details class=\"condition\"").count(), 5);
+    assert_eq!(html.matches(" open>").count(), 1);
+}
+
+#[test]
+fn failures_are_listed_and_counted() {
+    let c = contrast_campaign();
+    let html = render(&c);
+    let failed: Vec<&Trial> = c.trials.iter().filter(|t| t.outcome.is_err()).collect();
+    assert_eq!(failed.len(), 18);
+    let list = &html[html.find("id=\"failures\"").unwrap()..];
+    for t in &failed {
+        assert!(list.contains(&format!("<code>{}</code>", t.id)), "{}", t.id);
+    }
+    // 18 of 20 "few" trials failed: the first finding says so.
+    let findings = &html[html.find("<ul class=\"findings\">").unwrap()..];
+    let first = &findings[..findings.find("</li>").unwrap()];
+    assert!(first.contains("18 of 80 trials failed"), "{first}");
+    assert!(first.contains("timeout after 30 s"), "{first}");
+}
+
+#[test]
+fn findings_lead_with_the_clear_difference() {
+    let mut c = contrast_campaign();
+    c.trials.retain(|t| t.arm != "few");
+    c.arms.retain(|a| a.name != "few");
+    c.comparisons.retain(|x| x.b != "few");
+    let html = render(&c);
+    let findings = &html[html.find("<ul class=\"findings\">").unwrap()..];
+    let first = &findings[..findings.find("</li>").unwrap()];
+    assert!(
+        first.contains("<strong>slow</strong> finished")
+            && first.contains("later than <strong>a</strong>"),
+        "{first}"
+    );
+    // Times are given in ms and in round trips of the 20 ms path.
+    assert!(
+        first.contains(" ms (") && first.contains(" RTT)"),
+        "{first}"
+    );
+    // The identical pair is called indistinguishable, never faster or slower.
+    assert!(
+        findings.contains("<strong>same</strong> and <strong>a</strong> were indistinguishable")
+    );
+}
+
+#[test]
+fn an_empty_campaign_still_renders() {
+    let html = render(&Campaign::default());
+    assert!(html.contains("<h1></h1>") || html.contains("<h1>"));
+    assert!(html.contains("No successful trials to compare."));
+    assert!(html.ends_with("</html>\n"));
+}
+
+#[test]
+fn a_difference_under_one_condition_is_named_with_its_interval_and_round_trips() {
+    // Two conditions; "b" is 20 % slower than "a" only under "lossy" (RTT 50 ms) and drawn from
+    // the same values under "clean".
+    let size = 5_000_000;
+    let mut rng = Rng::new(5);
+    let mut trials = Vec::new();
+    for cond in ["clean", "lossy"] {
+        let base: Vec<f64> = (0..30).map(|_| 4000.0 + 100.0 * rng.normal()).collect();
+        for (i, &v) in base.iter().enumerate() {
+            trials.push(ok_trial("a", cond, size, i as u32, v));
+            let other = if cond == "lossy" {
+                1.2 * (4000.0 + 100.0 * rng.normal())
+            } else {
+                base[(i * 11) % 30]
+            };
+            trials.push(ok_trial("b", cond, size, i as u32, other));
+        }
+    }
+    let cond = |name: &str, rtt_ms: f64| Condition {
+        name: name.into(),
+        label: name.into(),
+        rtt_ms,
+        rate_bps: None,
+    };
+    let c = Campaign {
+        name: "one-sided".into(),
+        arms: vec![arm("a"), arm("b")],
+        conditions: vec![cond("clean", 20.0), cond("lossy", 50.0)],
+        sizes: vec![size],
+        comparisons: vec![Comparison {
+            a: "a".into(),
+            b: "b".into(),
+        }],
+        trials,
+        ..Default::default()
+    };
+    let an = Analysis::new(&c);
+    let ch = an.comparisons[0].cell(1, 0).change.clone().unwrap();
+    let ci = ch.ci.unwrap();
+    assert!(ch.significant && ch.rel > 0.1);
+    assert!(
+        !an.comparisons[0]
+            .cell(0, 0)
+            .change
+            .as_ref()
+            .unwrap()
+            .significant
+    );
+    let html = render(&c);
+    let findings = &html[html.find("<ul class=\"findings\">").unwrap()..];
+    let first = &findings[..findings.find("</li>").unwrap()];
+    assert!(
+        first.starts_with("<ul class=\"findings\">\n<li>Under <strong>lossy</strong>, at 5 MB <strong>b</strong> was "),
+        "{first}"
+    );
+    assert!(first.contains("slower than <strong>a</strong>"), "{first}");
+    assert!(first.contains("1 of 2 conditions"), "{first}");
+    // "95 % CI 17–24 %" with the module's interval, "… ms, … RTT" with the condition's RTT.
+    let ci_text = &first[first.find("95 % CI ").unwrap() + "95 % CI ".len()..];
+    let (lo, rest) = ci_text.split_once('–').unwrap();
+    let hi = rest.split_once(" %").unwrap().0;
+    assert!(
+        (lo.parse::<f64>().unwrap() - ci.lo * 100.0).abs() <= 0.5,
+        "{first} vs {ci:?}"
+    );
+    assert!(
+        (hi.parse::<f64>().unwrap() - ci.hi * 100.0).abs() <= 0.5,
+        "{first} vs {ci:?}"
+    );
+    let rtts = ch.diff_ms / 50.0;
+    assert!(
+        first.contains(&format!("{:.1} RTT", rtts)),
+        "{first}: {rtts}"
+    );
+}
