@@ -1,0 +1,250 @@
+//! `quiclab run`, `report` and `export` as a user runs them (as root: trials need namespaces).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::tmpdir;
+use quiclab_store::Store;
+
+fn quiclab() -> Command {
+    common::assert_root();
+    common::quiclab()
+}
+
+/// A small plan: one condition, the given sizes, arms and iterations.
+fn plan(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, format!("name = \"{name}\"\n{body}")).unwrap();
+    p
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn no_namespaces_left_by(pid: u32) -> bool {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    !String::from_utf8_lossy(&out.stdout).contains(&format!("quiclab-{pid}-"))
+}
+
+#[test]
+fn a_plan_with_an_error_is_refused_before_any_trial_runs() {
+    let dir = tmpdir("run-bad-plan");
+    let p = plan(
+        &dir,
+        "bad",
+        r#"iterations = 3
+[workload]
+kind = "single-object"
+sizes = ["100kb"]
+[network]
+rate = "10mbit"
+loss = "1 percent"
+[arms.h2]
+http = "2"
+"#,
+    );
+    let out_dir = dir.join("out");
+    let out = quiclab()
+        .args(["run", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    // line 8 of the file (the name line comes first), column 8: the value
+    assert!(
+        err.contains(&format!("{}:8:8:", p.display())),
+        "the error names file, line and column: {err}"
+    );
+    assert!(err.contains("loss") && err.contains('%'), "{err}");
+    assert!(!out_dir.exists(), "nothing ran, nothing was written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
+    let dir = tmpdir("run-resume");
+    let p = plan(
+        &dir,
+        "resume",
+        r#"iterations = 5
+[workload]
+kind = "single-object"
+sizes = ["200kb"]
+[network]
+rate = "50mbit"
+delay = "5ms"
+[arms.h2]
+http = "2"
+tcp-cc = "cubic"
+[arms.h3]
+http = "3"
+"#,
+    );
+    let out_dir = dir.join("out");
+    let run = |jobs: &str| {
+        quiclab()
+            .args([
+                "run",
+                p.to_str().unwrap(),
+                "--out",
+                out_dir.to_str().unwrap(),
+                "--jobs",
+                jobs,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let ok_trials = || {
+        Store::open_existing(&out_dir)
+            .and_then(|s| s.finished())
+            .map(|f| f.len())
+            .unwrap_or(0)
+    };
+    let wait_for = |n: usize| {
+        let t0 = Instant::now();
+        while ok_trials() < n {
+            assert!(t0.elapsed() < Duration::from_secs(60), "trials never finished");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    // 1. Ctrl-C: a clean stop that keeps what finished and leaves nothing behind
+    let mut first = run("1");
+    let first_pid = first.id();
+    wait_for(2);
+    // SAFETY: signals the child we started and have not reaped.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    let out = first.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("stopped early"), "{err}");
+    assert!(
+        no_namespaces_left_by(first_pid),
+        "an interrupted run leaves no namespace"
+    );
+    let after_int = ok_trials();
+    assert!((2..10).contains(&after_int), "{after_int} trials after Ctrl-C");
+
+    // 2. SIGKILL: no chance to clean up; `quiclab clean` removes the leftovers
+    let mut second = run("2");
+    let pid = second.id();
+    wait_for(after_int + 1);
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let clean = quiclab().arg("clean").output().unwrap();
+    assert!(clean.status.success());
+    assert!(no_namespaces_left_by(pid), "clean left namespaces of {pid}");
+
+    let before: std::collections::HashMap<String, u64> = Store::open_existing(&out_dir)
+        .unwrap()
+        .trials()
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.outcome.is_ok())
+        .map(|t| (t.id, t.started_unix_ms))
+        .collect();
+
+    // 3. the same command finishes the campaign
+    let third = run("2").wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&third.stderr);
+    assert!(third.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("resuming: {} of 10", before.len())),
+        "{err}"
+    );
+    let store = Store::open_existing(&out_dir).unwrap();
+    let trials = store.trials().unwrap();
+    assert_eq!(trials.len(), 10, "exactly one record per trial");
+    assert!(trials.iter().all(|t| t.outcome.is_ok()), "{trials:?}");
+    for t in &trials {
+        if let Some(started) = before.get(&t.id) {
+            assert_eq!(*started, t.started_unix_ms, "trial {} was redone", t.id);
+        }
+    }
+    let report = String::from_utf8_lossy(&third.stdout).trim().to_string();
+    assert!(report.ends_with("report.html"), "{report}");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("<svg") && html.contains("h3"), "a report was rendered");
+
+    // export: one row per trial
+    let exp = quiclab()
+        .args(["export", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(exp.status.success());
+    let csv = std::fs::read_to_string(out_dir.join("export/trials.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 11);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn concurrent_trials_measure_what_sequential_ones_do() {
+    let dir = tmpdir("run-jobs");
+    let p = plan(
+        &dir,
+        "jobs",
+        r#"iterations = 8
+[workload]
+kind = "single-object"
+sizes = ["1mb"]
+[network]
+rate = "10mbit"
+delay = "10ms"
+[arms.h2]
+http = "2"
+tcp-cc = "cubic"
+"#,
+    );
+    let medians: Vec<f64> = ["1", "8"]
+        .iter()
+        .map(|jobs| {
+            let out_dir = dir.join(format!("out-{jobs}"));
+            let out = quiclab()
+                .args([
+                    "run",
+                    p.to_str().unwrap(),
+                    "--out",
+                    out_dir.to_str().unwrap(),
+                    "--jobs",
+                    jobs,
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let trials = Store::open_existing(&out_dir).unwrap().trials().unwrap();
+            assert_eq!(trials.len(), 8);
+            median(
+                trials
+                    .iter()
+                    .map(|t| t.outcome.as_ref().unwrap().ttlb_ms)
+                    .collect(),
+            )
+        })
+        .collect();
+    // 1 MB at 10 Mbit/s is 800 ms of serialisation alone: a 3 % difference is 24 ms, more than
+    // a round trip; eight trials at once on this link need a few percent of a core
+    let diff = (medians[1] - medians[0]).abs() / medians[0];
+    assert!(
+        diff < 0.03,
+        "median TTLB with --jobs 1 {:.1} ms, with --jobs 8 {:.1} ms",
+        medians[0],
+        medians[1]
+    );
+    assert!(medians[0] > 800.0, "{medians:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
