@@ -45,7 +45,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::record::{Handshake, HttpVersion, RequestRecord, now_us};
 use crate::server::{PATTERN_PERIOD, fill_pattern};
-use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion};
+use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion, impossible_min_rtt};
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
 
 const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
@@ -155,6 +155,9 @@ pub struct ClientOptions {
     pub tcp_congestion: Option<String>,
     /// Request TCP Fast Open on every connection.
     pub fast_open: bool,
+    /// The emulated path's minimum RTT in microseconds: a smaller minimum RTT is impossible and
+    /// counted.
+    pub path_min_rtt_us: Option<u64>,
 }
 
 /// A rustls client configuration: ring provider, TLS 1.3 only, exactly `groups` in that order,
@@ -438,6 +441,10 @@ impl Client {
             // is left out.
             stats.bytes_retransmitted = info.bytes_retrans;
             stats.packets_lost = info.total_retrans.map(u64::from);
+            stats.impossible_rtt_samples = self
+                .opts
+                .path_min_rtt_us
+                .map(|floor| impossible_min_rtt(&info, floor));
         }
         body
     }
@@ -661,6 +668,7 @@ mod tests {
             resume: false,
             tcp_congestion: Some("reno".to_string()),
             fast_open: false,
+            path_min_rtt_us: None,
         }
     }
 
@@ -682,6 +690,8 @@ mod tests {
                 tls: server_config(&id, groups).unwrap(),
                 tcp_congestion: None,
                 first_write: None,
+                timeline: None,
+                path_min_rtt_us: None,
             })
             .unwrap();
             let addr = server.local_addr();

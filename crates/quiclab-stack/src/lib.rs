@@ -5,6 +5,9 @@
 //! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills [`record`]s.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
 //! - [`record`]: the JSON-lines records every client writes (requests, timeline samples).
+//! - [`recording`]: a QUIC congestion controller wrapper that counts what quinn does not
+//!   expose (acknowledged bytes, bytes in flight, RTT samples).
+//! - [`timeline`]: the file servers write their connections' timelines to.
 //! - [`server`]: an HTTP/1.1 and HTTP/2 server over TCP and TLS with fixed-size downloads and
 //!   uploads.
 //! - [`quic`]: HTTP/3 over QUIC (quinn, h3): options, a server with the same routes, a client that
@@ -13,6 +16,8 @@
 pub mod client;
 pub mod quic;
 pub mod record;
+pub mod recording;
 pub mod server;
 pub mod tcpinfo;
+pub mod timeline;
 pub mod tls;

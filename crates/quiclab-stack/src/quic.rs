@@ -20,11 +20,9 @@
 //!   experimental in records: it is BBRv1 and quinn's pacer does not apply its pacing rate.
 
 use std::fmt;
-use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -43,7 +41,9 @@ use tokio::task::JoinSet;
 use crate::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
+use crate::recording::{Recorder, RecordingFactory};
 use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
+use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::KxGroup;
 
 /// ALPN protocol identifier of HTTP/3.
@@ -272,8 +272,29 @@ impl QuicOptions {
     /// quinn's transport configuration for these options (validated first).
     pub fn transport_config(&self) -> Result<TransportConfig, QuicError> {
         self.validate()?;
+        Ok(self.build_transport(self.congestion.factory()))
+    }
+
+    /// [`QuicOptions::transport_config`] with the controller wrapped to record into
+    /// `recorder`.
+    pub fn recorded_transport(
+        &self,
+        recorder: &Arc<Recorder>,
+    ) -> Result<TransportConfig, QuicError> {
+        self.validate()?;
+        Ok(self.build_transport(RecordingFactory::new(
+            self.congestion.factory(),
+            recorder.clone(),
+        )))
+    }
+
+    /// The transport for valid options with the given controller factory.
+    fn build_transport(
+        &self,
+        factory: Arc<dyn ControllerFactory + Send + Sync>,
+    ) -> TransportConfig {
         let mut t = TransportConfig::default();
-        t.congestion_controller_factory(self.congestion.factory())
+        t.congestion_controller_factory(factory)
             .initial_rtt(Duration::from_micros(self.initial_rtt_us))
             .initial_mtu(self.initial_mtu)
             .enable_segmentation_offload(self.gso)
@@ -293,7 +314,7 @@ impl QuicOptions {
         if !self.datagrams {
             t.datagram_receive_buffer_size(None);
         }
-        Ok(t)
+        t
     }
 
     /// A one-line summary for ready lines and logs.
@@ -379,15 +400,13 @@ pub struct QuicServerOptions {
     pub tls: Arc<rustls::ServerConfig>,
     pub quic: QuicOptions,
     /// Where to write each connection's timeline ([`TimelineSample`] JSON lines, every
-    /// [`TIMELINE_INTERVAL`] while the connection is open, connections numbered from 0 in
-    /// the order they arrive).
-    pub timeline: Option<Box<dyn Write + Send>>,
+    /// [`TIMELINE_INTERVAL`] while the connection is open and once when it closes,
+    /// connections numbered from 0 in the order they arrive).
+    pub timeline: Option<TimelineWriter>,
+    /// The emulated path's minimum RTT in microseconds: smaller RTT samples are impossible and
+    /// counted.
+    pub path_min_rtt_us: Option<u64>,
 }
-
-/// How often a server samples each connection for its timeline.
-pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(5);
-
-type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
 
 /// A bound QUIC server.
 pub struct QuicServer {
@@ -395,7 +414,11 @@ pub struct QuicServer {
     local_addr: SocketAddr,
     pattern: Bytes,
     alt_svc: http::HeaderValue,
-    timeline: Option<SharedWriter>,
+    timeline: Option<TimelineWriter>,
+    /// What each connection's own configuration is made from.
+    crypto: Arc<QuicServerConfig>,
+    quic: QuicOptions,
+    path_min_rtt: Option<Duration>,
 }
 
 /// Something that went wrong with one QUIC connection or request; the server goes on.
@@ -429,9 +452,10 @@ impl QuicServer {
         let addr = opts.listen;
         let socket_err = |source| QuicError::Socket { addr, source };
         let transport = opts.quic.transport_config()?;
-        let crypto =
-            QuicServerConfig::try_from(opts.tls).map_err(QuicError::NoInitialCipherSuite)?;
-        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        let crypto = Arc::new(
+            QuicServerConfig::try_from(opts.tls).map_err(QuicError::NoInitialCipherSuite)?,
+        );
+        let mut server_config = quinn::ServerConfig::with_crypto(crypto.clone());
         server_config.transport_config(Arc::new(transport));
 
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
@@ -458,7 +482,10 @@ impl QuicServer {
             local_addr,
             pattern: pattern.into(),
             alt_svc,
-            timeline: opts.timeline.map(|w| Arc::new(Mutex::new(w))),
+            timeline: opts.timeline,
+            crypto,
+            quic: opts.quic,
+            path_min_rtt: opts.path_min_rtt_us.map(Duration::from_micros),
         })
     }
 
@@ -491,9 +518,19 @@ impl QuicServer {
                     let (pattern, alt_svc, on_error) =
                         (self.pattern.clone(), self.alt_svc.clone(), on_error.clone());
                     let timeline = self.timeline.clone().map(|w| (w, index));
+                    // Each connection gets its own controller recorder.
+                    let recorder = Recorder::new(self.path_min_rtt);
+                    let config = self.connection_config(&recorder);
                     conns.spawn(async move {
-                        let served =
-                            serve_connection(incoming, pattern, alt_svc, timeline, on_error.clone());
+                        let served = serve_connection(
+                            incoming,
+                            config,
+                            recorder,
+                            pattern,
+                            alt_svc,
+                            timeline,
+                            on_error.clone(),
+                        );
                         match served.await {
                             Ok(()) => true,
                             Err(e) => {
@@ -508,11 +545,24 @@ impl QuicServer {
         self.endpoint.close(H3_NO_ERROR, b"server stopping");
         conns.shutdown().await;
         if let Some(w) = &self.timeline
-            && let Err(e) = lock(w).flush()
+            && let Err(e) = w.flush()
         {
             on_error(QuicConnectionError::Timeline(e));
         }
         stats
+    }
+
+    /// A server configuration for one connection: the options' transport with a controller
+    /// that records into `recorder`.
+    fn connection_config(&self, recorder: &Arc<Recorder>) -> Arc<quinn::ServerConfig> {
+        let mut config = quinn::ServerConfig::with_crypto(self.crypto.clone());
+        // bind() built the endpoint's transport from the same options, so they are valid.
+        let transport = self
+            .quic
+            .recorded_transport(recorder)
+            .expect("options validated in bind");
+        config.transport_config(Arc::new(transport));
+        Arc::new(config)
     }
 }
 
@@ -520,14 +570,16 @@ type H3ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Byt
 
 async fn serve_connection(
     incoming: quinn::Incoming,
+    config: Arc<quinn::ServerConfig>,
+    recorder: Arc<Recorder>,
     pattern: Bytes,
     alt_svc: http::HeaderValue,
-    timeline: Option<(SharedWriter, u32)>,
+    timeline: Option<(TimelineWriter, u32)>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
     let peer = incoming.remote_address();
     let connecting = incoming
-        .accept()
+        .accept_with(config)
         .map_err(|source| QuicConnectionError::Handshake { peer, source })?;
     // Accepting before the handshake completes lets 0-RTT requests be answered at once (0.5-RTT
     // data); a server always can, so the error arm only hands the handshake back.
@@ -537,16 +589,34 @@ async fn serve_connection(
             .await
             .map_err(|source| QuicConnectionError::Handshake { peer, source })?,
     };
-    let _sampler = timeline.map(|(w, index)| {
+    let sampler = timeline.map(|(w, index)| {
         AbortOnDrop(tokio::spawn(sample_timeline(
             conn.clone(),
+            recorder,
             index,
             w,
             on_error.clone(),
         )))
     });
+    let served = serve_h3(&conn, peer, pattern, alt_svc, on_error).await;
+    // The connection is over (the client closed it, or it failed): the sampler takes its last
+    // sample once quinn says so.
+    conn.close(H3_NO_ERROR, b"done");
+    if let Some(mut s) = sampler {
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut s.0).await;
+    }
+    served
+}
+
+async fn serve_h3(
+    conn: &quinn::Connection,
+    peer: SocketAddr,
+    pattern: Bytes,
+    alt_svc: http::HeaderValue,
+    on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
+) -> Result<(), QuicConnectionError> {
     let mut h3conn: h3::server::Connection<h3_quinn::Connection, Bytes> =
-        h3::server::Connection::new(h3_quinn::Connection::new(conn))
+        h3::server::Connection::new(h3_quinn::Connection::new(conn.clone()))
             .await
             .map_err(|source| QuicConnectionError::Http { peer, source })?;
     let mut requests = JoinSet::new();
@@ -594,19 +664,15 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn lock(w: &SharedWriter) -> std::sync::MutexGuard<'_, Box<dyn Write + Send>> {
-    // A writer whose holder panicked mid-line is still usable: at worst one line is cut.
-    w.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Writes a [`TimelineSample`] of `conn` every [`TIMELINE_INTERVAL`] until it closes. The
-/// server sends the downloads, so its view is the sender's: congestion window, RTT and
-/// congestion events (a sample whose event count grew is flagged). quinn 0.11 does not expose
-/// bytes in flight, acknowledged bytes or the pacing rate.
+/// Writes a [`TimelineSample`] of `conn` every [`TIMELINE_INTERVAL`] and once more when it
+/// closes. The server sends the downloads, so its view is the sender's: congestion window,
+/// RTT and losses from quinn's statistics; acknowledged bytes, bytes in flight, congestion
+/// events and impossible RTT samples from the connection's [`Recorder`].
 async fn sample_timeline(
     conn: quinn::Connection,
+    recorder: Arc<Recorder>,
     index: u32,
-    w: SharedWriter,
+    w: TimelineWriter,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) {
     let mut tick = tokio::time::interval(TIMELINE_INTERVAL);
@@ -614,29 +680,35 @@ async fn sample_timeline(
     // under load does not add up (rescheduling from each late tick stretched the period to 7 ms).
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut events = 0;
+    let closed = conn.closed();
+    let mut closed = std::pin::pin!(closed);
     loop {
-        tick.tick().await;
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            _ = &mut closed => true,
+        };
         let stats = conn.stats();
+        let cc = recorder.snapshot();
         let sample = TimelineSample {
             transport: Transport::Quic,
             connection: index,
             t_us: now_us(),
             cwnd_bytes: Some(stats.path.cwnd),
-            bytes_in_flight: None,
-            acked_bytes: None,
+            bytes_in_flight: Some(cc.in_flight),
+            acked_bytes: Some(cc.acked_bytes),
             rtt_us: Some(stats.path.rtt.as_micros() as u64),
             rate_bps: None,
-            congestion_event: stats.path.congestion_events > events,
+            congestion_event: cc.congestion_events > events,
+            retransmits: Some(stats.path.lost_packets),
+            impossible_rtt_samples: recorder.path_min_rtt().map(|_| cc.impossible_rtt_samples),
+            first_loss_offset: cc.first_loss_offset,
         };
-        events = stats.path.congestion_events;
-        let written = serde_json::to_string(&sample)
-            .map_err(std::io::Error::other)
-            .and_then(|line| writeln!(lock(&w), "{line}"));
-        if let Err(e) = written {
+        events = cc.congestion_events;
+        if let Err(e) = w.write(&sample) {
             on_error(QuicConnectionError::Timeline(e));
             return;
         }
-        if conn.close_reason().is_some() {
+        if last {
             return;
         }
     }
@@ -725,6 +797,9 @@ pub struct QuicClientOptions {
     /// Keep session tickets across this run's connections and send requests as 0-RTT when a
     /// ticket allows it.
     pub resume: bool,
+    /// The emulated path's minimum RTT in microseconds: smaller RTT samples are impossible and
+    /// counted.
+    pub path_min_rtt_us: Option<u64>,
 }
 
 fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicError> {
@@ -811,17 +886,28 @@ struct ClientConn {
     handshake_done_us: Option<u64>,
     /// With 0-RTT: resolves to (0-RTT accepted, when the handshake completed).
     zero_rtt: Option<tokio::task::JoinHandle<(bool, u64)>>,
+    /// What the connection's congestion controller saw.
+    recorder: Arc<Recorder>,
 }
 
 async fn connect(
     endpoint: &quinn::Endpoint,
     config: &quinn::ClientConfig,
+    opts: &QuicClientOptions,
     t: &Target,
     index: u32,
-    try_0rtt: bool,
 ) -> Result<ClientConn, String> {
+    let try_0rtt = opts.resume;
+    // A configuration of its own, for a recorder of its own.
+    let recorder = Recorder::new(opts.path_min_rtt_us.map(Duration::from_micros));
+    let mut config = config.clone();
+    let transport = opts
+        .quic
+        .recorded_transport(&recorder)
+        .map_err(|e| e.to_string())?;
+    config.transport_config(Arc::new(transport));
     let connecting = endpoint
-        .connect_with(config.clone(), t.addr, &t.server_name)
+        .connect_with(config, t.addr, &t.server_name)
         .map_err(|e| format!("connecting to {}: {e}", t.addr))?;
     let mut handshake = Handshake::default();
     let (conn, zero_rtt) = if try_0rtt {
@@ -860,6 +946,7 @@ async fn connect(
         handshake,
         handshake_done_us,
         zero_rtt,
+        recorder,
     })
 }
 
@@ -954,21 +1041,31 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
     Ok(())
 }
 
-fn transport_stats(conn: &quinn::Connection, configured: QuicCongestion) -> TransportStats {
+fn transport_stats(
+    conn: &quinn::Connection,
+    configured: QuicCongestion,
+    recorder: &Recorder,
+) -> TransportStats {
     let stats = conn.stats();
+    let recorded = recorder.snapshot();
     let cc = QuicCongestion::of_connection(conn).unwrap_or(configured);
     TransportStats {
         congestion_control: Some(cc.name().to_string()),
         congestion_control_experimental: cc.experimental(),
         packets_lost: Some(stats.path.lost_packets),
-        bytes_retransmitted: None,
+        // The bytes of the packets lost: QUIC retransmits their frames, not the packets.
+        bytes_retransmitted: Some(stats.path.lost_bytes),
+        // The client's own stream is the request: a download's first loss is the server's to
+        // see (its timeline has it).
         first_retransmit_offset: None,
         congestion_events: Some(stats.path.congestion_events),
         cwnd_final_bytes: Some(stats.path.cwnd),
-        cwnd_peak_bytes: None,
+        cwnd_peak_bytes: Some(recorded.peak_cwnd),
         min_rtt_us: Some(stats.path.min_rtt.as_micros() as u64),
         smoothed_rtt_us: Some(stats.path.rtt.as_micros() as u64),
-        impossible_rtt_samples: None,
+        impossible_rtt_samples: recorder
+            .path_min_rtt()
+            .map(|_| recorded.impossible_rtt_samples),
         max_udp_payload: Some(u64::from(stats.path.current_mtu)),
     }
 }
@@ -1027,7 +1124,7 @@ pub async fn get(
         let start_us = now_us();
         let mut rec = RequestRecord::get(HttpVersion::Http3, url, next_index, !reuse, start_us);
         if !reuse {
-            match connect(&endpoint, &config, &t, next_index, opts.resume).await {
+            match connect(&endpoint, &config, opts, &t, next_index).await {
                 Ok(c) => {
                     next_index += 1;
                     open = Some(c);
@@ -1069,7 +1166,7 @@ pub async fn get(
             .and_then(|d| d.protocol)
             .map(|p| String::from_utf8_lossy(&p).into_owned());
         rec.handshake = c.handshake.clone();
-        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion);
+        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion, &c.recorder);
         if let Err(e) = result {
             rec.error = Some(e);
         }
@@ -1196,6 +1293,7 @@ mod tests {
                 tls: Arc::new(server_tls(&tcp)),
                 quic: QuicOptions::default(),
                 timeline: None,
+                path_min_rtt_us: None,
             })
             .unwrap();
             let port = server.local_addr().port();
@@ -1220,6 +1318,7 @@ mod tests {
                 groups: vec![KxGroup::X25519],
                 reuse_connection: false,
                 resume: true,
+                path_min_rtt_us: None,
             };
             let recs = get(&urls, &opts).await.unwrap();
             for (r, n) in recs.iter().zip([100_000, 1, 0, 300_000]) {
@@ -1248,6 +1347,7 @@ mod tests {
                 )),
                 quic: QuicOptions::default(),
                 timeline: None,
+                path_min_rtt_us: None,
             })
             .unwrap();
             let other_port = other.local_addr().port();

@@ -7,6 +7,7 @@ mod cmd_selftest;
 mod cmd_serve;
 mod linkargs;
 mod quicargs;
+mod recordargs;
 mod signals;
 
 use clap::{Parser, Subcommand};
