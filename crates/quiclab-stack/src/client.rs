@@ -192,6 +192,7 @@ pub fn tls_client_config(
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config.key_log = crate::tls::key_log();
     config.resumption = if resume {
         // A handful of servers per run at most; 64 entries never evicts one that matters.
         Resumption::in_memory_sessions(64)
@@ -212,7 +213,7 @@ fn group_name(g: NamedGroup) -> String {
 }
 
 /// An error with all its causes, for a record.
-fn error_chain(e: &dyn StdError) -> String {
+pub(crate) fn error_chain(e: &dyn StdError) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -4,6 +4,7 @@
 //!   groups).
 //! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills [`record`]s.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
+//! - [`qlog`]: one qlog file per QUIC connection.
 //! - [`record`]: the JSON-lines records every client writes (requests, timeline samples).
 //! - [`recording`]: a QUIC congestion controller wrapper that counts what quinn does not
 //!   expose (acknowledged bytes, bytes in flight, RTT samples).
@@ -14,6 +15,7 @@
 //!   fills [`record`]s.
 
 pub mod client;
+pub mod qlog;
 pub mod quic;
 pub mod record;
 pub mod recording;

@@ -21,6 +21,7 @@
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,10 +39,11 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::task::JoinSet;
 
+use crate::qlog::QlogFile;
 use crate::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
-use crate::recording::{Recorder, RecordingFactory};
+use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::KxGroup;
@@ -92,6 +94,12 @@ pub enum QuicError {
     CaPem(#[source] rustls::pki_types::pem::Error),
     #[error("the CA certificate PEM holds no certificate")]
     NoCaCertificate,
+    #[error("creating the qlog file {}", path.display())]
+    Qlog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("opening a UDP socket for {addr}")]
     Socket {
         addr: SocketAddr,
@@ -123,6 +131,15 @@ impl QuicCongestion {
             QuicCongestion::NewReno => "newreno",
             QuicCongestion::Cubic => "cubic",
             QuicCongestion::Bbr => "bbr",
+        }
+    }
+
+    /// The name, with "(experimental)" where results must be labelled so.
+    pub fn label(self) -> String {
+        if self.experimental() {
+            format!("{} (experimental)", self.name())
+        } else {
+            self.name().to_string()
         }
     }
 
@@ -275,17 +292,36 @@ impl QuicOptions {
         Ok(self.build_transport(self.congestion.factory()))
     }
 
-    /// [`QuicOptions::transport_config`] with the controller wrapped to record into
-    /// `recorder`.
-    pub fn recorded_transport(
+    /// One connection's transport: [`QuicOptions::transport_config`] with the controller
+    /// wrapped to record into a recorder of its own (RTT samples under `path_min_rtt` counted
+    /// as impossible), and with a qlog file when `qlog` gives its path and title.
+    pub fn instrumented(
         &self,
-        recorder: &Arc<Recorder>,
-    ) -> Result<TransportConfig, QuicError> {
+        path_min_rtt: Option<Duration>,
+        qlog: Option<(PathBuf, String)>,
+    ) -> Result<Instrumented, QuicError> {
         self.validate()?;
-        Ok(self.build_transport(RecordingFactory::new(
+        let (qlog, stream) = match qlog {
+            Some((path, title)) => {
+                let description = format!("quiclab; {}", self.summary());
+                let (file, stream) = QlogFile::create(&path, title, description)
+                    .map_err(|source| QuicError::Qlog { path, source })?;
+                (Some(file), Some(stream))
+            }
+            None => (None, None),
+        };
+        let observer = qlog.clone().map(|q| q as Arc<dyn CcObserver>);
+        let recorder = Recorder::with_observer(path_min_rtt, observer);
+        let mut transport = self.build_transport(RecordingFactory::new(
             self.congestion.factory(),
             recorder.clone(),
-        )))
+        ));
+        transport.qlog_stream(stream);
+        Ok(Instrumented {
+            recorder,
+            qlog,
+            transport: Arc::new(transport),
+        })
     }
 
     /// The transport for valid options with the given controller factory.
@@ -320,19 +356,28 @@ impl QuicOptions {
     /// A one-line summary for ready lines and logs.
     pub fn summary(&self) -> String {
         format!(
-            "quic congestion {}{}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}",
-            self.congestion,
-            if self.congestion.experimental() {
-                " (experimental)"
-            } else {
-                ""
-            },
+            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}",
+            self.congestion.label(),
             self.initial_rtt_us as f64 / 1000.0,
             on_off(self.mtu_discovery),
             self.initial_mtu,
             self.max_udp_payload,
             on_off(self.gso),
         )
+    }
+}
+
+/// What [`QuicOptions::instrumented`] made for one connection.
+pub struct Instrumented {
+    pub recorder: Arc<Recorder>,
+    pub qlog: Option<Arc<QlogFile>>,
+    pub transport: Arc<TransportConfig>,
+}
+
+impl Instrumented {
+    /// Writes out the qlog, if there is one (once the connection is over).
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.qlog.as_ref().map_or(Ok(()), |q| q.flush())
     }
 }
 
@@ -406,6 +451,8 @@ pub struct QuicServerOptions {
     /// The emulated path's minimum RTT in microseconds: smaller RTT samples are impossible and
     /// counted.
     pub path_min_rtt_us: Option<u64>,
+    /// A directory for one qlog file per connection (`server-N.sqlog`, N as in the timeline).
+    pub qlog_dir: Option<PathBuf>,
 }
 
 /// A bound QUIC server.
@@ -419,6 +466,7 @@ pub struct QuicServer {
     crypto: Arc<QuicServerConfig>,
     quic: QuicOptions,
     path_min_rtt: Option<Duration>,
+    qlog_dir: Option<PathBuf>,
 }
 
 /// Something that went wrong with one QUIC connection or request; the server goes on.
@@ -438,6 +486,10 @@ pub enum QuicConnectionError {
     },
     #[error("writing the QUIC timeline")]
     Timeline(#[source] std::io::Error),
+    #[error("setting up a QUIC connection")]
+    Setup(#[source] QuicError),
+    #[error("writing a qlog file")]
+    QlogWrite(#[source] std::io::Error),
     #[error("HTTP/3 request from {peer}")]
     Stream {
         peer: SocketAddr,
@@ -486,6 +538,7 @@ impl QuicServer {
             crypto,
             quic: opts.quic,
             path_min_rtt: opts.path_min_rtt_us.map(Duration::from_micros),
+            qlog_dir: opts.qlog_dir,
         })
     }
 
@@ -519,13 +572,19 @@ impl QuicServer {
                         (self.pattern.clone(), self.alt_svc.clone(), on_error.clone());
                     let timeline = self.timeline.clone().map(|w| (w, index));
                     // Each connection gets its own controller recorder.
-                    let recorder = Recorder::new(self.path_min_rtt);
-                    let config = self.connection_config(&recorder);
+                    let (config, inst) = match self.connection_config(index) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            on_error(QuicConnectionError::Setup(e));
+                            incoming.refuse();
+                            continue;
+                        }
+                    };
                     conns.spawn(async move {
                         let served = serve_connection(
                             incoming,
                             config,
-                            recorder,
+                            inst,
                             pattern,
                             alt_svc,
                             timeline,
@@ -552,17 +611,22 @@ impl QuicServer {
         stats
     }
 
-    /// A server configuration for one connection: the options' transport with a controller
-    /// that records into `recorder`.
-    fn connection_config(&self, recorder: &Arc<Recorder>) -> Arc<quinn::ServerConfig> {
+    /// A server configuration for connection `index`: the options' transport with a
+    /// controller recorder and a qlog of its own.
+    fn connection_config(
+        &self,
+        index: u32,
+    ) -> Result<(Arc<quinn::ServerConfig>, Instrumented), QuicError> {
+        let qlog = self.qlog_dir.as_ref().map(|d| {
+            (
+                d.join(format!("server-{index}.sqlog")),
+                format!("quiclab serve, QUIC connection {index}"),
+            )
+        });
+        let inst = self.quic.instrumented(self.path_min_rtt, qlog)?;
         let mut config = quinn::ServerConfig::with_crypto(self.crypto.clone());
-        // bind() built the endpoint's transport from the same options, so they are valid.
-        let transport = self
-            .quic
-            .recorded_transport(recorder)
-            .expect("options validated in bind");
-        config.transport_config(Arc::new(transport));
-        Arc::new(config)
+        config.transport_config(inst.transport.clone());
+        Ok((Arc::new(config), inst))
     }
 }
 
@@ -571,7 +635,7 @@ type H3ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Byt
 async fn serve_connection(
     incoming: quinn::Incoming,
     config: Arc<quinn::ServerConfig>,
-    recorder: Arc<Recorder>,
+    inst: Instrumented,
     pattern: Bytes,
     alt_svc: http::HeaderValue,
     timeline: Option<(TimelineWriter, u32)>,
@@ -592,7 +656,7 @@ async fn serve_connection(
     let sampler = timeline.map(|(w, index)| {
         AbortOnDrop(tokio::spawn(sample_timeline(
             conn.clone(),
-            recorder,
+            inst.recorder.clone(),
             index,
             w,
             on_error.clone(),
@@ -605,6 +669,7 @@ async fn serve_connection(
     if let Some(mut s) = sampler {
         let _ = tokio::time::timeout(Duration::from_secs(1), &mut s.0).await;
     }
+    inst.flush().map_err(QuicConnectionError::QlogWrite)?;
     served
 }
 
@@ -800,6 +865,8 @@ pub struct QuicClientOptions {
     /// The emulated path's minimum RTT in microseconds: smaller RTT samples are impossible and
     /// counted.
     pub path_min_rtt_us: Option<u64>,
+    /// A directory for one qlog file per connection (`client-N.sqlog`, N as in the records).
+    pub qlog_dir: Option<PathBuf>,
 }
 
 fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicError> {
@@ -827,6 +894,7 @@ fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicEr
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN_H3.to_vec()];
+    tls.key_log = crate::tls::key_log();
     if opts.resume {
         // One store for the whole run (this config is built once per run), so that later
         // connections find the tickets of earlier ones.
@@ -886,8 +954,8 @@ struct ClientConn {
     handshake_done_us: Option<u64>,
     /// With 0-RTT: resolves to (0-RTT accepted, when the handshake completed).
     zero_rtt: Option<tokio::task::JoinHandle<(bool, u64)>>,
-    /// What the connection's congestion controller saw.
-    recorder: Arc<Recorder>,
+    /// What the connection's congestion controller saw, and its qlog.
+    inst: Instrumented,
 }
 
 async fn connect(
@@ -899,13 +967,18 @@ async fn connect(
 ) -> Result<ClientConn, String> {
     let try_0rtt = opts.resume;
     // A configuration of its own, for a recorder of its own.
-    let recorder = Recorder::new(opts.path_min_rtt_us.map(Duration::from_micros));
-    let mut config = config.clone();
-    let transport = opts
+    let qlog = opts.qlog_dir.as_ref().map(|d| {
+        (
+            d.join(format!("client-{index}.sqlog")),
+            format!("quiclab get, QUIC connection {index} to {}", t.uri),
+        )
+    });
+    let inst = opts
         .quic
-        .recorded_transport(&recorder)
-        .map_err(|e| e.to_string())?;
-    config.transport_config(Arc::new(transport));
+        .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)
+        .map_err(|e| crate::client::error_chain(&e))?;
+    let mut config = config.clone();
+    config.transport_config(inst.transport.clone());
     let connecting = endpoint
         .connect_with(config, t.addr, &t.server_name)
         .map_err(|e| format!("connecting to {}: {e}", t.addr))?;
@@ -946,7 +1019,7 @@ async fn connect(
         handshake,
         handshake_done_us,
         zero_rtt,
-        recorder,
+        inst,
     })
 }
 
@@ -1166,7 +1239,7 @@ pub async fn get(
             .and_then(|d| d.protocol)
             .map(|p| String::from_utf8_lossy(&p).into_owned());
         rec.handshake = c.handshake.clone();
-        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion, &c.recorder);
+        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion, &c.inst.recorder);
         if let Err(e) = result {
             rec.error = Some(e);
         }
@@ -1202,6 +1275,11 @@ async fn retry_after_0rtt_rejected(
 async fn close(c: ClientConn) {
     c.conn.close(H3_NO_ERROR, b"done");
     c.driver.abort();
+    // The qlog gets the close too when it is flushed after it.
+    c.conn.closed().await;
+    if let Err(e) = c.inst.flush() {
+        eprintln!("quiclab: writing a qlog file: {e}");
+    }
 }
 
 /// The client endpoint for the address family of `addr` (one per family per run, so that
@@ -1294,6 +1372,7 @@ mod tests {
                 quic: QuicOptions::default(),
                 timeline: None,
                 path_min_rtt_us: None,
+                qlog_dir: None,
             })
             .unwrap();
             let port = server.local_addr().port();
@@ -1319,6 +1398,7 @@ mod tests {
                 reuse_connection: false,
                 resume: true,
                 path_min_rtt_us: None,
+                qlog_dir: None,
             };
             let recs = get(&urls, &opts).await.unwrap();
             for (r, n) in recs.iter().zip([100_000, 1, 0, 300_000]) {
@@ -1348,6 +1428,7 @@ mod tests {
                 quic: QuicOptions::default(),
                 timeline: None,
                 path_min_rtt_us: None,
+                qlog_dir: None,
             })
             .unwrap();
             let other_port = other.local_addr().port();

@@ -35,6 +35,8 @@ pub struct CcSnapshot {
     pub in_flight: u64,
     pub cwnd: u64,
     pub peak_cwnd: u64,
+    /// The controller's slow-start threshold, if it has one.
+    pub ssthresh: Option<u64>,
     pub congestion_events: u64,
     pub lost_bytes: u64,
     pub rtt_samples: u64,
@@ -48,8 +50,8 @@ pub struct CcSnapshot {
 
 /// Hears about congestion-control events as they happen (e.g. to log them).
 pub trait CcObserver: Send + Sync {
-    /// After a batch of acknowledgements.
-    fn on_acks(&self, now: Instant, acked_bytes: u64, snapshot: &CcSnapshot, rtt: RttFacts);
+    /// After a batch of acknowledgements, the newest of them sent at `newest_sent`.
+    fn on_acks(&self, now: Instant, newest_sent: Option<Instant>, snap: &CcSnapshot, rtt: RttFacts);
     /// At a congestion event (loss or ECN), with the window after the controller's reaction.
     fn on_congestion(&self, now: Instant, lost_bytes: u64, persistent: bool, snap: &CcSnapshot);
 }
@@ -71,8 +73,7 @@ const TRAIL_STEP: Duration = Duration::from_millis(1);
 #[derive(Default)]
 struct State {
     snap: CcSnapshot,
-    /// Bytes acknowledged in the current batch, and the newest send time among them.
-    batch_bytes: u64,
+    /// The newest send time among the current batch's acknowledged packets.
     batch_newest_sent: Option<Instant>,
     /// quinn's (smoothed, minimum) RTT as the batch's acknowledgements saw it.
     batch_rtt: (Duration, Duration),
@@ -84,7 +85,7 @@ struct State {
 pub struct Recorder {
     state: Mutex<State>,
     floor: Option<Duration>,
-    observer: Option<Box<dyn CcObserver>>,
+    observer: Option<Arc<dyn CcObserver>>,
 }
 
 impl Recorder {
@@ -95,7 +96,7 @@ impl Recorder {
 
     pub fn with_observer(
         path_min_rtt: Option<Duration>,
-        observer: Option<Box<dyn CcObserver>>,
+        observer: Option<Arc<dyn CcObserver>>,
     ) -> Arc<Recorder> {
         Arc::new(Recorder {
             state: Mutex::new(State::default()),
@@ -121,30 +122,27 @@ impl Recorder {
 }
 
 impl Recorder {
-    fn window(&self, st: &mut State, cwnd: u64) {
-        st.snap.cwnd = cwnd;
-        st.snap.peak_cwnd = st.snap.peak_cwnd.max(cwnd);
+    fn window(&self, st: &mut State, m: ControllerMetrics) {
+        st.snap.cwnd = m.congestion_window;
+        st.snap.peak_cwnd = st.snap.peak_cwnd.max(m.congestion_window);
+        st.snap.ssthresh = m.ssthresh;
     }
 
     /// One acknowledged ack-eliciting packet, sent at `sent`.
     fn acked(&self, sent: Instant, bytes: u64, rtt: (Duration, Duration)) {
         let mut st = self.lock();
         st.snap.acked_bytes += bytes;
-        st.batch_bytes += bytes;
         st.batch_newest_sent = Some(st.batch_newest_sent.map_or(sent, |s| s.max(sent)));
         st.batch_rtt = rtt;
     }
 
     /// The end of a batch of acknowledgements received at `now`.
-    fn end_acks(&self, now: Instant, in_flight: u64, cwnd: u64) {
+    fn end_acks(&self, now: Instant, in_flight: u64, m: ControllerMetrics) {
         let mut st = self.lock();
         st.snap.in_flight = in_flight;
-        self.window(&mut st, cwnd);
-        let sample = st
-            .batch_newest_sent
-            .take()
-            .map(|sent| now.saturating_duration_since(sent));
-        let batch_bytes = std::mem::take(&mut st.batch_bytes);
+        self.window(&mut st, m);
+        let newest_sent = st.batch_newest_sent.take();
+        let sample = newest_sent.map(|sent| now.saturating_duration_since(sent));
         if let Some(s) = sample {
             let snap = &mut st.snap;
             snap.rtt_samples += 1;
@@ -164,7 +162,7 @@ impl Recorder {
             let (smoothed, min) = st.batch_rtt;
             o.on_acks(
                 now,
-                batch_bytes,
+                newest_sent,
                 &st.snap,
                 RttFacts {
                     smoothed,
@@ -176,12 +174,19 @@ impl Recorder {
     }
 
     /// A congestion event at `now` for packets up to one sent at `sent`.
-    fn congestion(&self, now: Instant, sent: Instant, persistent: bool, lost: u64, cwnd: u64) {
+    fn congestion(
+        &self,
+        now: Instant,
+        sent: Instant,
+        persistent: bool,
+        lost: u64,
+        m: ControllerMetrics,
+    ) {
         let mut st = self.lock();
         st.snap.congestion_events += 1;
         st.snap.lost_bytes += lost;
         st.snap.in_flight = st.snap.in_flight.saturating_sub(lost);
-        self.window(&mut st, cwnd);
+        self.window(&mut st, m);
         if lost > 0 && st.snap.first_loss_offset.is_none() {
             // The newest sent total known before the lost packet went out.
             let i = st.trail.partition_point(|&(t, _)| t <= sent);
@@ -213,7 +218,7 @@ impl ControllerFactory for RecordingFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
         let inner = self.inner.clone().build(now, current_mtu);
         self.recorder
-            .window(&mut self.recorder.lock(), inner.window());
+            .window(&mut self.recorder.lock(), inner.metrics());
         Box::new(Recording {
             inner,
             recorder: self.recorder.clone(),
@@ -252,7 +257,7 @@ impl Controller for Recording {
     ) {
         self.inner
             .on_end_acks(now, in_flight, app_limited, largest_packet_num_acked);
-        self.recorder.end_acks(now, in_flight, self.inner.window());
+        self.recorder.end_acks(now, in_flight, self.inner.metrics());
     }
 
     fn on_congestion_event(
@@ -269,14 +274,14 @@ impl Controller for Recording {
             sent,
             is_persistent_congestion,
             lost_bytes,
-            self.inner.window(),
+            self.inner.metrics(),
         );
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {
         self.inner.on_mtu_update(new_mtu);
         self.recorder
-            .window(&mut self.recorder.lock(), self.inner.window());
+            .window(&mut self.recorder.lock(), self.inner.metrics());
     }
 
     fn window(&self) -> u64 {
@@ -309,6 +314,12 @@ mod tests {
     use super::*;
     use quinn::congestion::NewRenoConfig;
 
+    fn window(cwnd: u64) -> ControllerMetrics {
+        let mut m = ControllerMetrics::default();
+        m.congestion_window = cwnd;
+        m
+    }
+
     #[test]
     fn counts_acks_samples_losses_and_the_first_loss_offset() {
         let rec = Recorder::new(Some(Duration::from_millis(50)));
@@ -319,11 +330,11 @@ mod tests {
         for i in 0..5 {
             rec.acked(ms(i), 1200, rtt);
         }
-        rec.end_acks(ms(60), 6000, 20_000);
+        rec.end_acks(ms(60), 6000, window(20_000));
         for i in 5..10 {
             rec.acked(ms(i), 1200, rtt);
         }
-        rec.end_acks(ms(61), 0, 30_000);
+        rec.end_acks(ms(61), 0, window(30_000));
         let s = rec.snapshot();
         assert_eq!(s.acked_bytes, 12_000);
         assert_eq!(s.rtt_samples, 2);
@@ -335,17 +346,17 @@ mod tests {
 
         // A packet sent at 9 ms acknowledged at 20 ms: an 11 ms sample on a 50 ms path.
         rec.acked(ms(9), 1200, rtt);
-        rec.end_acks(ms(20), 0, 30_000);
+        rec.end_acks(ms(20), 0, window(30_000));
         assert_eq!(rec.snapshot().impossible_rtt_samples, 1);
 
         // The first loss: a packet sent at 60.5 ms, when the sent total known was 12,000.
-        rec.end_acks(ms(70), 2400, 30_000);
+        rec.end_acks(ms(70), 2400, window(30_000));
         rec.congestion(
             ms(80),
             t0 + Duration::from_micros(60_500),
             false,
             1200,
-            15_000,
+            window(15_000),
         );
         let s = rec.snapshot();
         assert_eq!(s.first_loss_offset, Some(12_000));
@@ -355,7 +366,7 @@ mod tests {
         );
         assert_eq!((s.cwnd, s.peak_cwnd), (15_000, 30_000));
         // Later losses do not move it.
-        rec.congestion(ms(90), ms(85), false, 1200, 7_500);
+        rec.congestion(ms(90), ms(85), false, 1200, window(7_500));
         assert_eq!(rec.snapshot().first_loss_offset, Some(12_000));
     }
 

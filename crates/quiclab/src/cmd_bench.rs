@@ -125,6 +125,7 @@ fn emulated(
         link: cfg,
         device_mtu: Some(mtu),
         events: None,
+        pcap: None,
     })?;
     let flow = iperf(topo.ns(Side::Client), topo.ns(Side::Server), d, s)?;
     let reports = topo.finish()?;

@@ -123,6 +123,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
                 reuse_connection: reuse,
                 resume: c.resume,
                 path_min_rtt_us: c.record.path_min_rtt_us(),
+                qlog_dir: c.record.qlog_dir()?,
             };
             let records = runtime.block_on(quic::get(&urls, &opts))?;
             return report(&records, c.json);

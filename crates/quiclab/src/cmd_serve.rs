@@ -156,6 +156,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                     quic,
                     timeline: timeline_file(c.quic_timeline.as_ref(), "QUIC")?,
                     path_min_rtt_us: c.record.path_min_rtt_us(),
+                    qlog_dir: c.record.qlog_dir()?,
                 })?)
             }
             None => None,

@@ -1,7 +1,9 @@
 //! What `quiclab serve` and `quiclab get` record beyond their own output, shared by both.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
 
 #[derive(Args, Clone, Debug)]
@@ -13,11 +15,26 @@ pub struct RecordArgs {
     /// keeps only its minimum, a minimum below it counts as one.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub path_min_rtt: Option<Duration>,
+    /// Write one qlog file per QUIC connection into this directory (created if missing):
+    /// server-N.sqlog / client-N.sqlog, JSON-SEQ qlog 0.3 that qvis reads (packets sent,
+    /// received and lost, congestion window, bytes in flight, RTTs, congestion states; the
+    /// congestion controller is named in the trace's description).
+    #[arg(long, value_name = "DIR")]
+    pub qlog_dir: Option<PathBuf>,
 }
 
 impl RecordArgs {
     pub fn path_min_rtt_us(&self) -> Option<u64> {
         self.path_min_rtt.map(|d| d.as_micros() as u64)
+    }
+
+    /// The qlog directory, created now so that a bad path fails before any connection.
+    pub fn qlog_dir(&self) -> anyhow::Result<Option<PathBuf>> {
+        if let Some(d) = &self.qlog_dir {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
+        }
+        Ok(self.qlog_dir.clone())
     }
 }
 
