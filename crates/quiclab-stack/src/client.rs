@@ -693,6 +693,7 @@ mod tests {
                 first_write: None,
                 timeline: None,
                 path_min_rtt_us: None,
+                root: None,
             })
             .unwrap();
             let addr = server.local_addr();

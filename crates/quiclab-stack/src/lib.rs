@@ -3,6 +3,7 @@
 //! - [`tls`]: certificates and rustls configurations (ring provider, TLS 1.3, chosen key-exchange
 //!   groups).
 //! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills [`record`]s.
+//! - [`files`]: static files under a root directory, served without escaping it.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
 //! - [`qlog`]: one qlog file per QUIC connection.
 //! - [`record`]: the JSON-lines records every client writes (requests, timeline samples).
@@ -15,6 +16,7 @@
 //!   fills [`record`]s.
 
 pub mod client;
+pub mod files;
 pub mod qlog;
 pub mod quic;
 pub mod record;

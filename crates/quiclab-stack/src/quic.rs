@@ -21,7 +21,7 @@
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::task::JoinSet;
 
+use crate::files::Lookup;
 use crate::qlog::QlogFile;
 use crate::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
@@ -193,7 +194,8 @@ impl fmt::Display for QuicCongestion {
 }
 
 /// QUIC transport settings, the same for servers and clients. Defaults are quinn's, except
-/// datagrams (off: HTTP/3 downloads do not use them).
+/// datagrams (off: HTTP/3 downloads do not use them). Stream priorities are not reachable:
+/// h3-quinn does not expose quinn's per-stream priority, and h3 has no RFC 9218 support.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QuicOptions {
@@ -214,8 +216,12 @@ pub struct QuicOptions {
     pub receive_window: u64,
     /// Data buffered for sending across all streams, bytes.
     pub send_window: u64,
-    /// Accept unreliable datagrams (RFC 9221).
-    pub datagrams: bool,
+    /// Unreliable datagrams (RFC 9221): `None` off; `Some(n)` on, with n bytes buffered for
+    /// receiving and for sending (workloads send and read them on the `quinn::Connection`).
+    pub datagram_buffer: Option<u64>,
+    /// Round-robin between streams with data to send (quinn's default); `false` sends them one
+    /// after another in the order they were opened (FIFO).
+    pub round_robin: bool,
 }
 
 impl Default for QuicOptions {
@@ -230,7 +236,8 @@ impl Default for QuicOptions {
             stream_receive_window: 1_250_000,
             receive_window: VARINT_MAX,
             send_window: 10_000_000,
-            datagrams: false,
+            datagram_buffer: None,
+            round_robin: true,
         }
     }
 }
@@ -278,6 +285,7 @@ impl QuicOptions {
             ("stream_receive_window", self.stream_receive_window),
             ("receive_window", self.receive_window),
             ("send_window", self.send_window),
+            ("datagram_buffer", self.datagram_buffer.unwrap_or(1)),
         ] {
             if v == 0 || v > VARINT_MAX {
                 return bad(field, v.to_string(), format!("1 to {VARINT_MAX} bytes"));
@@ -347,22 +355,44 @@ impl QuicOptions {
         } else {
             t.mtu_discovery_config(None);
         }
-        if !self.datagrams {
-            t.datagram_receive_buffer_size(None);
+        match self.datagram_buffer {
+            Some(n) => {
+                // validate() keeps n within a VarInt, far below usize::MAX on 64-bit hosts.
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                t.datagram_receive_buffer_size(Some(n))
+                    .datagram_send_buffer_size(n);
+            }
+            None => {
+                t.datagram_receive_buffer_size(None);
+            }
         }
+        t.send_fairness(self.round_robin);
         t
     }
 
     /// A one-line summary for ready lines and logs.
     pub fn summary(&self) -> String {
         format!(
-            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}",
+            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; datagrams {}",
             self.congestion.label(),
             self.initial_rtt_us as f64 / 1000.0,
             on_off(self.mtu_discovery),
             self.initial_mtu,
             self.max_udp_payload,
             on_off(self.gso),
+            self.stream_receive_window,
+            if self.receive_window == VARINT_MAX {
+                "unlimited".to_string()
+            } else {
+                self.receive_window.to_string()
+            },
+            if self.round_robin {
+                "round-robin"
+            } else {
+                "fifo"
+            },
+            self.datagram_buffer
+                .map_or("off".to_string(), |n| format!("on, {n} bytes buffered")),
         )
     }
 }
@@ -453,6 +483,8 @@ pub struct QuicServerOptions {
     pub path_min_rtt_us: Option<u64>,
     /// A directory for one qlog file per connection (`server-N.sqlog`, N as in the timeline).
     pub qlog_dir: Option<PathBuf>,
+    /// Serve other GET paths as files under this directory (see [`crate::files`]).
+    pub root: Option<PathBuf>,
 }
 
 /// A bound QUIC server.
@@ -461,6 +493,7 @@ pub struct QuicServer {
     local_addr: SocketAddr,
     pattern: Bytes,
     alt_svc: http::HeaderValue,
+    root: Option<Arc<Path>>,
     timeline: Option<TimelineWriter>,
     /// What each connection's own configuration is made from.
     crypto: Arc<QuicServerConfig>,
@@ -539,6 +572,7 @@ impl QuicServer {
             quic: opts.quic,
             path_min_rtt: opts.path_min_rtt_us.map(Duration::from_micros),
             qlog_dir: opts.qlog_dir,
+            root: opts.root.map(Arc::from),
         })
     }
 
@@ -570,6 +604,7 @@ impl QuicServer {
                     stats.connections += 1;
                     let (pattern, alt_svc, on_error) =
                         (self.pattern.clone(), self.alt_svc.clone(), on_error.clone());
+                    let root = self.root.clone();
                     let timeline = self.timeline.clone().map(|w| (w, index));
                     // Each connection gets its own controller recorder.
                     let (config, inst) = match self.connection_config(index) {
@@ -587,6 +622,7 @@ impl QuicServer {
                             inst,
                             pattern,
                             alt_svc,
+                            root,
                             timeline,
                             on_error.clone(),
                         );
@@ -638,6 +674,7 @@ async fn serve_connection(
     inst: Instrumented,
     pattern: Bytes,
     alt_svc: http::HeaderValue,
+    root: Option<Arc<Path>>,
     timeline: Option<(TimelineWriter, u32)>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
@@ -662,7 +699,7 @@ async fn serve_connection(
             on_error.clone(),
         )))
     });
-    let served = serve_h3(&conn, peer, pattern, alt_svc, on_error).await;
+    let served = serve_h3(&conn, peer, pattern, alt_svc, root, on_error).await;
     // The connection is over (the client closed it, or it failed): the sampler takes its last
     // sample once quinn says so.
     conn.close(H3_NO_ERROR, b"done");
@@ -678,6 +715,7 @@ async fn serve_h3(
     peer: SocketAddr,
     pattern: Bytes,
     alt_svc: http::HeaderValue,
+    root: Option<Arc<Path>>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
     let mut h3conn: h3::server::Connection<h3_quinn::Connection, Bytes> =
@@ -690,10 +728,11 @@ async fn serve_h3(
             Ok(Some(resolver)) => {
                 let (pattern, alt_svc, on_error) =
                     (pattern.clone(), alt_svc.clone(), on_error.clone());
+                let root = root.clone();
                 requests.spawn(async move {
                     let served = async {
                         let (req, stream) = resolver.resolve_request().await?;
-                        handle(req, stream, pattern, alt_svc).await
+                        handle(req, stream, pattern, alt_svc, root).await
                     };
                     if let Err(source) = served.await
                         && !source.is_h3_no_error()
@@ -784,6 +823,7 @@ async fn handle(
     mut stream: H3ServerStream,
     pattern: Bytes,
     alt_svc: http::HeaderValue,
+    root: Option<Arc<Path>>,
 ) -> Result<(), h3::error::StreamError> {
     let path = req.uri().path();
     let respond = |status: StatusCode| {
@@ -822,6 +862,45 @@ async fn handle(
                 format!("{received}\n"),
             )
             .await
+        }
+        (&Method::GET, None) if root.is_some() => {
+            let path = path.to_string();
+            let found =
+                tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
+                    .await;
+            match found {
+                Ok(Some(Lookup::Found { body, content_type })) => {
+                    // A status, a valid header value, a number and a static type.
+                    let head = respond(StatusCode::OK)
+                        .header(http::header::CONTENT_TYPE, content_type)
+                        .header(http::header::CONTENT_LENGTH, body.len())
+                        .body(())
+                        .expect("valid response head");
+                    stream.send_response(head).await?;
+                    for at in (0..body.len()).step_by(CHUNK) {
+                        stream
+                            .send_data(body.slice(at..(at + CHUNK).min(body.len())))
+                            .await?;
+                    }
+                    stream.finish().await
+                }
+                Ok(Some(Lookup::Forbidden)) => {
+                    send_text(
+                        &mut stream,
+                        respond(StatusCode::FORBIDDEN),
+                        "forbidden\n".into(),
+                    )
+                    .await
+                }
+                _ => {
+                    send_text(
+                        &mut stream,
+                        respond(StatusCode::NOT_FOUND),
+                        "not found\n".into(),
+                    )
+                    .await
+                }
+            }
         }
         _ => {
             send_text(
@@ -1373,6 +1452,7 @@ mod tests {
                 timeline: None,
                 path_min_rtt_us: None,
                 qlog_dir: None,
+                root: None,
             })
             .unwrap();
             let port = server.local_addr().port();
@@ -1429,6 +1509,7 @@ mod tests {
                 timeline: None,
                 path_min_rtt_us: None,
                 qlog_dir: None,
+                root: None,
             })
             .unwrap();
             let other_port = other.local_addr().port();

@@ -18,6 +18,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -36,6 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::files::Lookup;
 use crate::tcpinfo::{CongestionError, Sampler, apply_congestion};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
@@ -134,6 +136,8 @@ pub struct ServerOptions {
     pub timeline: Option<TimelineWriter>,
     /// The emulated path's minimum RTT in microseconds: a smaller RTT is impossible and counted.
     pub path_min_rtt_us: Option<u64>,
+    /// Serve other GET paths as files under this directory (see [`crate::files`]).
+    pub root: Option<PathBuf>,
 }
 
 /// First write of a response when frames are sized dynamically: with TLS and HTTP/2 framing it
@@ -164,6 +168,7 @@ struct State {
     first_write: Option<usize>,
     timeline: Option<TimelineWriter>,
     path_min_rtt_us: Option<u64>,
+    root: Option<PathBuf>,
 }
 
 impl Server {
@@ -203,6 +208,7 @@ impl Server {
                 first_write: opts.first_write,
                 timeline: opts.timeline,
                 path_min_rtt_us: opts.path_min_rtt_us,
+                root: opts.root,
             }),
         })
     }
@@ -375,6 +381,22 @@ async fn handle(
                 }
             }
             text(StatusCode::OK, format!("{received}\n"))
+        }
+        (&Method::GET, None) if state.root.is_some() => {
+            let (root, path) = (state.root.clone(), path.to_string());
+            let found =
+                tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
+                    .await;
+            match found {
+                Ok(Some(Lookup::Found { body, content_type })) => {
+                    let mut r = Response::new(Full::new(body).map_err(|e| match e {}).boxed());
+                    r.headers_mut()
+                        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+                    r
+                }
+                Ok(Some(Lookup::Forbidden)) => text(StatusCode::FORBIDDEN, "forbidden\n".into()),
+                _ => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
+            }
         }
         _ => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
     };
@@ -555,6 +577,7 @@ mod tests {
             first_write: None,
             timeline: None,
             path_min_rtt_us: None,
+            root: None,
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();
         let msg = e.to_string();

@@ -81,6 +81,10 @@ pub struct ServeCmd {
     /// acknowledged, RTT, delivery rate, retransmissions.
     #[arg(long, value_name = "FILE")]
     tcp_timeline: Option<PathBuf>,
+    /// Serve GET requests for other paths as files under this directory (a directory serves
+    /// its index.html); paths never lead outside it (.. and links out are refused with 403).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
     #[command(flatten)]
     record: RecordArgs,
 }
@@ -105,6 +109,11 @@ fn on_off(s: &str) -> Result<bool, String> {
 
 pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    if let Some(root) = &c.root
+        && !root.is_dir()
+    {
+        anyhow::bail!("--root {}: not a directory", root.display());
+    }
     let identity = match (&c.cert, &c.key) {
         (Some(cert), Some(key)) => Identity::from_pem_files(cert, key)?,
         _ => Identity::self_signed()?,
@@ -146,6 +155,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             first_write: c.dynamic_records.then_some(DYNAMIC_FIRST_WRITE),
             timeline: timeline_file(c.tcp_timeline.as_ref(), "TCP")?,
             path_min_rtt_us: c.record.path_min_rtt_us(),
+            root: c.root.clone(),
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
         let quic_server = match quic_options.clone() {
@@ -157,6 +167,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                     timeline: timeline_file(c.quic_timeline.as_ref(), "QUIC")?,
                     path_min_rtt_us: c.record.path_min_rtt_us(),
                     qlog_dir: c.record.qlog_dir()?,
+                    root: c.root.clone(),
                 })?)
             }
             None => None,
