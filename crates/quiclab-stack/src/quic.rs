@@ -21,7 +21,7 @@
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -491,9 +491,7 @@ pub struct QuicServerOptions {
 pub struct QuicServer {
     endpoint: quinn::Endpoint,
     local_addr: SocketAddr,
-    pattern: Bytes,
-    alt_svc: http::HeaderValue,
-    root: Option<Arc<Path>>,
+    routes: Arc<Routes>,
     timeline: Option<TimelineWriter>,
     /// What each connection's own configuration is made from.
     crypto: Arc<QuicServerConfig>,
@@ -565,14 +563,16 @@ impl QuicServer {
         Ok(QuicServer {
             endpoint,
             local_addr,
-            pattern: pattern.into(),
-            alt_svc,
+            routes: Arc::new(Routes {
+                pattern: pattern.into(),
+                alt_svc,
+                root: opts.root,
+            }),
             timeline: opts.timeline,
             crypto,
             quic: opts.quic,
             path_min_rtt: opts.path_min_rtt_us.map(Duration::from_micros),
             qlog_dir: opts.qlog_dir,
-            root: opts.root.map(Arc::from),
         })
     }
 
@@ -602,9 +602,7 @@ impl QuicServer {
                     let Some(incoming) = incoming else { break };
                     let index = stats.connections as u32;
                     stats.connections += 1;
-                    let (pattern, alt_svc, on_error) =
-                        (self.pattern.clone(), self.alt_svc.clone(), on_error.clone());
-                    let root = self.root.clone();
+                    let (routes, on_error) = (self.routes.clone(), on_error.clone());
                     let timeline = self.timeline.clone().map(|w| (w, index));
                     // Each connection gets its own controller recorder.
                     let (config, inst) = match self.connection_config(index) {
@@ -620,9 +618,7 @@ impl QuicServer {
                             incoming,
                             config,
                             inst,
-                            pattern,
-                            alt_svc,
-                            root,
+                            routes,
                             timeline,
                             on_error.clone(),
                         );
@@ -666,15 +662,20 @@ impl QuicServer {
     }
 }
 
+/// What requests are answered from: the `/bytes` pattern, the Alt-Svc value, static files.
+struct Routes {
+    pattern: Bytes,
+    alt_svc: http::HeaderValue,
+    root: Option<PathBuf>,
+}
+
 type H3ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 async fn serve_connection(
     incoming: quinn::Incoming,
     config: Arc<quinn::ServerConfig>,
     inst: Instrumented,
-    pattern: Bytes,
-    alt_svc: http::HeaderValue,
-    root: Option<Arc<Path>>,
+    routes: Arc<Routes>,
     timeline: Option<(TimelineWriter, u32)>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
@@ -699,7 +700,7 @@ async fn serve_connection(
             on_error.clone(),
         )))
     });
-    let served = serve_h3(&conn, peer, pattern, alt_svc, root, on_error).await;
+    let served = serve_h3(&conn, peer, routes, on_error).await;
     // The connection is over (the client closed it, or it failed): the sampler takes its last
     // sample once quinn says so.
     conn.close(H3_NO_ERROR, b"done");
@@ -713,9 +714,7 @@ async fn serve_connection(
 async fn serve_h3(
     conn: &quinn::Connection,
     peer: SocketAddr,
-    pattern: Bytes,
-    alt_svc: http::HeaderValue,
-    root: Option<Arc<Path>>,
+    routes: Arc<Routes>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
     let mut h3conn: h3::server::Connection<h3_quinn::Connection, Bytes> =
@@ -726,13 +725,11 @@ async fn serve_h3(
     loop {
         match h3conn.accept().await {
             Ok(Some(resolver)) => {
-                let (pattern, alt_svc, on_error) =
-                    (pattern.clone(), alt_svc.clone(), on_error.clone());
-                let root = root.clone();
+                let (routes, on_error) = (routes.clone(), on_error.clone());
                 requests.spawn(async move {
                     let served = async {
                         let (req, stream) = resolver.resolve_request().await?;
-                        handle(req, stream, pattern, alt_svc, root).await
+                        handle(req, stream, routes).await
                     };
                     if let Err(source) = served.await
                         && !source.is_h3_no_error()
@@ -821,10 +818,13 @@ async fn sample_timeline(
 async fn handle(
     req: Request<()>,
     mut stream: H3ServerStream,
-    pattern: Bytes,
-    alt_svc: http::HeaderValue,
-    root: Option<Arc<Path>>,
+    routes: Arc<Routes>,
 ) -> Result<(), h3::error::StreamError> {
+    let Routes {
+        pattern,
+        alt_svc,
+        root,
+    } = &*routes;
     let path = req.uri().path();
     let respond = |status: StatusCode| {
         Response::builder()
@@ -864,7 +864,7 @@ async fn handle(
             .await
         }
         (&Method::GET, None) if root.is_some() => {
-            let path = path.to_string();
+            let (root, path) = (root.clone(), path.to_string());
             let found =
                 tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
                     .await;
