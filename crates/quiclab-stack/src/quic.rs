@@ -300,6 +300,16 @@ impl QuicOptions {
         Ok(self.build_transport(self.congestion.factory()))
     }
 
+    /// The endpoint configuration: it advertises `max_udp_payload` as the largest UDP payload
+    /// this end accepts (quinn's default, 1472, would cap the peer's packets whatever its own
+    /// settings).
+    pub fn endpoint_config(&self) -> quinn::EndpointConfig {
+        let mut c = quinn::EndpointConfig::default();
+        // validate() keeps max_udp_payload at 1200 or more, which quinn accepts.
+        let _ = c.max_udp_payload_size(self.max_udp_payload);
+        c
+    }
+
     /// One connection's transport: [`QuicOptions::transport_config`] with the controller
     /// wrapped to record into a recorder of its own (RTT samples under `path_min_rtt` counted
     /// as impossible), and with a qlog file when `qlog` gives its path and title.
@@ -548,7 +558,7 @@ impl QuicServer {
         }
         socket.bind(&addr.into()).map_err(socket_err)?;
         let endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            opts.quic.endpoint_config(),
             Some(server_config),
             socket.into(),
             Arc::new(quinn::TokioRuntime),
@@ -1254,7 +1264,7 @@ pub async fn get(
                 continue;
             }
         };
-        let endpoint = match endpoint_for(&mut endpoints, t.addr) {
+        let endpoint = match endpoint_for(&mut endpoints, t.addr, &opts.quic) {
             Ok(e) => e,
             Err(e) => {
                 let mut r =
@@ -1366,6 +1376,7 @@ async fn close(c: ClientConn) {
 fn endpoint_for(
     endpoints: &mut Vec<quinn::Endpoint>,
     addr: SocketAddr,
+    quic: &QuicOptions,
 ) -> Result<quinn::Endpoint, String> {
     if let Some(e) = endpoints
         .iter()
@@ -1378,7 +1389,15 @@ fn endpoint_for(
     } else {
         (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     };
-    let e = quinn::Endpoint::client(bind).map_err(|e| format!("opening a UDP socket: {e}"))?;
+    let socket =
+        std::net::UdpSocket::bind(bind).map_err(|e| format!("opening a UDP socket: {e}"))?;
+    let e = quinn::Endpoint::new(
+        quic.endpoint_config(),
+        None,
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| format!("opening a QUIC endpoint: {e}"))?;
     endpoints.push(e.clone());
     Ok(e)
 }

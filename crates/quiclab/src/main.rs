@@ -1,5 +1,6 @@
 //! The quiclab command line.
 
+mod bench_stacks;
 mod cmd_bench;
 mod cmd_get;
 mod cmd_link;
