@@ -878,7 +878,7 @@ async fn handle(
             let found =
                 tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
                     .await;
-            match found {
+            let (status, msg) = match found {
                 Ok(Some(Lookup::Found { body, content_type })) => {
                     // A status, a valid header value, a number and a static type.
                     let head = respond(StatusCode::OK)
@@ -892,25 +892,12 @@ async fn handle(
                             .send_data(body.slice(at..(at + CHUNK).min(body.len())))
                             .await?;
                     }
-                    stream.finish().await
+                    return stream.finish().await;
                 }
-                Ok(Some(Lookup::Forbidden)) => {
-                    send_text(
-                        &mut stream,
-                        respond(StatusCode::FORBIDDEN),
-                        "forbidden\n".into(),
-                    )
-                    .await
-                }
-                _ => {
-                    send_text(
-                        &mut stream,
-                        respond(StatusCode::NOT_FOUND),
-                        "not found\n".into(),
-                    )
-                    .await
-                }
-            }
+                Ok(Some(Lookup::Forbidden)) => (StatusCode::FORBIDDEN, "forbidden\n"),
+                _ => (StatusCode::NOT_FOUND, "not found\n"),
+            };
+            send_text(&mut stream, respond(status), msg.into()).await
         }
         _ => {
             send_text(

@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, quiclab, tmpdir};
+use common::{QUICLAB, assert_root, link, tmpdir};
 
 /// The secrets of a key log (NSS format) with the given label, as (client random, secret).
 fn secrets(path: &Path, label: &str) -> BTreeSet<String> {
@@ -79,21 +79,11 @@ fn key_logs_qlogs_and_a_capture_that_tshark_decrypts() {
         "set -e\nexport SSLKEYLOGFILE={}\n{get} --http 2 {url}\n{get} --http 3 --quic-cc cubic {url}\n",
         p("client.keys").display()
     );
-    let out = quiclab()
-        .args([
-            "link", "--rate", "50mbit", "--delay", "10ms", "--wait", "10s",
-        ])
-        .arg("--pcap")
-        .arg(p("link.pcap"))
-        .args(["--server", &server, "--client", &client])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let pcap_arg = format!("--pcap={}", p("link.pcap").display());
+    link(
+        &["--rate", "50mbit", "--delay", "10ms", &pcap_arg],
+        &server,
+        &client,
     );
 
     // Both ends log the same traffic secrets: one per connection, TCP and QUIC.

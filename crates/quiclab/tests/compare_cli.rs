@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, quiclab, tmpdir};
+use common::{QUICLAB, assert_root, json_lines, link, tmpdir};
 
 const RTT_MS: f64 = 50.0;
 const REPEAT: usize = 7;
@@ -34,25 +34,8 @@ fn h3_beats_h2_by_about_one_round_trip_on_a_new_connection() {
     let client = format!(
         "set -e\n{get} --http 2 --tcp-cc cubic {url}\n{get} --http 3 --quic-cc cubic {url}\n"
     );
-    let out = quiclab()
-        .args([
-            "link", "--rate", "10mbit", "--delay", "25ms", "--wait", "10s",
-        ])
-        .args(["--server", &server, "--client", &client])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let recs: Vec<Value> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let stdout = link(&["--rate", "10mbit", "--delay", "25ms"], &server, &client);
+    let recs = json_lines(&stdout);
     assert_eq!(recs.len(), 2 * REPEAT, "{stdout}");
     let ttlb = |http: &str| {
         median(

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 mod common;
-use common::{assert_root, quiclab, tmpdir};
+use common::{assert_root, json_lines, link_exit, quiclab, tmpdir};
 
 /// Checks that `file` holds exactly `len` bytes of the /bytes pattern (byte i = i mod 251).
 fn assert_pattern(file: &Path, len: usize) {
@@ -161,19 +161,8 @@ fn static_files_over_every_version_stay_under_the_root_and_quic_knobs_are_report
             https://$QUICLAB_SERVER/css/big.bin https://$QUICLAB_SERVER/nothing\n",
         out2 = d.join("big-h2.bin").display(),
     );
-    let out = quiclab()
-        .args(["link", "--delay", "5ms", "--wait", "10s"])
-        .args(["--server", &server, "--client", &client])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
     // `get` exits 1 for the 404, which the link reports as the client's exit code.
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = link_exit(&["--delay", "5ms"], &server, &client, 1);
     assert!(
         stdout.contains(
             "stream window 2097152; connection window 8000000; scheduling fifo; datagrams on, 64000 bytes buffered"
@@ -183,11 +172,7 @@ fn static_files_over_every_version_stay_under_the_root_and_quic_knobs_are_report
     assert_eq!(std::fs::read(d.join("big-h2.bin")).unwrap(), big);
     assert!(stdout.lines().any(|l| l == "<p>hello</p>"), "{stdout}");
     assert!(stdout.lines().any(|l| l == "status 403"), "{stdout}");
-    let recs: Vec<serde_json::Value> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = json_lines(&stdout);
     assert_eq!(recs.len(), 2, "{stdout}");
     assert_eq!(
         (&recs[0]["status"], &recs[0]["bytes"]),

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, quiclab, tmpdir};
+use common::{QUICLAB, assert_root, json_lines, link, tmpdir};
 
 const SIZE: u64 = 1_000_000;
 /// The link: 10 Mbit/s, 25 ms each way.
@@ -32,24 +32,8 @@ fn run(dir: &Path, floor: &str) -> (Value, Value, Vec<Value>, Vec<Value>) {
     );
     let url = format!("https://$QUICLAB_SERVER/bytes/{SIZE}");
     let client = format!("set -e\n{get} --http 2 --tcp-cc cubic {url}\n{get} --http 3 {url}\n");
-    let out = quiclab()
-        .arg("link")
-        .args(LINK)
-        .args(["--wait", "10s", "--server", &server, "--client", &client])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let recs: Vec<Value> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let stdout = link(LINK, &server, &client);
+    let recs = json_lines(&stdout);
     assert_eq!(recs.len(), 2, "{stdout}");
     for r in &recs {
         assert_eq!(r["error"], Value::Null, "{r}");
