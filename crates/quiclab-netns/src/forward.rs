@@ -21,6 +21,7 @@ use hdrhistogram::Histogram;
 use quiclab_link::{Counters, Direction, Event, Pipeline};
 use tun_rs::SyncDevice;
 
+use crate::pcap::{PcapWriter, wall_clock};
 use crate::sys::{self, Clock, Epoll, EventFd, TimerFd};
 
 const TOKEN_TIMER: u64 = 0;
@@ -70,21 +71,28 @@ pub struct Forwarder {
     stop: Arc<EventFd>,
     threads: Vec<JoinHandle<DirectionReport>>,
     writer: Option<JoinHandle<io::Result<u64>>>,
+    capture: Option<JoinHandle<io::Result<()>>>,
     clock: Clock,
 }
 
 /// Sends events to the writer thread in chunks.
 type EventSink = Option<mpsc::Sender<Vec<Event>>>;
 
+/// Sends captured packets (wall-clock time, bytes) to the pcap writer thread.
+type CaptureSink = mpsc::Sender<(Duration, Vec<u8>)>;
+
 impl Forwarder {
     /// Starts forwarding `client -> up -> server` and `server -> down -> client`. With `events`,
-    /// every packet event is written there as a JSON line.
+    /// every packet event is written there as a JSON line. With `pcap`, a capture as the client
+    /// sees it is written there: uplink packets as they leave the client (dropped ones too),
+    /// downlink packets as they reach it, stamped with the real-time clock.
     pub fn start(
         client: SyncDevice,
         server: SyncDevice,
         up: Pipeline,
         down: Pipeline,
         events: Option<Box<dyn Write + Send>>,
+        pcap: Option<Box<dyn Write + Send>>,
     ) -> io::Result<Self> {
         client.set_nonblocking(true)?;
         server.set_nonblocking(true)?;
@@ -100,9 +108,22 @@ impl Forwarder {
             }
             None => (None, None),
         };
+        let (capture_tx, capture) = match pcap {
+            Some(w) => {
+                let (tx, rx) = mpsc::channel::<(Duration, Vec<u8>)>();
+                let h = std::thread::Builder::new()
+                    .name("quiclab-pcap".into())
+                    .spawn(move || write_pcap(w, rx))?;
+                (Some(tx), Some(h))
+            }
+            None => (None, None),
+        };
         let (client, server) = (Arc::new(client), Arc::new(server));
-        let up = Way::new(Direction::Up, up, client.clone(), server.clone());
-        let down = Way::new(Direction::Down, down, server, client);
+        let mut up = Way::new(Direction::Up, up, client.clone(), server.clone());
+        let mut down = Way::new(Direction::Down, down, server, client);
+        // The client's view: what it sends as it is read, what it receives as it is written.
+        up.capture_read = capture_tx.clone();
+        down.capture_write = capture_tx;
         // A thread per direction: a departure never waits for the other direction's write, which
         // runs the receiving endpoint's network stack in the writer's context.
         let mut threads = Vec::new();
@@ -119,6 +140,7 @@ impl Forwarder {
             stop,
             threads,
             writer,
+            capture,
             clock,
         })
     }
@@ -147,6 +169,11 @@ impl Forwarder {
             w.join()
                 .map_err(|_| io::Error::other("event writer panicked"))??;
         }
+        // The ways (and their capture senders) are gone with their threads: the writer ends.
+        if let Some(w) = self.capture.take() {
+            w.join()
+                .map_err(|_| io::Error::other("pcap writer panicked"))??;
+        }
         Ok(reports)
     }
 }
@@ -173,6 +200,15 @@ fn write_events(w: Box<dyn Write + Send>, rx: mpsc::Receiver<Vec<Event>>) -> io:
     Ok(n)
 }
 
+fn write_pcap(w: Box<dyn Write + Send>, rx: mpsc::Receiver<(Duration, Vec<u8>)>) -> io::Result<()> {
+    let mut p = PcapWriter::new(io::BufWriter::with_capacity(1 << 20, w))?;
+    for (at, packet) in rx {
+        p.packet(at, &packet)?;
+    }
+    p.into_inner()?;
+    Ok(())
+}
+
 /// One direction as a forwarding thread sees it.
 struct Way {
     dir: Direction,
@@ -181,6 +217,9 @@ struct Way {
     tx: Arc<SyncDevice>,
     lateness: Histogram<u64>,
     write_errors: u64,
+    /// Where packets read from `rx`, or written to `tx`, are captured.
+    capture_read: Option<CaptureSink>,
+    capture_write: Option<CaptureSink>,
 }
 
 impl Way {
@@ -193,6 +232,8 @@ impl Way {
             lateness: Histogram::new_with_bounds(1, 60_000_000_000, 3)
                 .expect("valid histogram bounds"),
             write_errors: 0,
+            capture_read: None,
+            capture_write: None,
         }
     }
 
@@ -201,6 +242,9 @@ impl Way {
         for i in 0..READ_BATCH {
             match self.rx.recv(buf) {
                 Ok(n) => {
+                    if let Some(c) = &self.capture_read {
+                        let _ = c.send((wall_clock(), buf[..n].to_vec()));
+                    }
                     self.pipe.push(clock.now(), buf[..n].to_vec());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(i > 0),
@@ -220,6 +264,8 @@ impl Way {
                 .saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
             if self.tx.send(&d.data).is_err() {
                 self.write_errors += 1;
+            } else if let Some(c) = &self.capture_write {
+                let _ = c.send((wall_clock(), d.data));
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod clean;
 pub mod error;
 pub mod forward;
 pub mod ns;
+pub mod pcap;
 pub mod probe;
 pub mod process;
 pub mod selftest;

@@ -106,6 +106,7 @@ fn start(link: LinkConfig, device_mtu: Option<u32>) -> Result<Topology> {
         link,
         device_mtu,
         events: None,
+        pcap: None,
     })
 }
 

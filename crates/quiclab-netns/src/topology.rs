@@ -47,6 +47,8 @@ pub struct TopologyConfig {
     pub device_mtu: Option<u32>,
     /// Write every packet event here as JSON lines.
     pub events: Option<Box<dyn Write + Send>>,
+    /// Write a packet capture (pcap, the client's view) here.
+    pub pcap: Option<Box<dyn Write + Send>>,
 }
 
 /// Which end of the link.
@@ -142,7 +144,7 @@ impl Topology {
         let server = Netns::create(&format!("{PREFIX}{id}-server"))?;
         let client_tun = make_tun(&client, mtu, CLIENT_V4, CLIENT_V6)?;
         let server_tun = make_tun(&server, mtu, SERVER_V4, SERVER_V6)?;
-        let forwarder = Forwarder::start(client_tun, server_tun, up, down, cfg.events)
+        let forwarder = Forwarder::start(client_tun, server_tun, up, down, cfg.events, cfg.pcap)
             .context(|| "cannot start the link emulator".into())?;
         Ok(Topology {
             id,

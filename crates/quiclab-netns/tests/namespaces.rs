@@ -36,6 +36,7 @@ fn with_topology<T>(
         link,
         device_mtu,
         events: None,
+        pcap: None,
     })
     .expect("topology starts");
     let names = [Side::Client, Side::Server].map(|s| topo.ns(s).name().to_string());

@@ -45,7 +45,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::record::{Handshake, HttpVersion, RequestRecord, now_us};
 use crate::server::{PATTERN_PERIOD, fill_pattern};
-use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion};
+use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion, impossible_min_rtt};
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
 
 const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
@@ -155,6 +155,9 @@ pub struct ClientOptions {
     pub tcp_congestion: Option<String>,
     /// Request TCP Fast Open on every connection.
     pub fast_open: bool,
+    /// The emulated path's minimum RTT in microseconds: a smaller minimum RTT is impossible and
+    /// counted.
+    pub path_min_rtt_us: Option<u64>,
 }
 
 /// A rustls client configuration: ring provider, TLS 1.3 only, exactly `groups` in that order,
@@ -189,6 +192,7 @@ pub fn tls_client_config(
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config.key_log = crate::tls::key_log();
     config.resumption = if resume {
         // A handful of servers per run at most; 64 entries never evicts one that matters.
         Resumption::in_memory_sessions(64)
@@ -209,7 +213,7 @@ fn group_name(g: NamedGroup) -> String {
 }
 
 /// An error with all its causes, for a record.
-fn error_chain(e: &dyn StdError) -> String {
+pub(crate) fn error_chain(e: &dyn StdError) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {
@@ -438,6 +442,10 @@ impl Client {
             // is left out.
             stats.bytes_retransmitted = info.bytes_retrans;
             stats.packets_lost = info.total_retrans.map(u64::from);
+            stats.impossible_rtt_samples = self
+                .opts
+                .path_min_rtt_us
+                .map(|floor| impossible_min_rtt(&info, floor));
         }
         body
     }
@@ -661,6 +669,7 @@ mod tests {
             resume: false,
             tcp_congestion: Some("reno".to_string()),
             fast_open: false,
+            path_min_rtt_us: None,
         }
     }
 
@@ -682,6 +691,9 @@ mod tests {
                 tls: server_config(&id, groups).unwrap(),
                 tcp_congestion: None,
                 first_write: None,
+                timeline: None,
+                path_min_rtt_us: None,
+                root: None,
             })
             .unwrap();
             let addr = server.local_addr();

@@ -3,16 +3,25 @@
 //! - [`tls`]: certificates and rustls configurations (ring provider, TLS 1.3, chosen key-exchange
 //!   groups).
 //! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills [`record`]s.
+//! - [`files`]: static files under a root directory, served without escaping it.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
+//! - [`qlog`]: one qlog file per QUIC connection.
 //! - [`record`]: the JSON-lines records every client writes (requests, timeline samples).
+//! - [`recording`]: a QUIC congestion controller wrapper that counts what quinn does not
+//!   expose (acknowledged bytes, bytes in flight, RTT samples).
+//! - [`timeline`]: the file servers write their connections' timelines to.
 //! - [`server`]: an HTTP/1.1 and HTTP/2 server over TCP and TLS with fixed-size downloads and
 //!   uploads.
 //! - [`quic`]: HTTP/3 over QUIC (quinn, h3): options, a server with the same routes, a client that
 //!   fills [`record`]s.
 
 pub mod client;
+pub mod files;
+pub mod qlog;
 pub mod quic;
 pub mod record;
+pub mod recording;
 pub mod server;
 pub mod tcpinfo;
+pub mod timeline;
 pub mod tls;

@@ -20,11 +20,10 @@
 //!   experimental in records: it is BBRv1 and quinn's pacer does not apply its pacing rate.
 
 use std::fmt;
-use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -40,10 +39,14 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::task::JoinSet;
 
+use crate::files::Lookup;
+use crate::qlog::QlogFile;
 use crate::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
+use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
+use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::KxGroup;
 
 /// ALPN protocol identifier of HTTP/3.
@@ -92,6 +95,12 @@ pub enum QuicError {
     CaPem(#[source] rustls::pki_types::pem::Error),
     #[error("the CA certificate PEM holds no certificate")]
     NoCaCertificate,
+    #[error("creating the qlog file {}", path.display())]
+    Qlog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("opening a UDP socket for {addr}")]
     Socket {
         addr: SocketAddr,
@@ -123,6 +132,15 @@ impl QuicCongestion {
             QuicCongestion::NewReno => "newreno",
             QuicCongestion::Cubic => "cubic",
             QuicCongestion::Bbr => "bbr",
+        }
+    }
+
+    /// The name, with "(experimental)" where results must be labelled so.
+    pub fn label(self) -> String {
+        if self.experimental() {
+            format!("{} (experimental)", self.name())
+        } else {
+            self.name().to_string()
         }
     }
 
@@ -176,7 +194,8 @@ impl fmt::Display for QuicCongestion {
 }
 
 /// QUIC transport settings, the same for servers and clients. Defaults are quinn's, except
-/// datagrams (off: HTTP/3 downloads do not use them).
+/// datagrams (off: HTTP/3 downloads do not use them). Stream priorities are not reachable:
+/// h3-quinn does not expose quinn's per-stream priority, and h3 has no RFC 9218 support.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QuicOptions {
@@ -197,8 +216,12 @@ pub struct QuicOptions {
     pub receive_window: u64,
     /// Data buffered for sending across all streams, bytes.
     pub send_window: u64,
-    /// Accept unreliable datagrams (RFC 9221).
-    pub datagrams: bool,
+    /// Unreliable datagrams (RFC 9221): `None` off; `Some(n)` on, with n bytes buffered for
+    /// receiving and for sending (workloads send and read them on the `quinn::Connection`).
+    pub datagram_buffer: Option<u64>,
+    /// Round-robin between streams with data to send (quinn's default); `false` sends them one
+    /// after another in the order they were opened (FIFO).
+    pub round_robin: bool,
 }
 
 impl Default for QuicOptions {
@@ -213,7 +236,8 @@ impl Default for QuicOptions {
             stream_receive_window: 1_250_000,
             receive_window: VARINT_MAX,
             send_window: 10_000_000,
-            datagrams: false,
+            datagram_buffer: None,
+            round_robin: true,
         }
     }
 }
@@ -261,6 +285,7 @@ impl QuicOptions {
             ("stream_receive_window", self.stream_receive_window),
             ("receive_window", self.receive_window),
             ("send_window", self.send_window),
+            ("datagram_buffer", self.datagram_buffer.unwrap_or(1)),
         ] {
             if v == 0 || v > VARINT_MAX {
                 return bad(field, v.to_string(), format!("1 to {VARINT_MAX} bytes"));
@@ -272,8 +297,58 @@ impl QuicOptions {
     /// quinn's transport configuration for these options (validated first).
     pub fn transport_config(&self) -> Result<TransportConfig, QuicError> {
         self.validate()?;
+        Ok(self.build_transport(self.congestion.factory()))
+    }
+
+    /// The endpoint configuration: it advertises `max_udp_payload` as the largest UDP payload
+    /// this end accepts (quinn's default, 1472, would cap the peer's packets whatever its own
+    /// settings).
+    pub fn endpoint_config(&self) -> quinn::EndpointConfig {
+        let mut c = quinn::EndpointConfig::default();
+        // validate() keeps max_udp_payload at 1200 or more, which quinn accepts.
+        let _ = c.max_udp_payload_size(self.max_udp_payload);
+        c
+    }
+
+    /// One connection's transport: [`QuicOptions::transport_config`] with the controller
+    /// wrapped to record into a recorder of its own (RTT samples under `path_min_rtt` counted
+    /// as impossible), and with a qlog file when `qlog` gives its path and title.
+    pub fn instrumented(
+        &self,
+        path_min_rtt: Option<Duration>,
+        qlog: Option<(PathBuf, String)>,
+    ) -> Result<Instrumented, QuicError> {
+        self.validate()?;
+        let (qlog, stream) = match qlog {
+            Some((path, title)) => {
+                let description = format!("quiclab; {}", self.summary());
+                let (file, stream) = QlogFile::create(&path, title, description)
+                    .map_err(|source| QuicError::Qlog { path, source })?;
+                (Some(file), Some(stream))
+            }
+            None => (None, None),
+        };
+        let observer = qlog.clone().map(|q| q as Arc<dyn CcObserver>);
+        let recorder = Recorder::with_observer(path_min_rtt, observer);
+        let mut transport = self.build_transport(RecordingFactory::new(
+            self.congestion.factory(),
+            recorder.clone(),
+        ));
+        transport.qlog_stream(stream);
+        Ok(Instrumented {
+            recorder,
+            qlog,
+            transport: Arc::new(transport),
+        })
+    }
+
+    /// The transport for valid options with the given controller factory.
+    fn build_transport(
+        &self,
+        factory: Arc<dyn ControllerFactory + Send + Sync>,
+    ) -> TransportConfig {
         let mut t = TransportConfig::default();
-        t.congestion_controller_factory(self.congestion.factory())
+        t.congestion_controller_factory(factory)
             .initial_rtt(Duration::from_micros(self.initial_rtt_us))
             .initial_mtu(self.initial_mtu)
             .enable_segmentation_offload(self.gso)
@@ -290,28 +365,59 @@ impl QuicOptions {
         } else {
             t.mtu_discovery_config(None);
         }
-        if !self.datagrams {
-            t.datagram_receive_buffer_size(None);
+        match self.datagram_buffer {
+            Some(n) => {
+                // validate() keeps n within a VarInt, far below usize::MAX on 64-bit hosts.
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                t.datagram_receive_buffer_size(Some(n))
+                    .datagram_send_buffer_size(n);
+            }
+            None => {
+                t.datagram_receive_buffer_size(None);
+            }
         }
-        Ok(t)
+        t.send_fairness(self.round_robin);
+        t
     }
 
     /// A one-line summary for ready lines and logs.
     pub fn summary(&self) -> String {
         format!(
-            "quic congestion {}{}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}",
-            self.congestion,
-            if self.congestion.experimental() {
-                " (experimental)"
-            } else {
-                ""
-            },
+            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; datagrams {}",
+            self.congestion.label(),
             self.initial_rtt_us as f64 / 1000.0,
             on_off(self.mtu_discovery),
             self.initial_mtu,
             self.max_udp_payload,
             on_off(self.gso),
+            self.stream_receive_window,
+            if self.receive_window == VARINT_MAX {
+                "unlimited".to_string()
+            } else {
+                self.receive_window.to_string()
+            },
+            if self.round_robin {
+                "round-robin"
+            } else {
+                "fifo"
+            },
+            self.datagram_buffer
+                .map_or("off".to_string(), |n| format!("on, {n} bytes buffered")),
         )
+    }
+}
+
+/// What [`QuicOptions::instrumented`] made for one connection.
+pub struct Instrumented {
+    pub recorder: Arc<Recorder>,
+    pub qlog: Option<Arc<QlogFile>>,
+    pub transport: Arc<TransportConfig>,
+}
+
+impl Instrumented {
+    /// Writes out the qlog, if there is one (once the connection is over).
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.qlog.as_ref().map_or(Ok(()), |q| q.flush())
     }
 }
 
@@ -379,23 +485,29 @@ pub struct QuicServerOptions {
     pub tls: Arc<rustls::ServerConfig>,
     pub quic: QuicOptions,
     /// Where to write each connection's timeline ([`TimelineSample`] JSON lines, every
-    /// [`TIMELINE_INTERVAL`] while the connection is open, connections numbered from 0 in
-    /// the order they arrive).
-    pub timeline: Option<Box<dyn Write + Send>>,
+    /// [`TIMELINE_INTERVAL`] while the connection is open and once when it closes,
+    /// connections numbered from 0 in the order they arrive).
+    pub timeline: Option<TimelineWriter>,
+    /// The emulated path's minimum RTT in microseconds: smaller RTT samples are impossible and
+    /// counted.
+    pub path_min_rtt_us: Option<u64>,
+    /// A directory for one qlog file per connection (`server-N.sqlog`, N as in the timeline).
+    pub qlog_dir: Option<PathBuf>,
+    /// Serve other GET paths as files under this directory (see [`crate::files`]).
+    pub root: Option<PathBuf>,
 }
-
-/// How often a server samples each connection for its timeline.
-pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(5);
-
-type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
 
 /// A bound QUIC server.
 pub struct QuicServer {
     endpoint: quinn::Endpoint,
     local_addr: SocketAddr,
-    pattern: Bytes,
-    alt_svc: http::HeaderValue,
-    timeline: Option<SharedWriter>,
+    routes: Arc<Routes>,
+    timeline: Option<TimelineWriter>,
+    /// What each connection's own configuration is made from.
+    crypto: Arc<QuicServerConfig>,
+    quic: QuicOptions,
+    path_min_rtt: Option<Duration>,
+    qlog_dir: Option<PathBuf>,
 }
 
 /// Something that went wrong with one QUIC connection or request; the server goes on.
@@ -415,6 +527,10 @@ pub enum QuicConnectionError {
     },
     #[error("writing the QUIC timeline")]
     Timeline(#[source] std::io::Error),
+    #[error("setting up a QUIC connection")]
+    Setup(#[source] QuicError),
+    #[error("writing a qlog file")]
+    QlogWrite(#[source] std::io::Error),
     #[error("HTTP/3 request from {peer}")]
     Stream {
         peer: SocketAddr,
@@ -429,9 +545,10 @@ impl QuicServer {
         let addr = opts.listen;
         let socket_err = |source| QuicError::Socket { addr, source };
         let transport = opts.quic.transport_config()?;
-        let crypto =
-            QuicServerConfig::try_from(opts.tls).map_err(QuicError::NoInitialCipherSuite)?;
-        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        let crypto = Arc::new(
+            QuicServerConfig::try_from(opts.tls).map_err(QuicError::NoInitialCipherSuite)?,
+        );
+        let mut server_config = quinn::ServerConfig::with_crypto(crypto.clone());
         server_config.transport_config(Arc::new(transport));
 
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
@@ -441,7 +558,7 @@ impl QuicServer {
         }
         socket.bind(&addr.into()).map_err(socket_err)?;
         let endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            opts.quic.endpoint_config(),
             Some(server_config),
             socket.into(),
             Arc::new(quinn::TokioRuntime),
@@ -456,9 +573,16 @@ impl QuicServer {
         Ok(QuicServer {
             endpoint,
             local_addr,
-            pattern: pattern.into(),
-            alt_svc,
-            timeline: opts.timeline.map(|w| Arc::new(Mutex::new(w))),
+            routes: Arc::new(Routes {
+                pattern: pattern.into(),
+                alt_svc,
+                root: opts.root,
+            }),
+            timeline: opts.timeline,
+            crypto,
+            quic: opts.quic,
+            path_min_rtt: opts.path_min_rtt_us.map(Duration::from_micros),
+            qlog_dir: opts.qlog_dir,
         })
     }
 
@@ -488,12 +612,26 @@ impl QuicServer {
                     let Some(incoming) = incoming else { break };
                     let index = stats.connections as u32;
                     stats.connections += 1;
-                    let (pattern, alt_svc, on_error) =
-                        (self.pattern.clone(), self.alt_svc.clone(), on_error.clone());
+                    let (routes, on_error) = (self.routes.clone(), on_error.clone());
                     let timeline = self.timeline.clone().map(|w| (w, index));
+                    // Each connection gets its own controller recorder.
+                    let (config, inst) = match self.connection_config(index) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            on_error(QuicConnectionError::Setup(e));
+                            incoming.refuse();
+                            continue;
+                        }
+                    };
                     conns.spawn(async move {
-                        let served =
-                            serve_connection(incoming, pattern, alt_svc, timeline, on_error.clone());
+                        let served = serve_connection(
+                            incoming,
+                            config,
+                            inst,
+                            routes,
+                            timeline,
+                            on_error.clone(),
+                        );
                         match served.await {
                             Ok(()) => true,
                             Err(e) => {
@@ -508,26 +646,52 @@ impl QuicServer {
         self.endpoint.close(H3_NO_ERROR, b"server stopping");
         conns.shutdown().await;
         if let Some(w) = &self.timeline
-            && let Err(e) = lock(w).flush()
+            && let Err(e) = w.flush()
         {
             on_error(QuicConnectionError::Timeline(e));
         }
         stats
     }
+
+    /// A server configuration for connection `index`: the options' transport with a
+    /// controller recorder and a qlog of its own.
+    fn connection_config(
+        &self,
+        index: u32,
+    ) -> Result<(Arc<quinn::ServerConfig>, Instrumented), QuicError> {
+        let qlog = self.qlog_dir.as_ref().map(|d| {
+            (
+                d.join(format!("server-{index}.sqlog")),
+                format!("quiclab serve, QUIC connection {index}"),
+            )
+        });
+        let inst = self.quic.instrumented(self.path_min_rtt, qlog)?;
+        let mut config = quinn::ServerConfig::with_crypto(self.crypto.clone());
+        config.transport_config(inst.transport.clone());
+        Ok((Arc::new(config), inst))
+    }
+}
+
+/// What requests are answered from: the `/bytes` pattern, the Alt-Svc value, static files.
+struct Routes {
+    pattern: Bytes,
+    alt_svc: http::HeaderValue,
+    root: Option<PathBuf>,
 }
 
 type H3ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 async fn serve_connection(
     incoming: quinn::Incoming,
-    pattern: Bytes,
-    alt_svc: http::HeaderValue,
-    timeline: Option<(SharedWriter, u32)>,
+    config: Arc<quinn::ServerConfig>,
+    inst: Instrumented,
+    routes: Arc<Routes>,
+    timeline: Option<(TimelineWriter, u32)>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
     let peer = incoming.remote_address();
     let connecting = incoming
-        .accept()
+        .accept_with(config)
         .map_err(|source| QuicConnectionError::Handshake { peer, source })?;
     // Accepting before the handshake completes lets 0-RTT requests be answered at once (0.5-RTT
     // data); a server always can, so the error arm only hands the handshake back.
@@ -537,28 +701,45 @@ async fn serve_connection(
             .await
             .map_err(|source| QuicConnectionError::Handshake { peer, source })?,
     };
-    let _sampler = timeline.map(|(w, index)| {
+    let sampler = timeline.map(|(w, index)| {
         AbortOnDrop(tokio::spawn(sample_timeline(
             conn.clone(),
+            inst.recorder.clone(),
             index,
             w,
             on_error.clone(),
         )))
     });
+    let served = serve_h3(&conn, peer, routes, on_error).await;
+    // The connection is over (the client closed it, or it failed): the sampler takes its last
+    // sample once quinn says so.
+    conn.close(H3_NO_ERROR, b"done");
+    if let Some(mut s) = sampler {
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut s.0).await;
+    }
+    inst.flush().map_err(QuicConnectionError::QlogWrite)?;
+    served
+}
+
+async fn serve_h3(
+    conn: &quinn::Connection,
+    peer: SocketAddr,
+    routes: Arc<Routes>,
+    on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
+) -> Result<(), QuicConnectionError> {
     let mut h3conn: h3::server::Connection<h3_quinn::Connection, Bytes> =
-        h3::server::Connection::new(h3_quinn::Connection::new(conn))
+        h3::server::Connection::new(h3_quinn::Connection::new(conn.clone()))
             .await
             .map_err(|source| QuicConnectionError::Http { peer, source })?;
     let mut requests = JoinSet::new();
     loop {
         match h3conn.accept().await {
             Ok(Some(resolver)) => {
-                let (pattern, alt_svc, on_error) =
-                    (pattern.clone(), alt_svc.clone(), on_error.clone());
+                let (routes, on_error) = (routes.clone(), on_error.clone());
                 requests.spawn(async move {
                     let served = async {
                         let (req, stream) = resolver.resolve_request().await?;
-                        handle(req, stream, pattern, alt_svc).await
+                        handle(req, stream, routes).await
                     };
                     if let Err(source) = served.await
                         && !source.is_h3_no_error()
@@ -594,19 +775,15 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn lock(w: &SharedWriter) -> std::sync::MutexGuard<'_, Box<dyn Write + Send>> {
-    // A writer whose holder panicked mid-line is still usable: at worst one line is cut.
-    w.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Writes a [`TimelineSample`] of `conn` every [`TIMELINE_INTERVAL`] until it closes. The
-/// server sends the downloads, so its view is the sender's: congestion window, RTT and
-/// congestion events (a sample whose event count grew is flagged). quinn 0.11 does not expose
-/// bytes in flight, acknowledged bytes or the pacing rate.
+/// Writes a [`TimelineSample`] of `conn` every [`TIMELINE_INTERVAL`] and once more when it
+/// closes. The server sends the downloads, so its view is the sender's: congestion window,
+/// RTT and losses from quinn's statistics; acknowledged bytes, bytes in flight, congestion
+/// events and impossible RTT samples from the connection's [`Recorder`].
 async fn sample_timeline(
     conn: quinn::Connection,
+    recorder: Arc<Recorder>,
     index: u32,
-    w: SharedWriter,
+    w: TimelineWriter,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) {
     let mut tick = tokio::time::interval(TIMELINE_INTERVAL);
@@ -614,29 +791,35 @@ async fn sample_timeline(
     // under load does not add up (rescheduling from each late tick stretched the period to 7 ms).
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut events = 0;
+    let closed = conn.closed();
+    let mut closed = std::pin::pin!(closed);
     loop {
-        tick.tick().await;
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            _ = &mut closed => true,
+        };
         let stats = conn.stats();
+        let cc = recorder.snapshot();
         let sample = TimelineSample {
             transport: Transport::Quic,
             connection: index,
             t_us: now_us(),
             cwnd_bytes: Some(stats.path.cwnd),
-            bytes_in_flight: None,
-            acked_bytes: None,
+            bytes_in_flight: Some(cc.in_flight),
+            acked_bytes: Some(cc.acked_bytes),
             rtt_us: Some(stats.path.rtt.as_micros() as u64),
             rate_bps: None,
-            congestion_event: stats.path.congestion_events > events,
+            congestion_event: cc.congestion_events > events,
+            retransmits: Some(stats.path.lost_packets),
+            impossible_rtt_samples: recorder.path_min_rtt().map(|_| cc.impossible_rtt_samples),
+            first_loss_offset: cc.first_loss_offset,
         };
-        events = stats.path.congestion_events;
-        let written = serde_json::to_string(&sample)
-            .map_err(std::io::Error::other)
-            .and_then(|line| writeln!(lock(&w), "{line}"));
-        if let Err(e) = written {
+        events = cc.congestion_events;
+        if let Err(e) = w.write(&sample) {
             on_error(QuicConnectionError::Timeline(e));
             return;
         }
-        if conn.close_reason().is_some() {
+        if last {
             return;
         }
     }
@@ -645,9 +828,13 @@ async fn sample_timeline(
 async fn handle(
     req: Request<()>,
     mut stream: H3ServerStream,
-    pattern: Bytes,
-    alt_svc: http::HeaderValue,
+    routes: Arc<Routes>,
 ) -> Result<(), h3::error::StreamError> {
+    let Routes {
+        pattern,
+        alt_svc,
+        root,
+    } = &*routes;
     let path = req.uri().path();
     let respond = |status: StatusCode| {
         Response::builder()
@@ -685,6 +872,32 @@ async fn handle(
                 format!("{received}\n"),
             )
             .await
+        }
+        (&Method::GET, None) if root.is_some() => {
+            let (root, path) = (root.clone(), path.to_string());
+            let found =
+                tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
+                    .await;
+            let (status, msg) = match found {
+                Ok(Some(Lookup::Found { body, content_type })) => {
+                    // A status, a valid header value, a number and a static type.
+                    let head = respond(StatusCode::OK)
+                        .header(http::header::CONTENT_TYPE, content_type)
+                        .header(http::header::CONTENT_LENGTH, body.len())
+                        .body(())
+                        .expect("valid response head");
+                    stream.send_response(head).await?;
+                    for at in (0..body.len()).step_by(CHUNK) {
+                        stream
+                            .send_data(body.slice(at..(at + CHUNK).min(body.len())))
+                            .await?;
+                    }
+                    return stream.finish().await;
+                }
+                Ok(Some(Lookup::Forbidden)) => (StatusCode::FORBIDDEN, "forbidden\n"),
+                _ => (StatusCode::NOT_FOUND, "not found\n"),
+            };
+            send_text(&mut stream, respond(status), msg.into()).await
         }
         _ => {
             send_text(
@@ -725,6 +938,11 @@ pub struct QuicClientOptions {
     /// Keep session tickets across this run's connections and send requests as 0-RTT when a
     /// ticket allows it.
     pub resume: bool,
+    /// The emulated path's minimum RTT in microseconds: smaller RTT samples are impossible and
+    /// counted.
+    pub path_min_rtt_us: Option<u64>,
+    /// A directory for one qlog file per connection (`client-N.sqlog`, N as in the records).
+    pub qlog_dir: Option<PathBuf>,
 }
 
 fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicError> {
@@ -752,6 +970,7 @@ fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicEr
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN_H3.to_vec()];
+    tls.key_log = crate::tls::key_log();
     if opts.resume {
         // One store for the whole run (this config is built once per run), so that later
         // connections find the tickets of earlier ones.
@@ -811,17 +1030,33 @@ struct ClientConn {
     handshake_done_us: Option<u64>,
     /// With 0-RTT: resolves to (0-RTT accepted, when the handshake completed).
     zero_rtt: Option<tokio::task::JoinHandle<(bool, u64)>>,
+    /// What the connection's congestion controller saw, and its qlog.
+    inst: Instrumented,
 }
 
 async fn connect(
     endpoint: &quinn::Endpoint,
     config: &quinn::ClientConfig,
+    opts: &QuicClientOptions,
     t: &Target,
     index: u32,
-    try_0rtt: bool,
 ) -> Result<ClientConn, String> {
+    let try_0rtt = opts.resume;
+    // A configuration of its own, for a recorder of its own.
+    let qlog = opts.qlog_dir.as_ref().map(|d| {
+        (
+            d.join(format!("client-{index}.sqlog")),
+            format!("quiclab get, QUIC connection {index} to {}", t.uri),
+        )
+    });
+    let inst = opts
+        .quic
+        .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)
+        .map_err(|e| crate::client::error_chain(&e))?;
+    let mut config = config.clone();
+    config.transport_config(inst.transport.clone());
     let connecting = endpoint
-        .connect_with(config.clone(), t.addr, &t.server_name)
+        .connect_with(config, t.addr, &t.server_name)
         .map_err(|e| format!("connecting to {}: {e}", t.addr))?;
     let mut handshake = Handshake::default();
     let (conn, zero_rtt) = if try_0rtt {
@@ -860,6 +1095,7 @@ async fn connect(
         handshake,
         handshake_done_us,
         zero_rtt,
+        inst,
     })
 }
 
@@ -954,21 +1190,31 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
     Ok(())
 }
 
-fn transport_stats(conn: &quinn::Connection, configured: QuicCongestion) -> TransportStats {
+fn transport_stats(
+    conn: &quinn::Connection,
+    configured: QuicCongestion,
+    recorder: &Recorder,
+) -> TransportStats {
     let stats = conn.stats();
+    let recorded = recorder.snapshot();
     let cc = QuicCongestion::of_connection(conn).unwrap_or(configured);
     TransportStats {
         congestion_control: Some(cc.name().to_string()),
         congestion_control_experimental: cc.experimental(),
         packets_lost: Some(stats.path.lost_packets),
-        bytes_retransmitted: None,
+        // The bytes of the packets lost: QUIC retransmits their frames, not the packets.
+        bytes_retransmitted: Some(stats.path.lost_bytes),
+        // The client's own stream is the request: a download's first loss is the server's to
+        // see (its timeline has it).
         first_retransmit_offset: None,
         congestion_events: Some(stats.path.congestion_events),
         cwnd_final_bytes: Some(stats.path.cwnd),
-        cwnd_peak_bytes: None,
+        cwnd_peak_bytes: Some(recorded.peak_cwnd),
         min_rtt_us: Some(stats.path.min_rtt.as_micros() as u64),
         smoothed_rtt_us: Some(stats.path.rtt.as_micros() as u64),
-        impossible_rtt_samples: None,
+        impossible_rtt_samples: recorder
+            .path_min_rtt()
+            .map(|_| recorded.impossible_rtt_samples),
         max_udp_payload: Some(u64::from(stats.path.current_mtu)),
     }
 }
@@ -1005,7 +1251,7 @@ pub async fn get(
                 continue;
             }
         };
-        let endpoint = match endpoint_for(&mut endpoints, t.addr) {
+        let endpoint = match endpoint_for(&mut endpoints, t.addr, &opts.quic) {
             Ok(e) => e,
             Err(e) => {
                 let mut r =
@@ -1027,7 +1273,7 @@ pub async fn get(
         let start_us = now_us();
         let mut rec = RequestRecord::get(HttpVersion::Http3, url, next_index, !reuse, start_us);
         if !reuse {
-            match connect(&endpoint, &config, &t, next_index, opts.resume).await {
+            match connect(&endpoint, &config, opts, &t, next_index).await {
                 Ok(c) => {
                     next_index += 1;
                     open = Some(c);
@@ -1069,7 +1315,7 @@ pub async fn get(
             .and_then(|d| d.protocol)
             .map(|p| String::from_utf8_lossy(&p).into_owned());
         rec.handshake = c.handshake.clone();
-        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion);
+        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion, &c.inst.recorder);
         if let Err(e) = result {
             rec.error = Some(e);
         }
@@ -1105,6 +1351,11 @@ async fn retry_after_0rtt_rejected(
 async fn close(c: ClientConn) {
     c.conn.close(H3_NO_ERROR, b"done");
     c.driver.abort();
+    // The qlog gets the close too when it is flushed after it.
+    c.conn.closed().await;
+    if let Err(e) = c.inst.flush() {
+        eprintln!("quiclab: writing a qlog file: {e}");
+    }
 }
 
 /// The client endpoint for the address family of `addr` (one per family per run, so that
@@ -1112,6 +1363,7 @@ async fn close(c: ClientConn) {
 fn endpoint_for(
     endpoints: &mut Vec<quinn::Endpoint>,
     addr: SocketAddr,
+    quic: &QuicOptions,
 ) -> Result<quinn::Endpoint, String> {
     if let Some(e) = endpoints
         .iter()
@@ -1124,7 +1376,15 @@ fn endpoint_for(
     } else {
         (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     };
-    let e = quinn::Endpoint::client(bind).map_err(|e| format!("opening a UDP socket: {e}"))?;
+    let socket =
+        std::net::UdpSocket::bind(bind).map_err(|e| format!("opening a UDP socket: {e}"))?;
+    let e = quinn::Endpoint::new(
+        quic.endpoint_config(),
+        None,
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| format!("opening a QUIC endpoint: {e}"))?;
     endpoints.push(e.clone());
     Ok(e)
 }
@@ -1196,6 +1456,9 @@ mod tests {
                 tls: Arc::new(server_tls(&tcp)),
                 quic: QuicOptions::default(),
                 timeline: None,
+                path_min_rtt_us: None,
+                qlog_dir: None,
+                root: None,
             })
             .unwrap();
             let port = server.local_addr().port();
@@ -1220,6 +1483,8 @@ mod tests {
                 groups: vec![KxGroup::X25519],
                 reuse_connection: false,
                 resume: true,
+                path_min_rtt_us: None,
+                qlog_dir: None,
             };
             let recs = get(&urls, &opts).await.unwrap();
             for (r, n) in recs.iter().zip([100_000, 1, 0, 300_000]) {
@@ -1248,6 +1513,9 @@ mod tests {
                 )),
                 quic: QuicOptions::default(),
                 timeline: None,
+                path_min_rtt_us: None,
+                qlog_dir: None,
+                root: None,
             })
             .unwrap();
             let other_port = other.local_addr().port();

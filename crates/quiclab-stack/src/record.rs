@@ -168,6 +168,21 @@ pub struct TimelineSample {
     pub rate_bps: Option<u64>,
     /// True for a sample taken at a congestion event.
     pub congestion_event: bool,
+    /// Cumulative retransmissions so far: TCP segments retransmitted (`tcpi_total_retrans`),
+    /// QUIC packets declared lost.
+    #[serde(default)]
+    pub retransmits: Option<u64>,
+    /// Cumulative RTT samples below the emulated path's minimum RTT (physically impossible: a
+    /// mis-attributed acknowledgement). QUIC counts every sample; TCP only sees its minimum RTT,
+    /// so a minimum below the floor counts as one. `None` without a floor (`--path-min-rtt`).
+    #[serde(default)]
+    pub impossible_rtt_samples: Option<u64>,
+    /// Bytes of the connection's stream the sender had sent before the first data it later
+    /// retransmitted (TCP: the cumulative ACK point at the first retransmission; QUIC: packet
+    /// bytes, headers included, sent before the first packet declared lost). `None` until a
+    /// loss.
+    #[serde(default)]
+    pub first_loss_offset: Option<u64>,
 }
 
 /// CLOCK_MONOTONIC now in microseconds (the clock of every record).

@@ -17,6 +17,8 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -35,7 +37,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::tcpinfo::{CongestionError, apply_congestion};
+use crate::files::Lookup;
+use crate::tcpinfo::{CongestionError, Sampler, apply_congestion};
+use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
 
 /// The largest body `GET /bytes/N` serves: 10 GB.
@@ -102,6 +106,12 @@ pub enum ConnectionError {
         #[source]
         source: hyper::Error,
     },
+    #[error("writing the TCP timeline of connection {connection}")]
+    Timeline {
+        connection: u32,
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// What a server needs to start.
@@ -118,6 +128,16 @@ pub struct ServerOptions {
     /// start with about one packet's worth. HTTP/1.1 coalesces writes into TLS records, whose
     /// size is the TLS configuration's `max_fragment_size`. See [`DYNAMIC_FIRST_WRITE`].
     pub first_write: Option<usize>,
+    /// Where to write each connection's timeline ([`TimelineSample`] JSON lines from the
+    /// server socket's TCP_INFO every [`TIMELINE_INTERVAL`] and when the connection ends;
+    /// connections numbered from 0 in the order they are accepted).
+    ///
+    /// [`TimelineSample`]: crate::record::TimelineSample
+    pub timeline: Option<TimelineWriter>,
+    /// The emulated path's minimum RTT in microseconds: a smaller RTT is impossible and counted.
+    pub path_min_rtt_us: Option<u64>,
+    /// Serve other GET paths as files under this directory (see [`crate::files`]).
+    pub root: Option<PathBuf>,
 }
 
 /// First write of a response when frames are sized dynamically: with TLS and HTTP/2 framing it
@@ -146,6 +166,9 @@ struct State {
     /// `CHUNK` bytes of the pattern from offset 0.
     pattern: Bytes,
     first_write: Option<usize>,
+    timeline: Option<TimelineWriter>,
+    path_min_rtt_us: Option<u64>,
+    root: Option<PathBuf>,
 }
 
 impl Server {
@@ -183,6 +206,9 @@ impl Server {
                 alt_svc,
                 pattern: pattern.into(),
                 first_write: opts.first_write,
+                timeline: opts.timeline,
+                path_min_rtt_us: opts.path_min_rtt_us,
+                root: opts.root,
             }),
         })
     }
@@ -220,11 +246,12 @@ impl Server {
                 }
                 accepted = self.listener.accept() => match accepted {
                     Ok((tcp, peer)) => {
+                        let index = stats.connections as u32;
                         stats.connections += 1;
                         let (acceptor, state, on_error) =
                             (self.acceptor.clone(), self.state.clone(), on_error.clone());
                         conns.spawn(async move {
-                            match serve_connection(tcp, peer, acceptor, state).await {
+                            match serve_connection(tcp, peer, index, acceptor, state).await {
                                 Ok(()) => true,
                                 Err(e) => {
                                     on_error(e);
@@ -243,11 +270,68 @@ impl Server {
             }
         }
         conns.shutdown().await;
+        if let Some(w) = &self.state.timeline
+            && let Err(source) = w.flush()
+        {
+            on_error(ConnectionError::Timeline {
+                connection: stats.connections as u32,
+                source,
+            });
+        }
         stats
     }
 }
 
+/// Serves one connection and, with a timeline, samples its socket meanwhile; the last sample
+/// is taken once the connection is done, before the socket closes.
 async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    index: u32,
+    acceptor: TlsAcceptor,
+    state: Arc<State>,
+) -> Result<(), ConnectionError> {
+    let Some(w) = state.timeline.clone() else {
+        return serve_tls(tcp, peer, acceptor, state).await;
+    };
+    let sampler = Sampler::new(tcp.as_fd(), index)
+        .map_err(|source| ConnectionError::Timeline {
+            connection: index,
+            source,
+        })?
+        .with_path_min_rtt(state.path_min_rtt_us);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let sampling = tokio::spawn(async move {
+        let mut failed = None;
+        sampler
+            .run_each(
+                TIMELINE_INTERVAL,
+                async {
+                    let _ = done_rx.await;
+                },
+                |s| {
+                    if failed.is_none() {
+                        failed = w.write(&s).err();
+                    }
+                },
+            )
+            .await;
+        failed
+    });
+    let served = serve_tls(tcp, peer, acceptor, state).await;
+    let _ = done_tx.send(());
+    let failed = sampling.await.ok().flatten();
+    served?;
+    match failed {
+        Some(source) => Err(ConnectionError::Timeline {
+            connection: index,
+            source,
+        }),
+        None => Ok(()),
+    }
+}
+
+async fn serve_tls(
     tcp: TcpStream,
     peer: SocketAddr,
     acceptor: TlsAcceptor,
@@ -297,6 +381,22 @@ async fn handle(
                 }
             }
             text(StatusCode::OK, format!("{received}\n"))
+        }
+        (&Method::GET, None) if state.root.is_some() => {
+            let (root, path) = (state.root.clone(), path.to_string());
+            let found =
+                tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
+                    .await;
+            match found {
+                Ok(Some(Lookup::Found { body, content_type })) => {
+                    let mut r = Response::new(Full::new(body).map_err(|e| match e {}).boxed());
+                    r.headers_mut()
+                        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+                    r
+                }
+                Ok(Some(Lookup::Forbidden)) => text(StatusCode::FORBIDDEN, "forbidden\n".into()),
+                _ => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
+            }
         }
         _ => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
     };
@@ -475,6 +575,9 @@ mod tests {
             tls: tls.clone(),
             tcp_congestion: Some(cc.to_string()),
             first_write: None,
+            timeline: None,
+            path_min_rtt_us: None,
+            root: None,
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();
         let msg = e.to_string();

@@ -226,12 +226,15 @@ impl TcpInfo {
 /// Samples one socket's TCP_INFO into [`TimelineSample`]s.
 ///
 /// It owns a duplicate of the socket's descriptor, so the socket stays valid (and is not
-/// confused with a later one reusing the number) for as long as the sampler lives.
+/// confused with a later one reusing the number) for as long as the sampler lives; the
+/// connection is not closed (no FIN goes out) before the sampler is dropped too.
 pub struct Sampler {
     fd: OwnedFd,
     connection: u32,
     was_congested: bool,
     last_total_retrans: u32,
+    path_min_rtt_us: Option<u64>,
+    first_loss_offset: Option<u64>,
 }
 
 impl Sampler {
@@ -242,7 +245,15 @@ impl Sampler {
             connection,
             was_congested: false,
             last_total_retrans: 0,
+            path_min_rtt_us: None,
+            first_loss_offset: None,
         })
+    }
+
+    /// Counts RTT samples below `floor_us` (the emulated path's minimum RTT) as impossible.
+    pub fn with_path_min_rtt(mut self, floor_us: Option<u64>) -> Sampler {
+        self.path_min_rtt_us = floor_us;
+        self
     }
 
     /// Takes one sample now. `congestion_event` is set on the first sample in a congestion
@@ -253,6 +264,11 @@ impl Sampler {
         let congested = info.in_congestion_state();
         let retrans = info.total_retrans.unwrap_or(0);
         let event = (congested && !self.was_congested) || retrans > self.last_total_retrans;
+        if retrans > 0 && self.first_loss_offset.is_none() {
+            // Until the first retransmission is acknowledged (at least a round trip, longer
+            // than the sampling period), the cumulative ACK point is the first lost byte.
+            self.first_loss_offset = info.bytes_acked;
+        }
         self.was_congested = congested;
         self.last_total_retrans = retrans;
         Ok(TimelineSample {
@@ -265,17 +281,33 @@ impl Sampler {
             rtt_us: info.rtt_us.map(u64::from),
             rate_bps: info.delivery_rate.map(|r| r.saturating_mul(8)),
             congestion_event: event,
+            retransmits: info.total_retrans.map(u64::from),
+            impossible_rtt_samples: self
+                .path_min_rtt_us
+                .map(|floor| impossible_min_rtt(&info, floor)),
+            first_loss_offset: self.first_loss_offset,
         })
     }
 
     /// Samples every `interval` until `stop` completes (one last sample is taken then), or until
     /// TCP_INFO fails (the socket is gone). Returns the samples in time order.
     pub async fn run_until(
-        mut self,
+        self,
         interval: Duration,
         stop: impl Future<Output = ()>,
     ) -> Vec<TimelineSample> {
         let mut samples = Vec::new();
+        self.run_each(interval, stop, |s| samples.push(s)).await;
+        samples
+    }
+
+    /// Like [`Sampler::run_until`], handing each sample to `each` as it is taken.
+    pub async fn run_each(
+        mut self,
+        interval: Duration,
+        stop: impl Future<Output = ()>,
+        mut each: impl FnMut(TimelineSample),
+    ) {
         let mut tick = tokio::time::interval(interval);
         // Stay on the grid: a late tick fires once and the next keeps its time, so lateness
         // under load does not stretch the sampling period.
@@ -285,16 +317,25 @@ impl Sampler {
             tokio::select! {
                 () = &mut stop => {
                     if let Ok(s) = self.sample() {
-                        samples.push(s);
+                        each(s);
                     }
-                    return samples;
+                    return;
                 }
                 _ = tick.tick() => match self.sample() {
-                    Ok(s) => samples.push(s),
-                    Err(_) => return samples,
+                    Ok(s) => each(s),
+                    Err(_) => return,
                 },
             }
         }
+    }
+}
+
+/// TCP keeps only its minimum RTT: one below the floor means at least one impossible sample.
+pub fn impossible_min_rtt(info: &TcpInfo, floor_us: u64) -> u64 {
+    // The kernel reports ~0 (u32::MAX) before its first sample; only a real one counts.
+    match info.min_rtt_us {
+        Some(m) if m != u32::MAX && u64::from(m) < floor_us => 1,
+        _ => 0,
     }
 }
 

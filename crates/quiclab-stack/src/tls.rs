@@ -127,6 +127,13 @@ impl fmt::Display for KxGroup {
     }
 }
 
+/// Where TLS secrets go: the file named by the environment variable SSLKEYLOGFILE (NSS key log
+/// format, which Wireshark reads to decrypt TLS over TCP and QUIC), appended to; nowhere when
+/// it is unset. Every configuration quiclab builds, client and server, TCP and QUIC, uses it.
+pub fn key_log() -> Arc<dyn rustls::KeyLog> {
+    Arc::new(rustls::KeyLogFile::new())
+}
+
 /// A certificate chain (leaf first) with its private key.
 pub struct Identity {
     chain: Vec<CertificateDer<'static>>,
@@ -209,6 +216,7 @@ pub fn server_config(
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())
         .map_err(TlsError::Config)?;
     config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()];
+    config.key_log = key_log();
     Ok(Arc::new(config))
 }
 

@@ -23,6 +23,7 @@ pub struct BenchCmd {
 #[derive(Subcommand)]
 enum BenchWhat {
     Link(LinkBench),
+    Stacks(crate::bench_stacks::StacksBench),
 }
 
 /// Forwarding capacity and timer precision of the link emulator.
@@ -45,6 +46,7 @@ fn parse_time(s: &str) -> Result<Duration, String> {
 pub fn bench(c: BenchCmd) -> anyhow::Result<i32> {
     match c.what {
         BenchWhat::Link(b) => link(b),
+        BenchWhat::Stacks(b) => crate::bench_stacks::stacks(b),
     }
 }
 
@@ -125,6 +127,7 @@ fn emulated(
         link: cfg,
         device_mtu: Some(mtu),
         events: None,
+        pcap: None,
     })?;
     let flow = iperf(topo.ns(Side::Client), topo.ns(Side::Server), d, s)?;
     let reports = topo.finish()?;

@@ -11,6 +11,7 @@ use quiclab_stack::record::{HttpVersion, RequestRecord};
 use quiclab_stack::tls::KxGroup;
 
 use crate::quicargs::QuicArgs;
+use crate::recordargs::RecordArgs;
 
 /// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), or over
 /// HTTP/3 on QUIC (quinn, h3), timing every request.
@@ -66,6 +67,8 @@ pub struct GetCmd {
     json: bool,
     #[command(flatten)]
     quic: QuicArgs,
+    #[command(flatten)]
+    record: RecordArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -119,6 +122,8 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
                 groups,
                 reuse_connection: reuse,
                 resume: c.resume,
+                path_min_rtt_us: c.record.path_min_rtt_us(),
+                qlog_dir: c.record.qlog_dir()?,
             };
             let records = runtime.block_on(quic::get(&urls, &opts))?;
             return report(&records, c.json);
@@ -136,6 +141,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         resume: c.resume,
         tcp_congestion: c.tcp_cc.clone(),
         fast_open: c.tfo,
+        path_min_rtt_us: c.record.path_min_rtt_us(),
     };
     let mut client = Client::new(opts).with_context(|| format!("--cacert {}", cacert.display()))?;
     let mut records = Vec::with_capacity(urls.len());

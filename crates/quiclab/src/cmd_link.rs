@@ -38,6 +38,11 @@ pub struct LinkCmd {
     /// started) for a timeline.
     #[arg(long, value_name = "FILE")]
     events: Option<std::path::PathBuf>,
+    /// Write a packet capture here (pcap, raw IP): the client's view, every packet it sends
+    /// (including those the link drops) and every packet it receives, with real-time
+    /// timestamps. With SSLKEYLOGFILE set for the endpoints, Wireshark decrypts TLS and QUIC.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
     /// How long to wait for the server command to open a socket before starting the client.
     #[arg(long, value_name = "TIME", default_value = "3s", value_parser = parse_time)]
     wait: Duration,
@@ -89,10 +94,19 @@ pub fn link(c: LinkCmd) -> anyhow::Result<i32> {
         })?)),
         None => None,
     };
+    let pcap: Option<Box<dyn std::io::Write + Send>> = match &c.pcap {
+        Some(p) => {
+            Some(Box::new(std::fs::File::create(p).with_context(|| {
+                format!("--pcap: cannot create {}", p.display())
+            })?))
+        }
+        None => None,
+    };
     let mut topo = Topology::start(TopologyConfig {
         link: cfg.clone(),
         device_mtu: c.device_mtu,
         events,
+        pcap,
     })?;
     eprintln!(
         "quiclab: link {}: client {CLIENT_V4} <-> server {SERVER_V4}, seed {}",

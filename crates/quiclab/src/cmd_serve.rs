@@ -10,7 +10,9 @@ use clap::Args;
 use quiclab_stack::quic::{self, QuicServer, QuicServerOptions};
 
 use crate::quicargs::QuicArgs;
+use crate::recordargs::RecordArgs;
 use quiclab_stack::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions};
+use quiclab_stack::timeline::TimelineWriter;
 use quiclab_stack::tls::{self, Identity, KxGroup};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -69,10 +71,32 @@ pub struct ServeCmd {
     no_quic: bool,
     #[command(flatten)]
     quic: QuicArgs,
-    /// Write each QUIC connection's timeline here as JSON lines (congestion window, RTT and
-    /// congestion events every 5 ms, from this sending side).
+    /// Write each QUIC connection's timeline here as JSON lines, from this sending side, every
+    /// 5 ms and when it closes: congestion window, bytes in flight, bytes acknowledged, RTT,
+    /// packets lost, congestion events.
     #[arg(long, value_name = "FILE", conflicts_with = "no_quic")]
     quic_timeline: Option<PathBuf>,
+    /// Write each TCP connection's timeline here as JSON lines, from the server socket's
+    /// TCP_INFO every 5 ms and when it closes: congestion window, bytes in flight, bytes
+    /// acknowledged, RTT, delivery rate, retransmissions.
+    #[arg(long, value_name = "FILE")]
+    tcp_timeline: Option<PathBuf>,
+    /// Serve GET requests for other paths as files under this directory (a directory serves
+    /// its index.html); paths never lead outside it (.. and links out are refused with 403).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    #[command(flatten)]
+    record: RecordArgs,
+}
+
+/// A timeline file, created now (so that a bad path fails before the server listens).
+fn timeline_file(path: Option<&PathBuf>, what: &str) -> anyhow::Result<Option<TimelineWriter>> {
+    let Some(path) = path else { return Ok(None) };
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("creating the {what} timeline {}", path.display()))?;
+    Ok(Some(TimelineWriter::new(Box::new(
+        std::io::BufWriter::new(file),
+    ))))
 }
 
 fn on_off(s: &str) -> Result<bool, String> {
@@ -85,6 +109,11 @@ fn on_off(s: &str) -> Result<bool, String> {
 
 pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    if let Some(root) = &c.root
+        && !root.is_dir()
+    {
+        anyhow::bail!("--root {}: not a directory", root.display());
+    }
     let identity = match (&c.cert, &c.key) {
         (Some(cert), Some(key)) => Identity::from_pem_files(cert, key)?,
         _ => Identity::self_signed()?,
@@ -124,24 +153,21 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             tls,
             tcp_congestion: c.tcp_cc.clone(),
             first_write: c.dynamic_records.then_some(DYNAMIC_FIRST_WRITE),
+            timeline: timeline_file(c.tcp_timeline.as_ref(), "TCP")?,
+            path_min_rtt_us: c.record.path_min_rtt_us(),
+            root: c.root.clone(),
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
         let quic_server = match quic_options.clone() {
             Some(quic) => {
-                let timeline = match &c.quic_timeline {
-                    Some(path) => {
-                        let file = std::fs::File::create(path).with_context(|| {
-                            format!("creating the QUIC timeline {}", path.display())
-                        })?;
-                        Some(Box::new(std::io::BufWriter::new(file)) as Box<dyn Write + Send>)
-                    }
-                    None => None,
-                };
                 Some(QuicServer::bind(QuicServerOptions {
                     listen: server.local_addr(),
                     tls: quic_tls,
                     quic,
-                    timeline,
+                    timeline: timeline_file(c.quic_timeline.as_ref(), "QUIC")?,
+                    path_min_rtt_us: c.record.path_min_rtt_us(),
+                    qlog_dir: c.record.qlog_dir()?,
+                    root: c.root.clone(),
                 })?)
             }
             None => None,

@@ -1,5 +1,6 @@
 //! The quiclab command line.
 
+mod bench_stacks;
 mod cmd_bench;
 mod cmd_get;
 mod cmd_link;
@@ -8,6 +9,7 @@ mod cmd_selftest;
 mod cmd_serve;
 mod linkargs;
 mod quicargs;
+mod recordargs;
 mod signals;
 
 use clap::{Parser, Subcommand};

@@ -27,6 +27,26 @@ pub struct QuicArgs {
     /// QUIC generic segmentation offload: on or off.
     #[arg(long, value_name = "on|off", default_value = "on")]
     quic_gso: String,
+    /// Flow-control window of each QUIC stream (e.g. 1250kb, 16mib): how much a peer may send
+    /// on one stream ahead of what the application has read.
+    #[arg(long, value_name = "SIZE", default_value = "1250kb", value_parser = size)]
+    quic_stream_window: u64,
+    /// Flow-control window of a whole QUIC connection (e.g. 10mb); default: unlimited (only
+    /// the stream windows apply).
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    quic_conn_window: Option<u64>,
+    /// How QUIC shares the sending side between streams with data: round-robin (quinn's
+    /// default) or fifo (one stream after another, in the order they were opened).
+    #[arg(long, value_name = "round-robin|fifo", default_value = "round-robin", value_parser = ["round-robin", "fifo"])]
+    quic_scheduling: String,
+    /// Unreliable QUIC datagrams (RFC 9221): off, or the bytes buffered for sending and for
+    /// receiving them (e.g. 1mb); a datagram is at most one packet.
+    #[arg(long, value_name = "off|SIZE", default_value = "off")]
+    quic_datagrams: String,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    quiclab_link::units::parse_bytes(s).map_err(|e| e.to_string())
 }
 
 impl QuicArgs {
@@ -44,6 +64,15 @@ impl QuicArgs {
             initial_mtu: self.quic_initial_mtu,
             max_udp_payload: self.quic_max_udp_payload,
             gso: quic::parse_on_off("gso", &self.quic_gso).context("--quic-gso")?,
+            stream_receive_window: self.quic_stream_window,
+            receive_window: self
+                .quic_conn_window
+                .unwrap_or(QuicOptions::default().receive_window),
+            round_robin: self.quic_scheduling == "round-robin",
+            datagram_buffer: match self.quic_datagrams.as_str() {
+                "off" => None,
+                s => Some(size(s).map_err(|e| anyhow::anyhow!("--quic-datagrams: {e}"))?),
+            },
             ..QuicOptions::default()
         };
         o.validate().context("QUIC options")?;

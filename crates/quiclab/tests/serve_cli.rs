@@ -4,7 +4,7 @@
 use std::path::Path;
 
 mod common;
-use common::{assert_root, quiclab, tmpdir};
+use common::{assert_root, json_lines, link_exit, quiclab, tmpdir};
 
 /// Checks that `file` holds exactly `len` bytes of the /bytes pattern (byte i = i mod 251).
 fn assert_pattern(file: &Path, len: usize) {
@@ -128,6 +128,73 @@ fn bad_groups_and_congestion_controllers_say_what_is_allowed() {
     assert!(
         stderr.contains("TCP congestion controller \"nosuchcc\" is not available (available: ")
             && stderr.contains("reno"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn static_files_over_every_version_stay_under_the_root_and_quic_knobs_are_reported() {
+    assert_root();
+    let d = tmpdir("serve-root");
+    let root = d.join("www");
+    std::fs::create_dir_all(root.join("css")).unwrap();
+    std::fs::write(root.join("index.html"), "<p>hello</p>\n").unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    std::fs::write(root.join("css/big.bin"), &big).unwrap();
+    std::fs::write(d.join("secret"), "outside").unwrap();
+    let cert = d.join("cert.pem");
+    let q = env!("CARGO_BIN_EXE_quiclab");
+    let server = format!(
+        "exec {q} serve --listen '[::]:443' --write-cert {} --root {} \
+         --quic-stream-window 2mib --quic-conn-window 8mb --quic-scheduling fifo \
+         --quic-datagrams 64kb",
+        cert.display(),
+        root.display()
+    );
+    let c = cert.display();
+    let client = format!(
+        "set -e\n\
+         curl -sS --http2 --cacert {c} -o {out2} https://$QUICLAB_SERVER/css/big.bin\n\
+         curl -sS --http1.1 --cacert {c} https://$QUICLAB_SERVER/\n\
+         echo status $(curl -s --path-as-is --cacert {c} -o /dev/null -w '%{{http_code}}' https://$QUICLAB_SERVER/../secret)\n\
+         {q} get --http 3 --json --cacert {c} --quic-stream-window 2mib --quic-scheduling fifo \
+            https://$QUICLAB_SERVER/css/big.bin https://$QUICLAB_SERVER/nothing\n",
+        out2 = d.join("big-h2.bin").display(),
+    );
+    // `get` exits 1 for the 404, which the link reports as the client's exit code.
+    let stdout = link_exit(&["--delay", "5ms"], &server, &client, 1);
+    assert!(
+        stdout.contains(
+            "stream window 2097152; connection window 8000000; scheduling fifo; datagrams on, 64000 bytes buffered"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read(d.join("big-h2.bin")).unwrap(), big);
+    assert!(stdout.lines().any(|l| l == "<p>hello</p>"), "{stdout}");
+    assert!(stdout.lines().any(|l| l == "status 403"), "{stdout}");
+    let recs = json_lines(&stdout);
+    assert_eq!(recs.len(), 2, "{stdout}");
+    assert_eq!(
+        (&recs[0]["status"], &recs[0]["bytes"]),
+        (&200.into(), &300_000.into())
+    );
+    assert_eq!(recs[1]["status"], 404);
+    let _ = std::fs::remove_dir_all(&d);
+
+    let out = quiclab()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--quic-stream-window",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("'5' for '--quic-stream-window <SIZE>'") && stderr.contains("has no unit"),
         "{stderr}"
     );
 }

@@ -28,3 +28,36 @@ pub fn tmpdir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Runs `quiclab link` with `args`, `server` and `client` (shell commands), waiting up to 10 s
+/// for the server; checks that it exits with `code` and returns its standard output.
+pub fn link_exit(args: &[&str], server: &str, client: &str, code: i32) -> String {
+    let out = quiclab()
+        .arg("link")
+        .args(args)
+        .args(["--wait", "10s", "--server", server, "--client", client])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// [`link_exit`] for a client that must succeed.
+pub fn link(args: &[&str], server: &str, client: &str) -> String {
+    link_exit(args, server, client, 0)
+}
+
+/// The JSON records (lines starting with `{`) of an output.
+pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
