@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
@@ -180,13 +180,15 @@ pub fn run(
     let jobs = opts.jobs.min(todo.len().max(1));
     let queue = Arc::new(Mutex::new(todo));
     let (tx, rx) = mpsc::channel::<Msg>();
+    // the monitor only counts; the loop below reads the count, so the channel closes exactly
+    // when the last worker returns
+    let busy = Arc::new(AtomicU64::new(0));
     let monitor_stop = Arc::new(AtomicBool::new(false));
     let monitor = {
-        let tx = tx.clone();
-        let done = monitor_stop.clone();
-        std::thread::spawn(move || watch_cpu(&done, &tx))
+        let (done, busy) = (monitor_stop.clone(), busy.clone());
+        std::thread::spawn(move || watch_cpu(&done, &busy))
     };
-    std::thread::scope(|scope| {
+    let result = std::thread::scope(|scope| {
         for _ in 0..jobs {
             let (queue, tx, env, stop) = (queue.clone(), tx.clone(), env.clone(), stop.clone());
             scope.spawn(move || {
@@ -209,11 +211,27 @@ pub fn run(
         drop(tx);
         let mut warned = false;
         let mut store_error = None;
-        // the workers hold the senders: the loop ends when the last worker returns
-        while let Ok(msg) = rx.recv() {
+        loop {
+            let msg = match rx.recv_timeout(Duration::from_millis(250)) {
+                Ok(m) => Some(m),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                // every worker has returned
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            let seconds = busy.load(Ordering::Relaxed);
+            if seconds >= BUSY_WARN_AFTER && !warned {
+                warned = true;
+                progress.warn(&format!(
+                    "the host's CPUs have been over {:.0} % busy for {seconds} s: trials may be \
+                     slowed by the machine rather than the emulated network; fewer --jobs, or a \
+                     quieter machine, give cleaner results",
+                    BUSY_THRESHOLD * 100.0
+                ));
+            }
             match msg {
-                Msg::Started(spec) => progress.trial_started(plan, &spec),
-                Msg::Ended(spec, TrialEnd::Done(rec)) => {
+                None => {}
+                Some(Msg::Started(spec)) => progress.trial_started(plan, &spec),
+                Some(Msg::Ended(spec, TrialEnd::Done(rec))) => {
                     if let Err(e) = store.record(&rec) {
                         // without a store nothing more can be kept: stop the campaign
                         stop.store(true, Ordering::Relaxed);
@@ -224,24 +242,14 @@ pub fn run(
                     summary.failed += usize::from(rec.outcome.is_err());
                     progress.trial_done(plan, &spec, &rec);
                 }
-                Msg::Ended(_, TrialEnd::Interrupted) => summary.interrupted = true,
-                Msg::Busy(seconds) => {
-                    summary.busy_seconds = seconds;
-                    if !warned {
-                        warned = true;
-                        progress.warn(&format!(
-                            "the host's CPUs have been over {:.0} % busy for {seconds} s: \
-                             trials may be slowed by the machine rather than the emulated \
-                             network; fewer --jobs, or a quieter machine, give cleaner results",
-                            BUSY_THRESHOLD * 100.0
-                        ));
-                    }
-                }
+                Some(Msg::Ended(_, TrialEnd::Interrupted)) => summary.interrupted = true,
             }
         }
-        monitor_stop.store(true, Ordering::Relaxed);
         store_error.map_or(Ok(()), Err)
-    })?;
+    });
+    monitor_stop.store(true, Ordering::Relaxed);
+    result?;
+    summary.busy_seconds = busy.load(Ordering::Relaxed);
     let _ = monitor.join();
     summary.interrupted |= stop.load(Ordering::Relaxed);
     store.set_meta("busy_seconds", &summary.busy_seconds.to_string())?;
@@ -255,16 +263,16 @@ pub fn run(
 enum Msg {
     Started(TrialSpec),
     Ended(TrialSpec, TrialEnd),
-    /// Seconds of near-saturated CPU so far.
-    Busy(u64),
 }
 
 /// CPU busy fraction above which results may be skewed.
 const BUSY_THRESHOLD: f64 = 0.9;
+/// Busy seconds before the user is warned.
+const BUSY_WARN_AFTER: u64 = 3;
 
-/// Reads /proc/stat every second and reports (after 3 consecutive busy seconds, then every
-/// 10 s) how long the CPUs have been nearly saturated.
-fn watch_cpu(done: &AtomicBool, tx: &mpsc::Sender<Msg>) {
+/// Reads /proc/stat every second and counts the seconds in which the CPUs were nearly
+/// saturated.
+fn watch_cpu(done: &AtomicBool, busy_seconds: &AtomicU64) {
     fn sample() -> Option<(u64, u64)> {
         let text = std::fs::read_to_string("/proc/stat").ok()?;
         let line = text.lines().next()?;
@@ -278,21 +286,19 @@ fn watch_cpu(done: &AtomicBool, tx: &mpsc::Sender<Msg>) {
         Some((v.iter().sum(), idle))
     }
     let mut prev = sample();
-    let (mut busy_run, mut busy_total) = (0u64, 0u64);
     while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_secs(1));
+        // short naps, so the campaign's end is not held up by a whole second
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(100));
+            if done.load(Ordering::Relaxed) {
+                return;
+            }
+        }
         let now = sample();
         if let (Some((t0, i0)), Some((t1, i1))) = (prev, now) {
             let total = t1.saturating_sub(t0).max(1);
-            let busy = 1.0 - i1.saturating_sub(i0) as f64 / total as f64;
-            if busy > BUSY_THRESHOLD {
-                busy_run += 1;
-                busy_total += 1;
-                if busy_run == 3 || (busy_run > 3 && busy_run % 10 == 0) {
-                    let _ = tx.send(Msg::Busy(busy_total));
-                }
-            } else {
-                busy_run = 0;
+            if 1.0 - (i1.saturating_sub(i0) as f64 / total as f64) > BUSY_THRESHOLD {
+                busy_seconds.fetch_add(1, Ordering::Relaxed);
             }
         }
         prev = now;

@@ -2,8 +2,10 @@
 //! client namespace, then the measurements gathered from what they wrote.
 //!
 //! Every file a trial produces lands in its own folder (`trials/ID/`): the client's records
-//! (`client.jsonl`), the server's sender-side timeline, both endpoints' logs, the TLS key log
-//! (`keys.log`, for decrypting captures) and the emulator's packet events (`events.jsonl`).
+//! (`client.jsonl`), the server's sender-side timeline (`server-timeline.jsonl`), both
+//! endpoints' logs, a qlog per QUIC connection (`*.sqlog`), the TLS key log (`keys.log`), a
+//! packet capture of the client's side (`capture.pcap`, decryptable with the key log) and the
+//! emulator's packet events (`events.jsonl`).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -164,10 +166,16 @@ fn execute(
     } else {
         None
     };
+    let pcap_path = dir.join("capture.pcap");
+    let pcap: Box<dyn Write + Send> = Box::new(std::io::BufWriter::new(
+        std::fs::File::create(&pcap_path)
+            .map_err(|e| fail(format!("cannot create {}: {e}", pcap_path.display())))?,
+    ));
     let mut topo = Topology::start(TopologyConfig {
         link,
         device_mtu: None,
         events,
+        pcap: Some(pcap),
     })
     .map_err(|e| fail(format!("cannot build the topology: {e}")))?;
     let mut vars = topo.env();
@@ -190,6 +198,19 @@ fn execute(
     if !quic {
         server_args.push("--no-quic".into());
     }
+    // what both endpoints record: impossible RTT samples against the path's physical minimum,
+    // and a qlog per QUIC connection
+    let mut record_args = Vec::new();
+    let min_rtt = cond.link.min_rtt();
+    if !min_rtt.is_zero() {
+        record_args.push("--path-min-rtt".to_string());
+        record_args.push(format!("{}us", min_rtt.as_micros()));
+    }
+    if quic {
+        record_args.push("--qlog-dir".into());
+        record_args.push(dir.display().to_string());
+    }
+    server_args.extend(record_args.iter().cloned());
     server_args.extend(arm.server_args());
     let server_log = dir.join("server.log");
     let mut server = Process::spawn(
@@ -234,6 +255,7 @@ fn execute(
         "--cacert".into(),
         cert.display().to_string(),
     ];
+    client_args.extend(record_args);
     client_args.extend(arm.client_args());
     client_args.push(format!("https://{SERVER_V4}/bytes/{}", spec.size));
     let (client_out, client_log) = (dir.join("client.jsonl"), dir.join("client.log"));
@@ -345,6 +367,8 @@ pub struct Sample {
     pub congestion_event: bool,
     pub retransmits: Option<u64>,
     pub impossible_rtt_samples: Option<u64>,
+    /// Where the sender's first lost data was, in bytes of the stream (as the stack reports it).
+    pub first_loss_offset: Option<u64>,
 }
 
 /// The sender's timeline, times relative to the client's first packet (`start_us`).
@@ -366,6 +390,7 @@ pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
                 congestion_event: v["congestion_event"].as_bool().unwrap_or(false),
                 retransmits: v["retransmits"].as_u64(),
                 impossible_rtt_samples: v["impossible_rtt_samples"].as_u64(),
+                first_loss_offset: v["first_loss_offset"].as_u64(),
             })
         })
         .collect();
@@ -386,12 +411,17 @@ pub fn metrics(
     let retransmissions = last
         .and_then(|s| s.retransmits)
         .or(rec.transport_stats.packets_lost);
-    // The first sample that saw a retransmission: the data acknowledged by then is where the
-    // stream stood when the first loss was repaired (within one sampling period).
+    // The stack's own account of where its first loss was; failing that, the data acknowledged
+    // when a retransmission was first seen (within one sampling period of it).
     let first_retransmit_offset = timeline
         .iter()
-        .find(|s| s.retransmits.unwrap_or(0) > 0)
-        .and_then(|s| s.acked_bytes);
+        .find_map(|s| s.first_loss_offset)
+        .or_else(|| {
+            timeline
+                .iter()
+                .find(|s| s.retransmits.unwrap_or(0) > 0)
+                .and_then(|s| s.acked_bytes)
+        });
     let impossible = last
         .and_then(|s| s.impossible_rtt_samples)
         .or(rec.transport_stats.impossible_rtt_samples);

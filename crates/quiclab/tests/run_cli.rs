@@ -120,7 +120,7 @@ http = "3"
     };
 
     // 1. Ctrl-C: a clean stop that keeps what finished and leaves nothing behind
-    let mut first = run("1");
+    let first = run("1");
     let first_pid = first.id();
     wait_for(2);
     // SAFETY: signals the child we started and have not reaped.
