@@ -12,7 +12,8 @@
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -321,21 +322,28 @@ fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -
             budget.slept(now, clock.now());
             continue;
         }
+        let mut target = deadline.map(|t| t - wake.margin());
         if let Some(t) = deadline {
             if t <= now {
                 continue;
             }
             if t - now <= wake.margin() {
-                // closer than a wake-up takes: wait on the CPU, stamping arrivals exactly
-                while clock.now() < t && !budget.spent(clock.now()) {
-                    if !way.read(clock, &mut buf)? {
-                        std::hint::spin_loop();
+                match SpinPermit::take() {
+                    Some(_permit) => {
+                        // closer than a wake-up takes: wait on the CPU, stamping arrivals exactly
+                        while clock.now() < t && !budget.spent(clock.now()) {
+                            if !way.read(clock, &mut buf)? {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        continue;
                     }
+                    // other links are spinning on every core that may spin: sleep to the
+                    // departure itself and accept a wake-up's lateness
+                    None => target = Some(t),
                 }
-                continue;
             }
         }
-        let target = deadline.map(|t| t - wake.margin());
         let want = target.map(|t| clock.absolute_ns(t));
         if want != armed {
             timer.set_absolute(want)?;
@@ -355,6 +363,35 @@ fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -
                 wake.observe(after.saturating_sub(t));
             }
         }
+    }
+}
+
+/// Spinning before a departure is worth it only while a core is free for it. Several links in
+/// one process (concurrent trials) would otherwise spin on every core at once, at real-time
+/// priority, and starve the endpoints they measure; so at most half the cores (at least one)
+/// spin at a time, and a forwarding thread without a permit sleeps instead.
+struct SpinPermit;
+
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+impl SpinPermit {
+    fn take() -> Option<SpinPermit> {
+        static LIMIT: OnceLock<usize> = OnceLock::new();
+        let limit = *LIMIT.get_or_init(|| {
+            std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+        });
+        SPINNING
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SpinPermit)
+    }
+}
+
+impl Drop for SpinPermit {
+    fn drop(&mut self) {
+        SPINNING.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
