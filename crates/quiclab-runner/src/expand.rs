@@ -145,8 +145,10 @@ http = "1.1"
             a.iter().map(|s| &s.id).collect::<Vec<_>>(),
             b.iter().map(|s| &s.id).collect::<Vec<_>>()
         );
-        let orders: std::collections::HashSet<Vec<usize>> =
-            a.chunks(3).map(|c| c.iter().map(|s| s.arm).collect()).collect();
+        let orders: std::collections::HashSet<Vec<usize>> = a
+            .chunks(3)
+            .map(|c| c.iter().map(|s| s.arm).collect())
+            .collect();
         // 24 groups of 3 arms: with uniform shuffles, seeing fewer than 3 of the 6 orders has
         // probability below 1e-9
         assert!(orders.len() >= 3, "{orders:?}");
@@ -162,14 +164,21 @@ http = "1.1"
         let p = parse(PLAN, "t", Profile::Full).unwrap();
         let base = expand(&p);
         // more iterations keep the first ones' ids: a longer campaign extends a shorter one
-        let longer = parse(&PLAN.replace("iterations = 6", "iterations = 8"), "t", Profile::Full)
-            .unwrap();
+        let longer = parse(
+            &PLAN.replace("iterations = 6", "iterations = 8"),
+            "t",
+            Profile::Full,
+        )
+        .unwrap();
         let ids: std::collections::HashSet<String> =
             expand(&longer).into_iter().map(|s| s.id).collect();
         assert!(base.iter().all(|s| ids.contains(&s.id)));
         // a changed knob is a different trial
         let changed = parse(
-            &PLAN.replace("[arms.y]\nhttp = \"3\"", "[arms.y]\nhttp = \"3\"\nquic-cc = \"newreno\""),
+            &PLAN.replace(
+                "[arms.y]\nhttp = \"3\"",
+                "[arms.y]\nhttp = \"3\"\nquic-cc = \"newreno\"",
+            ),
             "t",
             Profile::Full,
         )

@@ -384,7 +384,9 @@ impl Arm {
 
 /// Every key an arm accepts, with its help (for errors and `--help`).
 pub fn arm_keys_help() -> String {
-    let mut s = String::from("  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3) or 3 (over QUIC)\n  label  a description for the report\n");
+    let mut s = String::from(
+        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3) or 3 (over QUIC)\n  label  a description for the report\n",
+    );
     for k in KNOBS {
         s.push_str(&format!("  {}  {}\n", k.key, k.help));
     }
@@ -524,7 +526,11 @@ fn link_table(
         if !is_link_key(k.get_ref()) {
             return Err(ctx.err(
                 k.span(),
-                format!("unknown link key {:?}; {}", k.get_ref(), link_keys_allowed()),
+                format!(
+                    "unknown link key {:?}; {}",
+                    k.get_ref(),
+                    link_keys_allowed()
+                ),
             ));
         }
         out.push((k.get_ref().clone(), scalar(ctx, v)?, v.span()));
@@ -635,8 +641,8 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
             ));
         }
         let raw = scalar(ctx, v)?;
-        let value =
-            (knob.check)(&raw).map_err(|why| ctx.err(v.span(), format!("{key} = {raw:?}: {why}")))?;
+        let value = (knob.check)(&raw)
+            .map_err(|why| ctx.err(v.span(), format!("{key} = {raw:?}: {why}")))?;
         given.push((knob, value, v.span()));
     }
     // table order, so that equal arms resolve (and hash) equally however they are written
@@ -832,12 +838,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
                 .collect::<Vec<_>>()
                 .join(" ");
             let at = combo[0].2.clone();
-            conditions.push(resolve_condition(
-                &ctx,
-                cname,
-                merge(&base, &combo),
-                at,
-            )?);
+            conditions.push(resolve_condition(&ctx, cname, merge(&base, &combo), at)?);
         }
     }
     if conditions.is_empty() {
@@ -958,10 +959,7 @@ b = "h3"
         assert_eq!(p.conditions[4].link.up.mtu, Some(1400));
         assert_eq!(p.conditions[0].rate_bps(), Some(10_000_000));
         assert_eq!(p.arms[0].server_args(), ["--tcp-cc", "cubic"]);
-        assert_eq!(
-            p.arms[1].client_args(),
-            ["--http", "3", "--quic-cc", "bbr"]
-        );
+        assert_eq!(p.arms[1].client_args(), ["--http", "3", "--quic-cc", "bbr"]);
         assert_eq!(p.arms[1].caveats.len(), 1, "experimental BBR is labelled");
         assert_eq!(p.comparisons, [("h2".to_string(), "h3".to_string())]);
         let q = parse(GOOD, "t.toml", Profile::Quick).unwrap();
@@ -986,7 +984,10 @@ b = "h3"
         assert!(e.message.contains("loss") && e.message.contains("%"), "{e}");
 
         let e = broken("tcp-cc = \"cubic\"", "tcp-cc = \"vegas\"");
-        assert!(e.message.contains("cubic") && e.message.contains("bbr"), "{e}");
+        assert!(
+            e.message.contains("cubic") && e.message.contains("bbr"),
+            "{e}"
+        );
         assert_eq!(e.line, line_of("tcp-cc", GOOD));
 
         let e = broken("b = \"h3\"", "b = \"h4\"");
@@ -998,7 +999,10 @@ b = "h3"
         assert_eq!(e.line, line_of("seed = 9", GOOD) + 1, "{e}");
 
         let e = broken("delay = \"35ms\"", "latency = \"35ms\"");
-        assert!(e.message.contains("delay") && e.message.contains("latency"), "{e}");
+        assert!(
+            e.message.contains("delay") && e.message.contains("latency"),
+            "{e}"
+        );
 
         let e = broken("quic-cc = \"bbr\"", "tcp-cc = \"bbr\"");
         assert!(e.message.contains("TCP"), "{e}");
@@ -1010,7 +1014,10 @@ b = "h3"
         assert!(e.message.contains("1 to 100000"), "{e}");
 
         let e = broken("quic-cc = \"bbr\"", "quic-max-udp-payload = 8000");
-        assert!(e.message.contains("6550") || e.message.contains("GSO"), "{e}");
+        assert!(
+            e.message.contains("6550") || e.message.contains("GSO"),
+            "{e}"
+        );
 
         // a queue without a rate is an impossible combination, caught with its place
         let e = broken("rate = \"10mbit\"", "queue = \"50ms\"");
@@ -1021,6 +1028,9 @@ b = "h3"
         // TOML syntax errors keep their place too
         let e = broken("iterations = 4", "iterations = = 4");
         assert_eq!(e.line, line_of("iterations = 4", GOOD), "{e}");
-        assert!(e.to_string().starts_with(&format!("t.toml:{}:", e.line)), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("t.toml:{}:", e.line)),
+            "{e}"
+        );
     }
 }

@@ -63,7 +63,17 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
     let dir = env.dir.join(&rel);
     let mut link = serde_json::Value::Null;
     let mut requests = serde_json::Value::Array(Vec::new());
-    let outcome = match execute(env, plan, spec, &dir, stop, &mut link, &mut requests) {
+    let mut phases = serde_json::Value::Null;
+    let outcome = match execute(
+        env,
+        plan,
+        spec,
+        &dir,
+        stop,
+        &mut link,
+        &mut requests,
+        &mut phases,
+    ) {
         Ok(m) => Ok(m),
         Err(Failure::Interrupted) => return TrialEnd::Interrupted,
         Err(Failure::Failed(why)) => Err(why),
@@ -82,6 +92,7 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
         outcome,
         link,
         requests,
+        phases,
         artifacts: Some(rel),
     }))
 }
@@ -151,11 +162,13 @@ fn execute(
     stop: &AtomicBool,
     link_out: &mut serde_json::Value,
     requests_out: &mut serde_json::Value,
+    phases_out: &mut serde_json::Value,
 ) -> Result<Metrics, Failure> {
     let arm = &plan.arms[spec.arm];
     let cond = &plan.conditions[spec.condition];
     let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
     let mut link = cond.link.clone();
     link.seed = spec.seed;
     let events: Option<Box<dyn Write + Send>> = if env.events {
@@ -171,6 +184,7 @@ fn execute(
         std::fs::File::create(&pcap_path)
             .map_err(|e| fail(format!("cannot create {}: {e}", pcap_path.display())))?,
     ));
+    let t_setup = Instant::now();
     let mut topo = Topology::start(TopologyConfig {
         link,
         device_mtu: None,
@@ -178,6 +192,7 @@ fn execute(
         pcap: Some(pcap),
     })
     .map_err(|e| fail(format!("cannot build the topology: {e}")))?;
+    let setup_ms = t_setup.elapsed().as_secs_f64() * 1000.0;
     let mut vars = topo.env();
     vars.push((
         "SSLKEYLOGFILE".into(),
@@ -192,7 +207,12 @@ fn execute(
         "[::]:443".into(),
         "--write-cert".into(),
         cert.display().to_string(),
-        if quic { "--quic-timeline" } else { "--tcp-timeline" }.into(),
+        if quic {
+            "--quic-timeline"
+        } else {
+            "--tcp-timeline"
+        }
+        .into(),
         timeline.display().to_string(),
     ];
     if !quic {
@@ -247,6 +267,7 @@ fn execute(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    let server_ms = t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms;
     let mut client_args = vec![
         "get".to_string(),
         "--json".into(),
@@ -284,12 +305,23 @@ fn execute(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    let client_ms = t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms - server_ms;
     // SIGTERM lets the server write its last timeline samples
     server.stop(STOP_GRACE);
+    let stop_ms = t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms - server_ms - client_ms;
     let reports = topo
         .finish()
         .map_err(|e| fail(format!("stopping the link: {e}")))?;
     drop(topo);
+    let teardown_ms =
+        t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms - server_ms - client_ms - stop_ms;
+    *phases_out = json!({
+        "setup_ms": setup_ms,
+        "server_start_ms": server_ms,
+        "client_ms": client_ms,
+        "server_stop_ms": stop_ms,
+        "teardown_ms": teardown_ms,
+    });
     *link_out = link_json(&reports);
     let records = read_records(&client_out);
     *requests_out = serde_json::Value::Array(

@@ -1330,7 +1330,7 @@ pub async fn get(
     if let Some(c) = open.take() {
         close(c).await;
     }
-    // Long enough for the CONNECTION_CLOSE to leave; the draining period after it (three PTOs)
+    // Long enough for the CONNECTION_CLOSE to leave (it is sent at once); the draining period after it (three PTOs)
     // concerns nobody once the results are in, and would add hundreds of ms to every run.
     for e in endpoints {
         let _ = tokio::time::timeout(CLOSE_LINGER, e.wait_idle()).await;
@@ -1339,7 +1339,7 @@ pub async fn get(
 }
 
 /// How long a client lingers for its endpoints to go idle after closing its connections.
-const CLOSE_LINGER: Duration = Duration::from_millis(50);
+const CLOSE_LINGER: Duration = Duration::from_millis(10);
 
 async fn retry_after_0rtt_rejected(
     c: &mut ClientConn,

@@ -27,7 +27,9 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error("results database {path}: schema version {found}, this quiclab reads version {SCHEMA_VERSION}")]
+    #[error(
+        "results database {path}: schema version {found}, this quiclab reads version {SCHEMA_VERSION}"
+    )]
     Version { path: String, found: i64 },
     #[error("results database {path}: {what}: {source}")]
     Json {
@@ -72,6 +74,9 @@ pub struct TrialRecord {
     pub link: serde_json::Value,
     /// The client's request record(s), as written by `quiclab get --json`.
     pub requests: serde_json::Value,
+    /// Where the trial's wall time went (topology set-up, server start, client, server stop,
+    /// teardown), ms.
+    pub phases: serde_json::Value,
     /// Folder of the trial's artifacts, relative to the campaign directory, if kept.
     pub artifacts: Option<String>,
 }
@@ -111,6 +116,7 @@ CREATE TABLE IF NOT EXISTS trials (
     link_drops INTEGER,
     link TEXT NOT NULL,
     requests TEXT NOT NULL,
+    phases TEXT NOT NULL,
     artifacts TEXT
 );
 CREATE TABLE IF NOT EXISTS timeline (
@@ -140,10 +146,12 @@ impl Store {
         let conn = Connection::open(&path).map_err(sql)?;
         // WAL: readers (a report) do not block the runner, and a crash keeps every committed
         // trial. NORMAL sync is durable across a process crash, which is what a SIGKILL is.
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(sql)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql)?;
         let found: i64 = conn
@@ -247,6 +255,7 @@ impl Store {
         let config = serde_json::to_string(&t.config).map_err(|e| json("config", e))?;
         let link = serde_json::to_string(&t.link).map_err(|e| json("link", e))?;
         let requests = serde_json::to_string(&t.requests).map_err(|e| json("requests", e))?;
+        let phases = serde_json::to_string(&t.phases).map_err(|e| json("phases", e))?;
         let tx = self.conn.transaction().map_err(sql)?;
         // the timeline goes with its trial (ON DELETE CASCADE)
         tx.execute("DELETE FROM trials WHERE id = ?1", [&t.id])
@@ -256,9 +265,9 @@ impl Store {
             "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config, status,
                 error, started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                 hello_retry, retransmissions, first_retransmit_offset, impossible_rtt_samples,
-                link_drops, link, requests, artifacts)
+                link_drops, link, requests, phases, artifacts)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
             params![
                 t.id,
                 t.seq as i64,
@@ -284,6 +293,7 @@ impl Store {
                 m.map(|m| m.link_drops as i64),
                 link,
                 requests,
+                phases,
                 t.artifacts,
             ],
         )
@@ -327,7 +337,7 @@ impl Store {
                 "SELECT id, seq, arm, condition, size, iteration, seed, config, status, error,
                     started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                     hello_retry, retransmissions, first_retransmit_offset,
-                    impossible_rtt_samples, link_drops, link, requests, artifacts
+                    impossible_rtt_samples, link_drops, link, requests, phases, artifacts
                  FROM trials ORDER BY seq",
             )
             .map_err(self.sql())?;
@@ -365,19 +375,21 @@ impl Store {
                         },
                         link: serde_json::Value::Null,
                         requests: serde_json::Value::Null,
-                        artifacts: r.get(23)?,
+                        phases: serde_json::Value::Null,
+                        artifacts: r.get(24)?,
                     },
-                    [r.get::<_, String>(7)?, r.get(21)?, r.get(22)?],
+                    [r.get::<_, String>(7)?, r.get(21)?, r.get(22)?, r.get(23)?],
                 ))
             })
             .map_err(self.sql())?
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(self.sql())?;
         let mut trials = Vec::with_capacity(raw.len());
-        for (mut t, [config, link, requests]) in raw {
+        for (mut t, [config, link, requests, phases]) in raw {
             t.config = serde_json::from_str(&config).map_err(self.json("config"))?;
             t.link = serde_json::from_str(&link).map_err(self.json("link"))?;
             t.requests = serde_json::from_str(&requests).map_err(self.json("requests"))?;
+            t.phases = serde_json::from_str(&phases).map_err(self.json("phases"))?;
             trials.push(t);
         }
         let mut by_id: std::collections::HashMap<String, Vec<TimelinePoint>> =
@@ -563,6 +575,7 @@ mod tests {
             outcome,
             link: serde_json::json!([{"dir": "up"}]),
             requests: serde_json::json!([]),
+            phases: serde_json::json!({"setup_ms": 20.5}),
             artifacts: Some("trials/x".into()),
         }
     }
@@ -610,6 +623,7 @@ mod tests {
         assert_eq!(m.timeline, metrics(125.0, 5).timeline);
         assert_eq!(all[1].seed, u64::MAX - 5);
         assert_eq!(all[1].config["link"]["loss"], "1%");
+        assert_eq!(all[1].phases["setup_ms"], 20.5);
         let n: i64 = s
             .conn
             .query_row("SELECT count(*) FROM timeline", [], |r| r.get(0))
@@ -653,8 +667,16 @@ mod tests {
         let trials = std::fs::read_to_string(&files[0]).unwrap();
         let lines: Vec<_> = trials.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[1].contains("\"bad, \"\"very\"\" bad\""), "{}", lines[1]);
-        assert!(lines[2].contains(",ok,,") && lines[2].contains(",99.5,"), "{}", lines[2]);
+        assert!(
+            lines[1].contains("\"bad, \"\"very\"\" bad\""),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].contains(",ok,,") && lines[2].contains(",99.5,"),
+            "{}",
+            lines[2]
+        );
         let header_cols = lines[0].split(',').count();
         assert_eq!(lines[2].split(',').count(), header_cols);
         let tl = std::fs::read_to_string(&files[1]).unwrap();

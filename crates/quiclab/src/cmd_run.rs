@@ -228,9 +228,7 @@ impl Progress for Bar {
         self.total = total;
         self.done = already_done;
         if already_done > 0 {
-            eprintln!(
-                "quiclab: resuming: {already_done} of {total} trials already finished here"
-            );
+            eprintln!("quiclab: resuming: {already_done} of {total} trials already finished here");
         }
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(total as u64);

@@ -54,7 +54,12 @@ http = "2"
     );
     let out_dir = dir.join("out");
     let out = quiclab()
-        .args(["run", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .args([
+            "run",
+            p.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -114,7 +119,10 @@ http = "3"
     let wait_for = |n: usize| {
         let t0 = Instant::now();
         while ok_trials() < n {
-            assert!(t0.elapsed() < Duration::from_secs(60), "trials never finished");
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "trials never finished"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     };
@@ -134,7 +142,10 @@ http = "3"
         "an interrupted run leaves no namespace"
     );
     let after_int = ok_trials();
-    assert!((2..10).contains(&after_int), "{after_int} trials after Ctrl-C");
+    assert!(
+        (2..10).contains(&after_int),
+        "{after_int} trials after Ctrl-C"
+    );
 
     // 2. SIGKILL: no chance to clean up; `quiclab clean` removes the leftovers
     let mut second = run("2");
@@ -175,7 +186,10 @@ http = "3"
     let report = String::from_utf8_lossy(&third.stdout).trim().to_string();
     assert!(report.ends_with("report.html"), "{report}");
     let html = std::fs::read_to_string(&report).unwrap();
-    assert!(html.contains("<svg") && html.contains("h3"), "a report was rendered");
+    assert!(
+        html.contains("<svg") && html.contains("h3"),
+        "a report was rendered"
+    );
 
     // export: one row per trial
     let exp = quiclab()
