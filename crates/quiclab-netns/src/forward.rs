@@ -74,6 +74,8 @@ pub struct Forwarder {
     writer: Option<JoinHandle<io::Result<u64>>>,
     capture: Option<JoinHandle<io::Result<()>>>,
     clock: Clock,
+    /// Dropped after the threads have stopped (fields drop after `Drop::drop`).
+    _count: LinkCount,
 }
 
 /// Sends events to the writer thread in chunks.
@@ -119,6 +121,7 @@ impl Forwarder {
             }
             None => (None, None),
         };
+        let count = LinkCount::new();
         let (client, server) = (Arc::new(client), Arc::new(server));
         let mut up = Way::new(Direction::Up, up, client.clone(), server.clone());
         let mut down = Way::new(Direction::Down, down, server, client);
@@ -143,6 +146,7 @@ impl Forwarder {
             writer,
             capture,
             clock,
+            _count: count,
         })
     }
 
@@ -368,11 +372,30 @@ fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -
 
 /// Spinning before a departure is worth it only while a core is free for it. Several links in
 /// one process (concurrent trials) would otherwise spin on every core at once, at real-time
-/// priority, and starve the endpoints they measure; so at most half the cores (at least one)
-/// spin at a time, and a forwarding thread without a permit sleeps instead.
+/// priority, and starve the endpoints they measure; so while several links run, at most half
+/// the cores (at least one) spin at a time, and a forwarding thread without a permit sleeps
+/// instead. A link alone in its process (`quiclab link`, benchmarks) spins freely.
 struct SpinPermit;
 
 static SPINNING: AtomicUsize = AtomicUsize::new(0);
+/// Links forwarding in this process.
+static LINKS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a link in [`LINKS`] for as long as it lives.
+struct LinkCount;
+
+impl LinkCount {
+    fn new() -> Self {
+        LINKS.fetch_add(1, Ordering::AcqRel);
+        LinkCount
+    }
+}
+
+impl Drop for LinkCount {
+    fn drop(&mut self) {
+        LINKS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 impl SpinPermit {
     fn take() -> Option<SpinPermit> {
@@ -380,6 +403,11 @@ impl SpinPermit {
         let limit = *LIMIT.get_or_init(|| {
             std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
         });
+        let limit = if LINKS.load(Ordering::Acquire) <= 1 {
+            usize::MAX
+        } else {
+            limit
+        };
         SPINNING
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < limit).then_some(n + 1)
