@@ -32,7 +32,7 @@ use quinn::congestion::{self, ControllerFactory};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{MtuDiscoveryConfig, TransportConfig, VarInt};
 use rustls::RootCertStore;
-use rustls::crypto::{CryptoProvider, ring as ring_provider};
+
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde::{Deserialize, Serialize};
@@ -47,7 +47,7 @@ use crate::record::{
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
-use crate::tls::KxGroup;
+use crate::tls::{KxGroup, KxLog, logged_provider};
 
 /// ALPN protocol identifier of HTTP/3.
 pub const ALPN_H3: &[u8] = b"h3";
@@ -459,13 +459,6 @@ pub fn parse_duration_us(field: &'static str, s: &str) -> Result<u64, QuicError>
             allowed: "a duration such as 100ms, 1.5s or 250us".into(),
         }),
     }
-}
-
-fn provider(groups: &[KxGroup]) -> Arc<CryptoProvider> {
-    Arc::new(CryptoProvider {
-        kx_groups: groups.iter().map(|g| g.rustls()).collect(),
-        ..ring_provider::default_provider()
-    })
 }
 
 /// The QUIC server's TLS configuration: `tcp_config` (from [`crate::tls::server_config`], so the
@@ -945,7 +938,18 @@ pub struct QuicClientOptions {
     pub qlog_dir: Option<PathBuf>,
 }
 
-fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicError> {
+/// What every connection of a client run shares: the trust anchors and, with resumption, one
+/// ticket store (so later connections find the tickets of earlier ones).
+struct ClientTls {
+    /// One verifier for every connection: rustls resumes a session only under the verifier
+    /// that checked it.
+    verifier: Arc<rustls::client::WebPkiServerVerifier>,
+    /// Likewise one (empty) client-certificate resolver.
+    no_client_cert: Arc<dyn rustls::client::ResolvesClientCert>,
+    store: Option<Arc<dyn rustls::client::ClientSessionStore>>,
+}
+
+fn client_tls(opts: &QuicClientOptions) -> Result<ClientTls, QuicError> {
     let mut roots = RootCertStore::empty();
     let mut any = false;
     for cert in CertificateDer::pem_slice_iter(opts.ca_pem.as_bytes()) {
@@ -964,20 +968,54 @@ fn client_config(opts: &QuicClientOptions) -> Result<quinn::ClientConfig, QuicEr
             allowed: KxGroup::ALL.map(KxGroup::name).join(", "),
         });
     }
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider(&opts.groups))
+    let store = opts.resume.then(|| {
+        Arc::new(rustls::client::ClientSessionMemoryCache::new(256))
+            as Arc<dyn rustls::client::ClientSessionStore>
+    });
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        logged_provider(&opts.groups, &Arc::default()),
+    )
+    .build()
+    .map_err(|e| QuicError::Tls(rustls::Error::General(e.to_string())))?;
+    let no_client_cert =
+        rustls::ClientConfig::builder_with_provider(logged_provider(&opts.groups, &Arc::default()))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(QuicError::Tls)?
+            .with_webpki_verifier(verifier.clone())
+            .with_no_client_auth()
+            .client_auth_cert_resolver;
+    let shared = ClientTls {
+        verifier,
+        no_client_cert,
+        store,
+    };
+    // fail now, not at the first connection, if the options cannot make a configuration
+    client_config(opts, &shared, &Arc::default())?;
+    Ok(shared)
+}
+
+/// The configuration of one connection: its own provider, so that its key shares (and with
+/// them a HelloRetryRequest) are noted in `kx`.
+fn client_config(
+    opts: &QuicClientOptions,
+    shared: &ClientTls,
+    kx: &Arc<KxLog>,
+) -> Result<quinn::ClientConfig, QuicError> {
+    let mut tls = rustls::ClientConfig::builder_with_provider(logged_provider(&opts.groups, kx))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(QuicError::Tls)?
-        .with_root_certificates(roots)
+        .with_webpki_verifier(shared.verifier.clone())
         .with_no_client_auth();
+    tls.client_auth_cert_resolver = shared.no_client_cert.clone();
     tls.alpn_protocols = vec![ALPN_H3.to_vec()];
     tls.key_log = crate::tls::key_log();
-    if opts.resume {
-        // One store for the whole run (this config is built once per run), so that later
-        // connections find the tickets of earlier ones.
-        tls.resumption = rustls::client::Resumption::in_memory_sessions(256);
-        tls.enable_early_data = true;
-    } else {
-        tls.resumption = rustls::client::Resumption::disabled();
+    match &shared.store {
+        Some(store) => {
+            tls.resumption = rustls::client::Resumption::store(store.clone());
+            tls.enable_early_data = true;
+        }
+        None => tls.resumption = rustls::client::Resumption::disabled(),
     }
     let crypto = QuicClientConfig::try_from(tls).map_err(QuicError::NoInitialCipherSuite)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -1032,11 +1070,13 @@ struct ClientConn {
     zero_rtt: Option<tokio::task::JoinHandle<(bool, u64)>>,
     /// What the connection's congestion controller saw, and its qlog.
     inst: Instrumented,
+    /// The key shares its TLS handshake made.
+    kx: Arc<KxLog>,
 }
 
 async fn connect(
     endpoint: &quinn::Endpoint,
-    config: &quinn::ClientConfig,
+    tls: &ClientTls,
     opts: &QuicClientOptions,
     t: &Target,
     index: u32,
@@ -1053,7 +1093,8 @@ async fn connect(
         .quic
         .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)
         .map_err(|e| crate::client::error_chain(&e))?;
-    let mut config = config.clone();
+    let kx = Arc::new(KxLog::default());
+    let mut config = client_config(opts, tls, &kx).map_err(|e| crate::client::error_chain(&e))?;
     config.transport_config(inst.transport.clone());
     let connecting = endpoint
         .connect_with(config, t.addr, &t.server_name)
@@ -1096,6 +1137,7 @@ async fn connect(
         handshake_done_us,
         zero_rtt,
         inst,
+        kx,
     })
 }
 
@@ -1235,7 +1277,7 @@ pub async fn get(
     urls: &[String],
     opts: &QuicClientOptions,
 ) -> Result<Vec<RequestRecord>, QuicError> {
-    let config = client_config(opts)?;
+    let tls = client_tls(opts)?;
     let mut records = Vec::with_capacity(urls.len());
     let mut endpoints: Vec<quinn::Endpoint> = Vec::new();
     let mut open: Option<ClientConn> = None;
@@ -1273,7 +1315,7 @@ pub async fn get(
         let start_us = now_us();
         let mut rec = RequestRecord::get(HttpVersion::Http3, url, next_index, !reuse, start_us);
         if !reuse {
-            match connect(&endpoint, &config, opts, &t, next_index).await {
+            match connect(&endpoint, &tls, opts, &t, next_index).await {
                 Ok(c) => {
                     next_index += 1;
                     open = Some(c);
@@ -1315,6 +1357,8 @@ pub async fn get(
             .and_then(|d| d.protocol)
             .map(|p| String::from_utf8_lossy(&p).into_owned());
         rec.handshake = c.handshake.clone();
+        rec.handshake.hello_retry = c.kx.hello_retry();
+        rec.handshake.group = c.kx.group();
         rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion, &c.inst.recorder);
         if let Err(e) = result {
             rec.error = Some(e);

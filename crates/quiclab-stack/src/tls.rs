@@ -127,6 +127,86 @@ impl fmt::Display for KxGroup {
     }
 }
 
+impl KxGroup {
+    /// The group of a rustls group name, if it is one of ours.
+    pub fn of(named: rustls::NamedGroup) -> Option<KxGroup> {
+        Self::ALL.into_iter().find(|g| g.rustls().name() == named)
+    }
+}
+
+/// The key-exchange groups a TLS client started, in order. The first is the key share of its
+/// ClientHello; a second means the server asked for another (a HelloRetryRequest, one more round
+/// trip); the last is the group the handshake used. QUIC stacks do not expose the handshake
+/// kind, so this is how a QUIC client learns it.
+#[derive(Debug, Default)]
+pub struct KxLog(std::sync::Mutex<Vec<rustls::NamedGroup>>);
+
+impl KxLog {
+    pub fn started(&self) -> Vec<rustls::NamedGroup> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// True when more than one key share was made: the server sent a HelloRetryRequest.
+    pub fn hello_retry(&self) -> bool {
+        self.started().len() > 1
+    }
+
+    /// The group finally used, by its command-line name.
+    pub fn group(&self) -> Option<String> {
+        let last = *self.started().last()?;
+        Some(KxGroup::of(last).map_or_else(|| format!("{last:?}"), |g| g.name().to_string()))
+    }
+}
+
+/// A group that notes each key share it makes in a [`KxLog`].
+#[derive(Debug)]
+struct LoggedGroup {
+    inner: &'static dyn SupportedKxGroup,
+    log: Arc<KxLog>,
+}
+
+impl SupportedKxGroup for LoggedGroup {
+    fn start(&self) -> Result<Box<dyn rustls::crypto::ActiveKeyExchange>, rustls::Error> {
+        if let Ok(mut v) = self.log.0.lock() {
+            v.push(self.inner.name());
+        }
+        self.inner.start()
+    }
+    fn ffdhe_group(&self) -> Option<rustls::ffdhe_groups::FfdheGroup<'static>> {
+        self.inner.ffdhe_group()
+    }
+    fn name(&self) -> rustls::NamedGroup {
+        self.inner.name()
+    }
+    fn fips(&self) -> bool {
+        self.inner.fips()
+    }
+    fn usable_for_version(&self, version: rustls::ProtocolVersion) -> bool {
+        self.inner.usable_for_version(version)
+    }
+}
+
+/// A client's crypto provider for one connection (ring, `groups` in order), whose key shares
+/// are noted in `log`.
+pub fn logged_provider(groups: &[KxGroup], log: &Arc<KxLog>) -> Arc<CryptoProvider> {
+    let kx_groups = groups
+        .iter()
+        .map(|g| {
+            // rustls holds groups by 'static reference. One small wrapper per group and
+            // connection is leaked; a client run makes a bounded number of connections.
+            let logged: &'static LoggedGroup = Box::leak(Box::new(LoggedGroup {
+                inner: g.rustls(),
+                log: log.clone(),
+            }));
+            logged as &'static dyn SupportedKxGroup
+        })
+        .collect();
+    Arc::new(CryptoProvider {
+        kx_groups,
+        ..ring_provider::default_provider()
+    })
+}
+
 /// Where TLS secrets go: the file named by the environment variable SSLKEYLOGFILE (NSS key log
 /// format, which Wireshark reads to decrypt TLS over TCP and QUIC), appended to; nowhere when
 /// it is unset. Every configuration quiclab builds, client and server, TCP and QUIC, uses it.
