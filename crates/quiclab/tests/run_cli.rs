@@ -13,11 +13,19 @@ fn quiclab() -> Command {
     common::quiclab()
 }
 
-/// A small plan: one condition, the given sizes, arms and iterations.
+/// A plan file named `name` with `body` after its name line.
 fn plan(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
     let p = dir.join(format!("{name}.toml"));
     std::fs::write(&p, format!("name = \"{name}\"\n{body}")).unwrap();
     p
+}
+
+/// The body of a small plan: one object size over one link, the given arms (TOML tables).
+fn one_cell(iterations: u32, size: &str, rate: &str, delay: &str, arms: &str) -> String {
+    format!(
+        "iterations = {iterations}\n[workload]\nkind = \"single-object\"\nsizes = [\"{size}\"]\n\
+         [network]\nrate = \"{rate}\"\ndelay = \"{delay}\"\n{arms}"
+    )
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -80,19 +88,13 @@ fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
     let p = plan(
         &dir,
         "resume",
-        r#"iterations = 5
-[workload]
-kind = "single-object"
-sizes = ["200kb"]
-[network]
-rate = "50mbit"
-delay = "5ms"
-[arms.h2]
-http = "2"
-tcp-cc = "cubic"
-[arms.h3]
-http = "3"
-"#,
+        &one_cell(
+            5,
+            "200kb",
+            "50mbit",
+            "5ms",
+            "[arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n[arms.h3]\nhttp = \"3\"\n",
+        ),
     );
     let out_dir = dir.join("out");
     let run = |jobs: &str| {
@@ -208,17 +210,13 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
     let p = plan(
         &dir,
         "jobs",
-        r#"iterations = 8
-[workload]
-kind = "single-object"
-sizes = ["1mb"]
-[network]
-rate = "10mbit"
-delay = "10ms"
-[arms.h2]
-http = "2"
-tcp-cc = "cubic"
-"#,
+        &one_cell(
+            8,
+            "1mb",
+            "10mbit",
+            "10ms",
+            "[arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n",
+        ),
     );
     let medians: Vec<f64> = ["1", "8"]
         .iter()
