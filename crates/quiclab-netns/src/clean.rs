@@ -57,8 +57,28 @@ pub fn namespaces() -> Vec<String> {
 }
 
 /// Removes the leftovers of runs that are no longer alive; with `force`, of live runs too.
+/// How long `clean` waits before looking a second time: a run killed while it created a
+/// namespace leaves its `ip netns add` running for a few milliseconds more, and the namespace
+/// appears only then.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
+
 pub fn clean(force: bool) -> Result<Cleaned> {
     let mut out = Cleaned::default();
+    remove_namespaces(force, &mut out)?;
+    std::thread::sleep(SETTLE);
+    let kept = std::mem::take(&mut out.skipped_live);
+    remove_namespaces(force, &mut out)?;
+    // a live run's namespaces are seen twice: report them once
+    for name in kept {
+        if !out.skipped_live.contains(&name) {
+            out.skipped_live.push(name);
+        }
+    }
+    remove_locks(force);
+    Ok(out)
+}
+
+fn remove_namespaces(force: bool, out: &mut Cleaned) -> Result<()> {
     for name in namespaces() {
         let id = run_id(&name).unwrap_or("");
         let state = run_state(id);
@@ -74,6 +94,10 @@ pub fn clean(force: bool) -> Result<Cleaned> {
             Err(e) => return Err(e),
         }
     }
+    Ok(())
+}
+
+fn remove_locks(force: bool) {
     if let Ok(dir) = std::fs::read_dir(LOCK_DIR) {
         for e in dir.filter_map(|e| e.ok()) {
             let file = e.file_name().to_string_lossy().into_owned();
@@ -88,7 +112,6 @@ pub fn clean(force: bool) -> Result<Cleaned> {
             }
         }
     }
-    Ok(out)
 }
 
 #[cfg(test)]
