@@ -77,7 +77,7 @@ pub struct ServeCmd {
     #[arg(long, value_name = "FILE", conflicts_with = "no_quic")]
     quic_timeline: Option<PathBuf>,
     /// Write each TCP connection's timeline here as JSON lines, from the server socket's
-    /// TCP_INFO every 5 ms and when it closes: congestion window, bytes in flight, bytes
+    /// TCP_INFO every 4 ms and when it closes: congestion window, bytes in flight, bytes
     /// acknowledged, RTT, delivery rate, retransmissions.
     #[arg(long, value_name = "FILE")]
     tcp_timeline: Option<PathBuf>,
