@@ -18,7 +18,7 @@ pub mod model;
 mod sections;
 pub mod stats;
 pub mod synthetic;
-mod units;
+pub mod units;
 
 use analysis::Analysis;
 use html::esc;

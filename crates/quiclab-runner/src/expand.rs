@@ -9,6 +9,7 @@
 //!   iteration, seed): the same plan run again finds its finished trials, and a changed knob
 //!   makes a new trial.
 
+use quiclab_link::rng::mix;
 use serde_json::json;
 
 use crate::plan::Plan;
@@ -27,14 +28,6 @@ pub struct TrialSpec {
     pub seed: u64,
     /// The resolved configuration, as stored and hashed.
     pub config: serde_json::Value,
-}
-
-/// splitmix64: a well-mixed 64-bit value from any 64-bit input.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The link seed of iteration `i`.

@@ -37,6 +37,7 @@ use quiclab_link::config::{ConfigError, KEYS};
 use quiclab_link::{LinkConfig, units};
 use quiclab_stack::quic::{self, QuicCongestion, QuicOptions};
 use quiclab_stack::record::HttpVersion;
+use quiclab_stack::tcpinfo;
 use quiclab_stack::tls::KxGroup;
 use toml::Spanned;
 
@@ -176,13 +177,10 @@ fn check_bool(v: &str) -> Result<String, String> {
 }
 
 fn check_tcp_cc(v: &str) -> Result<String, String> {
-    let path = "/proc/sys/net/ipv4/tcp_available_congestion_control";
-    let available = std::fs::read_to_string(path).unwrap_or_default();
-    let names: Vec<&str> = available.split_whitespace().collect();
-    if names.contains(&v) {
+    let names = tcpinfo::available_congestion_controllers()
+        .map_err(|e| format!("cannot read {}: {e}", tcpinfo::AVAILABLE_CONGESTION))?;
+    if names.iter().any(|n| n == v) {
         Ok(v.to_string())
-    } else if names.is_empty() {
-        Err(format!("cannot read {path} to check it"))
     } else {
         Err(format!(
             "this kernel's TCP congestion controllers are: {}",

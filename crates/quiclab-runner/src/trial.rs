@@ -97,6 +97,23 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
     }))
 }
 
+/// Successive stretches of a trial's wall time.
+struct Lap(Instant);
+
+impl Lap {
+    fn start() -> Self {
+        Lap(Instant::now())
+    }
+
+    /// Milliseconds since the previous call (or the start).
+    fn ms(&mut self) -> f64 {
+        let now = Instant::now();
+        let ms = (now - self.0).as_secs_f64() * 1000.0;
+        self.0 = now;
+        ms
+    }
+}
+
 enum Failure {
     Interrupted,
     Failed(String),
@@ -184,7 +201,7 @@ fn execute(
         std::fs::File::create(&pcap_path)
             .map_err(|e| fail(format!("cannot create {}: {e}", pcap_path.display())))?,
     ));
-    let t_setup = Instant::now();
+    let mut lap = Lap::start();
     let mut topo = Topology::start(TopologyConfig {
         link,
         device_mtu: None,
@@ -192,7 +209,7 @@ fn execute(
         pcap: Some(pcap),
     })
     .map_err(|e| fail(format!("cannot build the topology: {e}")))?;
-    let setup_ms = t_setup.elapsed().as_secs_f64() * 1000.0;
+    let setup_ms = lap.ms();
     let mut vars = topo.env();
     vars.push((
         "SSLKEYLOGFILE".into(),
@@ -267,7 +284,7 @@ fn execute(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let server_ms = t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms;
+    let server_ms = lap.ms();
     let mut client_args = vec![
         "get".to_string(),
         "--json".into(),
@@ -305,16 +322,15 @@ fn execute(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let client_ms = t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms - server_ms;
+    let client_ms = lap.ms();
     // SIGTERM lets the server write its last timeline samples
     server.stop(STOP_GRACE);
-    let stop_ms = t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms - server_ms - client_ms;
+    let stop_ms = lap.ms();
     let reports = topo
         .finish()
         .map_err(|e| fail(format!("stopping the link: {e}")))?;
     drop(topo);
-    let teardown_ms =
-        t_setup.elapsed().as_secs_f64() * 1000.0 - setup_ms - server_ms - client_ms - stop_ms;
+    let teardown_ms = lap.ms();
     *phases_out = json!({
         "setup_ms": setup_ms,
         "server_start_ms": server_ms,

@@ -17,10 +17,18 @@ use crate::record::{TimelineSample, Transport, now_us};
 /// Where the kernel lists the TCP congestion controllers it has.
 pub const AVAILABLE_CONGESTION: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 
+/// The kernel's TCP congestion controllers.
+pub fn available_congestion_controllers() -> io::Result<Vec<String>> {
+    Ok(std::fs::read_to_string(AVAILABLE_CONGESTION)?
+        .split_whitespace()
+        .map(str::to_string)
+        .collect())
+}
+
 /// The kernel's TCP congestion controllers, comma-separated, for error messages.
 fn available_congestion() -> String {
-    std::fs::read_to_string(AVAILABLE_CONGESTION)
-        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(", "))
+    available_congestion_controllers()
+        .map(|v| v.join(", "))
         .unwrap_or_else(|e| format!("unknown: {e}"))
 }
 

@@ -109,20 +109,11 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
     Ok(plan::parse(&text, &source, profile)?)
 }
 
-fn human_size(n: u64) -> String {
-    match n {
-        n if n >= 1_000_000_000 && n % 1_000_000 == 0 => format!("{} GB", n as f64 / 1e9),
-        n if n >= 1_000_000 && n % 1_000 == 0 => format!("{} MB", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{} KB", n as f64 / 1e3),
-        n => format!("{n} B"),
-    }
-}
-
 fn cell(plan: &Plan, spec: &TrialSpec) -> String {
     format!(
         "{} / {} / {} #{}",
         plan.conditions[spec.condition].name,
-        human_size(spec.size),
+        quiclab_report::units::size(spec.size),
         plan.arms[spec.arm].name,
         spec.iteration + 1
     )

@@ -28,6 +28,20 @@ fn one_cell(iterations: u32, size: &str, rate: &str, delay: &str, arms: &str) ->
     )
 }
 
+/// `quiclab run PLAN --out OUT --jobs JOBS`.
+fn run_plan(p: &Path, out: &Path, jobs: &str) -> Command {
+    let mut c = quiclab();
+    c.args([
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        jobs,
+    ]);
+    c
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -98,15 +112,7 @@ fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
     );
     let out_dir = dir.join("out");
     let run = |jobs: &str| {
-        quiclab()
-            .args([
-                "run",
-                p.to_str().unwrap(),
-                "--out",
-                out_dir.to_str().unwrap(),
-                "--jobs",
-                jobs,
-            ])
+        run_plan(&p, &out_dir, jobs)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -222,17 +228,7 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         .iter()
         .map(|jobs| {
             let out_dir = dir.join(format!("out-{jobs}"));
-            let out = quiclab()
-                .args([
-                    "run",
-                    p.to_str().unwrap(),
-                    "--out",
-                    out_dir.to_str().unwrap(),
-                    "--jobs",
-                    jobs,
-                ])
-                .output()
-                .unwrap();
+            let out = run_plan(&p, &out_dir, jobs).output().unwrap();
             assert!(
                 out.status.success(),
                 "{}",
