@@ -598,30 +598,44 @@ impl Client {
         })
     }
 
-    /// Connects a TCP socket with the chosen congestion controller (and Fast Open). Returns the
-    /// stream, a duplicate of its socket, and the controller the socket reports.
     async fn tcp_connect(
         &self,
         addr: SocketAddr,
     ) -> Result<(TcpStream, Socket, String), ClientError> {
-        let socket_err = |source| ClientError::Socket { addr, source };
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(socket_err)?;
-        let congestion = apply_congestion(&socket, self.opts.tcp_congestion.as_deref())?;
-        if self.opts.fast_open {
-            set_fast_open_connect(&socket)?;
-        }
-        // Requests are written whole; Nagle would only delay them behind unacknowledged data.
-        socket.set_tcp_nodelay(true).map_err(socket_err)?;
-        socket.set_nonblocking(true).map_err(socket_err)?;
-        let dup = socket.try_clone().map_err(socket_err)?;
-        let std_stream: std::net::TcpStream = socket.into();
-        let tcp = TcpSocket::from_std_stream(std_stream)
-            .connect(addr)
-            .await
-            .map_err(|source| ClientError::Connect { addr, source })?;
-        Ok((tcp, dup, congestion))
+        tcp_connect(
+            addr,
+            self.opts.tcp_congestion.as_deref(),
+            self.opts.fast_open,
+        )
+        .await
     }
+}
+
+/// Connects a TCP socket with the chosen congestion controller (and Fast Open) and TCP_NODELAY
+/// on: writes are whole messages, and Nagle would only hold them back behind unacknowledged
+/// data. Returns the stream, a duplicate of its socket (for TCP_INFO), and the controller the
+/// socket reports.
+pub(crate) async fn tcp_connect(
+    addr: SocketAddr,
+    congestion: Option<&str>,
+    fast_open: bool,
+) -> Result<(TcpStream, Socket, String), ClientError> {
+    let socket_err = |source| ClientError::Socket { addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(socket_err)?;
+    let congestion = apply_congestion(&socket, congestion)?;
+    if fast_open {
+        set_fast_open_connect(&socket)?;
+    }
+    socket.set_tcp_nodelay(true).map_err(socket_err)?;
+    socket.set_nonblocking(true).map_err(socket_err)?;
+    let dup = socket.try_clone().map_err(socket_err)?;
+    let std_stream: std::net::TcpStream = socket.into();
+    let tcp = TcpSocket::from_std_stream(std_stream)
+        .connect(addr)
+        .await
+        .map_err(|source| ClientError::Connect { addr, source })?;
+    Ok((tcp, dup, congestion))
 }
 
 /// Fails unless net.ipv4.tcp_fastopen lets clients use Fast Open (bit 1); otherwise the socket
@@ -694,6 +708,7 @@ mod tests {
                 timeline: None,
                 path_min_rtt_us: None,
                 root: None,
+                telemetry: None,
             })
             .unwrap();
             let addr = server.local_addr();

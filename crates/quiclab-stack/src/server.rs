@@ -14,6 +14,8 @@
 //!   `POST /upload` reads the whole body and answers with its length in bytes; anything else is
 //!   404. Every response carries `Alt-Svc: h3=":PORT"` with the listening port, where an HTTP/3
 //!   server can be found.
+//! - With a telemetry log, connections that negotiate ALPN `quiclab-telemetry` carry units
+//!   instead of HTTP (see [`crate::telemetry`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -39,6 +41,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
 use crate::tcpinfo::{CongestionError, Sampler, apply_congestion};
+use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
 
@@ -106,6 +109,8 @@ pub enum ConnectionError {
         #[source]
         source: hyper::Error,
     },
+    #[error("telemetry from {peer}: {message}")]
+    Telemetry { peer: SocketAddr, message: String },
     #[error("writing the TCP timeline of connection {connection}")]
     Timeline {
         connection: u32,
@@ -138,6 +143,9 @@ pub struct ServerOptions {
     pub path_min_rtt_us: Option<u64>,
     /// Serve other GET paths as files under this directory (see [`crate::files`]).
     pub root: Option<PathBuf>,
+    /// Also accept telemetry connections (ALPN [`ALPN_TELEMETRY`], offered after HTTP/2 and
+    /// HTTP/1.1) and log their units here (see [`crate::telemetry::receiver`]).
+    pub telemetry: Option<RecordLog>,
 }
 
 /// First write of a response when frames are sized dynamically: with TLS and HTTP/2 framing it
@@ -169,6 +177,7 @@ struct State {
     timeline: Option<TimelineWriter>,
     path_min_rtt_us: Option<u64>,
     root: Option<PathBuf>,
+    telemetry: Option<RecordLog>,
 }
 
 impl Server {
@@ -197,11 +206,19 @@ impl Server {
         // Digits, a colon and quotes only: always a valid header value.
         let alt_svc = HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
             .expect("a port number is a valid header value");
+        let tls = match &opts.telemetry {
+            Some(_) => {
+                let mut tls = (*opts.tls).clone();
+                tls.alpn_protocols.push(ALPN_TELEMETRY.to_vec());
+                Arc::new(tls)
+            }
+            None => opts.tls,
+        };
         Ok(Server {
             listener,
             local_addr,
             congestion,
-            acceptor: TlsAcceptor::from(opts.tls),
+            acceptor: TlsAcceptor::from(tls),
             state: Arc::new(State {
                 alt_svc,
                 pattern: pattern.into(),
@@ -209,6 +226,7 @@ impl Server {
                 timeline: opts.timeline,
                 path_min_rtt_us: opts.path_min_rtt_us,
                 root: opts.root,
+                telemetry: opts.telemetry,
             }),
         })
     }
@@ -292,7 +310,7 @@ async fn serve_connection(
     state: Arc<State>,
 ) -> Result<(), ConnectionError> {
     let Some(w) = state.timeline.clone() else {
-        return serve_tls(tcp, peer, acceptor, state).await;
+        return serve_tls(tcp, peer, index, acceptor, state).await;
     };
     let sampler = Sampler::new(tcp.as_fd(), index)
         .map_err(|source| ConnectionError::Timeline {
@@ -318,7 +336,7 @@ async fn serve_connection(
             .await;
         failed
     });
-    let served = serve_tls(tcp, peer, acceptor, state).await;
+    let served = serve_tls(tcp, peer, index, acceptor, state).await;
     let _ = done_tx.send(());
     let failed = sampling.await.ok().flatten();
     served?;
@@ -334,6 +352,7 @@ async fn serve_connection(
 async fn serve_tls(
     tcp: TcpStream,
     peer: SocketAddr,
+    index: u32,
     acceptor: TlsAcceptor,
     state: Arc<State>,
 ) -> Result<(), ConnectionError> {
@@ -343,7 +362,17 @@ async fn serve_tls(
         .accept(tcp)
         .await
         .map_err(|source| ConnectionError::Handshake { peer, source })?;
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
+    let alpn = tls.get_ref().1.alpn_protocol();
+    if alpn == Some(ALPN_TELEMETRY)
+        && let Some(log) = &state.telemetry
+    {
+        let end = crate::telemetry::receiver::serve_stream(tls, index, peer, log).await;
+        return match end.error {
+            Some(message) => Err(ConnectionError::Telemetry { peer, message }),
+            None => Ok(()),
+        };
+    }
+    let h2 = alpn == Some(ALPN_H2);
     let io = TokioIo::new(tls);
     let service = service_fn(move |req| handle(req, state.clone()));
     let served = if h2 {
@@ -578,6 +607,7 @@ mod tests {
             timeline: None,
             path_min_rtt_us: None,
             root: None,
+            telemetry: None,
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();
         let msg = e.to_string();
