@@ -157,6 +157,8 @@ enum Flag {
     Both(&'static str),
     /// A switch without a value on the client, given when the value is true.
     ClientSwitch(&'static str),
+    /// The same on both endpoints.
+    BothSwitch(&'static str),
 }
 
 /// One knob an arm may set.
@@ -320,7 +322,7 @@ const KNOBS: &[Knob] = &[
     Knob {
         key: "tfo",
         applies: Applies::Tcp,
-        flag: Flag::ClientSwitch("--tfo"),
+        flag: Flag::BothSwitch("--tfo"),
         help: "TCP Fast Open: true or false",
         check: check_bool,
     },
@@ -350,7 +352,9 @@ impl Arm {
                     out.push(f.to_string());
                     out.push(value.clone());
                 }
-                (Flag::ClientSwitch(f), false) if value == "true" => out.push(f.to_string()),
+                (Flag::ClientSwitch(f), false) | (Flag::BothSwitch(f), _) if value == "true" => {
+                    out.push(f.to_string())
+                }
                 _ => {}
             }
         }

@@ -16,6 +16,7 @@ use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
 use quiclab_report::model::{Detail, Metrics, RequestMetrics, TimelinePoint};
 use quiclab_stack::record::{HttpVersion, RequestRecord};
+use quiclab_stack::server::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
 
@@ -156,18 +157,17 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
-/// The longest a trial's client may run: generous against the ideal transfer time, so only a
-/// stuck transfer hits it.
+/// The longest a trial's client may run: generous against the ideal transfer time of all its
+/// requests, so only a stuck transfer hits it.
 fn client_timeout(plan: &Plan, spec: &TrialSpec) -> Duration {
     if let Some(t) = plan.trial_timeout {
         return t;
     }
     let cond = &plan.conditions[spec.condition];
-    let ideal = match cond.rate_bps() {
-        Some(bps) => spec.size as f64 * 8.0 / bps as f64,
-        None => spec.size as f64 * 8.0 / 1e9,
-    };
-    Duration::from_secs_f64(30.0 + 20.0 * ideal + 50.0 * cond.link.min_rtt().as_secs_f64())
+    let bytes: u64 = spec.requests.iter().sum();
+    let ideal = bytes as f64 * 8.0 / cond.rate_bps().unwrap_or(1_000_000_000) as f64;
+    let rtts = 50.0 * spec.requests.len() as f64 * cond.link.min_rtt().as_secs_f64();
+    Duration::from_secs_f64(30.0 + 20.0 * ideal + rtts)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -250,10 +250,15 @@ fn execute(
     server_args.extend(record_args.iter().cloned());
     server_args.extend(arm.server_args());
     let server_log = dir.join("server.log");
+    let mut server_cmd = command(&env.bin, &server_args, &server_log, &server_log);
+    if arm.knob("tfo") == Some("true") {
+        // the namespace is this trial's own: enable Fast Open for clients and servers in it
+        server_cmd = format!("echo 3 > {FASTOPEN_SYSCTL} && {server_cmd}");
+    }
     let mut server = Process::spawn(
         topo.ns(Side::Server),
         "server",
-        &command(&env.bin, &server_args, &server_log, &server_log),
+        &server_cmd,
         &vars,
         Mode::Background,
     )

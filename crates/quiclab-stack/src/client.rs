@@ -694,6 +694,7 @@ mod tests {
                 timeline: None,
                 path_min_rtt_us: None,
                 root: None,
+                fast_open: false,
             })
             .unwrap();
             let addr = server.local_addr();

@@ -85,6 +85,12 @@ pub struct ServeCmd {
     /// its index.html); paths never lead outside it (.. and links out are refused with 403).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Accept TCP Fast Open (a request in the client's SYN, with a cookie from an earlier
+    /// connection, saves a round trip). Needs the server bit of net.ipv4.tcp_fastopen in this
+    /// network namespace (e.g. `sysctl -w net.ipv4.tcp_fastopen=3`); the campaign runner sets it
+    /// in its server namespace for arms with `tfo = true`.
+    #[arg(long)]
+    tfo: bool,
     #[command(flatten)]
     record: RecordArgs,
 }
@@ -156,6 +162,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             timeline: timeline_file(c.tcp_timeline.as_ref(), "TCP")?,
             path_min_rtt_us: c.record.path_min_rtt_us(),
             root: c.root.clone(),
+            fast_open: c.tfo,
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
         let quic_server = match quic_options.clone() {
