@@ -3,7 +3,7 @@
 //! over QUIC). Shows per size the mean per-request throughput of every arm under every
 //! condition (the study's charts, as bars and a table), what resumption and 0-RTT did to the
 //! time to first byte (first request against the later ones, in round trips of the condition),
-//! and the distributions of the later requests' TTLB.
+//! and the distributions of the later requests' TTFB and TTLB.
 //!
 //! Contract: renders only for `repeat` campaigns; reads the per-request metrics of successful
 //! trials ([`crate::model::Detail::requests`]) and nothing else, so failed trials count in the
@@ -226,30 +226,42 @@ fn ttlb_cdfs(out: &mut String, an: &Analysis, cells: &[Vec<Vec<RepeatCell>>], si
     let camp = an.campaign;
     let _ = writeln!(
         out,
-        "<details><summary>TTLB distributions of the later requests, {}</summary>\
-         <div class=\"charts\">",
+        "<details><summary>TTFB and TTLB distributions of the later requests, {}</summary>",
         esc(&units::size(camp.sizes[si]))
     );
     for (ci, cond) in camp.conditions.iter().enumerate() {
-        let series: Vec<Series> = cells[ci][si]
-            .iter()
-            .enumerate()
-            .map(|(ai, cell)| Series {
-                label: camp.arms[ai].name.clone(),
-                colour: arm_colour(ai),
-                values: cell.later_ttlb_ms.clone(),
-            })
-            .collect();
-        let title = format!("TTLB CDF, {}", cond.name);
         let _ = writeln!(
             out,
-            "<figure>{}<figcaption>{}: fraction of later requests finished by each time.\
-             </figcaption></figure>",
-            cdf(&title, 400.0, 260.0, "time to last byte (ms)", &series),
-            esc(&cond.name)
+            "<h4>{} <span class=\"muted\">{}</span></h4><div class=\"charts\">",
+            esc(&cond.name),
+            esc(&cond.label)
         );
+        type Pick = fn(&RepeatCell) -> &Vec<f64>;
+        let charts: [(&str, &str, Pick); 2] = [
+            ("TTFB", "time to first byte (ms)", |c| &c.later_ttfb_ms),
+            ("TTLB", "time to last byte (ms)", |c| &c.later_ttlb_ms),
+        ];
+        for (what, x_label, pick) in charts {
+            let series: Vec<Series> = cells[ci][si]
+                .iter()
+                .enumerate()
+                .map(|(ai, cell)| Series {
+                    label: camp.arms[ai].name.clone(),
+                    colour: arm_colour(ai),
+                    values: pick(cell).clone(),
+                })
+                .collect();
+            let title = format!("{what} CDF, {}", cond.name);
+            let _ = writeln!(
+                out,
+                "<figure>{}<figcaption>{what} of the requests after the first: the fraction \
+                 finished by each time.</figcaption></figure>",
+                cdf(&title, 400.0, 260.0, x_label, &series),
+            );
+        }
+        out.push_str("</div>\n");
     }
-    out.push_str("</div></details>\n");
+    out.push_str("</details>\n");
 }
 
 /// Sentences: per arm, how many later requests resumed and went 0-RTT, and how much earlier
