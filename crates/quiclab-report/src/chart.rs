@@ -383,6 +383,164 @@ pub fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str, width: f6
     );
 }
 
+/// Pixel corners of the empirical CDF of `xs` as a step function across the whole frame.
+pub fn cdf_steps(frame: &Frame, xs: &[f64]) -> Vec<(f64, f64)> {
+    let mut pts = vec![(frame.left, frame.py(0.0))];
+    let mut prev = 0.0;
+    for (v, f) in crate::stats::ecdf(xs) {
+        let x = frame.px(v);
+        pts.push((x, frame.py(prev)));
+        pts.push((x, frame.py(f)));
+        prev = f;
+    }
+    pts.push((frame.right(), frame.py(prev)));
+    pts
+}
+
+/// One named set of values drawn in one colour.
+#[derive(Debug, Clone)]
+pub struct Series<'a> {
+    pub label: String,
+    pub colour: &'a str,
+    pub values: Vec<f64>,
+}
+
+/// Empirical CDFs of several series on one x axis (a dashed line at the median); series
+/// without values are left out of chart and legend.
+pub fn cdf(title: &str, width: f64, height: f64, x_label: &str, series: &[Series]) -> String {
+    let drawn: Vec<&Series> = series.iter().filter(|s| !s.values.is_empty()).collect();
+    let all = || drawn.iter().flat_map(|s| s.values.iter().copied());
+    let (Some(lo), Some(hi)) = (all().reduce(f64::min), all().reduce(f64::max)) else {
+        return empty_chart(title, width, height, "no values");
+    };
+    let spec = XySpec {
+        width,
+        height,
+        title: title.to_string(),
+        x_label: x_label.to_string(),
+        y_label: "fraction".into(),
+        x: Ticks::new(lo, hi, 5),
+        y: Ticks::new(0.0, 1.0, 5),
+        legend: drawn
+            .iter()
+            .map(|s| LegendEntry {
+                label: format!("{} (n = {})", s.label, s.values.len()),
+                colour: s.colour.to_string(),
+                mark: Mark::Line,
+            })
+            .collect(),
+        right_band: 0.0,
+    };
+    let mut out = String::new();
+    let frame = xy_frame(&mut out, &spec);
+    let _ = write!(
+        out,
+        r##"<line x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="#999" stroke-dasharray="3 3"/>"##,
+        c(frame.left),
+        c(frame.right()),
+        y = c(frame.py(0.5))
+    );
+    for s in &drawn {
+        polyline(&mut out, &cdf_steps(&frame, &s.values), s.colour, 2.0);
+    }
+    svg_close(&mut out);
+    out
+}
+
+/// A bar per (category, series), series side by side within each category, bars from 0; a
+/// missing value leaves its slot empty. Values are printed above their bars.
+pub fn grouped_bars(
+    title: &str,
+    width: f64,
+    height: f64,
+    y_label: &str,
+    categories: &[String],
+    series: &[(String, &str, Vec<Option<f64>>)],
+) -> String {
+    let max = series
+        .iter()
+        .flat_map(|(_, _, v)| v.iter().flatten().copied())
+        .fold(0.0, f64::max);
+    if categories.is_empty() || series.is_empty() || max <= 0.0 {
+        return empty_chart(title, width, height, "no values");
+    }
+    let n = categories.len() as f64;
+    let spec = XySpec {
+        width,
+        height,
+        title: title.to_string(),
+        x_label: String::new(),
+        y_label: y_label.to_string(),
+        x: Ticks {
+            lo: 0.0,
+            hi: n,
+            step: 1.0,
+            values: Vec::new(),
+        },
+        y: Ticks::new(0.0, max * 1.12, 5),
+        legend: series
+            .iter()
+            .map(|(l, col, _)| LegendEntry {
+                label: l.clone(),
+                colour: col.to_string(),
+                mark: Mark::Dot,
+            })
+            .collect(),
+        right_band: 0.0,
+    };
+    let mut out = String::new();
+    let frame = xy_frame(&mut out, &spec);
+    let slot = 0.8 / series.len() as f64;
+    let label_size = 9.5;
+    for (ci, cat) in categories.iter().enumerate() {
+        // one line per word: category names such as "delay=5ms loss=0.1%" stay narrow
+        let x = c(frame.px(ci as f64 + 0.5));
+        let _ = write!(
+            out,
+            r##"<text x="{x}" y="{}" text-anchor="middle" fill="#333" font-size="10">"##,
+            c(frame.bottom() + 13.0),
+        );
+        for (i, word) in cat.split_whitespace().enumerate() {
+            let _ = write!(
+                out,
+                r#"<tspan x="{x}" dy="{}">{}</tspan>"#,
+                if i == 0 { "0" } else { "1.15em" },
+                esc(word)
+            );
+        }
+        out.push_str("</text>");
+        for (si, (_, colour, values)) in series.iter().enumerate() {
+            let Some(v) = values.get(ci).copied().flatten() else {
+                continue;
+            };
+            let x0 = frame.px(ci as f64 + 0.1 + si as f64 * slot);
+            let x1 = frame.px(ci as f64 + 0.1 + (si as f64 + 1.0) * slot);
+            let (y, y0) = (frame.py(v), frame.py(0.0));
+            let _ = write!(
+                out,
+                r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{}"/>"#,
+                c(x0 + 1.0),
+                c(y),
+                c((x1 - x0 - 2.0).max(1.0)),
+                c(y0 - y),
+                esc(colour)
+            );
+            let text = units::number(v, if v < 10.0 { 1 } else { 0 });
+            if text_width(&text, label_size) <= x1 - x0 + 6.0 {
+                let _ = write!(
+                    out,
+                    r##"<text x="{}" y="{}" text-anchor="middle" fill="#222" font-size="{label_size}">{}</text>"##,
+                    c((x0 + x1) / 2.0),
+                    c(y - 3.0),
+                    esc(&text)
+                );
+            }
+        }
+    }
+    svg_close(&mut out);
+    out
+}
+
 /// Heatmap colour of a relative change: white at 0, ColorBrewer RdBu blue for negative (faster)
 /// and red for positive (slower), full intensity at `|change| >= saturate`. Returns the fill
 /// and whether text on it should be white.
@@ -464,6 +622,45 @@ mod tests {
         assert_eq!(diverging(0.5, 0.5), diverging(2.0, 0.5));
         assert_eq!(diverging(0.0, 0.5).0, "#f7f7f7");
         assert!(diverging(-0.5, 0.5).1, "white text on full blue");
+    }
+
+    #[test]
+    fn bars_and_cdfs_draw_one_shape_per_value() {
+        let svg = grouped_bars(
+            "t",
+            400.0,
+            200.0,
+            "Mbit/s",
+            &["a".into(), "b".into()],
+            &[
+                ("x".into(), "#000000", vec![Some(3.0), None]),
+                ("y".into(), "#ffffff", vec![Some(1.5), Some(2.0)]),
+            ],
+        );
+        // the background, then one rect per present value
+        assert_eq!(svg.matches("<rect").count(), 1 + 3, "{svg}");
+        assert!(svg.contains(">1.5<") && svg.contains(">3.0<"));
+        let none = grouped_bars("t", 400.0, 200.0, "", &["a".into()], &[]);
+        assert!(none.contains("no values"));
+        let svg = cdf(
+            "t",
+            400.0,
+            200.0,
+            "ms",
+            &[
+                Series {
+                    label: "x".into(),
+                    colour: "#000000",
+                    values: vec![1.0, 2.0],
+                },
+                Series {
+                    label: "empty".into(),
+                    colour: "#ffffff",
+                    values: vec![],
+                },
+            ],
+        );
+        assert!(svg.contains("x (n = 2)") && !svg.contains("empty"));
     }
 
     #[test]

@@ -21,11 +21,55 @@ pub struct Campaign {
     pub arms: Vec<Arm>,
     /// Network conditions in plan order (the heatmap's rows).
     pub conditions: Vec<Condition>,
+    /// What every trial does (the kind decides which sections the report shows).
+    #[serde(default)]
+    pub workload: Workload,
     /// Object sizes in bytes, ascending (the heatmap's columns).
     pub sizes: Vec<u64>,
     /// Pairs (a, b) of arm names: each is shown as the change of b relative to a.
     pub comparisons: Vec<Comparison>,
     pub trials: Vec<Trial>,
+}
+
+/// What one trial does, after a plan's profile is applied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Workload {
+    /// One GET of the trial's size on a new connection.
+    #[default]
+    SingleObject,
+    /// `requests` GETs of the trial's size one after another, each on a new connection; every
+    /// connection after the first resumes the TLS session of an earlier one (over QUIC the
+    /// request then goes as 0-RTT data).
+    Repeat { requests: u32 },
+    /// `count` GETs one after another on one connection, of sizes drawn uniformly from
+    /// `min_bytes..=max_bytes` by the iteration's seed (so every arm and condition of an
+    /// iteration fetches the same sizes), like a video player fetching segments.
+    Segments {
+        count: u32,
+        min_bytes: u64,
+        max_bytes: u64,
+    },
+}
+
+impl Workload {
+    /// The kind's name as plans spell it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Workload::SingleObject => "single-object",
+            Workload::Repeat { .. } => "repeat",
+            Workload::Segments { .. } => "segments",
+        }
+    }
+
+    /// True for workloads made of HTTP GETs timed from the first request to the last byte (the
+    /// TTLB sections apply).
+    pub fn is_requests(&self) -> bool {
+        matches!(
+            self,
+            Workload::SingleObject | Workload::Repeat { .. } | Workload::Segments { .. }
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -99,6 +143,45 @@ pub struct Metrics {
     pub link_drops: u64,
     /// The sender's timeline (time from the client's first packet); may be empty when not kept.
     pub timeline: Vec<TimelinePoint>,
+    /// What a workload measures beyond one TTLB (stored as JSON).
+    #[serde(default)]
+    pub detail: Detail,
+}
+
+/// Workload-specific measurements of a trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Detail {
+    /// Every request of the trial in order (workloads of several requests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestMetrics>,
+}
+
+impl Detail {
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+}
+
+/// One request of a trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestMetrics {
+    /// Body bytes received.
+    pub bytes: u64,
+    /// When the request started (its connection attempt if it opened one), ms after the trial's
+    /// first request started.
+    pub start_ms: f64,
+    /// Time to first and last body byte from the request's start, ms.
+    pub ttfb_ms: f64,
+    pub ttlb_ms: f64,
+    /// The request opened its own connection (its times include the handshake).
+    pub new_connection: bool,
+    /// Handshake duration from the request's start, ms (new connections).
+    pub handshake_ms: Option<f64>,
+    /// The TLS session was resumed from a ticket.
+    pub resumed: bool,
+    /// The request was sent as 0-RTT early data, and whether the server accepted it.
+    pub zero_rtt_attempted: bool,
+    pub zero_rtt_accepted: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 //! iteration, Cubic-like or BBR-like reaction to loss), not from measurements, and must never
 //! be presented as results.
 
-use crate::model::{Arm, Campaign, Comparison, Condition, Metrics, TimelinePoint, Trial};
+use crate::model::{Arm, Campaign, Comparison, Condition, Metrics, TimelinePoint, Trial, Workload};
 use crate::stats::{Rng, seed_from};
 
 const MSS: f64 = 1460.0;
@@ -113,6 +113,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
             .into(),
         plan_source: "synthetic (quiclab_report::synthetic)".into(),
         profile: "demo".into(),
+        workload: Workload::SingleObject,
         provenance: vec![
             (
                 "generator".into(),
@@ -249,6 +250,7 @@ fn simulate(arm: &ArmModel, rtt: f64, loss: f64, size: u64, trial_seed: u64) -> 
         }),
         link_drops: losses.len() as u64,
         timeline,
+        detail: Default::default(),
     }
 }
 

@@ -86,6 +86,7 @@ fn contrast_campaign() -> Campaign {
             rtt_ms: 20.0,
             rate_bps: Some(10_000_000),
         }],
+        workload: Default::default(),
         sizes: vec![size],
         comparisons: vec![
             Comparison {
@@ -461,6 +462,7 @@ fn a_difference_under_one_condition_is_named_with_its_interval_and_round_trips()
         name: "one-sided".into(),
         arms: vec![arm("a"), arm("b")],
         conditions: vec![cond("clean", 20.0), cond("lossy", 50.0)],
+        workload: Default::default(),
         sizes: vec![size],
         comparisons: vec![Comparison {
             a: "a".into(),

@@ -99,6 +99,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
                 rate_bps: c.rate_bps(),
             })
             .collect(),
+        workload: plan.workload.clone(),
         sizes,
         comparisons: plan
             .comparisons

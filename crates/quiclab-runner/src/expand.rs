@@ -12,7 +12,7 @@
 use quiclab_link::rng::mix;
 use serde_json::json;
 
-use crate::plan::Plan;
+use crate::plan::{Plan, Workload};
 
 /// One trial to run.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ pub struct TrialSpec {
     pub size: u64,
     pub iteration: u32,
     pub seed: u64,
+    /// Body sizes of the trial's requests, in order.
+    pub requests: Vec<u64>,
     /// The resolved configuration, as stored and hashed.
     pub config: serde_json::Value,
 }
@@ -33,6 +35,42 @@ pub struct TrialSpec {
 /// The link seed of iteration `i`.
 pub fn iteration_seed(plan_seed: u64, i: u32) -> u64 {
     mix(mix(plan_seed) ^ u64::from(i))
+}
+
+/// Segment sizes of an iteration: `count` sizes drawn uniformly from `min..=max` by a stream
+/// seeded with the iteration's seed, so every arm and condition of the iteration fetches the same.
+pub fn segment_sizes(seed: u64, count: u32, min: u64, max: u64) -> Vec<u64> {
+    let mut state = mix(seed ^ 0x5e9_u64);
+    (0..count)
+        .map(|_| {
+            state = mix(state);
+            min + state % (max - min + 1)
+        })
+        .collect()
+}
+
+/// The trial's requests and how the configuration names its workload.
+fn workload_of(plan: &Plan, size: u64, seed: u64) -> (Vec<u64>, serde_json::Value) {
+    match plan.workload {
+        Workload::SingleObject => (
+            vec![size],
+            json!({"kind": "single-object", "size": size, "connection": "new"}),
+        ),
+        Workload::Repeat { requests } => (
+            vec![size; requests as usize],
+            json!({"kind": "repeat", "size": size, "requests": requests,
+                   "connection": "new", "resume": true}),
+        ),
+        Workload::Segments {
+            count,
+            min_bytes,
+            max_bytes,
+        } => {
+            let sizes = segment_sizes(seed, count, min_bytes, max_bytes);
+            let config = json!({"kind": "segments", "sizes": sizes, "connection": "reuse"});
+            (sizes, config)
+        }
+    }
 }
 
 /// Every trial of the plan, in execution order.
@@ -49,10 +87,11 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                     state = mix(state);
                     order.swap(k, (state % (k as u64 + 1)) as usize);
                 }
+                let (requests, workload) = workload_of(plan, size, seed);
                 for ai in order {
                     let arm = &plan.arms[ai];
                     let config = json!({
-                        "workload": {"kind": "single-object", "size": size, "connection": "new"},
+                        "workload": workload,
                         "arm": {
                             "name": arm.name,
                             "http": arm.client_args()[1],
@@ -71,6 +110,7 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                         size,
                         iteration: it,
                         seed,
+                        requests: requests.clone(),
                         config,
                     });
                 }
@@ -111,6 +151,41 @@ http = "3"
 [arms.z]
 http = "1.1"
 "#;
+
+    #[test]
+    fn segment_sizes_are_seeded_in_range_and_shared_by_the_iteration() {
+        let a = segment_sizes(7, 15, 3_600_000, 5_000_000);
+        assert_eq!(a, segment_sizes(7, 15, 3_600_000, 5_000_000));
+        assert_ne!(a, segment_sizes(8, 15, 3_600_000, 5_000_000));
+        assert_eq!(a.len(), 15);
+        assert!(a.iter().all(|s| (3_600_000..=5_000_000).contains(s)));
+        // spread over the range, not bunched at one end: 15 uniform draws all in one half of
+        // the range happen with probability 2 * 2^-15
+        let mid = 4_300_000;
+        assert!(
+            a.iter().any(|&s| s < mid) && a.iter().any(|&s| s > mid),
+            "{a:?}"
+        );
+        assert_eq!(segment_sizes(1, 3, 10, 10), vec![10, 10, 10]);
+
+        let plan = parse(
+            &PLAN.replace(
+                "kind = \"single-object\"\nsizes = [\"100kb\", \"1mb\"]",
+                "kind = \"segments\"\nsegments = 4\nsegment-min = 1000\nsegment-max = 2000",
+            ),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap();
+        let trials = expand(&plan);
+        for t in &trials {
+            assert_eq!(t.requests, segment_sizes(t.seed, 4, 1000, 2000));
+            assert_eq!(t.config["workload"]["sizes"].as_array().unwrap().len(), 4);
+        }
+        // every arm and condition of an iteration fetches the same sizes
+        let first: Vec<_> = trials.iter().filter(|t| t.iteration == 0).collect();
+        assert!(first.iter().all(|t| t.requests == first[0].requests));
+    }
 
     #[test]
     fn every_cell_gets_every_iteration_and_arms_share_the_iteration_seed() {

@@ -6,10 +6,12 @@
 //! iterations = 20            # trials per (condition, size, arm)
 //! seed = 1                   # base seed: iteration i uses a seed derived from (seed, i)
 //! [quick]                    # the --quick profile overrides these
-//! iterations = 5
-//! [workload]
-//! kind = "single-object"     # one GET of each size on a new connection
-//! sizes = ["100kb", "1mb"]
+//! iterations = 5             # ([quick.workload] overrides keys of [workload])
+//! [workload]                 # kinds: "single-object" (one GET of each size on a new
+//! kind = "single-object"     # connection), "repeat" (`requests` GETs of each size, each on a
+//! sizes = ["100kb", "1mb"]   # new connection resuming the last session: 0-RTT over QUIC),
+//!                            # "segments" (`segments` GETs on one connection, sizes drawn from
+//!                            # `segment-min`..`segment-max` per iteration)
 //! [network]                  # applied to every condition (link keys as in `quiclab link`)
 //! rate = "10mbit"
 //! delay = "10ms"
@@ -35,6 +37,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use quiclab_link::config::{ConfigError, KEYS};
 use quiclab_link::{LinkConfig, units};
+pub use quiclab_report::model::Workload;
 use quiclab_stack::quic::{self, QuicCongestion, QuicOptions};
 use quiclab_stack::record::HttpVersion;
 use quiclab_stack::tcpinfo;
@@ -94,7 +97,10 @@ pub struct Plan {
     pub profile: Profile,
     pub iterations: u32,
     pub seed: u64,
-    /// Object sizes in bytes, in plan order.
+    /// What each trial does.
+    pub workload: Workload,
+    /// Object sizes in bytes, in plan order (for `segments`, the one nominal segment size,
+    /// halfway between the smallest and the largest).
     pub sizes: Vec<u64>,
     pub conditions: Vec<Condition>,
     pub arms: Vec<Arm>,
@@ -151,6 +157,8 @@ enum Flag {
     Both(&'static str),
     /// A switch without a value on the client, given when the value is true.
     ClientSwitch(&'static str),
+    /// The same on both endpoints.
+    BothSwitch(&'static str),
 }
 
 /// One knob an arm may set.
@@ -314,7 +322,7 @@ const KNOBS: &[Knob] = &[
     Knob {
         key: "tfo",
         applies: Applies::Tcp,
-        flag: Flag::ClientSwitch("--tfo"),
+        flag: Flag::BothSwitch("--tfo"),
         help: "TCP Fast Open: true or false",
         check: check_bool,
     },
@@ -344,7 +352,9 @@ impl Arm {
                     out.push(f.to_string());
                     out.push(value.clone());
                 }
-                (Flag::ClientSwitch(f), false) if value == "true" => out.push(f.to_string()),
+                (Flag::ClientSwitch(f), false) | (Flag::BothSwitch(f), _) if value == "true" => {
+                    out.push(f.to_string())
+                }
                 _ => {}
             }
         }
@@ -409,7 +419,7 @@ struct RawPlan {
     trial_timeout: Option<Spanned<String>>,
     #[serde(default)]
     quick: Option<RawQuick>,
-    workload: RawWorkload,
+    workload: Spanned<Table>,
     #[serde(default)]
     network: Table,
     #[serde(default)]
@@ -428,13 +438,9 @@ struct RawQuick {
     iterations: Option<Spanned<i64>>,
     #[serde(default)]
     sizes: Option<Spanned<Vec<Value>>>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWorkload {
-    kind: Spanned<String>,
-    sizes: Spanned<Vec<Value>>,
+    /// `[quick.workload]`: workload keys that replace the plan's
+    #[serde(default)]
+    workload: Option<Table>,
 }
 
 #[derive(serde::Deserialize)]
@@ -698,6 +704,132 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
     Ok(arm_out)
 }
 
+/// Keys of `[workload]` per kind (besides `kind`).
+const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
+    ("single-object", &["sizes"]),
+    ("repeat", &["sizes", "requests"]),
+    ("segments", &["segments", "segment-min", "segment-max"]),
+];
+
+fn workload_int(
+    ctx: &Ctx,
+    at: std::ops::Range<usize>,
+    t: &Table,
+    key: &str,
+    range: (i64, i64),
+) -> Result<u32, PlanError> {
+    let Some((_, v)) = t.get_key_value(key) else {
+        return Err(ctx.err(at, format!("[workload] needs {key}")));
+    };
+    match v.get_ref() {
+        toml::Value::Integer(n) if (range.0..=range.1).contains(n) => Ok(*n as u32),
+        _ => Err(ctx.err(
+            v.span(),
+            format!(
+                "{key}: allowed: a whole number from {} to {}",
+                range.0, range.1
+            ),
+        )),
+    }
+}
+
+/// `[workload]` (with the profile's overrides applied): the kind and the trial sizes.
+fn parse_workload(
+    ctx: &Ctx,
+    at: std::ops::Range<usize>,
+    t: &Table,
+) -> Result<(Workload, Vec<u64>), PlanError> {
+    let kinds = || {
+        WORKLOAD_KEYS
+            .iter()
+            .map(|(k, _)| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some((_, kind_v)) = t.get_key_value("kind") else {
+        return Err(ctx.err(at, format!("[workload] needs kind: allowed: {}", kinds())));
+    };
+    let kind = scalar(ctx, kind_v)?;
+    let Some((_, keys)) = WORKLOAD_KEYS.iter().find(|(k, _)| *k == kind) else {
+        return Err(ctx.err(
+            kind_v.span(),
+            format!("workload kind {kind:?}: allowed: {}", kinds()),
+        ));
+    };
+    for k in t.keys() {
+        if k.get_ref() != "kind" && !keys.contains(&k.get_ref().as_str()) {
+            return Err(ctx.err(
+                k.span(),
+                format!(
+                    "[workload] key {:?} does not apply to kind {kind:?}; its keys: {}",
+                    k.get_ref(),
+                    keys.join(", ")
+                ),
+            ));
+        }
+    }
+    let sizes = |t: &Table| -> Result<Vec<u64>, PlanError> {
+        let Some((_, v)) = t.get_key_value("sizes") else {
+            return Err(ctx.err(
+                at.clone(),
+                "[workload] needs sizes, e.g. [\"100kb\", \"1mb\"]",
+            ));
+        };
+        let toml::Value::Array(items) = v.get_ref() else {
+            return Err(ctx.err(v.span(), "sizes: allowed: a list of sizes"));
+        };
+        if items.is_empty() {
+            return Err(ctx.err(v.span(), "sizes: give at least one size"));
+        }
+        let mut out = Vec::new();
+        for item in items {
+            // the items of a replaced list carry the list's place
+            let item = Spanned::new(v.span(), item.clone());
+            let n = parse_size(ctx, &item)?;
+            if out.contains(&n) {
+                return Err(ctx.err(v.span(), format!("size {n} bytes is listed twice")));
+            }
+            out.push(n);
+        }
+        Ok(out)
+    };
+    Ok(match kind.as_str() {
+        "single-object" => (Workload::SingleObject, sizes(t)?),
+        "repeat" => (
+            Workload::Repeat {
+                requests: workload_int(ctx, at.clone(), t, "requests", (1, 1000))?,
+            },
+            sizes(t)?,
+        ),
+        "segments" => {
+            let count = workload_int(ctx, at.clone(), t, "segments", (1, 1000))?;
+            let size = |key: &str| -> Result<(u64, std::ops::Range<usize>), PlanError> {
+                match t.get_key_value(key) {
+                    Some((_, v)) => Ok((parse_size(ctx, v)?, v.span())),
+                    None => Err(ctx.err(at.clone(), format!("[workload] needs {key}"))),
+                }
+            };
+            let (min, _) = size("segment-min")?;
+            let (max, max_at) = size("segment-max")?;
+            if max < min {
+                return Err(ctx.err(
+                    max_at,
+                    format!("segment-max ({max} bytes) is below segment-min ({min} bytes)"),
+                ));
+            }
+            (
+                Workload::Segments {
+                    count,
+                    min_bytes: min,
+                    max_bytes: max,
+                },
+                vec![min + (max - min) / 2],
+            )
+        }
+        _ => unreachable!("kinds are listed in WORKLOAD_KEYS"),
+    })
+}
+
 /// Parses and validates a plan. `file` names it in errors.
 pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError> {
     let ctx = Ctx { file, text };
@@ -727,13 +859,22 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         ));
     }
     let mut iterations = raw.iterations.clone();
-    let mut size_values = raw.workload.sizes.clone();
+    let mut workload_table = raw.workload.get_ref().clone();
     if let (Profile::Quick, Some(q)) = (profile, &raw.quick) {
         if let Some(i) = &q.iterations {
             iterations = i.clone();
         }
         if let Some(s) = &q.sizes {
-            size_values = s.clone();
+            let vals = s.get_ref().iter().map(|v| v.get_ref().clone()).collect();
+            workload_table.insert(
+                Spanned::new(s.span(), "sizes".to_string()),
+                Spanned::new(s.span(), toml::Value::Array(vals)),
+            );
+        }
+        if let Some(w) = &q.workload {
+            for (k, v) in w {
+                workload_table.insert(k.clone(), v.clone());
+            }
         }
     }
     let iterations = match *iterations.get_ref() {
@@ -759,26 +900,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         ),
         None => None,
     };
-    if raw.workload.kind.get_ref() != "single-object" {
-        return Err(ctx.err(
-            raw.workload.kind.span(),
-            format!(
-                "workload kind {:?}: allowed: \"single-object\"",
-                raw.workload.kind.get_ref()
-            ),
-        ));
-    }
-    if size_values.get_ref().is_empty() {
-        return Err(ctx.err(size_values.span(), "sizes: give at least one size"));
-    }
-    let mut sizes = Vec::new();
-    for v in size_values.get_ref() {
-        let n = parse_size(&ctx, v)?;
-        if sizes.contains(&n) {
-            return Err(ctx.err(v.span(), format!("size {n} bytes is listed twice")));
-        }
-        sizes.push(n);
-    }
+    let (workload, sizes) = parse_workload(&ctx, raw.workload.span(), &workload_table)?;
 
     let base = link_table(&ctx, &raw.network)?;
     let mut conditions = Vec::new();
@@ -889,6 +1011,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         profile,
         iterations,
         seed,
+        workload,
         sizes,
         conditions,
         arms,
@@ -962,6 +1085,74 @@ b = "h3"
         assert_eq!(p.comparisons, [("h2".to_string(), "h3".to_string())]);
         let q = parse(GOOD, "t.toml", Profile::Quick).unwrap();
         assert_eq!(q.iterations, 2);
+    }
+
+    #[test]
+    fn workload_kinds_take_their_own_keys_and_quick_overrides() {
+        let repeat = GOOD.replace(
+            "kind = \"single-object\"",
+            "kind = \"repeat\"\nrequests = 25",
+        );
+        let p = parse(&repeat, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.workload, Workload::Repeat { requests: 25 });
+        assert_eq!(p.sizes, vec![100_000, 1_000_000]);
+        let quick = repeat.replace("[quick]", "[quick.workload]\nrequests = 5\n[quick]");
+        let q = parse(&quick, "t.toml", Profile::Quick).unwrap();
+        assert_eq!(
+            (q.workload, q.iterations),
+            (Workload::Repeat { requests: 5 }, 2)
+        );
+        let f = parse(&quick, "t.toml", Profile::Full).unwrap();
+        assert_eq!(f.workload, Workload::Repeat { requests: 25 });
+
+        let seg = GOOD.replace(
+            "kind = \"single-object\"\nsizes = [\"100kb\", 1000000]",
+            "kind = \"segments\"\nsegments = 15\nsegment-min = \"3.6MB\"\nsegment-max = \"5MB\"",
+        );
+        let p = parse(&seg, "t.toml", Profile::Full).unwrap();
+        assert_eq!(
+            p.workload,
+            Workload::Segments {
+                count: 15,
+                min_bytes: 3_600_000,
+                max_bytes: 5_000_000
+            }
+        );
+        assert_eq!(p.sizes, vec![4_300_000]);
+
+        // a key of another kind, a missing key, an unknown kind, an inverted range
+        let e = parse(
+            &seg.replace("segments = 15", "sizes = [1]"),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("\"sizes\"") && e.message.contains("segment-min"),
+            "{e}"
+        );
+        assert_eq!(
+            e.line,
+            line_of("sizes = [1]", &seg.replace("segments = 15", "sizes = [1]"))
+        );
+        let e = parse(
+            &repeat.replace("requests = 25\n", ""),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("needs requests"), "{e}");
+        let e = parse(
+            &repeat.replace("requests = 25", "requests = 0"),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("1 to 1000"), "{e}");
+        let e = broken("kind = \"single-object\"", "kind = \"pages\"");
+        assert!(e.message.contains("\"segments\""), "{e}");
+        let e = parse(&seg.replace("\"5MB\"", "\"1MB\""), "t.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains("below segment-min"), "{e}");
     }
 
     /// Replaces `from` by `to` in the good plan and returns the error.

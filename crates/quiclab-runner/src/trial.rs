@@ -14,13 +14,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
-use quiclab_report::model::{Metrics, TimelinePoint};
+use quiclab_report::model::{Detail, Metrics, RequestMetrics, TimelinePoint};
 use quiclab_stack::record::{HttpVersion, RequestRecord};
+use quiclab_stack::server::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
 
 use crate::expand::TrialSpec;
-use crate::plan::Plan;
+use crate::plan::{Plan, Workload};
 
 /// What trials need from their surroundings.
 #[derive(Debug, Clone)]
@@ -156,18 +157,17 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
-/// The longest a trial's client may run: generous against the ideal transfer time, so only a
-/// stuck transfer hits it.
+/// The longest a trial's client may run: generous against the ideal transfer time of all its
+/// requests, so only a stuck transfer hits it.
 fn client_timeout(plan: &Plan, spec: &TrialSpec) -> Duration {
     if let Some(t) = plan.trial_timeout {
         return t;
     }
     let cond = &plan.conditions[spec.condition];
-    let ideal = match cond.rate_bps() {
-        Some(bps) => spec.size as f64 * 8.0 / bps as f64,
-        None => spec.size as f64 * 8.0 / 1e9,
-    };
-    Duration::from_secs_f64(30.0 + 20.0 * ideal + 50.0 * cond.link.min_rtt().as_secs_f64())
+    let bytes: u64 = spec.requests.iter().sum();
+    let ideal = bytes as f64 * 8.0 / cond.rate_bps().unwrap_or(1_000_000_000) as f64;
+    let rtts = 50.0 * spec.requests.len() as f64 * cond.link.min_rtt().as_secs_f64();
+    Duration::from_secs_f64(30.0 + 20.0 * ideal + rtts)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -250,10 +250,15 @@ fn execute(
     server_args.extend(record_args.iter().cloned());
     server_args.extend(arm.server_args());
     let server_log = dir.join("server.log");
+    let mut server_cmd = command(&env.bin, &server_args, &server_log, &server_log);
+    if arm.knob("tfo") == Some("true") {
+        // the namespace is this trial's own: enable Fast Open for clients and servers in it
+        server_cmd = format!("echo 3 > {FASTOPEN_SYSCTL} && {server_cmd}");
+    }
     let mut server = Process::spawn(
         topo.ns(Side::Server),
         "server",
-        &command(&env.bin, &server_args, &server_log, &server_log),
+        &server_cmd,
         &vars,
         Mode::Background,
     )
@@ -288,14 +293,12 @@ fn execute(
     let mut client_args = vec![
         "get".to_string(),
         "--json".into(),
-        "--connection".into(),
-        "new".into(),
         "--cacert".into(),
         cert.display().to_string(),
     ];
     client_args.extend(record_args);
     client_args.extend(arm.client_args());
-    client_args.push(format!("https://{SERVER_V4}/bytes/{}", spec.size));
+    client_args.extend(workload_args(plan, spec));
     let (client_out, client_log) = (dir.join("client.jsonl"), dir.join("client.log"));
     let mut client = Process::spawn(
         topo.ns(Side::Client),
@@ -355,19 +358,35 @@ fn execute(
             timeout.as_secs_f64()
         )));
     };
-    let Some(rec) = records.first() else {
+    if records.is_empty() {
         return Err(fail(format!(
             "the client ({status}) wrote no record: {}",
             tail(&client_log, 3)
         )));
-    };
-    if let Some(e) = &rec.error {
-        return Err(fail(format!("request failed: {e}")));
     }
-    if rec.status != 200 || rec.bytes != spec.size {
+    let many = spec.requests.len() > 1;
+    for (i, (rec, &size)) in records.iter().zip(&spec.requests).enumerate() {
+        let which = if many {
+            format!("request {} of {}: ", i + 1, spec.requests.len())
+        } else {
+            String::new()
+        };
+        if let Some(e) = &rec.error {
+            return Err(fail(format!("{which}request failed: {e}")));
+        }
+        if rec.status != 200 || rec.bytes != size {
+            return Err(fail(format!(
+                "{which}status {} with {} of {size} bytes",
+                rec.status, rec.bytes
+            )));
+        }
+    }
+    if records.len() != spec.requests.len() {
         return Err(fail(format!(
-            "status {} with {} of {} bytes",
-            rec.status, rec.bytes, spec.size
+            "the client reported {} of {} requests: {}",
+            records.len(),
+            spec.requests.len(),
+            tail(&client_log, 3)
         )));
     }
     if !status.success() {
@@ -386,11 +405,36 @@ fn execute(
     }
     let min_rtt_ms = cond.link.min_rtt().as_secs_f64() * 1000.0;
     Ok(metrics(
-        rec,
-        &read_timeline(&timeline, rec.start_us),
+        &records,
+        &read_timeline(&timeline, records[0].start_us),
         &reports,
         min_rtt_ms,
     ))
+}
+
+/// What `quiclab get` is told to fetch, and how, for the plan's workload.
+fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
+    let url = |size: u64| format!("https://{SERVER_V4}/bytes/{size}");
+    let mut args: Vec<String> = Vec::new();
+    match plan.workload {
+        Workload::SingleObject => {
+            args.extend(["--connection".into(), "new".into(), url(spec.size)]);
+        }
+        Workload::Repeat { requests } => {
+            args.extend(["--connection".into(), "new".into()]);
+            // resumption is the workload's point; an arm may still turn it off explicitly
+            let arm = &plan.arms[spec.arm];
+            if arm.knob("resume").is_none() {
+                args.push("--resume".into());
+            }
+            args.extend(["--repeat".into(), requests.to_string(), url(spec.size)]);
+        }
+        Workload::Segments { .. } => {
+            args.extend(["--connection".into(), "reuse".into()]);
+            args.extend(spec.requests.iter().map(|&s| url(s)));
+        }
+    }
+    args
 }
 
 fn read_records(path: &Path) -> Vec<RequestRecord> {
@@ -419,46 +463,87 @@ pub struct Sample {
     pub first_loss_offset: Option<u64>,
 }
 
-/// The sender's timeline, times relative to the client's first packet (`start_us`).
+/// The sender's timeline, times relative to the client's first packet (`start_us`). A trial
+/// of several connections gets one timeline: its cumulative counts (acknowledged bytes,
+/// retransmissions, impossible RTT samples) add up every connection's latest value, and the
+/// first loss is the first connection's that had one.
 pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
     let Ok(f) = std::fs::File::open(path) else {
         return Vec::new();
     };
-    let mut out: Vec<Sample> = std::io::BufReader::new(f)
+    let mut raw: Vec<(u64, Sample)> = std::io::BufReader::new(f)
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
         .filter_map(|v| {
             let t_us = v["t_us"].as_u64()?;
-            Some(Sample {
-                t_ms: (t_us as f64 - start_us as f64) / 1000.0,
-                acked_bytes: v["acked_bytes"].as_u64(),
-                cwnd_bytes: v["cwnd_bytes"].as_u64(),
-                rtt_ms: v["rtt_us"].as_u64().map(|r| r as f64 / 1000.0),
-                congestion_event: v["congestion_event"].as_bool().unwrap_or(false),
-                retransmits: v["retransmits"].as_u64(),
-                impossible_rtt_samples: v["impossible_rtt_samples"].as_u64(),
-                first_loss_offset: v["first_loss_offset"].as_u64(),
-            })
+            Some((
+                v["connection"].as_u64().unwrap_or(0),
+                Sample {
+                    t_ms: (t_us as f64 - start_us as f64) / 1000.0,
+                    acked_bytes: v["acked_bytes"].as_u64(),
+                    cwnd_bytes: v["cwnd_bytes"].as_u64(),
+                    rtt_ms: v["rtt_us"].as_u64().map(|r| r as f64 / 1000.0),
+                    congestion_event: v["congestion_event"].as_bool().unwrap_or(false),
+                    retransmits: v["retransmits"].as_u64(),
+                    impossible_rtt_samples: v["impossible_rtt_samples"].as_u64(),
+                    first_loss_offset: v["first_loss_offset"].as_u64(),
+                },
+            ))
         })
         .collect();
-    out.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
-    out
+    raw.sort_by(|a, b| a.1.t_ms.total_cmp(&b.1.t_ms));
+    if raw.iter().all(|(c, _)| *c == raw[0].0) {
+        return raw.into_iter().map(|(_, s)| s).collect();
+    }
+    // latest cumulative values per connection
+    let mut latest: std::collections::BTreeMap<u64, [Option<u64>; 3]> = Default::default();
+    let mut first_loss = None;
+    raw.into_iter()
+        .map(|(conn, mut s)| {
+            let slot = latest.entry(conn).or_default();
+            for (i, v) in [s.acked_bytes, s.retransmits, s.impossible_rtt_samples]
+                .into_iter()
+                .enumerate()
+            {
+                if v.is_some() {
+                    slot[i] = v;
+                }
+            }
+            let total = |i: usize| -> Option<u64> {
+                let vals: Vec<u64> = latest.values().filter_map(|v| v[i]).collect();
+                (!vals.is_empty()).then(|| vals.iter().sum())
+            };
+            s.acked_bytes = s.acked_bytes.and(total(0));
+            s.retransmits = s.retransmits.and(total(1));
+            s.impossible_rtt_samples = s.impossible_rtt_samples.and(total(2));
+            first_loss = first_loss.or(s.first_loss_offset);
+            s.first_loss_offset = first_loss;
+            s
+        })
+        .collect()
 }
 
-/// A trial's metrics from the client's record, the sender's timeline and the link's reports.
+/// A trial's metrics from the client's records (at least one, in order), the sender's
+/// timeline and the link's reports. The trial's TTLB runs from the first request's start to the
+/// last request's last byte; its TTFB, handshake and TLS facts are the first request's.
 pub fn metrics(
-    rec: &RequestRecord,
+    records: &[RequestRecord],
     timeline: &[Sample],
     reports: &[DirectionReport],
     min_rtt_ms: f64,
 ) -> Metrics {
+    let rec = &records[0];
+    let last_rec = records.last().unwrap_or(rec);
     let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(rec.start_us) as f64 / 1000.0);
     let handshake_ms = ms(rec.handshake_done_us);
     let last = timeline.last();
-    let retransmissions = last
-        .and_then(|s| s.retransmits)
-        .or(rec.transport_stats.packets_lost);
+    let retransmissions = last.and_then(|s| s.retransmits).or_else(|| {
+        records
+            .iter()
+            .map(|r| r.transport_stats.packets_lost)
+            .sum::<Option<u64>>()
+    });
     // The stack's own account of where its first loss was; failing that, the data acknowledged
     // when a retransmission was first seen (within one sampling period of it).
     let first_retransmit_offset = timeline
@@ -473,8 +558,35 @@ pub fn metrics(
     let impossible = last
         .and_then(|s| s.impossible_rtt_samples)
         .or(rec.transport_stats.impossible_rtt_samples);
+    let detail = if records.len() > 1 {
+        Detail {
+            requests: records
+                .iter()
+                .map(|r| {
+                    let own = |t: Option<u64>| {
+                        t.map_or(f64::NAN, |t| t.saturating_sub(r.start_us) as f64 / 1000.0)
+                    };
+                    RequestMetrics {
+                        bytes: r.bytes,
+                        start_ms: r.start_us.saturating_sub(rec.start_us) as f64 / 1000.0,
+                        ttfb_ms: own(r.first_byte_us),
+                        ttlb_ms: own(r.last_byte_us),
+                        new_connection: r.new_connection,
+                        handshake_ms: r
+                            .handshake_done_us
+                            .map(|t| t.saturating_sub(r.start_us) as f64 / 1000.0),
+                        resumed: r.handshake.resumed,
+                        zero_rtt_attempted: r.handshake.zero_rtt_attempted,
+                        zero_rtt_accepted: r.handshake.zero_rtt_accepted,
+                    }
+                })
+                .collect(),
+        }
+    } else {
+        Detail::default()
+    };
     Metrics {
-        ttlb_ms: ms(rec.last_byte_us).unwrap_or(f64::NAN),
+        ttlb_ms: ms(last_rec.last_byte_us).unwrap_or(f64::NAN),
         ttfb_ms: ms(rec.first_byte_us).unwrap_or(f64::NAN),
         handshake_ms,
         handshake_rtts: handshake_ms
@@ -497,6 +609,7 @@ pub fn metrics(
                 })
             })
             .collect(),
+        detail,
     }
 }
 
@@ -518,4 +631,37 @@ fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeline_of_several_connections_adds_their_counts() {
+        let dir = std::env::temp_dir().join(format!("quiclab-timeline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("t.jsonl");
+        // connection 0 finishes with 1000 bytes and one retransmission, then connection 1 starts
+        let lines = [
+            r#"{"connection":0,"t_us":1000,"acked_bytes":400,"retransmits":0}"#,
+            r#"{"connection":0,"t_us":3000,"acked_bytes":1000,"retransmits":1,"first_loss_offset":600}"#,
+            r#"{"connection":1,"t_us":2000,"acked_bytes":0,"retransmits":0}"#,
+            r#"{"connection":1,"t_us":5000,"acked_bytes":700,"retransmits":2,"first_loss_offset":100}"#,
+        ];
+        std::fs::write(&p, lines.join("\n")).unwrap();
+        let t = read_timeline(&p, 1000);
+        let acked: Vec<_> = t.iter().map(|s| s.acked_bytes.unwrap()).collect();
+        // in time order: 400 (c0), 400 + 0 (c1), 1000 + 0, 1000 + 700
+        assert_eq!(acked, [400, 400, 1000, 1700]);
+        assert_eq!(t.last().unwrap().retransmits, Some(3));
+        assert_eq!(t[0].t_ms, 0.0);
+        // the first loss in time is connection 0's
+        assert_eq!(t.last().unwrap().first_loss_offset, Some(600));
+        // one connection: the samples as written
+        std::fs::write(&p, lines[..2].join("\n")).unwrap();
+        let one = read_timeline(&p, 0);
+        assert_eq!(one[1].acked_bytes, Some(1000));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -709,6 +709,7 @@ mod tests {
                 path_min_rtt_us: None,
                 root: None,
                 telemetry: None,
+                fast_open: false,
             })
             .unwrap();
             let addr = server.local_addr();

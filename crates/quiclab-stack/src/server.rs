@@ -76,6 +76,13 @@ pub(crate) const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PER
 /// Errors from setting up a server.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    #[error(
+        "TCP Fast Open is off for servers in this network namespace ({FASTOPEN_SYSCTL} is \
+         {value}; bit 2 enables servers, e.g. `sysctl -w net.ipv4.tcp_fastopen=3`)"
+    )]
+    FastOpenDisabled { value: String },
+    #[error("enabling TCP Fast Open (TCP_FASTOPEN) on the listening socket")]
+    FastOpen(#[source] io::Error),
     #[error("opening a TCP socket for {addr}")]
     Socket {
         addr: SocketAddr,
@@ -146,6 +153,39 @@ pub struct ServerOptions {
     /// Also accept telemetry connections (ALPN [`ALPN_TELEMETRY`], offered after HTTP/2 and
     /// HTTP/1.1) and log their units here (see [`crate::telemetry::receiver`]).
     pub telemetry: Option<RecordLog>,
+    /// Accept TCP Fast Open: data in a client's SYN (with a cookie from an earlier connection)
+    /// reaches the server before the handshake completes. Needs the server bit of
+    /// `net.ipv4.tcp_fastopen` in the server's network namespace; an error otherwise.
+    pub fast_open: bool,
+}
+
+/// The kernel's TCP Fast Open switch (bit 1 clients, bit 2 servers), per network namespace.
+pub const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
+
+/// Pending Fast Open requests the listener queues (the `TCP_FASTOPEN` option's value).
+const FASTOPEN_QUEUE: libc::c_int = 256;
+
+fn enable_fast_open(socket: &Socket) -> Result<(), ServerError> {
+    let value = std::fs::read_to_string(FASTOPEN_SYSCTL)
+        .map(|s| s.trim().to_string())
+        .map_err(ServerError::FastOpen)?;
+    if !value.parse::<u32>().is_ok_and(|v| v & 2 != 0) {
+        return Err(ServerError::FastOpenDisabled { value });
+    }
+    // SAFETY: setsockopt reads an int from a live local variable; the descriptor is ours.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(socket),
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN,
+            (&FASTOPEN_QUEUE as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(ServerError::FastOpen(io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// First write of a response when frames are sized dynamically: with TLS and HTTP/2 framing it
@@ -196,6 +236,9 @@ impl Server {
         let congestion = apply_congestion(&socket, opts.tcp_congestion.as_deref())?;
         let bind_err = |source| ServerError::Bind { addr, source };
         socket.bind(&addr.into()).map_err(bind_err)?;
+        if opts.fast_open {
+            enable_fast_open(&socket)?;
+        }
         socket.listen(1024).map_err(bind_err)?;
         socket.set_nonblocking(true).map_err(socket_err)?;
         let listener = TcpListener::from_std(socket.into()).map_err(socket_err)?;
@@ -608,6 +651,7 @@ mod tests {
             path_min_rtt_us: None,
             root: None,
             telemetry: None,
+            fast_open: false,
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();
         let msg = e.to_string();

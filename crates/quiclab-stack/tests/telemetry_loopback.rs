@@ -56,6 +56,7 @@ fn every_mode_delivers_every_unit_within_a_few_ms_on_loopback() {
                 path_min_rtt_us: None,
                 root: None,
                 telemetry: Some(records.clone()),
+                fast_open: false,
             })
             .unwrap();
             let addr = tcp.local_addr();

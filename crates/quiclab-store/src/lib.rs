@@ -11,13 +11,15 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use quiclab_report::model::{Campaign, Metrics, TimelinePoint, Trial};
+#[cfg(test)]
+use quiclab_report::model::{Detail, RequestMetrics};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 /// The database's file name inside a campaign directory.
 pub const DB_FILE: &str = "results.db";
 /// Version of the schema below; a database of another version is refused.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -117,7 +119,8 @@ CREATE TABLE IF NOT EXISTS trials (
     link TEXT NOT NULL,
     requests TEXT NOT NULL,
     phases TEXT NOT NULL,
-    artifacts TEXT
+    artifacts TEXT,
+    detail TEXT
 );
 CREATE TABLE IF NOT EXISTS timeline (
     trial_id TEXT NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
@@ -157,10 +160,15 @@ impl Store {
         let found: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(sql)?;
-        if found != 0 && found != SCHEMA_VERSION {
+        if found != 0 && found != SCHEMA_VERSION && found != 1 {
             return Err(StoreError::Version { path: p, found });
         }
         conn.execute_batch(SCHEMA).map_err(sql)?;
+        if found == 1 {
+            // version 1 had no workload detail: its trials were single objects, which have none
+            conn.execute_batch("ALTER TABLE trials ADD COLUMN detail TEXT")
+                .map_err(sql)?;
+        }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(sql)?;
         Ok(Store { conn, path: p })
@@ -256,6 +264,12 @@ impl Store {
         let link = serde_json::to_string(&t.link).map_err(|e| json("link", e))?;
         let requests = serde_json::to_string(&t.requests).map_err(|e| json("requests", e))?;
         let phases = serde_json::to_string(&t.phases).map_err(|e| json("phases", e))?;
+        let detail = match t.outcome.as_ref() {
+            Ok(m) if !m.detail.is_empty() => {
+                Some(serde_json::to_string(&m.detail).map_err(|e| json("detail", e))?)
+            }
+            _ => None,
+        };
         let tx = self.conn.transaction().map_err(sql)?;
         // the timeline goes with its trial (ON DELETE CASCADE)
         tx.execute("DELETE FROM trials WHERE id = ?1", [&t.id])
@@ -265,9 +279,9 @@ impl Store {
             "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config, status,
                 error, started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                 hello_retry, retransmissions, first_retransmit_offset, impossible_rtt_samples,
-                link_drops, link, requests, phases, artifacts)
+                link_drops, link, requests, phases, artifacts, detail)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
             params![
                 t.id,
                 t.seq as i64,
@@ -295,6 +309,7 @@ impl Store {
                 requests,
                 phases,
                 t.artifacts,
+                detail,
             ],
         )
         .map_err(sql)?;
@@ -337,7 +352,7 @@ impl Store {
                 "SELECT id, seq, arm, condition, size, iteration, seed, config, status, error,
                     started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                     hello_retry, retransmissions, first_retransmit_offset,
-                    impossible_rtt_samples, link_drops, link, requests, phases, artifacts
+                    impossible_rtt_samples, link_drops, link, requests, phases, artifacts, detail
                  FROM trials ORDER BY seq",
             )
             .map_err(self.sql())?;
@@ -355,6 +370,7 @@ impl Store {
                     impossible_rtt_samples: r.get::<_, Option<i64>>(19)?.map(|v| v as u64),
                     link_drops: r.get::<_, Option<i64>>(20)?.unwrap_or(0) as u64,
                     timeline: Vec::new(),
+                    detail: Default::default(),
                 };
                 Ok((
                     TrialRecord {
@@ -379,14 +395,18 @@ impl Store {
                         artifacts: r.get(24)?,
                     },
                     [r.get::<_, String>(7)?, r.get(21)?, r.get(22)?, r.get(23)?],
+                    r.get::<_, Option<String>>(25)?,
                 ))
             })
             .map_err(self.sql())?
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(self.sql())?;
         let mut trials = Vec::with_capacity(raw.len());
-        for (mut t, [config, link, requests, phases]) in raw {
+        for (mut t, [config, link, requests, phases], detail) in raw {
             t.config = serde_json::from_str(&config).map_err(self.json("config"))?;
+            if let (Ok(m), Some(d)) = (t.outcome.as_mut(), detail) {
+                m.detail = serde_json::from_str(&d).map_err(self.json("detail"))?;
+            }
             t.link = serde_json::from_str(&link).map_err(self.json("link"))?;
             t.requests = serde_json::from_str(&requests).map_err(self.json("requests"))?;
             t.phases = serde_json::from_str(&phases).map_err(self.json("phases"))?;
@@ -537,7 +557,48 @@ impl Store {
             }
         }
         w.flush().map_err(io(&lpath))?;
-        Ok(vec![tpath, lpath])
+        let mut files = vec![tpath, lpath];
+        if trials.iter().any(|t| {
+            t.outcome
+                .as_ref()
+                .is_ok_and(|m| !m.detail.requests.is_empty())
+        }) {
+            let rpath = out.join("requests.csv");
+            let mut w = std::io::BufWriter::new(std::fs::File::create(&rpath).map_err(io(&rpath))?);
+            writeln!(
+                w,
+                "trial_id,arm,condition,size_bytes,iteration,request,bytes,start_ms,ttfb_ms,\
+                 ttlb_ms,new_connection,handshake_ms,resumed,zero_rtt_attempted,zero_rtt_accepted"
+            )
+            .map_err(io(&rpath))?;
+            for t in &trials {
+                let Ok(m) = &t.outcome else { continue };
+                for (i, r) in m.detail.requests.iter().enumerate() {
+                    writeln!(
+                        w,
+                        "{},{},{},{},{},{i},{},{},{},{},{},{},{},{},{}",
+                        csv_field(&t.id),
+                        csv_field(&t.arm),
+                        csv_field(&t.condition),
+                        t.size,
+                        t.iteration,
+                        r.bytes,
+                        r.start_ms,
+                        r.ttfb_ms,
+                        r.ttlb_ms,
+                        r.new_connection,
+                        num(r.handshake_ms),
+                        r.resumed,
+                        r.zero_rtt_attempted,
+                        r.zero_rtt_accepted
+                    )
+                    .map_err(io(&rpath))?;
+                }
+            }
+            w.flush().map_err(io(&rpath))?;
+            files.push(rpath);
+        }
+        Ok(files)
     }
 }
 
@@ -600,6 +661,21 @@ mod tests {
                     congestion_event: i == 3,
                 })
                 .collect(),
+            detail: Detail {
+                requests: (0..2)
+                    .map(|i| RequestMetrics {
+                        bytes: 250_000,
+                        start_ms: f64::from(i) * 60.0,
+                        ttfb_ms: 40.0 - f64::from(i) * 20.0,
+                        ttlb_ms: 55.5,
+                        new_connection: true,
+                        handshake_ms: Some(20.0),
+                        resumed: i > 0,
+                        zero_rtt_attempted: i > 0,
+                        zero_rtt_accepted: i > 0,
+                    })
+                    .collect(),
+            },
         }
     }
 
@@ -621,6 +697,7 @@ mod tests {
         let m = all[0].outcome.as_ref().unwrap();
         assert_eq!(m.ttlb_ms, 125.0);
         assert_eq!(m.timeline, metrics(125.0, 5).timeline);
+        assert_eq!(m.detail, metrics(125.0, 5).detail);
         assert_eq!(all[1].seed, u64::MAX - 5);
         assert_eq!(all[1].config["link"]["loss"], "1%");
         assert_eq!(all[1].phases["setup_ms"], 20.5);
@@ -657,6 +734,41 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_database_gains_the_detail_column_and_keeps_its_trials() {
+        let d = dir("v1");
+        std::fs::create_dir_all(&d).unwrap();
+        {
+            // the version 1 schema: the current one without the detail column
+            let conn = Connection::open(d.join(DB_FILE)).unwrap();
+            conn.execute_batch(&SCHEMA.replace(",\n    detail TEXT", ""))
+                .unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config,
+                    status, started_unix_ms, wall_ms, ttlb_ms, link, requests, phases)
+                 VALUES ('old', 0, 'a', 'c', 1000, 0, 1, '{}', 'ok', 0, 1.0, 42.0, '[]', '[]',
+                    'null')",
+                [],
+            )
+            .unwrap();
+        }
+        let mut s = Store::open(&d).unwrap();
+        let old = s.trials().unwrap();
+        assert_eq!(old.len(), 1);
+        assert_eq!(old[0].outcome.as_ref().unwrap().ttlb_ms, 42.0);
+        assert!(old[0].outcome.as_ref().unwrap().detail.is_empty());
+        s.record(&trial("new", 1, Ok(metrics(10.0, 1)))).unwrap();
+        let all = s.trials().unwrap();
+        assert_eq!(all[1].outcome.as_ref().unwrap().detail.requests.len(), 2);
+        let v: i64 = s
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn csv_export_quotes_what_needs_quoting() {
         let d = dir("csv");
         let mut s = Store::open(&d).unwrap();
@@ -681,6 +793,12 @@ mod tests {
         assert_eq!(lines[2].split(',').count(), header_cols);
         let tl = std::fs::read_to_string(&files[1]).unwrap();
         assert_eq!(tl.lines().count(), 4);
+        // the successful trial's two requests, with as many fields as the header names
+        let rq = std::fs::read_to_string(&files[2]).unwrap();
+        let rl: Vec<_> = rq.lines().collect();
+        assert_eq!(rl.len(), 3, "{rq}");
+        assert_eq!(rl[2].split(',').count(), rl[0].split(',').count());
+        assert!(rl[2].starts_with("b,h3-cubic,") && rl[2].ends_with(",true,true,true"));
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -18,11 +18,14 @@ use quiclab_store::{Store, TrialRecord};
 use crate::signals::Signals;
 
 /// Plans built into quiclab, runnable by name.
-pub const BUILT_IN: &[(&str, &str)] = &[("www21", include_str!("../../../plans/www21.toml"))];
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("www21", include_str!("../../../plans/www21.toml")),
+    ("repeat", include_str!("../../../plans/repeat.toml")),
+];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
-/// PLAN is a TOML file or the name of a built-in plan (www21). Without PLAN, the quick profile
+/// PLAN is a TOML file or the name of a built-in plan (www21, repeat). Without PLAN, the quick profile
 /// of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a

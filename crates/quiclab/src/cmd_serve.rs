@@ -101,6 +101,12 @@ pub struct ServeCmd {
     /// receive time is the measurement), off otherwise. Needs root.
     #[arg(long, value_name = "on|off", value_parser = on_off, action = clap::ArgAction::Set)]
     realtime: Option<bool>,
+    /// Accept TCP Fast Open (a request in the client's SYN, with a cookie from an earlier
+    /// connection, saves a round trip). Needs the server bit of net.ipv4.tcp_fastopen in this
+    /// network namespace (e.g. `sysctl -w net.ipv4.tcp_fastopen=3`); the campaign runner sets it
+    /// in its server namespace for arms with `tfo = true`.
+    #[arg(long)]
+    tfo: bool,
     #[command(flatten)]
     record: RecordArgs,
 }
@@ -197,6 +203,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             path_min_rtt_us: c.record.path_min_rtt_us(),
             root: c.root.clone(),
             telemetry: telemetry.clone(),
+            fast_open: c.tfo,
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
         let quic_server = match quic_options.clone() {

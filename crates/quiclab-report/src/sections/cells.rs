@@ -5,7 +5,7 @@
 
 use crate::analysis::{Analysis, ArmCell, metrics};
 use crate::chart::{
-    Frame, LegendEntry, Mark, Ticks, XySpec, arm_colour, c, empty_chart, polyline, svg_close,
+    LegendEntry, Mark, Ticks, XySpec, arm_colour, c, cdf_steps, empty_chart, polyline, svg_close,
     xy_frame,
 };
 use crate::html::esc;
@@ -251,20 +251,6 @@ fn cdf_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) 
          had finished by each time (the dashed line marks the median)."
             .into(),
     )
-}
-
-/// Pixel corners of the ECDF of `xs` as a step function across the whole frame.
-fn cdf_steps(frame: &Frame, xs: &[f64]) -> Vec<(f64, f64)> {
-    let mut pts = vec![(frame.left, frame.py(0.0))];
-    let mut prev = 0.0;
-    for (v, f) in stats::ecdf(xs) {
-        let x = frame.px(v);
-        pts.push((x, frame.py(prev)));
-        pts.push((x, frame.py(f)));
-        prev = f;
-    }
-    pts.push((frame.right(), frame.py(prev)));
-    pts
 }
 
 /// TTLB against the byte offset of the first retransmission, trials without one in a band.

@@ -9,6 +9,7 @@ pub mod failures;
 pub mod findings;
 pub mod header;
 pub mod heatmap;
+pub mod repeat;
 
 pub struct Section {
     /// Fragment identifier, unique on the page.
@@ -23,6 +24,11 @@ pub const ALL: &[Section] = &[
         id: "findings",
         title: "Findings",
         render: findings::render,
+    },
+    Section {
+        id: "repeat",
+        title: "Repeated requests",
+        render: repeat::render,
     },
     Section {
         id: "heatmaps",
