@@ -26,7 +26,7 @@ pub struct TrialSpec {
     pub size: u64,
     pub iteration: u32,
     pub seed: u64,
-    /// Body sizes of the trial's requests, in order.
+    /// Body sizes of the trial's requests, in order (none for telemetry, which sends units).
     pub requests: Vec<u64>,
     /// The resolved configuration, as stored and hashed.
     pub config: serde_json::Value,
@@ -70,6 +70,16 @@ fn workload_of(plan: &Plan, size: u64, seed: u64) -> (Vec<u64>, serde_json::Valu
             let config = json!({"kind": "segments", "sizes": sizes, "connection": "reuse"});
             (sizes, config)
         }
+        // no requests: units, whose bytes are the trial's size
+        Workload::Telemetry {
+            units_per_second,
+            flush_units,
+            duration_ms,
+        } => (
+            Vec::new(),
+            json!({"kind": "telemetry", "units_per_second": units_per_second,
+                   "flush_units": flush_units, "duration_ms": duration_ms}),
+        ),
     }
 }
 
@@ -90,13 +100,21 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                 let (requests, workload) = workload_of(plan, size, seed);
                 for ai in order {
                     let arm = &plan.arms[ai];
-                    let config = json!({
-                        "workload": workload,
-                        "arm": {
+                    let arm_config = match arm.telemetry {
+                        Some(mode) => json!({
+                            "name": arm.name,
+                            "telemetry": mode.name(),
+                            "knobs": arm.knobs,
+                        }),
+                        None => json!({
                             "name": arm.name,
                             "http": arm.client_args()[1],
                             "knobs": arm.knobs,
-                        },
+                        }),
+                    };
+                    let config = json!({
+                        "workload": workload,
+                        "arm": arm_config,
                         "condition": {"name": cond.name, "keys": cond.keys},
                         "iteration": it,
                         "seed": seed,
@@ -185,6 +203,34 @@ http = "1.1"
         // every arm and condition of an iteration fetches the same sizes
         let first: Vec<_> = trials.iter().filter(|t| t.iteration == 0).collect();
         assert!(first.iter().all(|t| t.requests == first[0].requests));
+    }
+
+    #[test]
+    fn telemetry_trials_name_their_mode_and_send_units_not_requests() {
+        let plan = parse(
+            &PLAN
+                .replace(
+                    "kind = \"single-object\"\nsizes = [\"100kb\", \"1mb\"]",
+                    "kind = \"telemetry\"\nunits-per-second = 1000\nflush = 10\nduration = \"2s\"",
+                )
+                .replace("http = \"2\"", "telemetry = \"tcp\"")
+                .replace("http = \"3\"", "telemetry = \"quic-streams\"")
+                .replace("http = \"1.1\"", "telemetry = \"quic-datagrams\""),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap();
+        let trials = expand(&plan);
+        assert_eq!(trials.len(), 6 * 2 * 3);
+        for t in &trials {
+            assert!(t.requests.is_empty());
+            assert_eq!(t.size, 16_000);
+            assert_eq!(t.config["workload"]["kind"], "telemetry");
+            assert_eq!(t.config["workload"]["duration_ms"], 2000);
+            let mode = plan.arms[t.arm].telemetry.unwrap();
+            assert_eq!(t.config["arm"]["telemetry"], mode.name());
+            assert!(t.config["arm"].get("http").is_none());
+        }
     }
 
     #[test]

@@ -21,15 +21,17 @@ use crate::signals::Signals;
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("www21", include_str!("../../../plans/www21.toml")),
     ("repeat", include_str!("../../../plans/repeat.toml")),
+    ("telemetry", include_str!("../../../plans/telemetry.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
-/// PLAN is a TOML file or the name of a built-in plan (www21, repeat). Without PLAN, the quick profile
+/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, telemetry). Without PLAN, the quick profile
 /// of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
-/// `quiclab get`; arms compared within an iteration share its seed (the same packet fates).
+/// `quiclab get` (`quiclab telemetry` for the telemetry workload); arms compared within an
+/// iteration share its seed (the same packet fates).
 /// Results go to DIR/results.db (SQLite) one trial at a time, so Ctrl-C keeps every finished
 /// trial, and running the same plan into the same directory again resumes where it stopped.
 /// Artifacts (TLS keys, sender timelines, packet events, logs) are kept for the median trial of
@@ -113,11 +115,15 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
 }
 
 fn cell(plan: &Plan, spec: &TrialSpec) -> String {
+    let cond = &plan.conditions[spec.condition].name;
+    let arm = &plan.arms[spec.arm].name;
+    if !plan.workload.is_requests() {
+        // one size, the workload's own: not worth a column
+        return format!("{cond} / {arm} #{}", spec.iteration + 1);
+    }
     format!(
-        "{} / {} / {} #{}",
-        plan.conditions[spec.condition].name,
+        "{cond} / {} / {arm} #{}",
         quiclab_report::units::size(spec.size),
-        plan.arms[spec.arm].name,
         spec.iteration + 1
     )
 }
@@ -251,7 +257,24 @@ impl Progress for Bar {
         self.running.remove(&spec.id);
         self.done += 1;
         let what = match &rec.outcome {
-            Ok(m) => format!("TTLB {:.1} ms", m.ttlb_ms),
+            Ok(m) => match &m.detail.telemetry {
+                Some(d) => {
+                    let lat = d.latencies_ms();
+                    let q = |p| quiclab_report::stats::quantile(&lat, p).unwrap_or(f64::NAN);
+                    format!(
+                        "latency p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms, {} stalls{}",
+                        q(0.5),
+                        q(0.9),
+                        q(1.0),
+                        d.stalls.len(),
+                        match d.lost() {
+                            0 => String::new(),
+                            n => format!(", {n} units lost"),
+                        }
+                    )
+                }
+                None => format!("TTLB {:.1} ms", m.ttlb_ms),
+            },
             Err(e) => {
                 self.failed += 1;
                 format!("FAILED: {e}")
@@ -305,13 +328,18 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
     let trials = quiclab_runner::expand::expand(&plan).len();
+    // a workload without GETs has one size, its own: not a dimension of the grid
+    let sizes = if plan.workload.is_requests() {
+        format!(" x {} sizes", plan.sizes.len())
+    } else {
+        String::new()
+    };
     eprintln!(
-        "quiclab: plan {} ({}, {} profile): {} conditions x {} sizes x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
+        "quiclab: plan {} ({}, {} profile): {} conditions{sizes} x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
         plan.name,
         plan.source,
         profile.name(),
         plan.conditions.len(),
-        plan.sizes.len(),
         plan.arms.len(),
         plan.iterations,
         out.display()
@@ -322,10 +350,15 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         }
         for arm in &plan.arms {
             eprintln!(
-                "  arm {:?}: {} (serve {}; get {})",
+                "  arm {:?}: {} (serve {}; {} {})",
                 arm.name,
                 arm.label,
                 arm.server_args().join(" "),
+                if arm.telemetry.is_some() {
+                    "telemetry"
+                } else {
+                    "get"
+                },
                 arm.client_args().join(" ")
             );
         }
@@ -340,7 +373,17 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .filter_map(|c| c.rate_bps())
         .max()
         .unwrap_or(0);
-    if jobs > 1 && (max_rate == 0 || max_rate as u128 * jobs as u128 > 400_000_000) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if !plan.workload.is_requests() {
+        // telemetry moves a hundred small packets a second whatever the link's rate; what
+        // matters is that every trial's endpoints find a core when a unit is due
+        if jobs > cores {
+            eprintln!(
+                "quiclab: warning: {jobs} telemetry trials at once on {cores} cores may delay \
+                 each other's units and skew their latencies; consider --jobs {cores}"
+            );
+        }
+    } else if jobs > 1 && (max_rate == 0 || max_rate as u128 * jobs as u128 > 400_000_000) {
         eprintln!(
             "quiclab: warning: {jobs} trials at once on links of up to {} may compete for CPU \
              and skew results; consider --jobs 1",

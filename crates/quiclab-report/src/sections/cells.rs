@@ -18,7 +18,12 @@ const H: f64 = 280.0;
 
 pub fn render(an: &Analysis) -> Option<String> {
     let camp = an.campaign;
-    if camp.conditions.is_empty() || camp.sizes.is_empty() || camp.arms.is_empty() {
+    // TTLBs of GETs: other workloads have their own sections
+    if !camp.workload.is_requests()
+        || camp.conditions.is_empty()
+        || camp.sizes.is_empty()
+        || camp.arms.is_empty()
+    {
         return None;
     }
     let mut out = String::new();

@@ -35,6 +35,14 @@ const MAX_NAMED: usize = 4;
 
 pub fn render(an: &Analysis) -> Option<String> {
     let mut f = Vec::new();
+    // telemetry: the model check first, then each lossy condition in plan order
+    for (i, html) in super::telemetry::sentences(an).into_iter().enumerate() {
+        f.push(Finding {
+            tier: TIER_COMPARISON,
+            weight: -(i as f64),
+            html,
+        });
+    }
     for cmp in &an.comparisons {
         comparison(an, cmp, &mut f);
     }

@@ -22,7 +22,12 @@ const HEAD_H: f64 = 26.0;
 
 pub fn render(an: &Analysis) -> Option<String> {
     let c = an.campaign;
-    if c.comparisons.is_empty() || c.conditions.is_empty() || c.sizes.is_empty() {
+    // TTLBs of GETs: other workloads have their own sections
+    if !c.workload.is_requests()
+        || c.comparisons.is_empty()
+        || c.conditions.is_empty()
+        || c.sizes.is_empty()
+    {
         return None;
     }
     let mut out = format!(

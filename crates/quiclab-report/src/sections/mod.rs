@@ -10,6 +10,7 @@ pub mod findings;
 pub mod header;
 pub mod heatmap;
 pub mod repeat;
+pub mod telemetry;
 
 pub struct Section {
     /// Fragment identifier, unique on the page.
@@ -29,6 +30,11 @@ pub const ALL: &[Section] = &[
         id: "repeat",
         title: "Repeated requests",
         render: repeat::render,
+    },
+    Section {
+        id: "telemetry",
+        title: "Telemetry: unit latency and head-of-line blocking",
+        render: telemetry::render,
     },
     Section {
         id: "heatmaps",
