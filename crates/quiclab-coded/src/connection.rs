@@ -217,6 +217,7 @@ pub struct Connection {
     last_fb: Option<Feedback>,
     last_progress_at: Option<Duration>,
     probe_backoff: u32,
+    probe_credit: u32,
     next_send_at: Duration,
     rate: RateControl,
     // receiving data
@@ -380,6 +381,7 @@ impl Connection {
             last_fb: None,
             last_progress_at: None,
             probe_backoff: 0,
+            probe_credit: 0,
             next_send_at: now,
             rate,
             rx_blocks: BTreeMap::new(),
@@ -585,7 +587,7 @@ impl Connection {
 
     fn probe_timeout(&self) -> Duration {
         let base = self.rate.srtt() + 4 * self.rate.rttvar() + 2 * self.config.feedback_delay;
-        base * (1 << self.probe_backoff.min(6))
+        base * (1 << self.probe_backoff.min(3))
     }
 
     fn probe_at(&self) -> Option<Duration> {
@@ -630,9 +632,12 @@ impl Connection {
         if self.keys[Level::OneRtt.index()].is_some()
             && self.can_send_1rtt()
             && self.has_data_to_send()
-            && self.data_allowed()
         {
-            min(Some(self.next_send_at));
+            if self.probe_credit > 0 {
+                min(Some(self.last_activity)); // due at once
+            } else if self.data_allowed() {
+                min(Some(self.next_send_at));
+            }
         }
         t
     }
@@ -671,6 +676,8 @@ impl Connection {
             if let Some(b) = self.tx_blocks.front_mut() {
                 b.reactive_left += 1;
                 self.stats.probes += 1;
+                // a probe goes out even when the in-flight cap is reached
+                self.probe_credit += 1;
             }
             self.probe_backoff += 1;
             self.last_progress_at = Some(now);
@@ -1143,7 +1150,7 @@ impl Connection {
                 };
                 let mut payload = Vec::new();
                 wire::put_close(&mut payload, code, b"");
-                let p = self.seal_packet(now, level, payload);
+                let p = self.seal_packet(level, payload);
                 if sends_left <= 1 {
                     self.fail(ConnectionError::LocallyClosed { code });
                 } else {
@@ -1172,11 +1179,7 @@ impl Connection {
         }
         if self.send_handshake_done {
             self.send_handshake_done = false;
-            return Some(self.seal_packet(
-                now,
-                Level::OneRtt,
-                vec![wire::frame_type::HANDSHAKE_DONE],
-            ));
+            return Some(self.seal_packet(Level::OneRtt, vec![wire::frame_type::HANDSHAKE_DONE]));
         }
         if self.fb_due_at.is_some_and(|t| now >= t) {
             return Some(self.feedback_packet(now));
@@ -1218,7 +1221,7 @@ impl Connection {
             let min = MIN_INITIAL - packet::overhead(level);
             payload.resize(payload.len().max(min), wire::frame_type::PADDING);
         }
-        let p = self.seal_packet(now, level, payload);
+        let p = self.seal_packet(level, payload);
         self.arm_hs_pto(now);
         Some(p)
     }
@@ -1254,7 +1257,7 @@ impl Connection {
             // and slower, while a block is unfinished.
             self.fb_idle_backoff += 1;
             let wait = self.rate.srtt().max(self.config.feedback_delay)
-                * (1 << self.fb_idle_backoff.min(6));
+                * (1 << self.fb_idle_backoff.min(2));
             Some(now + wait)
         } else if self.fb_repeats_left > 0 {
             self.fb_repeats_left -= 1;
@@ -1268,14 +1271,13 @@ impl Connection {
             self.fb_idle_backoff = 1;
             self.fb_due_at = Some(now + self.config.feedback_delay);
         }
-        self.seal_packet(now, Level::OneRtt, payload)
+        self.seal_packet(Level::OneRtt, payload)
     }
 
     fn data_packet(&mut self, now: Duration) -> Option<Vec<u8>> {
-        if now < self.next_send_at {
-            return None;
-        }
-        if !self.data_allowed() {
+        if self.probe_credit > 0 {
+            self.probe_credit -= 1;
+        } else if now < self.next_send_at || !self.data_allowed() {
             return None;
         }
         let idx = match self.tx_blocks.iter().position(|b| b.reactive_left > 0) {
@@ -1321,7 +1323,10 @@ impl Connection {
         }
         let mut payload = Vec::with_capacity(symbol.len() + wire::SYMBOL_HEADER_MAX);
         wire::put_symbol(&mut payload, id, k, esi, &symbol);
-        let p = self.seal_packet(now, Level::OneRtt, payload);
+        let p = self.seal_packet(Level::OneRtt, payload);
+        // only data packets count in flight: feedback and control packets are not reported on
+        self.sent_log.push_back((pn, now, p.len()));
+        self.inflight += p.len() as u64;
         let interval = Duration::from_secs_f64(p.len() as f64 / self.rate.pacing_rate());
         let base = self.next_send_at.max(now.saturating_sub(interval));
         self.next_send_at = base + interval;
@@ -1331,7 +1336,7 @@ impl Connection {
         Some(p)
     }
 
-    fn seal_packet(&mut self, now: Duration, level: Level, payload: Vec<u8>) -> Vec<u8> {
+    fn seal_packet(&mut self, level: Level, payload: Vec<u8>) -> Vec<u8> {
         let pn = self.next_pn[level.index()];
         self.next_pn[level.index()] += 1;
         let mut p = Vec::with_capacity(payload.len() + packet::overhead(level));
@@ -1344,10 +1349,6 @@ impl Connection {
         packet::seal(&keys.local, pn, &mut p, hdr_len);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += p.len() as u64;
-        if level == Level::OneRtt {
-            self.sent_log.push_back((pn, now, p.len()));
-            self.inflight += p.len() as u64;
-        }
         p
     }
 }
