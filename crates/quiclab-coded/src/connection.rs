@@ -554,16 +554,12 @@ impl Connection {
 
     /// Closes the connection: a CLOSE frame goes out (three times, against loss) and the
     /// connection is closed after that.
-    pub fn close(&mut self, now: Duration, code: u64) {
-        match self.state {
-            State::Closed(_) | State::Closing { .. } => {}
-            _ => {
-                let _ = now;
-                self.state = State::Closing {
-                    sends_left: CLOSE_COPIES,
-                    code,
-                };
-            }
+    pub fn close(&mut self, code: u64) {
+        if !matches!(self.state, State::Closed(_) | State::Closing { .. }) {
+            self.state = State::Closing {
+                sends_left: CLOSE_COPIES,
+                code,
+            };
         }
     }
 

@@ -14,7 +14,8 @@
 //!   [`Connection::poll_transmit`]`(now)`, [`Connection::poll_timeout`]`()`,
 //!   [`Connection::handle_timeout`]`(now)`. After any `handle_*` call or application write, the
 //!   caller drains `poll_transmit` and sleeps until `poll_timeout`. The only ambient input is
-//!   randomness (connection ids and TLS's own), from the system's secure generator.
+//!   randomness (connection ids and TLS's own), from the system's secure generator. An
+//!   [`Endpoint`] routes datagrams of many connections sharing one socket by connection id.
 //! - **Every packet is authenticated and encrypted** with keys from a real TLS 1.3 handshake
 //!   (rustls's QUIC API, ring provider, ALPN [`crypto::ALPN`]); a packet that fails
 //!   authentication changes nothing but a counter ([`Stats::rejected`]). No cryptography is
@@ -58,7 +59,9 @@
 //! bytes are acknowledged cumulatively per level and retransmitted on a timeout (QUIC's PTO);
 //! this timer exists for the handshake only. The server buffers 1-RTT packets that arrive
 //! before the client's Finished (RFC 9001 section 5.7). Keys are never updated: a connection
-//! stops at the AEAD's confidentiality limit (2^23 packets for AES-GCM, about 12 GB).
+//! stops at the AEAD's confidentiality limit (2^23 packets for AES-GCM, about 12 GB). There is
+//! no address validation (Retry) nor anti-amplification limit: this is a lab's transport, used
+//! between endpoints it starts itself.
 //!
 //! **Streams** ([`stream`]). The data of each direction is one ordered byte stream of records,
 //! `0x08 | stream id | flags (bit 0: fin) | length | data`, cut into blocks; a block holds
@@ -120,6 +123,7 @@
 pub mod coding;
 pub mod connection;
 pub mod crypto;
+pub mod endpoint;
 pub mod error;
 pub mod packet;
 pub mod rate;
@@ -127,4 +131,5 @@ pub mod stream;
 pub mod wire;
 
 pub use connection::{Config, Connection, Event, Stats};
+pub use endpoint::{Endpoint, Handle, Routed};
 pub use error::{ConfigError, ConnectionError, StreamError};

@@ -256,7 +256,7 @@ pub fn get(pair: &mut Pair, size: u64, limit: Duration) -> Get {
     }
     out.exact &= out.bytes == size;
     out.established_at = pair.client.stats().established_at;
-    pair.client.close(pair.now, 0);
+    pair.client.close(0);
     // let the close reach the server
     let end = pair.now + ms(500);
     while pair.step(end) {
