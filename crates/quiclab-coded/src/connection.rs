@@ -581,8 +581,10 @@ impl Connection {
         base * (1 << self.hs_pto_count.min(6))
     }
 
+    /// Longer than the receiver's longest wait between reports on an unfinished block (two
+    /// RTTs) plus a round trip's variation: it fires on silence, not on a slow tail.
     fn probe_timeout(&self) -> Duration {
-        let base = self.rate.srtt() + 4 * self.rate.rttvar() + 2 * self.config.feedback_delay;
+        let base = 3 * self.rate.srtt() + 4 * self.rate.rttvar() + 2 * self.config.feedback_delay;
         base * (1 << self.probe_backoff.min(3))
     }
 
@@ -1073,7 +1075,6 @@ impl Connection {
             rtt,
             next_pn: self.next_pn[Level::OneRtt.index()],
         });
-        let before = self.tx_blocks.len();
         let decoded: BTreeSet<u64> = fb
             .blocks
             .iter()
@@ -1082,11 +1083,10 @@ impl Connection {
             .collect();
         self.tx_blocks
             .retain(|b| b.id >= fb.complete_below && !decoded.contains(&b.id));
-        let progress = covered > 0 || self.tx_blocks.len() < before;
-        if progress {
-            self.last_progress_at = Some(now);
-            self.probe_backoff = 0;
-        }
+        // Any current report shows the receiver alive and reachable: the probe timer is for
+        // silence only (top-ups below act on what the report says).
+        self.last_progress_at = Some(now);
+        self.probe_backoff = 0;
         // Top up blocks whose symbols, counting those still in flight or queued, fall short.
         let p = self.rate.loss_base();
         let listed_to = fb.blocks.last().map(|b| b.block);
@@ -1251,9 +1251,10 @@ impl Connection {
         self.fb_due_at = if incomplete {
             // The tail of a block may be lost with nothing behind it: keep reporting, slower
             // and slower, while a block is unfinished.
-            self.fb_idle_backoff += 1;
-            let wait = self.rate.srtt().max(self.config.feedback_delay)
+            // (half an RTT, then one, then two: the sender's probe timer waits longer)
+            let wait = (self.rate.srtt() / 2).max(self.config.feedback_delay)
                 * (1 << self.fb_idle_backoff.min(2));
+            self.fb_idle_backoff += 1;
             Some(now + wait)
         } else if self.fb_repeats_left > 0 {
             self.fb_repeats_left -= 1;

@@ -104,11 +104,12 @@
 //!
 //! The receiver reports after every [`Config::feedback_every`] (16) data packets or
 //! [`Config::feedback_delay`] (10 ms) after the first unreported one; while a block is
-//! unfinished and nothing arrives, it repeats its report after one RTT, doubling; once every
+//! unfinished and nothing arrives, it repeats its report after half an RTT, then one, then
+//! every two; once every
 //! block is decoded it repeats its last report twice, against its loss. Each report is
 //! cumulative, so losing one costs nothing but time. The sender keeps a probe timer only for
-//! total silence (no feedback for a whole RTT-derived timeout): it then sends one repair
-//! symbol ([`Stats::probes`] counts them).
+//! silence (no report for 3 RTT + 4 RTT variations + 20 ms, doubling up to 8 times): it then
+//! sends one repair symbol even beyond the in-flight cap ([`Stats::probes`] counts them).
 //!
 //! # Rate control ([`rate`])
 //!
@@ -117,7 +118,7 @@
 //! `1 - p` so that random loss does not drag the rate down. Loss within what `p` explains is
 //! not congestion; loss beyond it while the queueing delay is high (a drop-tail queue
 //! overflowing), or a goodput gap that grows with the delay, is: the rate is cut to 0.8 x the
-//! goodput and regrows 5 % per round. Backing off on the same overflow events as a
+//! goodput and regrows by two packets per RTT each round. Backing off on the same overflow events as a
 //! loss-based TCP is what keeps a Cubic flow from starving beside it.
 
 pub mod coding;

@@ -15,8 +15,9 @@
 //!   deviations + 1) while `q` was at least half its recent maximum and at least
 //!   max(5 ms, min RTT / 4) (a drop-tail queue overflowing), or lost over 30 % + 2 x
 //!   `loss_base` (at least 8 packets) whatever the delay (a policer, an outage). Then
-//!   `bw_hi` becomes 0.8 x the round's goodput (at most once per two rounds); it grows 5 % per
-//!   round while no congestion is seen. This is what lets a loss-driven flow such as Cubic keep
+//!   `bw_hi` becomes 0.8 x the round's goodput (at most once per two rounds); it grows by two
+//!   packets per RTT each round while no congestion is seen (additive increase, multiplicative
+//!   decrease: flows cut on the same events converge). This is what lets a loss-driven flow such as Cubic keep
 //!   its share: the two back off on the same overflow events.
 //! - A growing gap: in a cruise round whose goodput fell below 85 % of `bw` while `q` rose, the
 //!   capacity has shrunk (another flow or a slower link): `bw` is reset to that goodput instead
@@ -33,7 +34,7 @@ const STARTUP_GAIN: f64 = 2.885;
 const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 const BW_WINDOW_ROUNDS: u64 = 10;
 const BETA: f64 = 0.8;
-const HI_GROWTH: f64 = 1.05;
+const HI_GROWTH_PACKETS: f64 = 2.0;
 
 /// What one feedback adds to the sender's knowledge.
 #[derive(Debug, Clone, Copy, Default)]
@@ -277,7 +278,8 @@ impl RateControl {
                 self.drain_rounds = 0;
             }
         } else if !congested && !r.app_limited && self.bw_hi.is_finite() {
-            self.bw_hi *= HI_GROWTH;
+            // additive, so that flows cut by the same factor converge (AIMD)
+            self.bw_hi += HI_GROWTH_PACKETS * self.mss / self.srtt.as_secs_f64();
         }
         let rising = q > self.prev_q + q_low / 2;
         if self.mode == Mode::ProbeBw

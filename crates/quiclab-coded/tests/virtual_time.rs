@@ -72,7 +72,11 @@ fn get_is_byte_exact_under_iid_loss_without_timer_recovery() {
             let server = pair.server.as_ref().unwrap();
             let (s, c) = (server.stats(), pair.client.stats());
             // recovery used repair symbols only: none were sent for want of feedback
-            assert_eq!(s.probes + c.probes, 0, "{what}: timer-driven sends");
+            assert_eq!(
+                (s.probes, c.probes),
+                (0, 0),
+                "{what}: timer-driven sends (server, client)"
+            );
             let dropped = pair.link.down.counters().dropped_random;
             if loss > 0.0 {
                 assert!(
@@ -242,4 +246,67 @@ fn uploads_and_several_requests_share_one_connection() {
     assert!(pair.link.up.counters().dropped_random > 0);
     // the client was the coded sender here: it repaired its own losses without timers
     assert_eq!(pair.client.stats().probes, 0);
+}
+
+#[test]
+fn a_second_coded_flow_is_not_starved_and_the_bottleneck_stays_full() {
+    // Flow A starts alone; flow B joins after 2 s; both download until 12 s. Over the last 6 s
+    // neither may fall below 30 % of what the bottleneck carries as body bytes, and together
+    // they must keep it 85 % busy. (Seeds 21-26 gave the late flow 40-49 %: with a standing
+    // queue and few overflows, each paces near the goodput it measured, so shares converge
+    // slowly.)
+    let config = Config::default();
+    let ceiling = RATE_BPS * config.symbol_size() as f64 / full_packet() as f64;
+    let mut net = Shared::new(&path(21, &[("loss", "1%")]), config);
+    let size: u64 = 40_000_000; // more than either can fetch in 12 s
+    let mut flows = vec![(net.connect(), false)];
+    let mut received = [0u64; 2];
+    let mut window = [0u64; 2];
+    let (join, measure_from, end) = (ms(2_000), ms(6_000), ms(12_000));
+    while net.step(end) {
+        if net.at >= join && flows.len() == 1 {
+            flows.push((net.connect(), false));
+        }
+        for (i, (h, requested)) in flows.iter_mut().enumerate() {
+            let c = net.clients.connection(*h).unwrap();
+            if !*requested {
+                let s = c.open_stream().unwrap();
+                c.write(s, format!("GET /bytes/{size}").as_bytes()).unwrap();
+                c.finish(s).unwrap();
+                *requested = true;
+            }
+            while let Some(ev) = c.poll_event() {
+                if let Event::StreamReadable(id) = ev {
+                    let n = c.read(id).unwrap().0.len() as u64;
+                    received[i] += n;
+                    if net.at >= measure_from {
+                        window[i] += n;
+                    }
+                }
+            }
+        }
+        for h in net.server.handles().collect::<Vec<_>>() {
+            let c = net.server.connection(h).unwrap();
+            while let Some(ev) = c.poll_event() {
+                if let Event::StreamReadable(id) = ev
+                    && c.read(id).unwrap().1
+                {
+                    c.write(id, &vec![0; size as usize]).unwrap();
+                    c.finish(id).unwrap();
+                }
+            }
+        }
+    }
+    let secs = (end - measure_from).as_secs_f64();
+    let rates: Vec<f64> = window.iter().map(|&b| b as f64 * 8.0 / secs).collect();
+    println!(
+        "shares over {secs} s: {:.2} and {:.2} Mbit/s of a {:.2} Mbit/s ceiling",
+        rates[0] / 1e6,
+        rates[1] / 1e6,
+        ceiling / 1e6
+    );
+    for (i, r) in rates.iter().enumerate() {
+        assert!(*r >= 0.3 * ceiling, "flow {i}: {r} bit/s");
+    }
+    assert!(rates.iter().sum::<f64>() >= 0.85 * ceiling, "{rates:?}");
 }

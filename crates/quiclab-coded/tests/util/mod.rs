@@ -266,3 +266,73 @@ pub fn get(pair: &mut Pair, size: u64, limit: Duration) -> Get {
     }
     out
 }
+
+/// Two endpoints (every client on one side, every server connection on the other) joined by
+/// one emulated link, so that their connections share its bottleneck.
+pub struct Shared {
+    pub now: Duration,
+    pub clients: quiclab_coded::Endpoint,
+    pub server: quiclab_coded::Endpoint,
+    pub link: Link,
+    pub at: Duration,
+}
+
+impl Shared {
+    pub fn new(link_config: &LinkConfig, config: Config) -> Self {
+        Shared {
+            now: Duration::ZERO,
+            clients: quiclab_coded::Endpoint::client(config.clone()),
+            server: quiclab_coded::Endpoint::server(config, server_tls()),
+            link: Link::new(link_config, false).unwrap(),
+            at: Duration::ZERO,
+        }
+    }
+
+    pub fn connect(&mut self) -> quiclab_coded::Handle {
+        self.clients
+            .connect(self.now, client_tls(), "localhost")
+            .unwrap()
+    }
+
+    /// As [`Pair::step`].
+    pub fn step(&mut self, limit: Duration) -> bool {
+        let now = self.now;
+        self.at = now;
+        self.clients.handle_timeout(now);
+        self.server.handle_timeout(now);
+        while let Some(dep) = self.link.up.poll_transmit(now) {
+            let mut d = dep.data;
+            d.truncate(d.len() - IP_UDP_HEADER);
+            self.server.handle_datagram(now, &d);
+        }
+        while let Some(dep) = self.link.down.poll_transmit(now) {
+            let mut d = dep.data;
+            d.truncate(d.len() - IP_UDP_HEADER);
+            self.clients.handle_datagram(now, &d);
+        }
+        while let Some((_, mut d)) = self.clients.poll_transmit(now) {
+            d.resize(d.len() + IP_UDP_HEADER, 0);
+            self.link.up.push(now, d);
+        }
+        while let Some((_, mut d)) = self.server.poll_transmit(now) {
+            d.resize(d.len() + IP_UDP_HEADER, 0);
+            self.link.down.push(now, d);
+        }
+        let next = [
+            self.clients.poll_timeout(),
+            self.server.poll_timeout(),
+            self.link.up.poll_timeout(),
+            self.link.down.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match next {
+            Some(t) if t <= limit => {
+                self.now = t.max(now + Duration::from_micros(1)).min(limit);
+                true
+            }
+            _ => false,
+        }
+    }
+}
