@@ -70,7 +70,7 @@ impl Config {
                 "1200 to 65507 bytes",
             ));
         }
-        if !(1..=8192).contains(&self.max_block_symbols) {
+        if !(1..=MAX_BLOCK_SYMBOLS).contains(&self.max_block_symbols) {
             return Err(bad(
                 "max_block_symbols",
                 self.max_block_symbols.to_string(),
@@ -158,6 +158,10 @@ pub struct Stats {
 }
 
 const CLOSE_COPIES: u32 = 3;
+/// Largest block a connection accepts (and [`Config::max_block_symbols`] may ask for).
+const MAX_BLOCK_SYMBOLS: u16 = 8192;
+/// Handshake bytes a level buffers beyond what is in order, at most.
+const CRYPTO_WINDOW: u64 = 64 * 1024;
 const EARLY_1RTT_MAX: usize = 32;
 const FEEDBACK_MAX_BLOCKS: usize = 64;
 /// Copies of the final feedback when the receiver has everything, against its loss.
@@ -747,8 +751,15 @@ impl Connection {
     fn on_crypto(&mut self, now: Duration, level: Level, offset: u64, data: &[u8]) {
         let space = &mut self.crypto[level.index()];
         space.ack_pending = true;
-        let end = offset + data.len() as u64;
+        let end = offset.saturating_add(data.len() as u64);
         if end <= space.recv_offset {
+            return;
+        }
+        let limit = space.recv_offset + CRYPTO_WINDOW;
+        if end > limit {
+            self.fail(ConnectionError::Protocol(format!(
+                "{level:?} handshake data up to offset {end}; allowed: up to {limit}"
+            )));
             return;
         }
         let skip = space.recv_offset.saturating_sub(offset) as usize;
@@ -927,6 +938,11 @@ impl Connection {
     }
 
     fn on_symbol(&mut self, now: Duration, block: u64, k: u16, esi: u32, data: &[u8]) {
+        // RFC 6330 allows 56403 source symbols and 24-bit symbol ids; this protocol's senders
+        // stay within MAX_BLOCK_SYMBOLS, and anything beyond is dropped, not decoded.
+        if k > MAX_BLOCK_SYMBOLS || esi >= 1 << 24 {
+            return;
+        }
         if block < self.complete_below
             || block >= self.complete_below + 2 * self.config.max_blocks_in_flight as u64
         {
@@ -1347,5 +1363,40 @@ impl Connection {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += p.len() as u64;
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_errors_name_the_field_the_value_and_what_is_allowed() {
+        let bad = Config {
+            max_datagram: 500,
+            ..Config::default()
+        };
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("max_datagram = 500: allowed: 1200 to 65507"),
+            "{e}"
+        );
+        let bad = Config {
+            max_block_symbols: 9000,
+            ..Config::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("max_block_symbols")
+        );
+        Config::default().validate().unwrap();
+        // a full symbol packet fits the datagram exactly at most
+        let c = Config::default();
+        assert!(
+            c.symbol_size() + wire::SYMBOL_HEADER_MAX + packet::overhead(Level::OneRtt)
+                <= c.max_datagram
+        );
     }
 }
