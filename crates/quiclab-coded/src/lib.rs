@@ -8,7 +8,8 @@
 //!
 //! # Contract
 //!
-//! - **Sans-IO.** Nothing here reads a clock, opens a socket or a file, or spawns. Time is a
+//! - **Sans-IO.** Nothing here but [`udp`] reads a clock or touches a socket, and nothing opens
+//!   a file or spawns; [`udp`] is a thin driver over a socket the caller opened. Time is a
 //!   [`Duration`](std::time::Duration) since an epoch the caller keeps fixed, passed into every
 //!   call that needs it: [`Connection::handle_datagram`]`(now, bytes)`,
 //!   [`Connection::poll_transmit`]`(now)`, [`Connection::poll_timeout`]`()`,
@@ -131,6 +132,7 @@ pub mod error;
 pub mod packet;
 pub mod rate;
 pub mod stream;
+pub mod udp;
 pub mod wire;
 
 pub use connection::{Config, Connection, Event, Stats};
