@@ -156,18 +156,21 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
-/// The longest a trial's client may run: generous against the ideal transfer time, so only a
-/// stuck transfer hits it.
+/// The longest a trial's client may run: generous against the ideal transfer time of all its
+/// requests and their round trips, so only a stuck transfer hits it.
 fn client_timeout(plan: &Plan, spec: &TrialSpec) -> Duration {
     if let Some(t) = plan.trial_timeout {
         return t;
     }
     let cond = &plan.conditions[spec.condition];
+    let bytes: u64 = spec.requests.iter().sum::<u64>().max(spec.size);
     let ideal = match cond.rate_bps() {
-        Some(bps) => spec.size as f64 * 8.0 / bps as f64,
-        None => spec.size as f64 * 8.0 / 1e9,
+        Some(bps) => bytes as f64 * 8.0 / bps as f64,
+        None => bytes as f64 * 8.0 / 1e9,
     };
-    Duration::from_secs_f64(30.0 + 20.0 * ideal + 50.0 * cond.link.min_rtt().as_secs_f64())
+    // a handshake and a request round trip or two per request, many times over
+    let rtts = 50.0 + 10.0 * spec.requests.len().saturating_sub(1) as f64;
+    Duration::from_secs_f64(30.0 + 20.0 * ideal + rtts * cond.link.min_rtt().as_secs_f64())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use quiclab_runner::campaign::{self, Progress, RunOptions};
 use quiclab_runner::expand::TrialSpec;
-use quiclab_runner::plan::{self, Plan, Profile};
+use quiclab_runner::plan::{self, Plan, Profile, Workload};
 use quiclab_store::{Store, TrialRecord};
 
 use crate::signals::Signals;
@@ -110,8 +110,12 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
 }
 
 fn cell(plan: &Plan, spec: &TrialSpec) -> String {
+    let before = spec
+        .before
+        .map(|b| format!(" (before {})", plan.conditions[b].name))
+        .unwrap_or_default();
     format!(
-        "{} / {} / {} #{}",
+        "{}{before} / {} / {} #{}",
         plan.conditions[spec.condition].name,
         quiclab_report::units::size(spec.size),
         plan.arms[spec.arm].name,
@@ -302,13 +306,32 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
     let trials = quiclab_runner::expand::expand(&plan).len();
+    let conditions = match plan.interleave {
+        Some(b) => format!(
+            "({} conditions, each after a run of {:?})",
+            plan.conditions.len() - 1,
+            plan.conditions[b].name
+        ),
+        None => format!("{} conditions", plan.conditions.len()),
+    };
+    let sizes = match plan.workload {
+        Workload::Segments {
+            count,
+            min_bytes,
+            max_bytes,
+            ..
+        } => format!(
+            "{count} segments of {} to {}",
+            quiclab_report::units::size(min_bytes),
+            quiclab_report::units::size(max_bytes)
+        ),
+        _ => format!("{} sizes", plan.sizes.len()),
+    };
     eprintln!(
-        "quiclab: plan {} ({}, {} profile): {} conditions x {} sizes x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
+        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
         plan.name,
         plan.source,
         profile.name(),
-        plan.conditions.len(),
-        plan.sizes.len(),
         plan.arms.len(),
         plan.iterations,
         out.display()
