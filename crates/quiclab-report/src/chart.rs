@@ -1,5 +1,5 @@
 //! The small SVG toolkit every section draws with: arm colours, 1-2-5 ticks, an x/y frame with
-//! gridlines, labelled axes and a legend, and the diverging scale of the heatmaps.
+//! gridlines, labelled axes and a legend, grouped bars, and the diverging scale of the heatmaps.
 //!
 //! Contract: output is a self-contained `<svg>` element (namespace, size and font set on the
 //! element itself, so it also renders when saved alone), well-formed XML, with every text escaped
@@ -383,6 +383,193 @@ pub fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str, width: f6
     );
 }
 
+/// A dashed horizontal line across the frame at `y` (data units) with a label at its right end,
+/// e.g. a link's rate; nothing when `y` is outside the axis.
+pub fn reference_line(out: &mut String, frame: &Frame, y: f64, colour: &str, label: &str) {
+    if y < frame.y.lo || y > frame.y.hi {
+        return;
+    }
+    let py = frame.py(y);
+    let _ = write!(
+        out,
+        r#"<line x1="{}" y1="{py}" x2="{}" y2="{py}" stroke="{col}" stroke-width="1.2" stroke-dasharray="5 3"/><text x="{}" y="{}" text-anchor="end" fill="{col}" font-size="{TICK_FONT}">{}</text>"#,
+        c(frame.left),
+        c(frame.right()),
+        c(frame.right() - 2.0),
+        c(py - 3.0),
+        esc(label),
+        py = c(py),
+        col = esc(colour),
+    );
+}
+
+/// One bar of a [`grouped_bars`] chart.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    /// `None` draws nothing in the bar's slot (no data).
+    pub value: Option<f64>,
+    pub colour: String,
+    /// Outlined with a pale fill instead of solid: the second series of a pair.
+    pub hollow: bool,
+    /// An interval drawn as a whisker over the bar.
+    pub whisker: Option<(f64, f64)>,
+    /// The bar's tooltip.
+    pub title: String,
+}
+
+/// Bars side by side under one category label.
+#[derive(Debug, Clone)]
+pub struct BarGroup {
+    pub label: String,
+    pub bars: Vec<Bar>,
+}
+
+/// What a grouped bar chart shows.
+#[derive(Debug, Clone)]
+pub struct BarSpec {
+    pub width: f64,
+    pub height: f64,
+    pub title: String,
+    pub y_label: String,
+    pub y: Ticks,
+    pub groups: Vec<BarGroup>,
+    pub legend: Vec<LegendEntry>,
+    /// Dashed lines across the chart: (value, colour, label).
+    pub references: Vec<(f64, String, String)>,
+}
+
+/// A bar chart of categories (groups) along x, each with its bars side by side, on a value
+/// axis with gridlines; bars start at 0 (or at the axis's bottom, if it is above 0).
+pub fn grouped_bars(spec: &BarSpec) -> String {
+    let mut out = String::new();
+    svg_open(&mut out, spec.width, spec.height, &spec.title);
+    let y_labels: Vec<String> = spec.y.values.iter().map(|&v| spec.y.label(v)).collect();
+    let y_label_w = y_labels
+        .iter()
+        .map(|l| text_width(l, TICK_FONT))
+        .fold(0.0, f64::max);
+    let left = 8.0 + 14.0 + 6.0 + y_label_w + 6.0;
+    let right = 12.0;
+    let (_, rows) = legend_layout(&spec.legend, spec.width - left - right + 30.0);
+    let top = 10.0 + rows as f64 * LEGEND_ROW + if rows > 0 { 6.0 } else { 0.0 };
+    let frame = Frame {
+        left,
+        top,
+        width: spec.width - left - right,
+        height: spec.height - top - 34.0,
+        // x is categorical: a unit axis the groups divide
+        x: Ticks::new(0.0, 1.0, 1),
+        y: spec.y.clone(),
+    };
+    draw_legend(&mut out, &spec.legend, left - 30.0, 6.0, frame.width + 30.0);
+    out.push_str(r##"<g stroke="#e6e6e6" stroke-width="1">"##);
+    for &v in &spec.y.values {
+        let _ = write!(
+            out,
+            r#"<line x1="{}" y1="{y}" x2="{}" y2="{y}"/>"#,
+            c(frame.left),
+            c(frame.right()),
+            y = c(frame.py(v))
+        );
+    }
+    out.push_str("</g>");
+    let _ = write!(
+        out,
+        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
+    );
+    for (&v, l) in spec.y.values.iter().zip(&y_labels) {
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{}" dominant-baseline="central">{}</text>"#,
+            c(frame.left - 5.0),
+            c(frame.py(v)),
+            esc(l)
+        );
+    }
+    out.push_str("</g>");
+    let base = frame.py(spec.y.lo.max(0.0).min(spec.y.hi));
+    let n = spec.groups.len().max(1) as f64;
+    let group_w = frame.width / n;
+    for (gi, g) in spec.groups.iter().enumerate() {
+        let gx = frame.left + gi as f64 * group_w;
+        let slots = g.bars.len().max(1) as f64;
+        let bar_w = ((group_w * 0.8) / slots).min(28.0);
+        let x0 = gx + (group_w - bar_w * slots) / 2.0;
+        for (bi, b) in g.bars.iter().enumerate() {
+            let Some(v) = b.value else { continue };
+            let x = x0 + bi as f64 * bar_w;
+            let py = frame.py(v.clamp(spec.y.lo, spec.y.hi));
+            let (y, h) = if py < base {
+                (py, base - py)
+            } else {
+                (base, py - base)
+            };
+            let col = esc(&b.colour);
+            let (fill, opacity) = if b.hollow {
+                (col.clone(), "0.22")
+            } else {
+                (col.clone(), "1")
+            };
+            let _ = write!(
+                out,
+                r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{fill}" fill-opacity="{opacity}" stroke="{col}" stroke-width="1.2"><title>{}</title></rect>"#,
+                c(x + 1.0),
+                c(y),
+                c(bar_w - 2.0),
+                c(h.max(0.5)),
+                esc(&b.title)
+            );
+            if let Some((lo, hi)) = b.whisker {
+                let (ylo, yhi) = (
+                    frame.py(lo.clamp(spec.y.lo, spec.y.hi)),
+                    frame.py(hi.clamp(spec.y.lo, spec.y.hi)),
+                );
+                let xm = x + bar_w / 2.0;
+                let _ = write!(
+                    out,
+                    r##"<path d="M{xm} {ylo}V{yhi}M{} {ylo}H{}M{} {yhi}H{}" stroke="#222" stroke-width="1.2" fill="none"/>"##,
+                    c(xm - 3.0),
+                    c(xm + 3.0),
+                    c(xm - 3.0),
+                    c(xm + 3.0),
+                    xm = c(xm),
+                    ylo = c(ylo),
+                    yhi = c(yhi),
+                );
+            }
+        }
+        let _ = write!(
+            out,
+            r##"<text x="{}" y="{}" text-anchor="middle" fill="#222">{}</text>"##,
+            c(gx + group_w / 2.0),
+            c(frame.bottom() + 16.0),
+            esc(&g.label)
+        );
+    }
+    let _ = write!(
+        out,
+        r##"<path d="M{l} {t}V{b}M{l} {base}H{r}" fill="none" stroke="#555" stroke-width="1"/>"##,
+        l = c(frame.left),
+        t = c(frame.top),
+        b = c(frame.bottom()),
+        base = c(base),
+        r = c(frame.right())
+    );
+    for (v, col, label) in &spec.references {
+        reference_line(&mut out, &frame, *v, col, label);
+    }
+    let (yx, yy) = (14.0, frame.top + frame.height / 2.0);
+    let _ = write!(
+        out,
+        r##"<text transform="translate({},{}) rotate(-90)" text-anchor="middle" fill="#222">{}</text>"##,
+        c(yx),
+        c(yy),
+        esc(&spec.y_label)
+    );
+    svg_close(&mut out);
+    out
+}
+
 /// Heatmap colour of a relative change: white at 0, ColorBrewer RdBu blue for negative (faster)
 /// and red for positive (slower), full intensity at `|change| >= saturate`. Returns the fill
 /// and whether text on it should be white.
@@ -464,6 +651,61 @@ mod tests {
         assert_eq!(diverging(0.5, 0.5), diverging(2.0, 0.5));
         assert_eq!(diverging(0.0, 0.5).0, "#f7f7f7");
         assert!(diverging(-0.5, 0.5).1, "white text on full blue");
+    }
+
+    #[test]
+    fn grouped_bars_stand_on_zero_with_heights_in_proportion() {
+        let bar = |v: f64| Bar {
+            value: Some(v),
+            colour: "#0072B2".into(),
+            hollow: false,
+            whisker: Some((v - 1.0, v + 1.0)),
+            title: format!("v={v}"),
+        };
+        let spec = BarSpec {
+            width: 400.0,
+            height: 300.0,
+            title: "t".into(),
+            y_label: "Mbit/s".into(),
+            y: Ticks::new(0.0, 40.0, 4),
+            groups: vec![
+                BarGroup {
+                    label: "a".into(),
+                    bars: vec![bar(10.0), bar(30.0)],
+                },
+                BarGroup {
+                    label: "b <&>".into(),
+                    bars: vec![Bar {
+                        value: None,
+                        ..bar(0.0)
+                    }],
+                },
+            ],
+            legend: Vec::new(),
+            references: vec![(38.0, "#888888".into(), "link".into())],
+        };
+        let svg = grouped_bars(&spec);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert!(svg.contains("b &lt;&amp;&gt;"), "labels are escaped");
+        let heights: Vec<f64> = svg
+            .split("<rect x=")
+            .skip(1)
+            .filter_map(|r| {
+                let h = r.split("height=\"").nth(1)?.split('"').next()?;
+                h.parse().ok()
+            })
+            .collect();
+        // the 100% background rect has no numeric height; two bars, the second three times
+        // the first (to the 0.1 px of printed coordinates)
+        assert_eq!(heights.len(), 2, "{svg}");
+        assert!((heights[1] / heights[0] - 3.0).abs() < 0.02, "{heights:?}");
+        assert_eq!(
+            svg.matches("<title>").count(),
+            2,
+            "no bar for a missing value"
+        );
+        assert!(svg.contains("stroke-dasharray") && svg.contains(">link<"));
+        assert_eq!(grouped_bars(&spec), svg, "deterministic");
     }
 
     #[test]
