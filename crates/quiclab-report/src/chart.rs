@@ -438,6 +438,19 @@ pub struct BarSpec {
     pub references: Vec<(f64, String, String)>,
 }
 
+/// `label` in one line if it fits `width` px, else in two, broken at the space that makes the
+/// longer line shortest.
+fn wrap_label(label: &str, width: f64) -> Vec<String> {
+    if text_width(label, FONT_SIZE) <= width {
+        return vec![label.to_string()];
+    }
+    label
+        .match_indices(' ')
+        .map(|(i, _)| (label[..i].to_string(), label[i + 1..].to_string()))
+        .min_by_key(|(a, b)| a.chars().count().max(b.chars().count()))
+        .map_or_else(|| vec![label.to_string()], |(a, b)| vec![a, b])
+}
+
 /// A bar chart of categories (groups) along x, each with its bars side by side, on a value
 /// axis with gridlines; bars start at 0 (or at the axis's bottom, if it is above 0).
 pub fn grouped_bars(spec: &BarSpec) -> String {
@@ -456,7 +469,7 @@ pub fn grouped_bars(spec: &BarSpec) -> String {
         left,
         top,
         width: spec.width - left - right,
-        height: spec.height - top - 34.0,
+        height: spec.height - top - 46.0,
         // x is categorical: a unit axis the groups divide
         x: Ticks::new(0.0, 1.0, 1),
         y: spec.y.clone(),
@@ -538,13 +551,15 @@ pub fn grouped_bars(spec: &BarSpec) -> String {
                 );
             }
         }
-        let _ = write!(
-            out,
-            r##"<text x="{}" y="{}" text-anchor="middle" fill="#222">{}</text>"##,
-            c(gx + group_w / 2.0),
-            c(frame.bottom() + 16.0),
-            esc(&g.label)
-        );
+        for (li, line) in wrap_label(&g.label, group_w - 4.0).iter().enumerate() {
+            let _ = write!(
+                out,
+                r##"<text x="{}" y="{}" text-anchor="middle" fill="#222">{}</text>"##,
+                c(gx + group_w / 2.0),
+                c(frame.bottom() + 16.0 + 13.0 * li as f64),
+                esc(line)
+            );
+        }
     }
     let _ = write!(
         out,
@@ -705,6 +720,10 @@ mod tests {
             "no bar for a missing value"
         );
         assert!(svg.contains("stroke-dasharray") && svg.contains(">link<"));
+        // a label too wide for its group breaks at the space nearest its middle
+        assert_eq!(wrap_label("inbound loss 1%", 60.0), ["inbound", "loss 1%"]);
+        assert_eq!(wrap_label("inbound loss 1%", 200.0), ["inbound loss 1%"]);
+        assert_eq!(wrap_label("unbreakable", 10.0), ["unbreakable"]);
         assert_eq!(grouped_bars(&spec), svg, "deterministic");
     }
 
