@@ -272,8 +272,8 @@ pub fn render(an: &Analysis) -> Option<String> {
          (request sent to last byte); the table gives the mean over every segment of the \
          successful trials, as the study did. <em>Normal</em> is condition <strong>{}</strong>{}. \
          Drop ratio = 1 − impaired / normal. The interval resamples rounds (a normal trial \
-         with its impaired partner) when there are {MIN_TRIALS} or more, else it is the range \
-         of single rounds' drops.</p>",
+         with its impaired partner) when there are {MIN_TRIALS} or more (a rough interval with \
+         few rounds), else it is the range of single rounds' drops.</p>",
         esc(&units::size(min_bytes)),
         esc(&units::size(max_bytes)),
         esc(&camp.conditions[base].name),
@@ -598,6 +598,23 @@ fn drop_chart(an: &Analysis, rows: &[PatternRow]) -> (String, String) {
     )
 }
 
+/// An axis from segment 1 to segment `n` with ticks on whole segments, at most about 8.
+fn segment_ticks(n: usize) -> Ticks {
+    let n = n.max(2);
+    let step = match (n - 1).div_ceil(8) {
+        0 | 1 => 1,
+        2 => 2,
+        3..=5 => 5,
+        k => k.div_ceil(10) * 10,
+    };
+    Ticks {
+        lo: 1.0,
+        hi: n as f64,
+        step: step as f64,
+        values: (1..=n).step_by(step).map(|i| i as f64).collect(),
+    }
+}
+
 /// Throughput per segment index of each arm's median trial under one condition.
 fn series_chart(an: &Analysis, ci: usize, base: usize, stream_rate_bps: u64) -> (String, String) {
     let camp = an.campaign;
@@ -641,7 +658,7 @@ fn series_chart(an: &Analysis, ci: usize, base: usize, stream_rate_bps: u64) -> 
         title: title.clone(),
         x_label: "segment".into(),
         y_label: "Mbit/s".into(),
-        x: Ticks::new(1.0, (n as f64).max(2.0), n.clamp(1, 8)),
+        x: segment_ticks(n),
         y: Ticks::new(0.0, top * 1.05, 5),
         legend,
         right_band: 0.0,
@@ -945,6 +962,19 @@ mod tests {
         assert!((ratio - 0.04).abs() < 1e-9, "{ratio}");
         let (t, q) = (row_for(&rows, 2, 0).unwrap(), row_for(&rows, 2, 1).unwrap());
         assert!((drop_ratio(t, q).unwrap() - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn segment_axes_tick_whole_segments_from_the_first_to_the_last() {
+        for n in [1, 2, 5, 9, 15, 40, 200] {
+            let t = segment_ticks(n);
+            assert_eq!(t.lo, 1.0);
+            assert_eq!(t.hi, n.max(2) as f64);
+            assert_eq!(t.values[0], 1.0);
+            assert!(t.values.len() <= 9, "{n}: {:?}", t.values);
+            assert!(t.values.iter().all(|v| v.fract() == 0.0 && *v <= t.hi));
+        }
+        assert_eq!(segment_ticks(15).values.len(), 8, "1, 3, ..., 15");
     }
 
     #[test]
