@@ -21,7 +21,7 @@ pub fn render(an: &Analysis) -> Option<String> {
     if camp.conditions.is_empty() || camp.sizes.is_empty() || camp.arms.is_empty() {
         return None;
     }
-    let mut out = String::new();
+    let mut out = super::ttlb_note(camp);
     out.push_str(
         "<p class=\"muted\">One panel per condition (open one to see its object sizes). Colours \
          follow the arms in the header throughout.</p>\n",
@@ -48,7 +48,7 @@ fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
     let title = format!(
         "{} · {}",
         camp.conditions[ci].name,
-        units::size(camp.sizes[s])
+        super::size_label(camp, camp.sizes[s])
     );
     let _ = write!(
         out,
