@@ -16,7 +16,7 @@ use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
 use quiclab_report::model::{Detail, Metrics, RequestMetrics, TimelinePoint};
 use quiclab_stack::record::{HttpVersion, RequestRecord};
-use quiclab_stack::server::FASTOPEN_SYSCTL;
+use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
 

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::tmpdir;
+use common::{median, tmpdir};
 use quiclab_store::Store;
 
 fn quiclab() -> Command {
@@ -40,16 +40,6 @@ fn run_plan(p: &Path, out: &Path, jobs: &str) -> Command {
         jobs,
     ]);
     c
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn no_namespaces_left_by(pid: u32) -> bool {
