@@ -245,6 +245,35 @@ impl Frame {
     }
 }
 
+/// Horizontal gridlines at the y ticks and their labels left of the frame.
+fn y_grid(out: &mut String, frame: &Frame, labels: &[String]) {
+    out.push_str(r##"<g stroke="#e6e6e6" stroke-width="1">"##);
+    for &v in &frame.y.values {
+        let _ = write!(
+            out,
+            r#"<line x1="{}" y1="{y}" x2="{}" y2="{y}"/>"#,
+            c(frame.left),
+            c(frame.right()),
+            y = c(frame.py(v))
+        );
+    }
+    out.push_str("</g>");
+    let _ = write!(
+        out,
+        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
+    );
+    for (&v, l) in frame.y.values.iter().zip(labels) {
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{}" dominant-baseline="central">{}</text>"#,
+            c(frame.left - 5.0),
+            c(frame.py(v)),
+            esc(l)
+        );
+    }
+    out.push_str("</g>");
+}
+
 /// Starts an x/y chart: opens the `<svg>`, draws the legend, gridlines, axes, tick labels and
 /// axis titles, and returns the frame to draw data into. Close with [`svg_close`].
 pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
@@ -280,17 +309,8 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
             x = c(x)
         );
     }
-    for &v in &spec.y.values {
-        let y = frame.py(v);
-        let _ = write!(
-            out,
-            r#"<line x1="{}" y1="{y}" x2="{}" y2="{y}"/>"#,
-            c(frame.left),
-            c(frame.right()),
-            y = c(y)
-        );
-    }
     out.push_str("</g>");
+    y_grid(out, &frame, &y_labels);
     let _ = write!(
         out,
         r##"<path d="M{l} {t}V{b}H{r}" fill="none" stroke="#555" stroke-width="1"/>"##,
@@ -310,20 +330,6 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
             c(frame.px(v)),
             c(frame.bottom() + 14.0),
             esc(&spec.x.label(v))
-        );
-    }
-    out.push_str("</g>");
-    let _ = write!(
-        out,
-        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
-    );
-    for (&v, l) in spec.y.values.iter().zip(&y_labels) {
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{}" dominant-baseline="central">{}</text>"#,
-            c(frame.left - 5.0),
-            c(frame.py(v)),
-            esc(l)
         );
     }
     out.push_str("</g>");
@@ -539,31 +545,7 @@ pub fn grouped_bars(spec: &BarSpec) -> String {
         y: spec.y.clone(),
     };
     draw_legend(&mut out, &spec.legend, left - 30.0, 6.0, frame.width + 30.0);
-    out.push_str(r##"<g stroke="#e6e6e6" stroke-width="1">"##);
-    for &v in &spec.y.values {
-        let _ = write!(
-            out,
-            r#"<line x1="{}" y1="{y}" x2="{}" y2="{y}"/>"#,
-            c(frame.left),
-            c(frame.right()),
-            y = c(frame.py(v))
-        );
-    }
-    out.push_str("</g>");
-    let _ = write!(
-        out,
-        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
-    );
-    for (&v, l) in spec.y.values.iter().zip(&y_labels) {
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{}" dominant-baseline="central">{}</text>"#,
-            c(frame.left - 5.0),
-            c(frame.py(v)),
-            esc(l)
-        );
-    }
-    out.push_str("</g>");
+    y_grid(&mut out, &frame, &y_labels);
     let base = frame.py(spec.y.lo.max(0.0).min(spec.y.hi));
     let n = spec.groups.len().max(1) as f64;
     let group_w = frame.width / n;
