@@ -21,6 +21,11 @@ pub struct Campaign {
     pub arms: Vec<Arm>,
     /// Network conditions in plan order (the heatmap's rows).
     pub conditions: Vec<Condition>,
+    /// The baseline condition run just before every trial of the other conditions (same arm,
+    /// iteration and size), so that each impaired trial has a normal one next to it in time;
+    /// `None` when conditions simply follow each other. See [`Trial::before`].
+    #[serde(default)]
+    pub interleave: Option<String>,
     /// What every trial does (the kind decides which sections the report shows).
     #[serde(default)]
     pub workload: Workload,
@@ -49,6 +54,13 @@ pub enum Workload {
         count: u32,
         min_bytes: u64,
         max_bytes: u64,
+        /// The video's bit rate: a segment of `b` bytes plays for `b * 8 / stream_rate_bps`
+        /// seconds. Used by the report's playback estimate only (not part of a trial's identity).
+        #[serde(default = "default_stream_rate_bps")]
+        stream_rate_bps: u64,
+        /// Seconds of video a player buffers before it starts playing, in ms. Report only too.
+        #[serde(default = "default_player_buffer_ms")]
+        player_buffer_ms: u64,
     },
     /// 8-byte timestamped units from client to server, `units_per_second` of them, sent in
     /// flushes of `flush_units`, for `duration_ms`; each arm says how flushes travel (its
@@ -58,6 +70,20 @@ pub enum Workload {
         flush_units: u32,
         duration_ms: u64,
     },
+}
+
+/// The stream rate of a segments workload when the plan names none: 6 Mbit/s, HD video as in
+/// the HLS study.
+pub const DEFAULT_STREAM_RATE_BPS: u64 = 6_000_000;
+/// The player buffer of a segments workload when the plan names none: 10 s.
+pub const DEFAULT_PLAYER_BUFFER_MS: u64 = 10_000;
+
+fn default_stream_rate_bps() -> u64 {
+    DEFAULT_STREAM_RATE_BPS
+}
+
+fn default_player_buffer_ms() -> u64 {
+    DEFAULT_PLAYER_BUFFER_MS
 }
 
 impl Workload {
@@ -82,6 +108,7 @@ impl Workload {
                 count,
                 min_bytes,
                 max_bytes,
+                ..
             } => format!(
                 "{count} GETs per trial on one connection, of {} to {}",
                 crate::units::size(*min_bytes),
@@ -151,6 +178,10 @@ pub struct Trial {
     pub iteration: u32,
     /// Seed of the link emulator; arms of one iteration share it (same packet fates).
     pub seed: u64,
+    /// For a trial of the campaign's interleaved baseline condition: the condition whose trial
+    /// (same arm, iteration and size) ran right after it.
+    #[serde(default)]
+    pub before: Option<String>,
     /// `Err(reason)` for a failed trial.
     pub outcome: Result<Metrics, String>,
     /// Folder of this trial's artifacts (qlog, keylog, events), if kept.

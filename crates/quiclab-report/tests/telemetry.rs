@@ -93,6 +93,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
                     size: (UNITS * 8) as u64,
                     iteration: it,
                     seed: u64::from(it),
+                    before: None,
                     outcome: Ok(Metrics {
                         ttlb_ms: 5100.0,
                         ttfb_ms: 70.0,
@@ -137,6 +138,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
         },
         sizes: vec![(UNITS * 8) as u64],
         comparisons: Vec::new(),
+        interleave: None,
         trials,
     }
 }

@@ -99,6 +99,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
                 rate_bps: c.rate_bps(),
             })
             .collect(),
+        interleave: plan.interleave.map(|i| plan.conditions[i].name.clone()),
         workload: plan.workload.clone(),
         sizes,
         comparisons: plan

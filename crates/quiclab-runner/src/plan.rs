@@ -5,13 +5,16 @@
 //! name = "example"
 //! iterations = 20            # trials per (condition, size, arm)
 //! seed = 1                   # base seed: iteration i uses a seed derived from (seed, i)
+//! interleave = "baseline"    # optional: run this condition just before every other
+//!                            # condition's trial (same arm, iteration and size)
 //! [quick]                    # the --quick profile overrides these
 //! iterations = 5             # ([quick.workload] overrides keys of [workload])
 //! [workload]                 # kinds: "single-object" (one GET of each size on a new
 //! kind = "single-object"     # connection), "repeat" (`requests` GETs of each size, each on a
 //! sizes = ["100kb", "1mb"]   # new connection resuming the last session: 0-RTT over QUIC),
 //!                            # "segments" (`segments` GETs on one connection, sizes drawn from
-//!                            # `segment-min`..`segment-max` per iteration), "telemetry"
+//!                            # `segment-min`..`segment-max` per iteration; `stream-rate` and
+//!                            # `player-buffer` set the report's playback estimate), "telemetry"
 //!                            # (`units-per-second` 8-byte units in flushes of `flush` units
 //!                            # for `duration`; arms say `telemetry = MODE`, not `http`)
 //! [network]                  # applied to every condition (link keys as in `quiclab link`)
@@ -106,6 +109,10 @@ pub struct Plan {
     /// halfway between the smallest and the largest).
     pub sizes: Vec<u64>,
     pub conditions: Vec<Condition>,
+    /// Index of the condition run just before every trial of each other condition (same arm,
+    /// iteration and size), as a study that alternates impaired and normal runs does; that
+    /// condition then has no trials of its own besides these.
+    pub interleave: Option<usize>,
     pub arms: Vec<Arm>,
     /// (baseline, compared) arm names.
     pub comparisons: Vec<(String, String)>,
@@ -451,6 +458,8 @@ struct RawPlan {
     seed: Option<Spanned<i64>>,
     #[serde(default, rename = "trial-timeout")]
     trial_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    interleave: Option<Spanned<String>>,
     #[serde(default)]
     quick: Option<RawQuick>,
     workload: Spanned<Table>,
@@ -806,7 +815,16 @@ fn parse_arm(
 const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
     ("single-object", &["sizes"]),
     ("repeat", &["sizes", "requests"]),
-    ("segments", &["segments", "segment-min", "segment-max"]),
+    (
+        "segments",
+        &[
+            "segments",
+            "segment-min",
+            "segment-max",
+            "stream-rate",
+            "player-buffer",
+        ],
+    ),
     ("telemetry", &["units-per-second", "flush", "duration"]),
 ];
 
@@ -916,11 +934,45 @@ fn parse_workload(
                     format!("segment-max ({max} bytes) is below segment-min ({min} bytes)"),
                 ));
             }
+            let stream_rate_bps = match t.get_key_value("stream-rate") {
+                Some((_, v)) => {
+                    let raw = scalar(ctx, v)?;
+                    match raw.parse::<units::Rate>() {
+                        Ok(r) if r.bps() >= 1000 => r.bps(),
+                        Ok(_) => {
+                            return Err(ctx.err(
+                                v.span(),
+                                format!("stream-rate = {raw:?}: allowed: 1kbit or more"),
+                            ));
+                        }
+                        Err(e) => return Err(ctx.err(v.span(), format!("stream-rate: {e}"))),
+                    }
+                }
+                None => quiclab_report::model::DEFAULT_STREAM_RATE_BPS,
+            };
+            let player_buffer_ms = match t.get_key_value("player-buffer") {
+                Some((_, v)) => {
+                    let raw = scalar(ctx, v)?;
+                    match units::parse_duration(&raw) {
+                        Ok(d) if d <= Duration::from_secs(600) => d.as_millis() as u64,
+                        Ok(_) => {
+                            return Err(ctx.err(
+                                v.span(),
+                                format!("player-buffer = {raw:?}: allowed: 0 to 10min"),
+                            ));
+                        }
+                        Err(e) => return Err(ctx.err(v.span(), format!("player-buffer: {e}"))),
+                    }
+                }
+                None => quiclab_report::model::DEFAULT_PLAYER_BUFFER_MS,
+            };
             (
                 Workload::Segments {
                     count,
                     min_bytes: min,
                     max_bytes: max,
+                    stream_rate_bps,
+                    player_buffer_ms,
                 },
                 vec![min + (max - min) / 2],
             )
@@ -1113,6 +1165,40 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         }
     }
 
+    let interleave = match &raw.interleave {
+        None => None,
+        Some(name) => {
+            let names = || {
+                conditions
+                    .iter()
+                    .map(|c| format!("{:?}", c.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let Some(i) = conditions.iter().position(|c| c.name == *name.get_ref()) else {
+                return Err(ctx.err(
+                    name.span(),
+                    format!(
+                        "interleave: no condition {:?}; allowed: one of the plan's conditions: {}",
+                        name.get_ref(),
+                        names()
+                    ),
+                ));
+            };
+            if conditions.len() < 2 {
+                return Err(ctx.err(
+                    name.span(),
+                    format!(
+                        "interleave = {:?}: it runs before every other condition, and the plan \
+                         has no other; allowed: a condition of a plan with two or more",
+                        name.get_ref()
+                    ),
+                ));
+            }
+            Some(i)
+        }
+    };
+
     if raw.arms.get_ref().is_empty() {
         return Err(ctx.err(raw.arms.span(), "arms: give at least one arm"));
     }
@@ -1155,6 +1241,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         workload,
         sizes,
         conditions,
+        interleave,
         arms,
         comparisons,
         trial_timeout,
@@ -1256,10 +1343,42 @@ b = "h3"
             Workload::Segments {
                 count: 15,
                 min_bytes: 3_600_000,
-                max_bytes: 5_000_000
+                max_bytes: 5_000_000,
+                stream_rate_bps: 6_000_000,
+                player_buffer_ms: 10_000,
             }
         );
         assert_eq!(p.sizes, vec![4_300_000]);
+        // the playback estimate's keys
+        let player = seg.replace(
+            "segments = 15",
+            "segments = 15\nstream-rate = \"3mbit\"\nplayer-buffer = \"4.5s\"",
+        );
+        let p = parse(&player, "t.toml", Profile::Full).unwrap();
+        assert!(matches!(
+            p.workload,
+            Workload::Segments {
+                stream_rate_bps: 3_000_000,
+                player_buffer_ms: 4_500,
+                ..
+            }
+        ));
+        for (bad, what) in [("\"3mb\"", "rate"), ("\"10bit\"", "1kbit or more")] {
+            let text = player.replace("\"3mbit\"", bad);
+            let e = parse(&text, "t.toml", Profile::Full).unwrap_err();
+            assert!(
+                e.message.contains("stream-rate") && e.message.contains(what),
+                "{e}"
+            );
+            assert_eq!(e.line, line_of("stream-rate", &text), "{e}");
+        }
+        let e = parse(
+            &player.replace("\"4.5s\"", "\"11min\""),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("0 to 10min"), "{e}");
 
         // a key of another kind, a missing key, an unknown kind, an inverted range
         let e = parse(
@@ -1294,6 +1413,42 @@ b = "h3"
         assert!(e.message.contains("\"segments\""), "{e}");
         let e = parse(&seg.replace("\"5MB\"", "\"1MB\""), "t.toml", Profile::Full).unwrap_err();
         assert!(e.message.contains("below segment-min"), "{e}");
+    }
+
+    #[test]
+    fn interleave_names_a_condition_of_a_plan_with_others() {
+        let p = parse(GOOD, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.interleave, None);
+        let text = GOOD.replace("seed = 9", "seed = 9\ninterleave = \"base\"");
+        let p = parse(&text, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.interleave, Some(0));
+        // a matrix condition can be the baseline too
+        let text = GOOD.replace("seed = 9", "seed = 9\ninterleave = \"up-loss=0% mtu=1400\"");
+        assert_eq!(
+            parse(&text, "t.toml", Profile::Full).unwrap().interleave,
+            Some(3)
+        );
+
+        let e = broken("seed = 9", "seed = 9\ninterleave = \"normal\"");
+        assert_eq!(e.line, line_of("seed = 9", GOOD) + 1, "{e}");
+        assert_eq!(e.column, 14, "{e}");
+        assert!(
+            e.message.contains("no condition \"normal\"")
+                && e.message.contains("\"base\", \"loss 1%\""),
+            "{e}"
+        );
+        let e = broken("seed = 9", "seed = 9\ninterleave = 3");
+        assert_eq!(e.line, line_of("seed = 9", GOOD) + 1, "{e}");
+        assert!(e.message.contains("string"), "{e}");
+        // alone, a baseline has nothing to precede
+        let alone = GOOD
+            .replace("seed = 9", "seed = 9\ninterleave = \"network\"")
+            .replace(
+                "[conditions.base]\n[conditions.\"loss 1%\"]\nloss = \"1%\"\n[conditions.slow]\ndelay = \"35ms\"\n[matrix]\nup-loss = [\"0%\", \"2%\"]\nmtu = [1400]\n",
+                "",
+            );
+        let e = parse(&alone, "t.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains("no other"), "{e}");
     }
 
     /// Replaces `from` by `to` in the good plan and returns the error.

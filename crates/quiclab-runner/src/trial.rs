@@ -18,7 +18,7 @@ use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
 use quiclab_report::model::{Detail, Metrics, RequestMetrics, TimelinePoint};
 use quiclab_stack::record::RequestRecord;
-use quiclab_stack::server::FASTOPEN_SYSCTL;
+use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
 
@@ -161,7 +161,7 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 /// The longest a trial's client may run: generous against the ideal transfer time of all its
-/// requests, so only a stuck transfer hits it.
+/// requests and their round trips, so only a stuck transfer hits it.
 fn client_timeout(plan: &Plan, spec: &TrialSpec) -> Duration {
     if let Some(t) = plan.trial_timeout {
         return t;
@@ -171,10 +171,14 @@ fn client_timeout(plan: &Plan, spec: &TrialSpec) -> Duration {
         // the units' own time, then the client's drain (10 s at most) and set-up
         return Duration::from_millis(duration_ms) + Duration::from_secs(40);
     }
-    let bytes: u64 = spec.requests.iter().sum();
-    let ideal = bytes as f64 * 8.0 / cond.rate_bps().unwrap_or(1_000_000_000) as f64;
-    let rtts = 50.0 * spec.requests.len() as f64 * cond.link.min_rtt().as_secs_f64();
-    Duration::from_secs_f64(30.0 + 20.0 * ideal + rtts)
+    let bytes: u64 = spec.requests.iter().sum::<u64>().max(spec.size);
+    let ideal = match cond.rate_bps() {
+        Some(bps) => bytes as f64 * 8.0 / bps as f64,
+        None => bytes as f64 * 8.0 / 1e9,
+    };
+    // a handshake and a request round trip or two per request, many times over
+    let rtts = 50.0 + 10.0 * spec.requests.len().saturating_sub(1) as f64;
+    Duration::from_secs_f64(30.0 + 20.0 * ideal + rtts * cond.link.min_rtt().as_secs_f64())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -434,12 +438,17 @@ fn execute(
         )));
     }
     let min_rtt_ms = cond.link.min_rtt().as_secs_f64() * 1000.0;
-    Ok(metrics(
+    let mut m = metrics(
         &records,
         &read_timeline(&timeline, records[0].start_us),
         &reports,
         min_rtt_ms,
-    ))
+    );
+    if matches!(plan.workload, Workload::Segments { .. }) && m.detail.is_empty() {
+        // a sequence of one segment is still a sequence: the report reads segments from here
+        m.detail = detail(&records);
+    }
+    Ok(m)
 }
 
 /// A telemetry trial's metrics from the client's records, the server's unit log and the
@@ -706,30 +715,7 @@ pub fn metrics(
         .and_then(|s| s.impossible_rtt_samples)
         .or(rec.transport_stats.impossible_rtt_samples);
     let detail = if records.len() > 1 {
-        Detail {
-            telemetry: None,
-            requests: records
-                .iter()
-                .map(|r| {
-                    let own = |t: Option<u64>| {
-                        t.map_or(f64::NAN, |t| t.saturating_sub(r.start_us) as f64 / 1000.0)
-                    };
-                    RequestMetrics {
-                        bytes: r.bytes,
-                        start_ms: r.start_us.saturating_sub(rec.start_us) as f64 / 1000.0,
-                        ttfb_ms: own(r.first_byte_us),
-                        ttlb_ms: own(r.last_byte_us),
-                        new_connection: r.new_connection,
-                        handshake_ms: r
-                            .handshake_done_us
-                            .map(|t| t.saturating_sub(r.start_us) as f64 / 1000.0),
-                        resumed: r.handshake.resumed,
-                        zero_rtt_attempted: r.handshake.zero_rtt_attempted,
-                        zero_rtt_accepted: r.handshake.zero_rtt_accepted,
-                    }
-                })
-                .collect(),
-        }
+        detail(records)
     } else {
         Detail::default()
     };
@@ -761,6 +747,36 @@ pub fn metrics(
     }
 }
 
+/// Every request of a trial (at least one record) with its times from its own start, and its
+/// start from the first request's.
+pub fn detail(records: &[RequestRecord]) -> Detail {
+    let first = records.first().map_or(0, |r| r.start_us);
+    Detail {
+        telemetry: None,
+        requests: records
+            .iter()
+            .map(|r| {
+                let own = |t: Option<u64>| {
+                    t.map_or(f64::NAN, |t| t.saturating_sub(r.start_us) as f64 / 1000.0)
+                };
+                RequestMetrics {
+                    bytes: r.bytes,
+                    start_ms: r.start_us.saturating_sub(first) as f64 / 1000.0,
+                    ttfb_ms: own(r.first_byte_us),
+                    ttlb_ms: own(r.last_byte_us),
+                    new_connection: r.new_connection,
+                    handshake_ms: r
+                        .handshake_done_us
+                        .map(|t| t.saturating_sub(r.start_us) as f64 / 1000.0),
+                    resumed: r.handshake.resumed,
+                    zero_rtt_attempted: r.handshake.zero_rtt_attempted,
+                    zero_rtt_accepted: r.handshake.zero_rtt_accepted,
+                }
+            })
+            .collect(),
+    }
+}
+
 fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
     serde_json::Value::Array(
         reports
@@ -784,6 +800,37 @@ fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trial_of_several_requests_has_time_for_all_of_them() {
+        let text = |workload: &str| {
+            format!(
+                "name = \"t\"\niterations = 1\n[workload]\n{workload}\n[network]\n\
+                 rate = \"38mbit\"\ndelay = \"60ms\"\n[arms.h1]\nhttp = \"1.1\"\n"
+            )
+        };
+        let seg = crate::plan::parse(
+            &text("kind = \"segments\"\nsegments = 15\nsegment-min = \"3.6MB\"\nsegment-max = \"5MB\""),
+            "t",
+            crate::plan::Profile::Full,
+        )
+        .unwrap();
+        let spec = &crate::expand::expand(&seg)[0];
+        let bytes: u64 = spec.requests.iter().sum();
+        // 15 segments at the link's rate, and each request's round trip, many times over
+        let ideal = bytes as f64 * 8.0 / 38e6 + 15.0 * 0.12;
+        let t = client_timeout(&seg, spec).as_secs_f64();
+        assert!(t > 10.0 * ideal, "{t} s for an ideal {ideal} s");
+        // one object keeps its limit: 30 s + 20 x its transfer + 50 round trips
+        let one = crate::plan::parse(
+            &text("kind = \"single-object\"\nsizes = [\"4.75MB\"]"),
+            "t",
+            crate::plan::Profile::Full,
+        )
+        .unwrap();
+        let t = client_timeout(&one, &crate::expand::expand(&one)[0]).as_secs_f64();
+        assert!((t - (30.0 + 20.0 * 1.0 + 50.0 * 0.12)).abs() < 1e-6, "{t}");
+    }
 
     #[test]
     fn a_timeline_of_several_connections_adds_their_counts() {

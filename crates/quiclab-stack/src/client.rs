@@ -45,10 +45,11 @@ use tokio_rustls::client::TlsStream;
 
 use crate::record::{Handshake, HttpVersion, RequestRecord, now_us};
 use crate::server::{PATTERN_PERIOD, fill_pattern};
-use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion, impossible_min_rtt};
+use crate::tcpinfo::{
+    CongestionError, FASTOPEN_SYSCTL, TcpInfo, apply_congestion, fast_open_enabled,
+    impossible_min_rtt, set_tcp_option,
+};
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
-
-const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
 
 /// Errors from setting up a client or from one request.
 #[derive(Debug, thiserror::Error)]
@@ -641,31 +642,14 @@ pub(crate) async fn tcp_connect(
 /// Fails unless net.ipv4.tcp_fastopen lets clients use Fast Open (bit 1); otherwise the socket
 /// option would be accepted and silently do nothing.
 fn check_fast_open_sysctl() -> Result<(), ClientError> {
-    let value = std::fs::read_to_string(FASTOPEN_SYSCTL)
-        .map(|s| s.trim().to_string())
-        .map_err(ClientError::FastOpen)?;
-    match value.parse::<u32>() {
-        Ok(v) if v & 1 != 0 => Ok(()),
-        _ => Err(ClientError::FastOpenDisabled { value }),
+    match fast_open_enabled(1).map_err(ClientError::FastOpen)? {
+        (_, true) => Ok(()),
+        (value, false) => Err(ClientError::FastOpenDisabled { value }),
     }
 }
 
 fn set_fast_open_connect(socket: &Socket) -> Result<(), ClientError> {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt reads an int from a live local variable; the descriptor is ours.
-    let rc = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(socket),
-            libc::IPPROTO_TCP,
-            libc::TCP_FASTOPEN_CONNECT,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(ClientError::FastOpen(io::Error::last_os_error()));
-    }
-    Ok(())
+    set_tcp_option(socket, libc::TCP_FASTOPEN_CONNECT, 1).map_err(ClientError::FastOpen)
 }
 
 #[cfg(test)]

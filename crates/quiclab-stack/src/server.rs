@@ -40,7 +40,9 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
-use crate::tcpinfo::{CongestionError, Sampler, apply_congestion};
+use crate::tcpinfo::{
+    CongestionError, FASTOPEN_SYSCTL, Sampler, apply_congestion, fast_open_enabled, set_tcp_option,
+};
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
@@ -159,33 +161,15 @@ pub struct ServerOptions {
     pub fast_open: bool,
 }
 
-/// The kernel's TCP Fast Open switch (bit 1 clients, bit 2 servers), per network namespace.
-pub const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
-
 /// Pending Fast Open requests the listener queues (the `TCP_FASTOPEN` option's value).
 const FASTOPEN_QUEUE: libc::c_int = 256;
 
 fn enable_fast_open(socket: &Socket) -> Result<(), ServerError> {
-    let value = std::fs::read_to_string(FASTOPEN_SYSCTL)
-        .map(|s| s.trim().to_string())
-        .map_err(ServerError::FastOpen)?;
-    if !value.parse::<u32>().is_ok_and(|v| v & 2 != 0) {
+    let (value, on) = fast_open_enabled(2).map_err(ServerError::FastOpen)?;
+    if !on {
         return Err(ServerError::FastOpenDisabled { value });
     }
-    // SAFETY: setsockopt reads an int from a live local variable; the descriptor is ours.
-    let rc = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(socket),
-            libc::IPPROTO_TCP,
-            libc::TCP_FASTOPEN,
-            (&FASTOPEN_QUEUE as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(ServerError::FastOpen(io::Error::last_os_error()));
-    }
-    Ok(())
+    set_tcp_option(socket, libc::TCP_FASTOPEN, FASTOPEN_QUEUE).map_err(ServerError::FastOpen)
 }
 
 /// First write of a response when frames are sized dynamically: with TLS and HTTP/2 framing it

@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 
 /// The database's file name inside a campaign directory.
 pub const DB_FILE: &str = "results.db";
+/// The key of a trial's configuration that names, for a run of an interleaved baseline
+/// condition, the condition whose run follows it (reported as [`Trial::before`]).
+pub const CONFIG_BEFORE: &str = "before";
 /// Version of the schema below; a database of another version is refused.
 const SCHEMA_VERSION: i64 = 2;
 
@@ -470,6 +473,11 @@ impl Store {
                 size: t.size,
                 iteration: t.iteration,
                 seed: t.seed,
+                before: t
+                    .config
+                    .get(CONFIG_BEFORE)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string),
                 outcome: t.outcome,
                 artifacts: t.artifacts,
             })
@@ -765,11 +773,17 @@ mod tests {
         };
         s.set_campaign(&c).unwrap();
         s.record(&trial("x", 0, Err("boom".into()))).unwrap();
+        // a run of an interleaved baseline names the condition it preceded
+        let mut paired = trial("y", 1, Err("late".into()));
+        paired.config = serde_json::json!({CONFIG_BEFORE: "loss 1%"});
+        s.record(&paired).unwrap();
         let back = s.campaign().unwrap();
         assert_eq!(back.name, "www21");
         assert_eq!(back.sizes, vec![100_000, 1_000_000]);
-        assert_eq!(back.trials.len(), 1);
+        assert_eq!(back.trials.len(), 2);
         assert_eq!(back.trials[0].outcome.as_ref().unwrap_err(), "boom");
+        assert_eq!(back.trials[0].before, None);
+        assert_eq!(back.trials[1].before.as_deref(), Some("loss 1%"));
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use quiclab_runner::campaign::{self, Progress, RunOptions};
 use quiclab_runner::expand::TrialSpec;
-use quiclab_runner::plan::{self, Plan, Profile};
+use quiclab_runner::plan::{self, Plan, Profile, Workload};
 use quiclab_store::{Store, TrialRecord};
 
 use crate::signals::Signals;
@@ -21,13 +21,15 @@ use crate::signals::Signals;
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("www21", include_str!("../../../plans/www21.toml")),
     ("repeat", include_str!("../../../plans/repeat.toml")),
+    ("hls", include_str!("../../../plans/hls.toml")),
     ("telemetry", include_str!("../../../plans/telemetry.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
-/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, telemetry). Without PLAN, the quick profile
-/// of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a few minutes.
+/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry). Without
+/// PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a
+/// few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
 /// `quiclab get` (`quiclab telemetry` for the telemetry workload); arms compared within an
@@ -40,6 +42,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 /// Examples:
 ///   quiclab run                                # quick www21, report in results/www21
 ///   quiclab run plans/www21.toml --jobs 4      # the full study (40 iterations)
+///   quiclab run hls --quick                    # video segments under one-way impairments
 ///   quiclab run my-plan.toml --out /tmp/mine   # your own plan (see plans/www21.toml)
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
@@ -115,14 +118,18 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
 }
 
 fn cell(plan: &Plan, spec: &TrialSpec) -> String {
+    let before = spec
+        .before
+        .map(|b| format!(" (before {})", plan.conditions[b].name))
+        .unwrap_or_default();
     let cond = &plan.conditions[spec.condition].name;
     let arm = &plan.arms[spec.arm].name;
     if !plan.workload.is_requests() {
         // one size, the workload's own: not worth a column
-        return format!("{cond} / {arm} #{}", spec.iteration + 1);
+        return format!("{cond}{before} / {arm} #{}", spec.iteration + 1);
     }
     format!(
-        "{cond} / {} / {arm} #{}",
+        "{cond}{before} / {} / {arm} #{}",
         quiclab_report::units::size(spec.size),
         spec.iteration + 1
     )
@@ -328,18 +335,40 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
     let trials = quiclab_runner::expand::expand(&plan).len();
-    // a workload without GETs has one size, its own: not a dimension of the grid
-    let sizes = if plan.workload.is_requests() {
-        format!(" x {} sizes", plan.sizes.len())
-    } else {
-        String::new()
+    let conditions = match plan.interleave {
+        Some(b) => format!(
+            "({} conditions, each after a run of {:?})",
+            plan.conditions.len() - 1,
+            plan.conditions[b].name
+        ),
+        None => format!("{} conditions", plan.conditions.len()),
+    };
+    let sizes = match plan.workload {
+        Workload::Segments {
+            count,
+            min_bytes,
+            max_bytes,
+            ..
+        } => format!(
+            "{count} segments of {} to {}",
+            quiclab_report::units::size(min_bytes),
+            quiclab_report::units::size(max_bytes)
+        ),
+        Workload::Telemetry {
+            units_per_second,
+            flush_units,
+            duration_ms,
+        } => format!(
+            "{} units ({units_per_second}/s in flushes of {flush_units})",
+            u64::from(units_per_second) * duration_ms / 1000
+        ),
+        _ => format!("{} sizes", plan.sizes.len()),
     };
     eprintln!(
-        "quiclab: plan {} ({}, {} profile): {} conditions{sizes} x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
+        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
         plan.name,
         plan.source,
         profile.name(),
-        plan.conditions.len(),
         plan.arms.len(),
         plan.iterations,
         out.display()
@@ -473,4 +502,64 @@ pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiclab_runner::expand::expand;
+
+    #[test]
+    fn built_in_plans_parse_and_their_quick_profiles_keep_every_condition_and_arm() {
+        for (name, _) in BUILT_IN {
+            let full = load_plan(Some(name), Profile::Full).unwrap();
+            let quick = load_plan(Some(name), Profile::Quick).unwrap();
+            assert_eq!(full.name, *name);
+            let (f, q) = (expand(&full), expand(&quick));
+            assert!(q.len() < f.len(), "{name}: quick is smaller");
+            for (ci, _) in quick.conditions.iter().enumerate() {
+                for (ai, _) in quick.arms.iter().enumerate() {
+                    assert!(
+                        q.iter().any(|t| t.condition == ci && t.arm == ai),
+                        "{name}: quick runs condition {ci} with arm {ai}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hls_alternates_normal_and_impaired_runs_of_the_studys_segments() {
+        let plan = load_plan(Some("hls"), Profile::Full).unwrap();
+        let Workload::Segments {
+            count,
+            min_bytes,
+            max_bytes,
+            ..
+        } = plan.workload
+        else {
+            panic!("hls fetches segments: {:?}", plan.workload);
+        };
+        assert_eq!((count, min_bytes, max_bytes), (15, 3_600_000, 5_000_000));
+        assert_eq!(plan.iterations, 3);
+        let normal = plan.interleave.expect("normal runs interleave");
+        assert_eq!(plan.conditions[normal].name, "normal");
+        // inbound and outbound x latency and loss, on one direction each
+        let (mut inbound, mut outbound) = (0, 0);
+        for c in plan.conditions.iter().filter(|c| c.name != "normal") {
+            let (up, down) = (&c.link.up, &c.link.down);
+            let impaired_down = down.loss > 0.0 || down.delay > up.delay;
+            let impaired_up = up.loss > 0.0 || up.delay > down.delay;
+            assert!(impaired_down != impaired_up, "{}: one direction", c.name);
+            inbound += usize::from(impaired_down);
+            outbound += usize::from(impaired_up);
+            assert_eq!(c.rate_bps(), Some(38_000_000));
+        }
+        assert_eq!((inbound, outbound), (2, 2));
+        let trials = expand(&plan);
+        for pair in trials.chunks(2) {
+            assert_eq!(pair[0].condition, normal);
+            assert_eq!(pair[0].before, Some(pair[1].condition));
+        }
+    }
 }

@@ -119,7 +119,7 @@ fn comparison(an: &Analysis, cmp: &ComparisonAnalysis, out: &mut Vec<Finding>) {
             continue;
         }
         any_valid = true;
-        let size = units::size(camp.sizes[s]);
+        let size = super::size_label(camp, camp.sizes[s]);
         let mut faster: Vec<_> = valid
             .iter()
             .filter(|(_, ch)| ch.significant && ch.rel < 0.0)

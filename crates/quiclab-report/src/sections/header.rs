@@ -54,7 +54,7 @@ pub fn render(an: &Analysis) -> String {
             esc(&c
                 .sizes
                 .iter()
-                .map(|&s| units::size(s))
+                .map(|&s| super::size_label(c, s))
                 .collect::<Vec<_>>()
                 .join(", ")),
             c.arms.len()
