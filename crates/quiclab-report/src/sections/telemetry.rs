@@ -366,7 +366,7 @@ fn sentences_of(an: &Analysis, tables: &Tables) -> Vec<String> {
             let within = pf_max.abs() <= P90_TOLERANCE_MS;
             let _ = write!(
                 s,
-                "over the loss-free baseline, p90 grew with a stream per flush for {}                  ({} {})",
+                "over the loss-free baseline, p90 grew with a stream per flush for {} ({} {})",
                 join_and(&pf),
                 if within { "within" } else { "more than" },
                 units::ms(P90_TOLERANCE_MS)
