@@ -155,6 +155,15 @@ pub struct Stats {
     pub blocks_recovered: u64,
     /// When the handshake completed (on the caller's clock).
     pub established_at: Option<Duration>,
+    /// Bytes of this side's 1-RTT packets the peer has received, as of its latest feedback
+    /// (datagram bytes, repair symbols and control packets included: what QUIC would count as
+    /// acknowledged).
+    pub peer_received_bytes: u64,
+    /// This side's 1-RTT packets the peer had not received, below the largest it had, as of its
+    /// latest feedback (lost, or still reordered).
+    pub peer_missing_packets: u64,
+    /// The peer's 1-RTT packets not received here, below the largest received.
+    pub missing_packets: u64,
 }
 
 const CLOSE_COPIES: u32 = 3;
@@ -446,7 +455,10 @@ impl Connection {
     }
 
     pub fn stats(&self) -> Stats {
-        self.stats
+        let mut s = self.stats;
+        s.missing_packets = self.largest_rx[Level::OneRtt.index()]
+            .map_or(0, |l| (l + 1).saturating_sub(self.rx_packets));
+        s
     }
 
     pub fn rate_stats(&self) -> RateStats {
@@ -465,6 +477,21 @@ impl Connection {
 
     pub fn srtt(&self) -> Duration {
         self.rate.srtt()
+    }
+
+    /// The smallest RTT measured (handshake or feedback), if any.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.rate.min_rtt()
+    }
+
+    /// Bytes of data packets sent after the last one the peer reported (or counted lost).
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.inflight
+    }
+
+    /// The in-flight cap of the rate control, bytes (the counterpart of a congestion window).
+    pub fn inflight_cap(&self) -> u64 {
+        self.rate.inflight_cap() as u64
     }
 
     /// For each received block that needed repair symbols: the time from its first symbol's
@@ -1063,6 +1090,8 @@ impl Connection {
             ),
             None => (fb.largest_pn + 1, fb.packets, 0, Duration::ZERO),
         };
+        self.stats.peer_received_bytes = fb.bytes;
+        self.stats.peer_missing_packets = (fb.largest_pn + 1).saturating_sub(fb.packets);
         let mut rtt = None;
         if covered > 0
             && let Ok(i) = self.sent_log.binary_search_by_key(&fb.largest_pn, |e| e.0)
