@@ -1332,7 +1332,7 @@ impl Connection {
                 && self.tx_blocks.len() < self.config.max_blocks_in_flight =>
             {
                 let max = usize::from(self.config.max_block_symbols) * self.symbol_size;
-                let data = self.tx_streams.fill_block(max);
+                let data = self.tx_streams.fill_block(max, self.symbol_size);
                 let k = data.len().div_ceil(self.symbol_size).max(1) as u16;
                 let repair = proactive_repair(k, self.rate.loss_base());
                 self.tx_blocks.push_back(SendBlock::new(

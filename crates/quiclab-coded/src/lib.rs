@@ -66,7 +66,9 @@
 //!
 //! **Streams** ([`stream`]). The data of each direction is one ordered byte stream of records,
 //! `0x08 | stream id | flags (bit 0: fin) | length | data`, cut into blocks; a block holds
-//! whole records and ends with a 0x00 pad byte when they do not fill it. The client opens
+//! whole records and ends with a 0x00 pad byte when they do not fill it. A record ends at the
+//! end of a source symbol, so the receiver delivers each symbol's data as soon as it and the
+//! symbols before it have arrived, not once the whole block has. The client opens
 //! streams 0, 1, 2, ...; the server answers on the same id. A GET is a stream carrying
 //! `GET /bytes/N` and fin; the answer carries the body and fin. There is no flow control: the
 //! receiver buffers what the application has not read.
