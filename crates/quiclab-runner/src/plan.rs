@@ -20,7 +20,7 @@
 //! loss = "1%"
 //! [matrix]                   # and/or every combination of these values
 //! up-loss = ["0%", "2%"]
-//! [arms.h2-cubic]            # stacks with their knobs
+//! [arms.h2-cubic]            # stacks with their knobs (http = "1.1", "2", "3" or "coded")
 //! http = "2"
 //! tcp-cc = "cubic"
 //! [arms.h3-cubic]
@@ -368,15 +368,7 @@ impl Arm {
 
     /// Arguments of `quiclab get` for this arm (without URLs and output options).
     pub fn client_args(&self) -> Vec<String> {
-        let mut out = vec![
-            "--http".to_string(),
-            match self.http {
-                HttpVersion::Http11 => "1.1",
-                HttpVersion::Http2 => "2",
-                HttpVersion::Http3 => "3",
-            }
-            .to_string(),
-        ];
+        let mut out = vec!["--http".to_string(), self.http.name().to_string()];
         out.extend(self.flags(false));
         out
     }
@@ -393,7 +385,7 @@ impl Arm {
 /// Every key an arm accepts, with its help (for errors and `--help`).
 pub fn arm_keys_help() -> String {
     let mut s = String::from(
-        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3) or 3 (over QUIC)\n  label  a description for the report\n",
+        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3), 3 (over QUIC), or coded (the network-coded transport)\n  label  a description for the report\n",
     );
     for k in KNOBS {
         s.push_str(&format!("  {}  {}\n", k.key, k.help));
@@ -593,21 +585,25 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
         .ok_or_else(|| {
             ctx.err(
                 name.span(),
-                format!("arm {arm:?} needs http = \"1.1\", \"2\" or \"3\""),
+                format!("arm {arm:?} needs http = \"1.1\", \"2\", \"3\" or \"coded\""),
             )
         })?;
     let http = match scalar(ctx, http_v)?.as_str() {
         "1.1" | "1" => HttpVersion::Http11,
         "2" => HttpVersion::Http2,
         "3" => HttpVersion::Http3,
+        "coded" => HttpVersion::Coded,
         other => {
             return Err(ctx.err(
                 http_v.span(),
-                format!("arm {arm:?}: http = {other:?}; allowed: \"1.1\", \"2\" or \"3\""),
+                format!(
+                    "arm {arm:?}: http = {other:?}; allowed: \"1.1\", \"2\", \"3\" or \"coded\""
+                ),
             ));
         }
     };
     let is_quic = http == HttpVersion::Http3;
+    let is_coded = http == HttpVersion::Coded;
     let mut label = None;
     let mut given = Vec::new();
     for (k, v) in t {
@@ -634,8 +630,12 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
             ));
         };
         let wrong = match knob.applies {
-            Applies::Tcp if is_quic => Some("HTTP/1.1 and HTTP/2 (TCP)"),
+            Applies::Tcp if is_quic || is_coded => Some("HTTP/1.1 and HTTP/2 (TCP)"),
             Applies::Quic if !is_quic => Some("HTTP/3 (QUIC)"),
+            // the coded transport has no session resumption and no 0-RTT
+            Applies::Any if is_coded && key == "resume" => {
+                Some("HTTP/1.1, HTTP/2 and HTTP/3 (the coded transport has no resumption)")
+            }
             _ => None,
         };
         if let Some(only) = wrong {
@@ -693,6 +693,7 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
             HttpVersion::Http11 => "HTTP/1.1 over TCP+TLS 1.3",
             HttpVersion::Http2 => "HTTP/2 over TCP+TLS 1.3",
             HttpVersion::Http3 => "HTTP/3 over QUIC (quinn)",
+            HttpVersion::Coded => return CODED_LABEL.to_string(),
         };
         match &cc {
             Some(cc) => format!("{stack}, {cc}"),
@@ -703,6 +704,9 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
     arm_out.caveats = caveats;
     Ok(arm_out)
 }
+
+/// The default label of a `coded` arm.
+pub const CODED_LABEL: &str = "network-coded transport (RaptorQ, goodput-following rate)";
 
 /// Keys of `[workload]` per kind (besides `kind`).
 const WORKLOAD_KEYS: &[(&str, &[&str])] = &[

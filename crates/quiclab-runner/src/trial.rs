@@ -224,16 +224,20 @@ fn execute(
         "[::]:443".into(),
         "--write-cert".into(),
         cert.display().to_string(),
-        if quic {
-            "--quic-timeline"
-        } else {
-            "--tcp-timeline"
+        match arm.http {
+            HttpVersion::Http3 => "--quic-timeline",
+            HttpVersion::Coded => "--coded-timeline",
+            _ => "--tcp-timeline",
         }
         .into(),
         timeline.display().to_string(),
     ];
     if !quic {
         server_args.push("--no-quic".into());
+    }
+    if arm.http == HttpVersion::Coded {
+        // the coded transport takes HTTP/3's place on UDP 443, so URLs stay the same
+        server_args.extend(["--coded-listen".into(), "[::]:443".into()]);
     }
     // what both endpoints record: impossible RTT samples against the path's physical minimum,
     // and a qlog per QUIC connection
@@ -424,7 +428,7 @@ fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
             args.extend(["--connection".into(), "new".into()]);
             // resumption is the workload's point; an arm may still turn it off explicitly
             let arm = &plan.arms[spec.arm];
-            if arm.knob("resume").is_none() {
+            if arm.knob("resume").is_none() && arm.http != HttpVersion::Coded {
                 args.push("--resume".into());
             }
             args.extend(["--repeat".into(), requests.to_string(), url(spec.size)]);

@@ -38,8 +38,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::Uri;
+pub use quiclab_coded::Config;
 use quiclab_coded::udp::{Clock, run_connection, run_endpoint};
-use quiclab_coded::{Config, ConnectionError, Endpoint, Event};
+use quiclab_coded::{ConnectionError, Endpoint, Event};
 use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;

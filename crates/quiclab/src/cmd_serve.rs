@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use quiclab_stack::coded::{self, CodedServer, CodedServerOptions};
 use quiclab_stack::quic::{self, QuicServer, QuicServerOptions};
 
 use crate::quicargs::QuicArgs;
@@ -93,6 +94,21 @@ pub struct ServeCmd {
     tfo: bool,
     #[command(flatten)]
     record: RecordArgs,
+    /// Also serve the same routes over the network-coded transport (RaptorQ-coded data over TLS
+    /// 1.3-protected UDP, one request per stream; `quiclab get --http coded`) on this UDP
+    /// address, e.g. [::]:4433, or the --listen port with --no-quic. Off by default.
+    #[arg(long, value_name = "ADDR", help_heading = "Coded transport")]
+    coded_listen: Option<SocketAddr>,
+    /// Write each coded connection's timeline here as JSON lines, from this sending side,
+    /// every 4 ms and when it closes: bytes the client reported receiving, bytes in flight and
+    /// their cap, pacing rate, RTT, repair symbols sent, congestion events.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "coded_listen",
+        help_heading = "Coded transport"
+    )]
+    coded_timeline: Option<PathBuf>,
 }
 
 /// A timeline file, created now (so that a bad path fails before the server listens).
@@ -154,6 +170,20 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         let mut sigint = signal(SignalKind::interrupt()).context("handling SIGINT")?;
         let mut sigterm = signal(SignalKind::terminate()).context("handling SIGTERM")?;
         let quic_tls = std::sync::Arc::new(quic::server_tls(&tls));
+        // Bound first: `quiclab link` starts its client once any socket is open.
+        let coded_server = match c.coded_listen {
+            Some(listen) => Some(
+                CodedServer::bind(CodedServerOptions {
+                    listen,
+                    tls: std::sync::Arc::new(coded::server_tls(&tls)),
+                    config: coded::Config::default(),
+                    timeline: timeline_file(c.coded_timeline.as_ref(), "coded")?,
+                    root: c.root.clone(),
+                })
+                .context("--coded-listen")?,
+            ),
+            None => None,
+        };
         let server = Server::bind(ServerOptions {
             listen: c.listen,
             tls,
@@ -192,10 +222,17 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             c.tls_max_record.unwrap_or(16384),
             if c.dynamic_records { ", dynamic" } else { "" }
         );
-        let quic = match &quic_options {
+        let mut quic = match &quic_options {
             Some(o) => format!("; UDP HTTP/3: {}", o.summary()),
             None => "; no QUIC".to_string(),
         };
+        if let Some(s) = &coded_server {
+            quic += &format!(
+                "; coded transport on UDP {} (RaptorQ, {} rate)",
+                s.local_addr(),
+                coded::RATE_CONTROL
+            );
+        }
         println!(
             "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}; {record}{quic}; certificate sha256 {} {cert})",
             server.local_addr(),
@@ -215,6 +252,11 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                 eprintln!("quiclab serve: {:#}", anyhow::Error::new(e))
             }))
         });
+        let coded_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let coded_thread = coded_server.map(|s| {
+            let stop = coded_stop.clone();
+            std::thread::spawn(move || s.run_until(&stop))
+        });
         let tcp_task = tokio::spawn(server.run_until(stopped(stop_rx), |e| {
             eprintln!("quiclab serve: {:#}", anyhow::Error::new(e))
         }));
@@ -223,6 +265,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             _ = sigterm.recv() => {}
         }
         let _ = stop_tx.send(true);
+        coded_stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let stats = tcp_task.await.context("the TCP server task")?;
         eprintln!(
             "quiclab serve: stopped after {} TCP connections ({} failed)",
@@ -232,6 +275,16 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             let stats = t.await.context("the QUIC server task")?;
             eprintln!(
                 "quiclab serve: stopped after {} QUIC connections ({} failed)",
+                stats.connections, stats.failed
+            );
+        }
+        if let Some(t) = coded_thread {
+            let stats = t
+                .join()
+                .map_err(|_| anyhow::anyhow!("the coded server thread panicked"))?
+                .context("the coded server")?;
+            eprintln!(
+                "quiclab serve: stopped after {} coded connections ({} failed)",
                 stats.connections, stats.failed
             );
         }
