@@ -121,10 +121,11 @@
 //! The sending rate follows the receiver's goodput: the largest goodput reported over ten
 //! rounds, scaled by a gain that probes (1.25) and drains (0.75) once every 8 rounds, divided by
 //! `1 - p` so that random loss does not drag the rate down. Loss within what `p` explains is
-//! not congestion; loss beyond it while the queueing delay is high (a drop-tail queue
-//! overflowing), or a goodput gap that grows with the delay, is: the rate is cut to 0.8 x the
-//! goodput and regrows by two packets per RTT each round. Backing off on the same overflow events as a
-//! loss-based TCP is what keeps a Cubic flow from starving beside it.
+//! not congestion; loss beyond it while the queue is near its fullest (a drop-tail queue
+//! overflowing), or a goodput gap that grows with the delay, is: the rate is cut to 0.7 x the
+//! goodput and regrows by one packet per RTT each round, as a TCP-friendly Cubic would. Backing
+//! off on the same overflow events as a loss-based TCP, by as much, is what keeps a Cubic flow
+//! from starving beside it, and this flow from starving beside Cubic.
 
 pub mod coding;
 pub mod connection;
