@@ -1216,6 +1216,31 @@ b = "h3"
         let e = broken("rate = \"10mbit\"", "queue = \"50ms\"");
         assert!(e.message.contains("queue"), "{e}");
 
+        // the coded transport: its own label, no TCP or QUIC knobs, no resumption
+        let coded = GOOD.replace("quic-cc = \"bbr\"\nhttp = \"3\"", "http = \"coded\"");
+        let p = parse(&coded, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.arms[1].client_args(), ["--http", "coded"]);
+        assert_eq!(p.arms[1].label, CODED_LABEL);
+        for (knob, only) in [
+            ("tcp-cc = \"cubic\"", "TCP"),
+            ("quic-cc = \"cubic\"", "QUIC"),
+            ("resume = true", "no resumption"),
+        ] {
+            let e = parse(
+                &coded.replace("http = \"coded\"", &format!("http = \"coded\"\n{knob}")),
+                "t.toml",
+                Profile::Full,
+            )
+            .unwrap_err();
+            assert!(
+                e.message.contains("arm \"h3\"") && e.message.contains(only),
+                "{e}"
+            );
+            assert_eq!(e.line, line_of("http = \"coded\"", &coded) + 1, "{e}");
+        }
+        let e = broken("http = \"3\"", "http = \"4\"");
+        assert!(e.message.contains("\"coded\""), "{e}");
+
         let e = broken("name = \"t\"", "name = \"a/b\"");
         assert_eq!(e.line, 2);
         // TOML syntax errors keep their place too

@@ -21,11 +21,12 @@ use crate::signals::Signals;
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("www21", include_str!("../../../plans/www21.toml")),
     ("repeat", include_str!("../../../plans/repeat.toml")),
+    ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
-/// PLAN is a TOML file or the name of a built-in plan (www21, repeat). Without PLAN, the quick profile
+/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, coded-loss). Without PLAN, the quick profile
 /// of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
@@ -430,4 +431,20 @@ pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_plan_parses_in_both_profiles() {
+        for (name, text) in BUILT_IN {
+            for profile in [plan::Profile::Full, plan::Profile::Quick] {
+                let p = plan::parse(text, &format!("built-in {name}"), profile)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(&p.name, name);
+            }
+        }
+    }
 }
