@@ -108,7 +108,8 @@ pub fn render(an: &Analysis) -> Option<String> {
         out,
         "<p class=\"desc\">Each trial is {requests} GETs one after another, each on a new \
          connection; every connection after the first resumes the TLS session (over QUIC the \
-         request then goes as 0-RTT data). Throughput of a request = its body over its time to \
+         request then goes as 0-RTT data; a stack without resumption, such as the coded \
+         transport, makes a full handshake each time). Throughput of a request = its body over its time to \
          last byte, handshake included; bars show the mean over every request of every trial, \
          as in the study's charts.</p>"
     );
