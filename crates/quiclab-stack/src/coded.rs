@@ -846,7 +846,7 @@ mod tests {
         // 1452 bytes per 1406 of data (3.3 % more); the client's last report may miss up to 15
         // packets (22 kB, it reports every 16), less than those headers: at least the bodies,
         // and at most 10 % more (loopback loses nothing, so no repair beyond short blocks').
-        let last = samples.iter().filter(|s| s.connection == 4).last().unwrap();
+        let last = samples.iter().rfind(|s| s.connection == 4).unwrap();
         assert_eq!(last.transport, Transport::Coded);
         let acked = last.acked_bytes.unwrap();
         assert!(

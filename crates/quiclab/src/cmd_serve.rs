@@ -96,7 +96,7 @@ pub struct ServeCmd {
     record: RecordArgs,
     /// Also serve the same routes over the network-coded transport (RaptorQ-coded data over TLS
     /// 1.3-protected UDP, one request per stream; `quiclab get --http coded`) on this UDP
-    /// address, e.g. [::]:4433, or the --listen port with --no-quic. Off by default.
+    /// address, e.g. `[::]:4433`, or the --listen port with --no-quic. Off by default.
     #[arg(long, value_name = "ADDR", help_heading = "Coded transport")]
     coded_listen: Option<SocketAddr>,
     /// Write each coded connection's timeline here as JSON lines, from this sending side,
