@@ -1190,6 +1190,16 @@ impl Connection {
                     Level::Initial
                 };
                 let mut payload = Vec::new();
+                // A receiver that closes reports what it got first, so that the sender's
+                // counts (and timeline) end complete.
+                if level == Level::OneRtt
+                    && sends_left == CLOSE_COPIES
+                    && self.rx_packets > 0
+                    && (self.fb_last_sent.is_none() || self.unreported > 0)
+                {
+                    wire::put_feedback(&mut payload, &self.current_feedback(now));
+                    self.stats.feedback_sent += 1;
+                }
                 wire::put_close(&mut payload, code, b"");
                 let p = self.seal_packet(level, payload);
                 if sends_left <= 1 {
@@ -1267,9 +1277,10 @@ impl Connection {
         Some(p)
     }
 
-    fn feedback_packet(&mut self, now: Duration) -> Vec<u8> {
+    /// What the receiver has got, as a FEEDBACK frame's content.
+    fn current_feedback(&self, now: Duration) -> Feedback {
         let largest = self.largest_rx[Level::OneRtt.index()].unwrap_or(0);
-        let fb = Feedback {
+        Feedback {
             largest_pn: largest,
             ack_delay_us: now.saturating_sub(self.rx_largest_at).as_micros() as u64,
             packets: self.rx_packets,
@@ -1286,7 +1297,11 @@ impl Connection {
                     decoded: b.decoded,
                 })
                 .collect(),
-        };
+        }
+    }
+
+    fn feedback_packet(&mut self, now: Duration) -> Vec<u8> {
+        let fb = self.current_feedback(now);
         let mut payload = Vec::new();
         wire::put_feedback(&mut payload, &fb);
         self.stats.feedback_sent += 1;

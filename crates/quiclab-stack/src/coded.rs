@@ -60,6 +60,8 @@ pub const RATE_CONTROL: &str = "goodput-following";
 const FEED_CHUNK: usize = 256 * 1024;
 /// ...while less than this is waiting to be put in blocks.
 const FEED_LOW: u64 = 2 * 1024 * 1024;
+/// How long a stopping server waits for its open connections to close.
+pub const STOP_LINGER: Duration = Duration::from_millis(500);
 /// The longest request head a server reads before answering 400.
 const MAX_HEAD: usize = 8 * 1024;
 
@@ -154,8 +156,9 @@ impl CodedServer {
         self.local_addr
     }
 
-    /// Serves until `stop` is set; returns the counts. Connections still open then are
-    /// dropped (their timelines end with their last periodic sample).
+    /// Serves until `stop` is set, then waits up to [`STOP_LINGER`] for open connections to
+    /// close (their clients' last packets may be on the way); returns the counts. Connections
+    /// still open then are dropped, their timelines ending with a sample taken at that moment.
     pub fn run_until(self, stop: &AtomicBool) -> Result<ServeStats, CodedError> {
         let CodedServer { socket, opts, .. } = self;
         let clock = Clock::start();
@@ -163,6 +166,7 @@ impl CodedServer {
         let mut conns: BTreeMap<quiclab_coded::Handle, ServerConn> = BTreeMap::new();
         let mut stats = ServeStats::default();
         let mut next_index = 0u32;
+        let mut stopping_since: Option<Duration> = None;
         let result = run_endpoint(&socket, &mut endpoint, &clock, Duration::MAX, |ep| {
             let now = clock.now();
             for h in ep.handles().collect::<Vec<_>>() {
@@ -205,7 +209,23 @@ impl CodedServer {
             }
             // connections the endpoint dropped without showing them closed
             conns.retain(|h, _| ep.connection(*h).is_some());
-            !stop.load(Ordering::Relaxed)
+            if !stop.load(Ordering::Relaxed) {
+                return true;
+            }
+            // Stopping: the clients' last packets (their final report and CLOSE) may still be
+            // on the way; wait for them a little, then end each open timeline with a sample.
+            let since = *stopping_since.get_or_insert(now);
+            if !conns.is_empty() && now < since + STOP_LINGER {
+                return true;
+            }
+            if let Some(w) = &opts.timeline {
+                for (h, state) in conns.iter_mut() {
+                    if let Some(conn) = ep.connection(*h) {
+                        let _ = w.write(&sample(conn, state));
+                    }
+                }
+            }
+            false
         });
         if let Some(w) = &opts.timeline {
             let _ = w.flush();

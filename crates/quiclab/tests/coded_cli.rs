@@ -200,3 +200,76 @@ fn a_coded_flow_and_a_cubic_flow_share_a_10_mbit_bottleneck() {
     assert!(tcp + coded >= 0.9 * link_bps, "{tcp} + {coded} bit/s");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_campaign_runs_a_coded_arm_with_records_timelines_and_a_closing_note() {
+    assert_root();
+    let dir = tmpdir("coded-run");
+    let plan = dir.join("coded.toml");
+    // 25 ms each way, no loss: every coded request is a full handshake (one round trip) and
+    // the request (a second), whatever came before; HTTP/3 resumes and sends 0-RTT
+    std::fs::write(
+        &plan,
+        r#"name = "coded-run"
+iterations = 1
+[workload]
+kind = "repeat"
+requests = 4
+sizes = ["20kb"]
+[network]
+rate = "50mbit"
+delay = "25ms"
+[arms.h3]
+http = "3"
+quic-initial-mtu = 1452
+[arms.coded]
+http = "coded"
+[[compare]]
+a = "h3"
+b = "coded"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let st = quiclab()
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trials = quiclab_store::Store::open_existing(&out)
+        .unwrap()
+        .trials()
+        .unwrap();
+    let t = trials.iter().find(|t| t.arm == "coded").unwrap();
+    let m = t.outcome.as_ref().unwrap_or_else(|e| panic!("coded: {e}"));
+    let reqs = &m.detail.requests;
+    assert_eq!(reqs.len(), 4);
+    let rtt = 50.0;
+    for r in reqs {
+        assert!(r.new_connection && r.bytes == 20_000);
+        assert!(!r.resumed && !r.zero_rtt_attempted, "no resumption");
+        // two round trips, plus a few ms of processing and serialisation (0.15 RTT, as for
+        // the other stacks)
+        assert!(
+            r.ttfb_ms >= 2.0 * rtt && r.ttfb_ms < 2.15 * rtt,
+            "TTFB {} ms",
+            r.ttfb_ms
+        );
+    }
+    let h = m.handshake_rtts.unwrap();
+    assert!((1.0..1.15).contains(&h), "handshake {h} RTT");
+    // the server's timeline came through: the client reported at least the four bodies
+    let acked = m.timeline.last().unwrap().acked_bytes;
+    assert!(acked >= 4 * 20_000, "acked {acked}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("network-coded transport (RaptorQ, goodput-following rate)"));
+    assert!(html.contains(
+        "<strong>coded</strong> against <strong>h3</strong>, 20 KB per request: faster in"
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -221,7 +221,9 @@ fn wins_and_losses(out: &mut String, an: &Analysis, cells: &[Vec<Vec<RepeatCell>
             };
             let _ = writeln!(
                 items,
-                "<li><strong>{b}</strong> against <strong>{a}</strong>, {size} per request:                  faster in {} of {n} conditions{}; slower in {}{}; no clear difference in {even}.</li>",
+                "<li><strong>{b}</strong> against <strong>{a}</strong>, {size} per request: \
+                 faster in {} of {n} conditions{}; slower in {}{}; no clear difference in \
+                 {even}.</li>",
                 faster.len(),
                 list(&faster),
                 slower.len(),
