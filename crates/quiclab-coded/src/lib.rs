@@ -111,8 +111,9 @@
 //! [`Config::feedback_delay`] (10 ms) after the first unreported one; while a block is
 //! unfinished and nothing arrives, it repeats its report after half an RTT, then one, then
 //! every two; once every
-//! block is decoded it repeats its last report twice, against its loss. Each report is
-//! cumulative, so losing one costs nothing but time. The sender keeps a probe timer only for
+//! block is decoded it repeats its last report twice, against its loss; a receiver that
+//! closes puts a last report in front of its CLOSE. Each report is cumulative, so losing one
+//! costs nothing but time. The sender keeps a probe timer only for
 //! silence (no report for 3 RTT + 4 RTT variations + 20 ms, doubling up to 8 times): it then
 //! sends one repair symbol even beyond the in-flight cap ([`Stats::probes`] counts them).
 //!

@@ -22,7 +22,8 @@ use tokio::signal::unix::{SignalKind, signal};
 ///
 /// Routes (the same over every protocol): GET /bytes/N sends N bytes (byte i is i mod 251; N in decimal, at most 10 GB);
 /// POST /upload reads the body and answers with its length; anything else is 404. Every
-/// response advertises HTTP/3 on the same port with Alt-Svc.
+/// response advertises HTTP/3 on the same port with Alt-Svc. With --coded-listen the same
+/// routes are also served over the network-coded transport (`quiclab get --http coded`).
 ///
 /// Without --cert/--key a self-signed certificate is made for this run, valid for localhost,
 /// 198.18.0.2, fd51:c1ab::2 and 127.0.0.1; --write-cert saves it for clients to trust.
