@@ -155,6 +155,15 @@ pub struct Stats {
     pub blocks_recovered: u64,
     /// When the handshake completed (on the caller's clock).
     pub established_at: Option<Duration>,
+    /// Bytes of this side's 1-RTT packets the peer has received, as of its latest feedback
+    /// (datagram bytes, repair symbols and control packets included: what QUIC would count as
+    /// acknowledged).
+    pub peer_received_bytes: u64,
+    /// This side's 1-RTT packets the peer had not received, below the largest it had, as of its
+    /// latest feedback (lost, or still reordered).
+    pub peer_missing_packets: u64,
+    /// The peer's 1-RTT packets not received here, below the largest received.
+    pub missing_packets: u64,
 }
 
 const CLOSE_COPIES: u32 = 3;
@@ -446,7 +455,10 @@ impl Connection {
     }
 
     pub fn stats(&self) -> Stats {
-        self.stats
+        let mut s = self.stats;
+        s.missing_packets = self.largest_rx[Level::OneRtt.index()]
+            .map_or(0, |l| (l + 1).saturating_sub(self.rx_packets));
+        s
     }
 
     pub fn rate_stats(&self) -> RateStats {
@@ -465,6 +477,21 @@ impl Connection {
 
     pub fn srtt(&self) -> Duration {
         self.rate.srtt()
+    }
+
+    /// The smallest RTT measured (handshake or feedback), if any.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.rate.min_rtt()
+    }
+
+    /// Bytes of data packets sent after the last one the peer reported (or counted lost).
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.inflight
+    }
+
+    /// The in-flight cap of the rate control, bytes (the counterpart of a congestion window).
+    pub fn inflight_cap(&self) -> u64 {
+        self.rate.inflight_cap() as u64
     }
 
     /// For each received block that needed repair symbols: the time from its first symbol's
@@ -1063,6 +1090,8 @@ impl Connection {
             ),
             None => (fb.largest_pn + 1, fb.packets, 0, Duration::ZERO),
         };
+        self.stats.peer_received_bytes = fb.bytes;
+        self.stats.peer_missing_packets = (fb.largest_pn + 1).saturating_sub(fb.packets);
         let mut rtt = None;
         if covered > 0
             && let Ok(i) = self.sent_log.binary_search_by_key(&fb.largest_pn, |e| e.0)
@@ -1161,6 +1190,16 @@ impl Connection {
                     Level::Initial
                 };
                 let mut payload = Vec::new();
+                // A receiver that closes reports what it got first, so that the sender's
+                // counts (and timeline) end complete.
+                if level == Level::OneRtt
+                    && sends_left == CLOSE_COPIES
+                    && self.rx_packets > 0
+                    && (self.fb_last_sent.is_none() || self.unreported > 0)
+                {
+                    wire::put_feedback(&mut payload, &self.current_feedback(now));
+                    self.stats.feedback_sent += 1;
+                }
                 wire::put_close(&mut payload, code, b"");
                 let p = self.seal_packet(level, payload);
                 if sends_left <= 1 {
@@ -1238,9 +1277,10 @@ impl Connection {
         Some(p)
     }
 
-    fn feedback_packet(&mut self, now: Duration) -> Vec<u8> {
+    /// What the receiver has got, as a FEEDBACK frame's content.
+    fn current_feedback(&self, now: Duration) -> Feedback {
         let largest = self.largest_rx[Level::OneRtt.index()].unwrap_or(0);
-        let fb = Feedback {
+        Feedback {
             largest_pn: largest,
             ack_delay_us: now.saturating_sub(self.rx_largest_at).as_micros() as u64,
             packets: self.rx_packets,
@@ -1257,7 +1297,11 @@ impl Connection {
                     decoded: b.decoded,
                 })
                 .collect(),
-        };
+        }
+    }
+
+    fn feedback_packet(&mut self, now: Duration) -> Vec<u8> {
+        let fb = self.current_feedback(now);
         let mut payload = Vec::new();
         wire::put_feedback(&mut payload, &fb);
         self.stats.feedback_sent += 1;
@@ -1303,7 +1347,7 @@ impl Connection {
                 && self.tx_blocks.len() < self.config.max_blocks_in_flight =>
             {
                 let max = usize::from(self.config.max_block_symbols) * self.symbol_size;
-                let data = self.tx_streams.fill_block(max);
+                let data = self.tx_streams.fill_block(max, self.symbol_size);
                 let k = data.len().div_ceil(self.symbol_size).max(1) as u16;
                 let repair = proactive_repair(k, self.rate.loss_base());
                 self.tx_blocks.push_back(SendBlock::new(

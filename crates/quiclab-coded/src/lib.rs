@@ -66,7 +66,9 @@
 //!
 //! **Streams** ([`stream`]). The data of each direction is one ordered byte stream of records,
 //! `0x08 | stream id | flags (bit 0: fin) | length | data`, cut into blocks; a block holds
-//! whole records and ends with a 0x00 pad byte when they do not fill it. The client opens
+//! whole records and ends with a 0x00 pad byte when they do not fill it. A record ends at the
+//! end of a source symbol, so the receiver delivers each symbol's data as soon as it and the
+//! symbols before it have arrived, not once the whole block has. The client opens
 //! streams 0, 1, 2, ...; the server answers on the same id. A GET is a stream carrying
 //! `GET /bytes/N` and fin; the answer carries the body and fin. There is no flow control: the
 //! receiver buffers what the application has not read.
@@ -109,8 +111,9 @@
 //! [`Config::feedback_delay`] (10 ms) after the first unreported one; while a block is
 //! unfinished and nothing arrives, it repeats its report after half an RTT, then one, then
 //! every two; once every
-//! block is decoded it repeats its last report twice, against its loss. Each report is
-//! cumulative, so losing one costs nothing but time. The sender keeps a probe timer only for
+//! block is decoded it repeats its last report twice, against its loss; a receiver that
+//! closes puts a last report in front of its CLOSE. Each report is cumulative, so losing one
+//! costs nothing but time. The sender keeps a probe timer only for
 //! silence (no report for 3 RTT + 4 RTT variations + 20 ms, doubling up to 8 times): it then
 //! sends one repair symbol even beyond the in-flight cap ([`Stats::probes`] counts them).
 //!
@@ -119,10 +122,11 @@
 //! The sending rate follows the receiver's goodput: the largest goodput reported over ten
 //! rounds, scaled by a gain that probes (1.25) and drains (0.75) once every 8 rounds, divided by
 //! `1 - p` so that random loss does not drag the rate down. Loss within what `p` explains is
-//! not congestion; loss beyond it while the queueing delay is high (a drop-tail queue
-//! overflowing), or a goodput gap that grows with the delay, is: the rate is cut to 0.8 x the
-//! goodput and regrows by two packets per RTT each round. Backing off on the same overflow events as a
-//! loss-based TCP is what keeps a Cubic flow from starving beside it.
+//! not congestion; loss beyond it while the queue is near its fullest (a drop-tail queue
+//! overflowing), or a goodput gap that grows with the delay, is: the rate is cut to 0.7 x the
+//! goodput and regrows by one packet per RTT each round, as a TCP-friendly Cubic would. Backing
+//! off on the same overflow events as a loss-based TCP, by as much, is what keeps a Cubic flow
+//! from starving beside it, and this flow from starving beside Cubic.
 
 pub mod coding;
 pub mod connection;

@@ -7,23 +7,36 @@
 //! - `bw`: the largest goodput the receiver reported over the last 10 rounds (its own clock,
 //!   bytes received over time), so it measures the bottleneck when the sender exceeds it.
 //! - `q`: queueing delay, the round's smallest RTT sample minus the path's smallest.
-//! - `loss_base`: the loss rate of rounds without a high queue, where drops cannot be overflow:
-//!   the random (e.g. wireless) loss. It sets the code's proactive redundancy as well.
+//! - `loss_base`: the loss rate of rounds whose queue was not near its recent maximum, where
+//!   drops cannot be a drop-tail queue's overflow: the random (e.g. wireless) loss. It sets the
+//!   code's proactive redundancy as well.
 //! - Pacing rate = gain x min(bw, bw_hi) / (1 - loss_base). The gain starts at 2/ln 2 (doubling
 //!   per round), then cycles 1.25 (probe), 0.75 (drain what the probe queued), 1 x 6 (cruise).
-//! - Congestion: a round that lost more packets than `loss_base` explains (mean + 3 standard
-//!   deviations + 1) while `q` was at least half its recent maximum and at least
-//!   max(5 ms, min RTT / 4) (a drop-tail queue overflowing), or lost over 30 % + 2 x
-//!   `loss_base` (at least 8 packets) whatever the delay (a policer, an outage). Then
-//!   `bw_hi` becomes 0.8 x the round's goodput (at most once per two rounds); it grows by two
-//!   packets per RTT each round while no congestion is seen (additive increase, multiplicative
-//!   decrease: flows cut on the same events converge). This is what lets a loss-driven flow such as Cubic keep
-//!   its share: the two back off on the same overflow events.
+//! - Congestion, any of:
+//!   - *overflow*: the round lost packets while `q` was at least 3/4 of its maximum over the
+//!     last 10 rounds (and at least max(5 ms, min RTT / 4)), more than `loss_base` explains by
+//!     chance (Poisson tail below 0.5 %; with no random loss, a single packet), once 500
+//!     packets have taught `loss_base`. A window-based flow beside this one (Cubic) overflows
+//!     the queue every few seconds and this flow, paced, loses only one or two packets of each
+//!     overflow: it must back off on those.
+//!   - *excess*: more loss than `loss_base` explains (mean + 3 standard deviations + 1) while
+//!     `q` was at least half its recent maximum and at least max(5 ms, min RTT / 4);
+//!   - *severe*: over 30 % + 2 x `loss_base` lost (at least 8 packets) whatever the delay (a
+//!     policer, an outage).
+//!
+//!   Then `bw_hi` becomes 0.7 x the round's goodput (at most once per two rounds); it grows by
+//!   one packet per RTT each round while no congestion is seen. These are Cubic's own decrease
+//!   and its TCP-friendly increase (about 0.5 packet per RTT for a decrease to 0.7) within a
+//!   factor of two: flows cut on the same events converge (additive increase, multiplicative
+//!   decrease), each difference shrinking by 0.7 per congestion epoch, and share a bottleneck
+//!   with Cubic (45-64 % for the coded flow at 10-200 ms RTT and 10 Mbit/s, in namespaces).
 //! - A growing gap: in a cruise round whose goodput fell below 85 % of `bw` while `q` rose, the
 //!   capacity has shrunk (another flow or a slower link): `bw` is reset to that goodput instead
 //!   of waiting for the maximum to age out.
 //! - Bytes in flight (sent after the last packet the receiver reported) are capped at
-//!   2 x bw x min RTT / (1 - loss_base) (2.89 x in startup): if feedback stops, sending stops.
+//!   2 x bw x srtt / (1 - loss_base) (in startup 2.89 x bw x min RTT, which bounds its
+//!   overshoot): if feedback stops, sending stops. The smoothed RTT, not the minimum, so that a
+//!   queue another flow keeps full does not hold this flow to cap / RTT.
 //!
 //! Time is an argument; nothing here reads a clock.
 
@@ -33,8 +46,30 @@ use std::time::Duration;
 const STARTUP_GAIN: f64 = 2.885;
 const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 const BW_WINDOW_ROUNDS: u64 = 10;
-const BETA: f64 = 0.8;
-const HI_GROWTH_PACKETS: f64 = 2.0;
+const BETA: f64 = 0.7;
+const HI_GROWTH_PACKETS: f64 = 1.0;
+/// Chance of a round's loss under the random rate below which it is taken as an overflow.
+const OVERFLOW_P: f64 = 0.005;
+/// The random loss rate is known well enough to call one lost packet an overflow after this
+/// many packets (a 1 % rate has then shown about 5 losses).
+const LOSS_MATURE_PACKETS: f64 = 500.0;
+
+/// P(X >= k) for X Poisson with mean `mean`.
+fn poisson_tail(mean: f64, k: u64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if mean <= 0.0 {
+        return 0.0;
+    }
+    let mut term = (-mean).exp();
+    let mut below = term;
+    for i in 1..k {
+        term *= mean / i as f64;
+        below += term;
+    }
+    (1.0 - below).max(0.0)
+}
 
 /// What one feedback adds to the sender's knowledge.
 #[derive(Debug, Clone, Copy, Default)]
@@ -89,6 +124,8 @@ pub struct RateControl {
     bw_samples: VecDeque<(u64, f64)>,
     bw_hi: f64,
     loss_base: f64,
+    /// Packets of the rounds `loss_base` was learned from.
+    loss_packets: f64,
     min_rtt: Option<Duration>,
     srtt: Duration,
     rttvar: Duration,
@@ -114,6 +151,7 @@ impl RateControl {
             bw_samples: VecDeque::new(),
             bw_hi: f64::INFINITY,
             loss_base: 0.0,
+            loss_packets: 0.0,
             min_rtt: None,
             srtt: initial_rtt,
             rttvar: initial_rtt / 2,
@@ -189,7 +227,17 @@ impl RateControl {
         } else {
             2.0
         };
-        let rtt = self.min_rtt.unwrap_or(self.srtt).as_secs_f64();
+        // After startup, the smoothed RTT, queueing included: when another flow keeps a queue
+        // full, a cap on the empty path's BDP would hold this flow to a fraction of its rate
+        // (cap / RTT). In startup, the empty path's: the queue startup itself builds must not
+        // raise the cap that bounds its overshoot.
+        let min_rtt = self.min_rtt.unwrap_or(self.srtt);
+        let rtt = if self.mode == Mode::Startup {
+            min_rtt
+        } else {
+            self.srtt.max(min_rtt)
+        }
+        .as_secs_f64();
         (gain * self.bandwidth() * rtt / (1.0 - self.loss_base)).max(4.0 * self.mss)
     }
 
@@ -244,9 +292,19 @@ impl RateControl {
         let q_high = q >= q_low.max(q_max / 2);
         let expected = self.loss_base * n;
         let excess = lost > expected + 3.0 * expected.max(0.5).sqrt() + 1.0;
+        // A drop-tail queue overflows at its fullest: loss the random rate does not explain
+        // (less likely than OVERFLOW_P by chance; with no random loss, any loss) while the queue
+        // is near the highest seen is an overflow, even of one or two packets (all a paced flow
+        // loses when a window-based flow beside it overflows the queue). The exact Poisson tail
+        // keeps false alarms equally rare for flows of few and of many packets per round.
+        let q_full = q >= q_low.max(q_max * 3 / 4);
+        let overflow = q_full
+            && self.loss_packets >= LOSS_MATURE_PACKETS
+            && poisson_tail(expected, lost as u64) < OVERFLOW_P;
         let severe = frac > 2.0 * self.loss_base + 0.3 && lost >= 8.0;
-        let congested = (excess && q_high) || severe;
-        if !q_high && !congested {
+        let congested = (excess && q_high) || overflow || severe;
+        if !q_full && !congested {
+            self.loss_packets += n;
             let w = (n / 500.0).min(1.0);
             self.loss_base += (frac - self.loss_base) * w;
             self.loss_base = self.loss_base.clamp(0.0, 0.5);
@@ -385,9 +443,9 @@ mod tests {
         round(&mut rc, &mut pn, 45, 0, c, ms(150));
         round(&mut rc, &mut pn, 45, 6, c, ms(150));
         assert_eq!(rc.stats().congestion_events, 1);
-        // bw_hi = 0.8 x goodput: the pacing rate cannot exceed 1.25 x 0.8 x c
+        // bw_hi = 0.7 x goodput: the pacing rate cannot exceed 1.25 x 0.7 x c
         assert!(
-            rc.pacing_rate() <= 1.25 * 0.8 * c + 1.0,
+            rc.pacing_rate() <= 1.25 * BETA * c + 1.0,
             "{}",
             rc.pacing_rate()
         );
@@ -398,6 +456,64 @@ mod tests {
         }
         round(&mut rc, &mut pn, 45, 3, c, ms(50));
         assert_eq!(rc.stats().congestion_events, before);
+    }
+
+    #[test]
+    fn one_loss_at_the_fullest_queue_is_an_overflow_once_the_random_rate_is_known() {
+        let c = 1_250_000.0;
+        // 45 packets a round, no random loss, then a queue rising 50 -> 150 ms and one loss
+        // at its top: before 500 packets it is tolerated, after it is an overflow
+        let run = |clean_rounds: u64| {
+            let mut rc = RateControl::new(MSS, 10, ms(50));
+            rc.on_rtt(ms(50));
+            let mut pn = 0;
+            for _ in 0..clean_rounds {
+                round(&mut rc, &mut pn, 45, 0, c, ms(50));
+            }
+            for rtt in [90, 120, 150] {
+                round(&mut rc, &mut pn, 45, 0, c, ms(rtt));
+            }
+            let before = rc.stats().congestion_events;
+            round(&mut rc, &mut pn, 45, 1, c, ms(150));
+            rc.stats().congestion_events - before
+        };
+        assert_eq!(
+            run(8),
+            0,
+            "8 x 45 = 360 packets: the random rate is not known yet"
+        );
+        assert_eq!(
+            run(12),
+            1,
+            "12 x 45 = 540 packets of no loss: one loss is an overflow"
+        );
+        // with 2 % random loss learned (0.9 a round expected), one or two losses at the top
+        // are chance, five are an overflow (P(X >= 5 | 0.9) = 0.2 %)
+        let with_loss = |lost: u64| {
+            let mut rc = RateControl::new(MSS, 10, ms(50));
+            rc.on_rtt(ms(50));
+            let mut pn = 0;
+            for i in 0..40 {
+                round(&mut rc, &mut pn, 45, u64::from(i % 10 < 9), c, ms(50));
+            }
+            for rtt in [90, 120, 150] {
+                round(&mut rc, &mut pn, 45, 0, c, ms(rtt));
+            }
+            let before = rc.stats().congestion_events;
+            round(&mut rc, &mut pn, 45, lost, c, ms(150));
+            rc.stats().congestion_events - before
+        };
+        assert_eq!(with_loss(2), 0);
+        assert_eq!(with_loss(5), 1);
+    }
+
+    #[test]
+    fn poisson_tails() {
+        assert_eq!(poisson_tail(0.0, 1), 0.0);
+        assert_eq!(poisson_tail(3.0, 0), 1.0);
+        // P(X >= 1) = 1 - e^-m; P(X >= 2 | 1) = 1 - 2/e
+        assert!((poisson_tail(0.5, 1) - (1.0 - (-0.5f64).exp())).abs() < 1e-12);
+        assert!((poisson_tail(1.0, 2) - (1.0 - 2.0 / std::f64::consts::E)).abs() < 1e-12);
     }
 
     #[test]

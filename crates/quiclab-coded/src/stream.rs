@@ -71,13 +71,23 @@ impl SendStreams {
         !self.ready.is_empty()
     }
 
-    /// Builds a block's content of at most `max` bytes from the queued records.
-    pub fn fill_block(&mut self, max: usize) -> Vec<u8> {
+    /// Builds a block's content of at most `max` bytes from the queued records. A record ends
+    /// at the end of the `symbol`-byte source symbol it starts in (or of the next one, when
+    /// too little is left of its own), so that a receiver hands each symbol's data to the
+    /// application as soon as that symbol and those before it are in: a record as long as the
+    /// block would hold its first byte back until the whole block had arrived.
+    pub fn fill_block(&mut self, max: usize, symbol: usize) -> Vec<u8> {
+        let symbol = symbol.max(1);
         let mut out = Vec::with_capacity(max);
         while let Some(&id) = self.ready.front() {
             let s = self.streams.get_mut(&id).expect("ready streams exist");
             let head = 1 + varint_len(id) + 1;
-            let room = max.saturating_sub(out.len() + head);
+            // where this record ends: a symbol boundary, leaving room for some data
+            let mut end = (out.len() / symbol + 1) * symbol;
+            if end - out.len() < head + 3 {
+                end += symbol;
+            }
+            let room = end.min(max).saturating_sub(out.len() + head);
             if room < 2 {
                 break;
             }
@@ -103,9 +113,6 @@ impl SendStreams {
             }
             if s.buf.is_empty() && (fin || !s.fin) {
                 self.ready.pop_front();
-            } else if !s.buf.is_empty() {
-                // the block is full
-                break;
             }
         }
         out
@@ -192,7 +199,7 @@ mod tests {
         let mut got: BTreeMap<u64, (Vec<u8>, bool)> = BTreeMap::new();
         let mut blocks = 0;
         while tx.has_pending() {
-            let block = tx.fill_block(1400);
+            let block = tx.fill_block(1400, 1400);
             assert!(block.len() <= 1400, "{}", block.len());
             blocks += 1;
             let mut padded = block.clone();
@@ -214,10 +221,34 @@ mod tests {
     }
 
     #[test]
+    fn records_end_at_symbol_boundaries_so_each_symbol_parses_alone() {
+        let mut tx = SendStreams::default();
+        tx.write(1, b"short");
+        let a: Vec<u8> = (0..5_000).map(|i| (i % 251) as u8).collect();
+        tx.write(0, &a);
+        tx.finish(0);
+        let block = tx.fill_block(64 * 100, 100);
+        // the short record and the start of stream 0 share symbol 0; every later symbol is
+        // one record of its own, parsed as soon as it (and those before) are in
+        let mut got = Vec::new();
+        for sym in block.chunks(100) {
+            let (recs, used, _) = parse_records(sym).unwrap();
+            assert_eq!(used, sym.len(), "a record runs past its symbol");
+            got.extend(
+                recs.iter()
+                    .filter(|r| r.id == 0)
+                    .flat_map(|r| r.data.to_vec()),
+            );
+        }
+        assert_eq!(got.len(), a.len());
+        assert_eq!(got, a);
+    }
+
+    #[test]
     fn a_record_cut_by_the_delivered_prefix_waits() {
         let mut tx = SendStreams::default();
         tx.write(3, b"hello world");
-        let block = tx.fill_block(100);
+        let block = tx.fill_block(100, 100);
         for cut in 0..block.len() {
             let (recs, used, pad) = parse_records(&block[..cut]).unwrap();
             assert!(recs.is_empty() && used == 0 && !pad, "{cut}");
@@ -233,7 +264,7 @@ mod tests {
         let mut tx = SendStreams::default();
         tx.open(0);
         tx.finish(0);
-        let block = tx.fill_block(100);
+        let block = tx.fill_block(100, 100);
         let (recs, _, _) = parse_records(&block).unwrap();
         assert_eq!(
             recs,

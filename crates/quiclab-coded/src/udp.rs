@@ -75,6 +75,27 @@ fn recv_until<T>(
     }
 }
 
+/// A send that did not go out for a reason the protocol survives is dropped like a lost packet:
+/// a full socket buffer (while the driver polls without blocking), or a peer that is not (yet)
+/// there (ICMP port unreachable, reported on the next call of a connected socket).
+fn sent(result: io::Result<usize>) -> io::Result<()> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock
+                    | io::ErrorKind::ConnectionRefused
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn timed_out(e: &io::Error) -> bool {
     matches!(
         e.kind(),
@@ -100,7 +121,7 @@ pub fn run_connection(
         }
         let go_on = app(conn);
         while let Some(d) = conn.poll_transmit(clock.now()) {
-            socket.send(&d)?;
+            sent(socket.send(&d))?;
         }
         if !go_on || conn.is_closed() || clock.now() >= deadline {
             return Ok(());
@@ -132,7 +153,7 @@ pub fn run_endpoint(
         let go_on = app(endpoint);
         while let Some((h, d)) = endpoint.poll_transmit(clock.now()) {
             if let Some(to) = peers.get(&h) {
-                socket.send_to(&d, to)?;
+                sent(socket.send_to(&d, to))?;
             }
         }
         for (h, _) in endpoint.remove_closed() {

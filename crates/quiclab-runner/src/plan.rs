@@ -25,7 +25,7 @@
 //! loss = "1%"
 //! [matrix]                   # and/or every combination of these values
 //! up-loss = ["0%", "2%"]
-//! [arms.h2-cubic]            # stacks with their knobs
+//! [arms.h2-cubic]            # stacks with their knobs (http = "1.1", "2", "3" or "coded")
 //! http = "2"
 //! tcp-cc = "cubic"
 //! [arms.h3-cubic]
@@ -408,15 +408,7 @@ impl Arm {
             out.extend(self.flags(false));
             return out;
         }
-        let mut out = vec![
-            "--http".to_string(),
-            match self.http {
-                HttpVersion::Http11 => "1.1",
-                HttpVersion::Http2 => "2",
-                HttpVersion::Http3 => "3",
-            }
-            .to_string(),
-        ];
+        let mut out = vec!["--http".to_string(), self.http.name().to_string()];
         out.extend(self.flags(false));
         out
     }
@@ -433,7 +425,7 @@ impl Arm {
 /// Every key an arm accepts, with its help (for errors and `--help`).
 pub fn arm_keys_help() -> String {
     let mut s = format!(
-        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3) or 3 (over QUIC)\n  telemetry  in telemetry plans instead of http, how flushes travel: {}\n  label  a description for the report\n",
+        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3), 3 (over QUIC), or coded (the network-coded transport)\n  telemetry  in telemetry plans instead of http, how flushes travel: {}\n  label  a description for the report\n",
         Mode::allowed()
     );
     for k in KNOBS {
@@ -678,23 +670,27 @@ fn parse_arm(
         let (_, http_v) = get("http").ok_or_else(|| {
             ctx.err(
                 name.span(),
-                format!("arm {arm:?} needs http = \"1.1\", \"2\" or \"3\""),
+                format!("arm {arm:?} needs http = \"1.1\", \"2\", \"3\" or \"coded\""),
             )
         })?;
         let http = match scalar(ctx, http_v)?.as_str() {
             "1.1" | "1" => HttpVersion::Http11,
             "2" => HttpVersion::Http2,
             "3" => HttpVersion::Http3,
+            "coded" => HttpVersion::Coded,
             other => {
                 return Err(ctx.err(
                     http_v.span(),
-                    format!("arm {arm:?}: http = {other:?}; allowed: \"1.1\", \"2\" or \"3\""),
+                    format!(
+                        "arm {arm:?}: http = {other:?}; allowed: \"1.1\", \"2\", \"3\" or \"coded\""
+                    ),
                 ));
             }
         };
         (http, None)
     };
     let is_quic = http == HttpVersion::Http3;
+    let is_coded = http == HttpVersion::Coded;
     let mut label = None;
     let mut given = Vec::new();
     for (k, v) in t {
@@ -735,8 +731,12 @@ fn parse_arm(
             (Applies::Quic, Some(_)) if !is_quic => {
                 Some("quic-stream, quic-streams and quic-datagrams")
             }
-            (Applies::Tcp, None) if is_quic => Some("HTTP/1.1 and HTTP/2 (TCP)"),
+            (Applies::Tcp, None) if is_quic || is_coded => Some("HTTP/1.1 and HTTP/2 (TCP)"),
             (Applies::Quic, None) if !is_quic => Some("HTTP/3 (QUIC)"),
+            // the coded transport has no session resumption and no 0-RTT
+            (Applies::Any, None) if is_coded && key == "resume" => {
+                Some("HTTP/1.1, HTTP/2 and HTTP/3 (the coded transport has no resumption)")
+            }
             _ => None,
         };
         if let Some(only) = wrong {
@@ -799,6 +799,7 @@ fn parse_arm(
             (None, HttpVersion::Http11) => "HTTP/1.1 over TCP+TLS 1.3",
             (None, HttpVersion::Http2) => "HTTP/2 over TCP+TLS 1.3",
             (None, HttpVersion::Http3) => "HTTP/3 over QUIC (quinn)",
+            (None, HttpVersion::Coded) => return CODED_LABEL.to_string(),
         };
         match &cc {
             Some(cc) => format!("{stack}, {cc}"),
@@ -810,6 +811,9 @@ fn parse_arm(
     arm_out.caveats = caveats;
     Ok(arm_out)
 }
+
+/// The default label of a `coded` arm.
+pub const CODED_LABEL: &str = "network-coded transport (RaptorQ, goodput-following rate)";
 
 /// Keys of `[workload]` per kind (besides `kind`).
 const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
@@ -1507,6 +1511,31 @@ b = "h3"
         // a queue without a rate is an impossible combination, caught with its place
         let e = broken("rate = \"10mbit\"", "queue = \"50ms\"");
         assert!(e.message.contains("queue"), "{e}");
+
+        // the coded transport: its own label, no TCP or QUIC knobs, no resumption
+        let coded = GOOD.replace("quic-cc = \"bbr\"\nhttp = \"3\"", "http = \"coded\"");
+        let p = parse(&coded, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.arms[1].client_args(), ["--http", "coded"]);
+        assert_eq!(p.arms[1].label, CODED_LABEL);
+        for (knob, only) in [
+            ("tcp-cc = \"cubic\"", "TCP"),
+            ("quic-cc = \"cubic\"", "QUIC"),
+            ("resume = true", "no resumption"),
+        ] {
+            let e = parse(
+                &coded.replace("http = \"coded\"", &format!("http = \"coded\"\n{knob}")),
+                "t.toml",
+                Profile::Full,
+            )
+            .unwrap_err();
+            assert!(
+                e.message.contains("arm \"h3\"") && e.message.contains(only),
+                "{e}"
+            );
+            assert_eq!(e.line, line_of("http = \"coded\"", &coded) + 1, "{e}");
+        }
+        let e = broken("http = \"3\"", "http = \"4\"");
+        assert!(e.message.contains("\"coded\""), "{e}");
 
         let e = broken("name = \"t\"", "name = \"a/b\"");
         assert_eq!(e.line, 2);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
 use quiclab_report::model::{Detail, Metrics, RequestMetrics, TimelinePoint};
-use quiclab_stack::record::RequestRecord;
+use quiclab_stack::record::{HttpVersion, RequestRecord};
 use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
@@ -244,10 +244,10 @@ fn execute(
         server_args.extend(["--telemetry-log".into(), units_log.display().to_string()]);
     } else {
         server_args.extend([
-            if quic {
-                "--quic-timeline"
-            } else {
-                "--tcp-timeline"
+            match arm.http {
+                HttpVersion::Http3 => "--quic-timeline",
+                HttpVersion::Coded => "--coded-timeline",
+                _ => "--tcp-timeline",
             }
             .into(),
             timeline.display().to_string(),
@@ -255,6 +255,10 @@ fn execute(
     }
     if !quic {
         server_args.push("--no-quic".into());
+    }
+    if arm.http == HttpVersion::Coded {
+        // the coded transport takes HTTP/3's place on UDP 443, so URLs stay the same
+        server_args.extend(["--coded-listen".into(), "[::]:443".into()]);
     }
     // what both endpoints record: impossible RTT samples against the path's physical minimum,
     // and a qlog per QUIC connection
@@ -580,7 +584,7 @@ fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
             args.extend(["--connection".into(), "new".into()]);
             // resumption is the workload's point; an arm may still turn it off explicitly
             let arm = &plan.arms[spec.arm];
-            if arm.knob("resume").is_none() {
+            if arm.knob("resume").is_none() && arm.http != HttpVersion::Coded {
                 args.push("--resume".into());
             }
             args.extend(["--repeat".into(), requests.to_string(), url(spec.size)]);

@@ -123,11 +123,7 @@ pub enum ClientError {
 }
 
 fn version_name(v: HttpVersion) -> &'static str {
-    match v {
-        HttpVersion::Http11 => "1.1",
-        HttpVersion::Http2 => "2",
-        HttpVersion::Http3 => "3",
-    }
+    v.name()
 }
 
 /// Whether requests share a connection.
@@ -331,7 +327,7 @@ impl Client {
         let alpn: &[u8] = match opts.http {
             HttpVersion::Http11 => ALPN_HTTP11,
             HttpVersion::Http2 => ALPN_H2,
-            HttpVersion::Http3 => return Err(ClientError::NotTcp(opts.http)),
+            HttpVersion::Http3 | HttpVersion::Coded => return Err(ClientError::NotTcp(opts.http)),
         };
         if opts.fast_open {
             check_fast_open_sysctl()?;

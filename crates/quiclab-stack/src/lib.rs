@@ -3,6 +3,8 @@
 //! - [`tls`]: certificates and rustls configurations (ring provider, TLS 1.3, chosen key-exchange
 //!   groups).
 //! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills [`record`]s.
+//! - [`coded`]: the network-coded transport (`quiclab-coded`) with the same routes and
+//!   records: a server and a client.
 //! - [`files`]: static files under a root directory, served without escaping it.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
 //! - [`qlog`]: one qlog file per QUIC connection.
@@ -19,6 +21,7 @@
 //!   head-of-line blocking workload).
 
 pub mod client;
+pub mod coded;
 pub mod files;
 pub mod qlog;
 pub mod quic;

@@ -7,7 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Which HTTP version carried a request.
+/// Which HTTP version carried a request (or, for `Coded`, the network-coded transport's own
+/// request/response framing, see [`crate::coded`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HttpVersion {
     #[serde(rename = "1.1")]
@@ -16,6 +17,9 @@ pub enum HttpVersion {
     Http2,
     #[serde(rename = "3")]
     Http3,
+    /// One request per stream of the coded transport: not HTTP, but the same routes.
+    #[serde(rename = "coded")]
+    Coded,
 }
 
 impl HttpVersion {
@@ -23,6 +27,17 @@ impl HttpVersion {
         match self {
             HttpVersion::Http11 | HttpVersion::Http2 => Transport::Tcp,
             HttpVersion::Http3 => Transport::Quic,
+            HttpVersion::Coded => Transport::Coded,
+        }
+    }
+
+    /// The name plans and `quiclab get --http` use: "1.1", "2", "3" or "coded".
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpVersion::Http11 => "1.1",
+            HttpVersion::Http2 => "2",
+            HttpVersion::Http3 => "3",
+            HttpVersion::Coded => "coded",
         }
     }
 }
@@ -32,6 +47,8 @@ impl HttpVersion {
 pub enum Transport {
     Tcp,
     Quic,
+    /// RaptorQ-coded data over UDP ([`crate::coded`]).
+    Coded,
 }
 
 /// How the TLS handshake went.
@@ -169,7 +186,7 @@ pub struct TimelineSample {
     /// True for a sample taken at a congestion event.
     pub congestion_event: bool,
     /// Cumulative retransmissions so far: TCP segments retransmitted (`tcpi_total_retrans`),
-    /// QUIC packets declared lost.
+    /// QUIC packets declared lost, repair symbols sent by the coded transport.
     #[serde(default)]
     pub retransmits: Option<u64>,
     /// Cumulative RTT samples below the emulated path's minimum RTT (physically impossible: a

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_stack::client::{Client, ClientOptions, ConnectionMode};
+use quiclab_stack::coded;
 use quiclab_stack::quic::{self, QuicClientOptions};
 use quiclab_stack::record::{HttpVersion, RequestRecord};
 use quiclab_stack::tls::KxGroup;
@@ -13,14 +14,17 @@ use quiclab_stack::tls::KxGroup;
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
 
-/// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), or over
-/// HTTP/3 on QUIC (quinn, h3), timing every request.
+/// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), over
+/// HTTP/3 on QUIC (quinn, h3), or over the network-coded transport (--http coded: RaptorQ-coded
+/// data over TLS 1.3-protected UDP, one request per stream), timing every request.
 ///
 /// Each request reports status, body bytes, time to first and last body byte (from the
 /// connection attempt for a new connection, from sending the request otherwise), the TLS
 /// handshake (key-exchange group, HelloRetryRequest, resumption, ALPN) and TCP_INFO of the
 /// connection at the end (RTT, retransmissions, congestion controller read back). Over HTTP/3,
-/// --resume sends requests on later connections as 0-RTT and reports whether it was accepted. Bodies of
+/// --resume sends requests on later connections as 0-RTT and reports whether it was accepted.
+/// The coded transport has no resumption and no 0-RTT (every connection makes a full
+/// handshake; --resume is refused) and serves on UDP (`quiclab serve --coded-listen`). Bodies of
 /// /bytes/N are checked byte by byte against the server's pattern.
 ///
 /// The URLs are fetched in order, --repeat times. Exits with 1 if any request failed (an error,
@@ -35,7 +39,7 @@ pub struct GetCmd {
     /// https:// URLs to fetch.
     #[arg(required = true, value_name = "URL")]
     urls: Vec<String>,
-    /// HTTP version.
+    /// HTTP version, or `coded` for the network-coded transport.
     #[arg(long, value_enum, default_value = "2")]
     http: HttpArg,
     /// Keep one connection per server for all requests (reuse) or open one per request (new).
@@ -79,6 +83,9 @@ enum HttpArg {
     Http2,
     #[value(name = "3")]
     Http3,
+    /// The network-coded transport (not HTTP: its own one-line request and status framing).
+    #[value(name = "coded")]
+    Coded,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -128,6 +135,21 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
             let records = runtime.block_on(quic::get(&urls, &opts))?;
             return report(&records, c.json);
         }
+        HttpArg::Coded => {
+            if c.tcp_cc.is_some() || c.tfo || c.resume {
+                anyhow::bail!(
+                    "--tcp-cc, --tfo and --resume do not apply to the coded transport (it has its \
+                     own rate control, and no session resumption or 0-RTT)"
+                );
+            }
+            let opts = coded::CodedClientOptions {
+                ca_pem,
+                groups,
+                reuse_connection: reuse,
+                config: coded::Config::default(),
+            };
+            return report(&coded::get(&urls, &opts)?, c.json);
+        }
     };
     let opts = ClientOptions {
         http,
@@ -175,6 +197,7 @@ fn summary(r: &RequestRecord) -> String {
         HttpVersion::Http11 => "HTTP/1.1",
         HttpVersion::Http2 => "HTTP/2",
         HttpVersion::Http3 => "HTTP/3",
+        HttpVersion::Coded => "coded transport",
     };
     let mut s = format!(
         "{} {}: status {}, {} bytes, {http}, connection {}{}",

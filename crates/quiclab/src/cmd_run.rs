@@ -23,13 +23,14 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("repeat", include_str!("../../../plans/repeat.toml")),
     ("hls", include_str!("../../../plans/hls.toml")),
     ("telemetry", include_str!("../../../plans/telemetry.toml")),
+    ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
-/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry). Without
-/// PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a
-/// few minutes.
+/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry,
+/// coded-loss). Without PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link
+/// with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
 /// `quiclab get` (`quiclab telemetry` for the telemetry workload); arms compared within an

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use quiclab_stack::coded::{self, CodedServer, CodedServerOptions};
 use quiclab_stack::quic::{self, QuicServer, QuicServerOptions};
 
 use crate::quicargs::QuicArgs;
@@ -22,7 +23,8 @@ use tokio::signal::unix::{SignalKind, signal};
 ///
 /// Routes (the same over every protocol): GET /bytes/N sends N bytes (byte i is i mod 251; N in decimal, at most 10 GB);
 /// POST /upload reads the body and answers with its length; anything else is 404. Every
-/// response advertises HTTP/3 on the same port with Alt-Svc.
+/// response advertises HTTP/3 on the same port with Alt-Svc. With --coded-listen the same
+/// routes are also served over the network-coded transport (`quiclab get --http coded`).
 ///
 /// With --telemetry-log it also receives telemetry from `quiclab telemetry` (ALPN
 /// quiclab-telemetry, over TCP and QUIC) and logs every unit with its receive time.
@@ -109,6 +111,21 @@ pub struct ServeCmd {
     tfo: bool,
     #[command(flatten)]
     record: RecordArgs,
+    /// Also serve the same routes over the network-coded transport (RaptorQ-coded data over TLS
+    /// 1.3-protected UDP, one request per stream; `quiclab get --http coded`) on this UDP
+    /// address, e.g. `[::]:4433`, or the --listen port with --no-quic. Off by default.
+    #[arg(long, value_name = "ADDR", help_heading = "Coded transport")]
+    coded_listen: Option<SocketAddr>,
+    /// Write each coded connection's timeline here as JSON lines, from this sending side,
+    /// every 4 ms and when it closes: bytes the client reported receiving, bytes in flight and
+    /// their cap, pacing rate, RTT, repair symbols sent, congestion events.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "coded_listen",
+        help_heading = "Coded transport"
+    )]
+    coded_timeline: Option<PathBuf>,
 }
 
 /// What the QUIC server buffers for telemetry datagrams when --quic-datagrams does not say.
@@ -194,6 +211,20 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         let mut sigint = signal(SignalKind::interrupt()).context("handling SIGINT")?;
         let mut sigterm = signal(SignalKind::terminate()).context("handling SIGTERM")?;
         let quic_tls = std::sync::Arc::new(quic::server_tls(&tls));
+        // Bound first: `quiclab link` starts its client once any socket is open.
+        let coded_server = match c.coded_listen {
+            Some(listen) => Some(
+                CodedServer::bind(CodedServerOptions {
+                    listen,
+                    tls: std::sync::Arc::new(coded::server_tls(&tls)),
+                    config: coded::Config::default(),
+                    timeline: timeline_file(c.coded_timeline.as_ref(), "coded")?,
+                    root: c.root.clone(),
+                })
+                .context("--coded-listen")?,
+            ),
+            None => None,
+        };
         let server = Server::bind(ServerOptions {
             listen: c.listen,
             tls,
@@ -234,10 +265,17 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             c.tls_max_record.unwrap_or(16384),
             if c.dynamic_records { ", dynamic" } else { "" }
         );
-        let quic = match &quic_options {
+        let mut quic = match &quic_options {
             Some(o) => format!("; UDP HTTP/3: {}", o.summary()),
             None => "; no QUIC".to_string(),
         };
+        if let Some(s) = &coded_server {
+            quic += &format!(
+                "; coded transport on UDP {} (RaptorQ, {} rate)",
+                s.local_addr(),
+                coded::RATE_CONTROL
+            );
+        }
         let tele = match &c.telemetry_log {
             Some(p) => format!("; telemetry logged to {}", p.display()),
             None => String::new(),
@@ -265,6 +303,11 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                 eprintln!("quiclab serve: {:#}", anyhow::Error::new(e))
             }))
         });
+        let coded_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let coded_thread = coded_server.map(|s| {
+            let stop = coded_stop.clone();
+            std::thread::spawn(move || s.run_until(&stop))
+        });
         let tcp_task = tokio::spawn(server.run_until(stopped(stop_rx), |e| {
             eprintln!("quiclab serve: {:#}", anyhow::Error::new(e))
         }));
@@ -273,6 +316,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             _ = sigterm.recv() => {}
         }
         let _ = stop_tx.send(true);
+        coded_stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let stats = tcp_task.await.context("the TCP server task")?;
         eprintln!(
             "quiclab serve: stopped after {} TCP connections ({} failed)",
@@ -287,6 +331,16 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         }
         if let Some(log) = &telemetry {
             log.flush().context("writing the telemetry log")?;
+        }
+        if let Some(t) = coded_thread {
+            let stats = t
+                .join()
+                .map_err(|_| anyhow::anyhow!("the coded server thread panicked"))?
+                .context("the coded server")?;
+            eprintln!(
+                "quiclab serve: stopped after {} coded connections ({} failed)",
+                stats.connections, stats.failed
+            );
         }
         Ok(0)
     })

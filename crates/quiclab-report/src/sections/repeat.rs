@@ -3,7 +3,8 @@
 //! over QUIC). Shows per size the mean per-request throughput of every arm under every
 //! condition (the study's charts, as bars and a table), what resumption and 0-RTT did to the
 //! time to first byte (first request against the later ones, in round trips of the condition),
-//! and the distributions of the later requests' TTFB and TTLB.
+//! and the distributions of the later requests' TTFB and TTLB; it closes with where each
+//! compared arm was faster and slower than its baseline, condition by condition, with figures.
 //!
 //! Contract: renders only for `repeat` campaigns; reads the per-request metrics of successful
 //! trials ([`crate::model::Detail::requests`]) and nothing else, so failed trials count in the
@@ -109,7 +110,8 @@ pub fn render(an: &Analysis) -> Option<String> {
         out,
         "<p class=\"desc\">Each trial is {requests} GETs one after another, each on a new \
          connection; every connection after the first resumes the TLS session (over QUIC the \
-         request then goes as 0-RTT data). Throughput of a request = its body over its time to \
+         request then goes as 0-RTT data; a stack without resumption, such as the coded \
+         transport, makes a full handshake each time). Throughput of a request = its body over its time to \
          last byte, handshake included; bars show the mean over every request of every trial, \
          as in the study's charts.</p>"
     );
@@ -193,7 +195,107 @@ pub fn render(an: &Analysis) -> Option<String> {
         handshake_table(&mut out, an, &cells, si);
         ttlb_cdfs(&mut out, an, &cells, si);
     }
+    wins_and_losses(&mut out, an, &cells);
     Some(out)
+}
+
+/// How arm b's requests compare with arm a's in one cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// b's mean throughput per request is higher, and the difference is significant.
+    Faster,
+    Slower,
+    /// Means within [`MIN_DIFFERENCE`] of each other, or a Mann-Whitney p of at least 0.05
+    /// over the per-request throughputs.
+    NoClearDifference,
+}
+
+/// The smallest relative difference of mean throughputs that counts as a win or a loss: the
+/// requests of one trial share a connection's fate and are not independent, so a test over
+/// them finds tiny differences "significant".
+pub const MIN_DIFFERENCE: f64 = 0.05;
+
+/// Compares the per-request throughputs of two cells: (mean of a, mean of b, verdict), `None`
+/// when either has no request. A difference counts when the means differ by at least
+/// [`MIN_DIFFERENCE`] and a two-sided Mann-Whitney test over the requests gives p < 0.05.
+pub fn compare(a: &RepeatCell, b: &RepeatCell) -> Option<(f64, f64, Verdict)> {
+    let (ma, mb) = (a.mean_throughput()?, b.mean_throughput()?);
+    let p = stats::mann_whitney(&a.throughput_mbps, &b.throughput_mbps).map_or(1.0, |t| t.p);
+    let verdict = if p >= 0.05 || (mb / ma - 1.0).abs() < MIN_DIFFERENCE {
+        Verdict::NoClearDifference
+    } else if mb > ma {
+        Verdict::Faster
+    } else {
+        Verdict::Slower
+    };
+    Some((ma, mb, verdict))
+}
+
+/// The closing note: per compared pair and size, the conditions where the compared arm's
+/// requests were faster and where slower, with their mean throughputs.
+fn wins_and_losses(out: &mut String, an: &Analysis, cells: &[Vec<Vec<RepeatCell>>]) {
+    let camp = an.campaign;
+    let arm = |name: &str| camp.arms.iter().position(|a| a.name == name);
+    let mut items = String::new();
+    for cmp in &camp.comparisons {
+        let (Some(ai), Some(bi)) = (arm(&cmp.a), arm(&cmp.b)) else {
+            continue;
+        };
+        for (si, &size) in camp.sizes.iter().enumerate() {
+            let (mut faster, mut slower, mut even, mut n) = (Vec::new(), Vec::new(), 0, 0);
+            for (ci, cond) in camp.conditions.iter().enumerate() {
+                let Some((ma, mb, v)) = compare(&cells[ci][si][ai], &cells[ci][si][bi]) else {
+                    continue;
+                };
+                n += 1;
+                let fig = format!(
+                    "{} ({} against {} Mbit/s, {})",
+                    esc(&cond.name),
+                    units::number(mb, 2),
+                    units::number(ma, 2),
+                    units::signed_pct(mb / ma - 1.0)
+                );
+                match v {
+                    Verdict::Faster => faster.push(fig),
+                    Verdict::Slower => slower.push(fig),
+                    Verdict::NoClearDifference => even += 1,
+                }
+            }
+            if n == 0 {
+                continue;
+            }
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", v.join("; "))
+                }
+            };
+            let _ = writeln!(
+                items,
+                "<li><strong>{b}</strong> against <strong>{a}</strong>, {size} per request: \
+                 faster in {} of {n} conditions{}; slower in {}{}; no clear difference in \
+                 {even}.</li>",
+                faster.len(),
+                list(&faster),
+                slower.len(),
+                list(&slower),
+                b = esc(&cmp.b),
+                a = esc(&cmp.a),
+                size = esc(&units::size(size)),
+            );
+        }
+    }
+    if !items.is_empty() {
+        let _ = write!(
+            out,
+            "<h3>Where each compared arm wins and where it loses</h3>\n<p class=\"desc\">Mean \
+             throughput per request of the compared arm against the baseline's; a condition \
+             counts when the means differ by 5 % or more and a Mann-Whitney test over the \
+             requests gives p &lt; 0.05.</p>\n\
+             <ul class=\"findings\">\n{items}</ul>\n"
+        );
+    }
 }
 
 fn throughput_table(out: &mut String, an: &Analysis, cells: &[Vec<Vec<RepeatCell>>], si: usize) {
@@ -392,6 +494,33 @@ mod tests {
             zero_rtt_accepted: later,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn comparisons_need_a_significant_difference() {
+        let cell = |mbps: &[f64]| RepeatCell {
+            throughput_mbps: mbps.to_vec(),
+            ..Default::default()
+        };
+        let a = cell(&[10.0, 11.0, 12.0, 10.5, 11.5, 10.2]);
+        let b = cell(&[14.0, 15.0, 16.0, 14.5, 15.5, 14.2]);
+        // every b above every a: exact p = 2 / C(12, 6) = 0.002
+        assert_eq!(compare(&a, &b).unwrap().2, Verdict::Faster);
+        assert_eq!(compare(&b, &a).unwrap().2, Verdict::Slower);
+        let (ma, mb, _) = compare(&a, &b).unwrap();
+        assert!((ma - 10.866).abs() < 0.01 && (mb - 14.866).abs() < 0.01);
+        // interleaved samples: no clear difference
+        let c = cell(&[10.1, 11.1, 12.1, 10.4, 11.6, 10.3]);
+        assert_eq!(compare(&a, &c).unwrap().2, Verdict::NoClearDifference);
+        // every one above, but by 1 %: too small to count
+        let d = cell(
+            &a.throughput_mbps
+                .iter()
+                .map(|v| v * 1.01)
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(compare(&a, &d).unwrap().2, Verdict::NoClearDifference);
+        assert_eq!(compare(&a, &RepeatCell::default()), None);
     }
 
     #[test]
