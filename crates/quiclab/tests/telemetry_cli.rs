@@ -171,8 +171,9 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
         );
         match mode {
             Mode::QuicDatagrams => {
-                // the two flushes are lost, whole, and nothing is late
-                assert!(late.is_empty(), "{mode}: {late:?}");
+                // the two flushes are lost, whole, and nothing is repaired: no flush comes a
+                // round trip late (a stalled host may hold a few back by less)
+                assert_host_noise_only(mode, &late, &[]);
                 assert_eq!(missing.len(), 20, "{mode}");
                 let mut flushes = missing.clone();
                 flushes.dedup();
