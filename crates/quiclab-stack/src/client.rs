@@ -53,7 +53,7 @@ const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
 /// Errors from setting up a client or from one request.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("HTTP/{} is not spoken over TCP; this client does HTTP/1.1 and HTTP/2", version_name(*.0))]
+    #[error("{} is not spoken over TCP; this client does HTTP/1.1 and HTTP/2", protocol_name(*.0))]
     NotTcp(HttpVersion),
     #[error("no key-exchange group given")]
     NoGroups,
@@ -123,6 +123,13 @@ pub enum ClientError {
 
 fn version_name(v: HttpVersion) -> &'static str {
     v.name()
+}
+
+fn protocol_name(v: HttpVersion) -> String {
+    match v {
+        HttpVersion::Coded => "the coded transport".to_string(),
+        v => format!("HTTP/{}", v.name()),
+    }
 }
 
 /// Whether requests share a connection.
