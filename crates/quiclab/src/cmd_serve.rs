@@ -150,6 +150,17 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         }
         None => tls,
     };
+    if let Some(coded) = c.coded_listen
+        && !c.no_quic
+        && coded.port() != 0
+        && coded.port() == c.listen.port()
+    {
+        anyhow::bail!(
+            "--coded-listen {coded}: UDP port {} is HTTP/3's (the --listen port); allowed: \
+             another port, or the same with --no-quic",
+            coded.port()
+        );
+    }
     let quic_options = if c.no_quic {
         None
     } else {

@@ -273,3 +273,34 @@ b = "coded"
     ));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn options_that_do_not_apply_are_refused_with_what_is_allowed() {
+    let stderr = |args: &[&str]| {
+        let out = quiclab().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = stderr(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:14433",
+        "--coded-listen",
+        "127.0.0.1:14433",
+    ]);
+    assert!(
+        e.contains("--coded-listen 127.0.0.1:14433: UDP port 14433 is HTTP/3's")
+            && e.contains("allowed: another port, or the same with --no-quic"),
+        "{e}"
+    );
+    for flag in [&["--resume"][..], &["--tfo"], &["--tcp-cc", "cubic"]] {
+        let mut args = vec!["get", "--http", "coded", "--cacert", "/dev/null"];
+        args.extend_from_slice(flag);
+        args.push("https://127.0.0.1/bytes/1");
+        let e = stderr(&args);
+        assert!(
+            e.contains("--tcp-cc, --tfo and --resume do not apply to the coded transport"),
+            "{flag:?}: {e}"
+        );
+    }
+}
