@@ -155,6 +155,12 @@ impl Forwarder {
         self.clock.now()
     }
 
+    /// The epoch of event timestamps as an absolute CLOCK_MONOTONIC time, nanoseconds: an
+    /// event's `t_ns` plus this is when it happened on the clock the endpoints' records use.
+    pub fn epoch_ns(&self) -> u64 {
+        self.clock.absolute_ns(Duration::ZERO)
+    }
+
     /// Stops both directions and returns what they did, uplink first.
     pub fn finish(mut self) -> io::Result<Vec<DirectionReport>> {
         self.finish_inner()

@@ -172,6 +172,12 @@ impl Topology {
         self.mtu
     }
 
+    /// The epoch of the emulator's event timestamps on CLOCK_MONOTONIC, nanoseconds (see
+    /// [`Forwarder::epoch_ns`](crate::forward::Forwarder::epoch_ns)); `None` once finished.
+    pub fn link_epoch_ns(&self) -> Option<u64> {
+        self.forwarder.as_ref().map(|f| f.epoch_ns())
+    }
+
     /// Environment variables for commands run in the topology.
     pub fn env(&self) -> Vec<(String, String)> {
         vec![

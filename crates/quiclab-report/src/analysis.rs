@@ -374,6 +374,7 @@ mod tests {
             size: 1000,
             iteration,
             seed: u64::from(iteration),
+            before: None,
             outcome: Ok(Metrics {
                 ttlb_ms: ttlb,
                 ttfb_ms: ttlb / 2.0,

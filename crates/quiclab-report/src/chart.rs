@@ -1,5 +1,5 @@
 //! The small SVG toolkit every section draws with: arm colours, 1-2-5 ticks, an x/y frame with
-//! gridlines, labelled axes and a legend, and the diverging scale of the heatmaps.
+//! gridlines, labelled axes and a legend, grouped bars, and the diverging scale of the heatmaps.
 //!
 //! Contract: output is a self-contained `<svg>` element (namespace, size and font set on the
 //! element itself, so it also renders when saved alone), well-formed XML, with every text escaped
@@ -245,6 +245,35 @@ impl Frame {
     }
 }
 
+/// Horizontal gridlines at the y ticks and their labels left of the frame.
+fn y_grid(out: &mut String, frame: &Frame, labels: &[String]) {
+    out.push_str(r##"<g stroke="#e6e6e6" stroke-width="1">"##);
+    for &v in &frame.y.values {
+        let _ = write!(
+            out,
+            r#"<line x1="{}" y1="{y}" x2="{}" y2="{y}"/>"#,
+            c(frame.left),
+            c(frame.right()),
+            y = c(frame.py(v))
+        );
+    }
+    out.push_str("</g>");
+    let _ = write!(
+        out,
+        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
+    );
+    for (&v, l) in frame.y.values.iter().zip(labels) {
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{}" dominant-baseline="central">{}</text>"#,
+            c(frame.left - 5.0),
+            c(frame.py(v)),
+            esc(l)
+        );
+    }
+    out.push_str("</g>");
+}
+
 /// Starts an x/y chart: opens the `<svg>`, draws the legend, gridlines, axes, tick labels and
 /// axis titles, and returns the frame to draw data into. Close with [`svg_close`].
 pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
@@ -280,17 +309,8 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
             x = c(x)
         );
     }
-    for &v in &spec.y.values {
-        let y = frame.py(v);
-        let _ = write!(
-            out,
-            r#"<line x1="{}" y1="{y}" x2="{}" y2="{y}"/>"#,
-            c(frame.left),
-            c(frame.right()),
-            y = c(y)
-        );
-    }
     out.push_str("</g>");
+    y_grid(out, &frame, &y_labels);
     let _ = write!(
         out,
         r##"<path d="M{l} {t}V{b}H{r}" fill="none" stroke="#555" stroke-width="1"/>"##,
@@ -310,20 +330,6 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
             c(frame.px(v)),
             c(frame.bottom() + 14.0),
             esc(&spec.x.label(v))
-        );
-    }
-    out.push_str("</g>");
-    let _ = write!(
-        out,
-        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
-    );
-    for (&v, l) in spec.y.values.iter().zip(&y_labels) {
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{}" dominant-baseline="central">{}</text>"#,
-            c(frame.left - 5.0),
-            c(frame.py(v)),
-            esc(l)
         );
     }
     out.push_str("</g>");
@@ -447,96 +453,180 @@ pub fn cdf(title: &str, width: f64, height: f64, x_label: &str, series: &[Series
     out
 }
 
-/// A bar per (category, series), series side by side within each category, bars from 0; a
-/// missing value leaves its slot empty. Values are printed above their bars.
-pub fn grouped_bars(
-    title: &str,
-    width: f64,
-    height: f64,
-    y_label: &str,
-    categories: &[String],
-    series: &[(String, &str, Vec<Option<f64>>)],
-) -> String {
-    let max = series
-        .iter()
-        .flat_map(|(_, _, v)| v.iter().flatten().copied())
-        .fold(0.0, f64::max);
-    if categories.is_empty() || series.is_empty() || max <= 0.0 {
-        return empty_chart(title, width, height, "no values");
+/// A dashed horizontal line across the frame at `y` (data units) with a label at its right end,
+/// e.g. a link's rate; nothing when `y` is outside the axis.
+pub fn reference_line(out: &mut String, frame: &Frame, y: f64, colour: &str, label: &str) {
+    if y < frame.y.lo || y > frame.y.hi {
+        return;
     }
-    let n = categories.len() as f64;
-    let spec = XySpec {
-        width,
-        height,
-        title: title.to_string(),
-        x_label: String::new(),
-        y_label: y_label.to_string(),
-        x: Ticks {
-            lo: 0.0,
-            hi: n,
-            step: 1.0,
-            values: Vec::new(),
-        },
-        y: Ticks::new(0.0, max * 1.12, 5),
-        legend: series
-            .iter()
-            .map(|(l, col, _)| LegendEntry {
-                label: l.clone(),
-                colour: col.to_string(),
-                mark: Mark::Dot,
-            })
-            .collect(),
-        right_band: 0.0,
-    };
+    let py = frame.py(y);
+    let _ = write!(
+        out,
+        r#"<line x1="{}" y1="{py}" x2="{}" y2="{py}" stroke="{col}" stroke-width="1.2" stroke-dasharray="5 3"/><text x="{}" y="{}" text-anchor="end" fill="{col}" font-size="{TICK_FONT}">{}</text>"#,
+        c(frame.left),
+        c(frame.right()),
+        c(frame.right() - 2.0),
+        c(py - 3.0),
+        esc(label),
+        py = c(py),
+        col = esc(colour),
+    );
+}
+
+/// One bar of a [`grouped_bars`] chart.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    /// `None` draws nothing in the bar's slot (no data).
+    pub value: Option<f64>,
+    pub colour: String,
+    /// Outlined with a pale fill instead of solid: the second series of a pair.
+    pub hollow: bool,
+    /// An interval drawn as a whisker over the bar.
+    pub whisker: Option<(f64, f64)>,
+    /// The bar's tooltip.
+    pub title: String,
+}
+
+/// Bars side by side under one category label.
+#[derive(Debug, Clone)]
+pub struct BarGroup {
+    pub label: String,
+    pub bars: Vec<Bar>,
+}
+
+/// What a grouped bar chart shows.
+#[derive(Debug, Clone)]
+pub struct BarSpec {
+    pub width: f64,
+    pub height: f64,
+    pub title: String,
+    pub y_label: String,
+    pub y: Ticks,
+    pub groups: Vec<BarGroup>,
+    pub legend: Vec<LegendEntry>,
+    /// Dashed lines across the chart: (value, colour, label).
+    pub references: Vec<(f64, String, String)>,
+}
+
+/// `label` in one line if it fits `width` px, else in two, broken at the space that makes the
+/// longer line shortest.
+fn wrap_label(label: &str, width: f64) -> Vec<String> {
+    if text_width(label, FONT_SIZE) <= width {
+        return vec![label.to_string()];
+    }
+    label
+        .match_indices(' ')
+        .map(|(i, _)| (label[..i].to_string(), label[i + 1..].to_string()))
+        .min_by_key(|(a, b)| a.chars().count().max(b.chars().count()))
+        .map_or_else(|| vec![label.to_string()], |(a, b)| vec![a, b])
+}
+
+/// A bar chart of categories (groups) along x, each with its bars side by side, on a value
+/// axis with gridlines; bars start at 0 (or at the axis's bottom, if it is above 0).
+pub fn grouped_bars(spec: &BarSpec) -> String {
     let mut out = String::new();
-    let frame = xy_frame(&mut out, &spec);
-    let slot = 0.8 / series.len() as f64;
-    let label_size = 9.5;
-    for (ci, cat) in categories.iter().enumerate() {
-        // one line per word: category names such as "delay=5ms loss=0.1%" stay narrow
-        let x = c(frame.px(ci as f64 + 0.5));
-        let _ = write!(
-            out,
-            r##"<text x="{x}" y="{}" text-anchor="middle" fill="#333" font-size="10">"##,
-            c(frame.bottom() + 13.0),
-        );
-        for (i, word) in cat.split_whitespace().enumerate() {
-            let _ = write!(
-                out,
-                r#"<tspan x="{x}" dy="{}">{}</tspan>"#,
-                if i == 0 { "0" } else { "1.15em" },
-                esc(word)
-            );
-        }
-        out.push_str("</text>");
-        for (si, (_, colour, values)) in series.iter().enumerate() {
-            let Some(v) = values.get(ci).copied().flatten() else {
-                continue;
+    svg_open(&mut out, spec.width, spec.height, &spec.title);
+    let y_labels: Vec<String> = spec.y.values.iter().map(|&v| spec.y.label(v)).collect();
+    let y_label_w = y_labels
+        .iter()
+        .map(|l| text_width(l, TICK_FONT))
+        .fold(0.0, f64::max);
+    let left = 8.0 + 14.0 + 6.0 + y_label_w + 6.0;
+    let right = 12.0;
+    let (_, rows) = legend_layout(&spec.legend, spec.width - left - right + 30.0);
+    let top = 10.0 + rows as f64 * LEGEND_ROW + if rows > 0 { 6.0 } else { 0.0 };
+    let frame = Frame {
+        left,
+        top,
+        width: spec.width - left - right,
+        height: spec.height - top - 46.0,
+        // x is categorical: a unit axis the groups divide
+        x: Ticks::new(0.0, 1.0, 1),
+        y: spec.y.clone(),
+    };
+    draw_legend(&mut out, &spec.legend, left - 30.0, 6.0, frame.width + 30.0);
+    y_grid(&mut out, &frame, &y_labels);
+    let base = frame.py(spec.y.lo.max(0.0).min(spec.y.hi));
+    let n = spec.groups.len().max(1) as f64;
+    let group_w = frame.width / n;
+    for (gi, g) in spec.groups.iter().enumerate() {
+        let gx = frame.left + gi as f64 * group_w;
+        let slots = g.bars.len().max(1) as f64;
+        let bar_w = ((group_w * 0.8) / slots).min(28.0);
+        let x0 = gx + (group_w - bar_w * slots) / 2.0;
+        for (bi, b) in g.bars.iter().enumerate() {
+            let Some(v) = b.value else { continue };
+            let x = x0 + bi as f64 * bar_w;
+            let py = frame.py(v.clamp(spec.y.lo, spec.y.hi));
+            let (y, h) = if py < base {
+                (py, base - py)
+            } else {
+                (base, py - base)
             };
-            let x0 = frame.px(ci as f64 + 0.1 + si as f64 * slot);
-            let x1 = frame.px(ci as f64 + 0.1 + (si as f64 + 1.0) * slot);
-            let (y, y0) = (frame.py(v), frame.py(0.0));
+            let col = esc(&b.colour);
+            let (fill, opacity) = if b.hollow {
+                (col.clone(), "0.22")
+            } else {
+                (col.clone(), "1")
+            };
             let _ = write!(
                 out,
-                r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{}"/>"#,
-                c(x0 + 1.0),
+                r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{fill}" fill-opacity="{opacity}" stroke="{col}" stroke-width="1.2"><title>{}</title></rect>"#,
+                c(x + 1.0),
                 c(y),
-                c((x1 - x0 - 2.0).max(1.0)),
-                c(y0 - y),
-                esc(colour)
+                c(bar_w - 2.0),
+                c(h.max(0.5)),
+                esc(&b.title)
             );
-            let text = units::number(v, if v < 10.0 { 1 } else { 0 });
-            if text_width(&text, label_size) <= x1 - x0 + 6.0 {
+            if let Some((lo, hi)) = b.whisker {
+                let (ylo, yhi) = (
+                    frame.py(lo.clamp(spec.y.lo, spec.y.hi)),
+                    frame.py(hi.clamp(spec.y.lo, spec.y.hi)),
+                );
+                let xm = x + bar_w / 2.0;
                 let _ = write!(
                     out,
-                    r##"<text x="{}" y="{}" text-anchor="middle" fill="#222" font-size="{label_size}">{}</text>"##,
-                    c((x0 + x1) / 2.0),
-                    c(y - 3.0),
-                    esc(&text)
+                    r##"<path d="M{xm} {ylo}V{yhi}M{} {ylo}H{}M{} {yhi}H{}" stroke="#222" stroke-width="1.2" fill="none"/>"##,
+                    c(xm - 3.0),
+                    c(xm + 3.0),
+                    c(xm - 3.0),
+                    c(xm + 3.0),
+                    xm = c(xm),
+                    ylo = c(ylo),
+                    yhi = c(yhi),
                 );
             }
         }
+        for (li, line) in wrap_label(&g.label, group_w - 4.0).iter().enumerate() {
+            let _ = write!(
+                out,
+                r##"<text x="{}" y="{}" text-anchor="middle" fill="#222">{}</text>"##,
+                c(gx + group_w / 2.0),
+                c(frame.bottom() + 16.0 + 13.0 * li as f64),
+                esc(line)
+            );
+        }
     }
+    let _ = write!(
+        out,
+        r##"<path d="M{l} {t}V{b}M{l} {base}H{r}" fill="none" stroke="#555" stroke-width="1"/>"##,
+        l = c(frame.left),
+        t = c(frame.top),
+        b = c(frame.bottom()),
+        base = c(base),
+        r = c(frame.right())
+    );
+    for (v, col, label) in &spec.references {
+        reference_line(&mut out, &frame, *v, col, label);
+    }
+    let (yx, yy) = (14.0, frame.top + frame.height / 2.0);
+    let _ = write!(
+        out,
+        r##"<text transform="translate({},{}) rotate(-90)" text-anchor="middle" fill="#222">{}</text>"##,
+        c(yx),
+        c(yy),
+        esc(&spec.y_label)
+    );
     svg_close(&mut out);
     out
 }
@@ -625,23 +715,66 @@ mod tests {
     }
 
     #[test]
-    fn bars_and_cdfs_draw_one_shape_per_value() {
-        let svg = grouped_bars(
-            "t",
-            400.0,
-            200.0,
-            "Mbit/s",
-            &["a".into(), "b".into()],
-            &[
-                ("x".into(), "#000000", vec![Some(3.0), None]),
-                ("y".into(), "#ffffff", vec![Some(1.5), Some(2.0)]),
+    fn grouped_bars_stand_on_zero_with_heights_in_proportion() {
+        let bar = |v: f64| Bar {
+            value: Some(v),
+            colour: "#0072B2".into(),
+            hollow: false,
+            whisker: Some((v - 1.0, v + 1.0)),
+            title: format!("v={v}"),
+        };
+        let spec = BarSpec {
+            width: 400.0,
+            height: 300.0,
+            title: "t".into(),
+            y_label: "Mbit/s".into(),
+            y: Ticks::new(0.0, 40.0, 4),
+            groups: vec![
+                BarGroup {
+                    label: "a".into(),
+                    bars: vec![bar(10.0), bar(30.0)],
+                },
+                BarGroup {
+                    label: "b <&>".into(),
+                    bars: vec![Bar {
+                        value: None,
+                        ..bar(0.0)
+                    }],
+                },
             ],
+            legend: Vec::new(),
+            references: vec![(38.0, "#888888".into(), "link".into())],
+        };
+        let svg = grouped_bars(&spec);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert!(svg.contains("b &lt;&amp;&gt;"), "labels are escaped");
+        let heights: Vec<f64> = svg
+            .split("<rect x=")
+            .skip(1)
+            .filter_map(|r| {
+                let h = r.split("height=\"").nth(1)?.split('"').next()?;
+                h.parse().ok()
+            })
+            .collect();
+        // the 100% background rect has no numeric height; two bars, the second three times
+        // the first (to the 0.1 px of printed coordinates)
+        assert_eq!(heights.len(), 2, "{svg}");
+        assert!((heights[1] / heights[0] - 3.0).abs() < 0.02, "{heights:?}");
+        assert_eq!(
+            svg.matches("<title>").count(),
+            2,
+            "no bar for a missing value"
         );
-        // the background, then one rect per present value
-        assert_eq!(svg.matches("<rect").count(), 1 + 3, "{svg}");
-        assert!(svg.contains(">1.5<") && svg.contains(">3.0<"));
-        let none = grouped_bars("t", 400.0, 200.0, "", &["a".into()], &[]);
-        assert!(none.contains("no values"));
+        assert!(svg.contains("stroke-dasharray") && svg.contains(">link<"));
+        // a label too wide for its group breaks at the space nearest its middle
+        assert_eq!(wrap_label("inbound loss 1%", 60.0), ["inbound", "loss 1%"]);
+        assert_eq!(wrap_label("inbound loss 1%", 200.0), ["inbound loss 1%"]);
+        assert_eq!(wrap_label("unbreakable", 10.0), ["unbreakable"]);
+        assert_eq!(grouped_bars(&spec), svg, "deterministic");
+    }
+
+    #[test]
+    fn cdfs_leave_out_series_without_values() {
         let svg = cdf(
             "t",
             400.0,

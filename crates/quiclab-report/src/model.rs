@@ -21,6 +21,11 @@ pub struct Campaign {
     pub arms: Vec<Arm>,
     /// Network conditions in plan order (the heatmap's rows).
     pub conditions: Vec<Condition>,
+    /// The baseline condition run just before every trial of the other conditions (same arm,
+    /// iteration and size), so that each impaired trial has a normal one next to it in time;
+    /// `None` when conditions simply follow each other. See [`Trial::before`].
+    #[serde(default)]
+    pub interleave: Option<String>,
     /// What every trial does (the kind decides which sections the report shows).
     #[serde(default)]
     pub workload: Workload,
@@ -49,7 +54,36 @@ pub enum Workload {
         count: u32,
         min_bytes: u64,
         max_bytes: u64,
+        /// The video's bit rate: a segment of `b` bytes plays for `b * 8 / stream_rate_bps`
+        /// seconds. Used by the report's playback estimate only (not part of a trial's identity).
+        #[serde(default = "default_stream_rate_bps")]
+        stream_rate_bps: u64,
+        /// Seconds of video a player buffers before it starts playing, in ms. Report only too.
+        #[serde(default = "default_player_buffer_ms")]
+        player_buffer_ms: u64,
     },
+    /// 8-byte timestamped units from client to server, `units_per_second` of them, sent in
+    /// flushes of `flush_units`, for `duration_ms`; each arm says how flushes travel (its
+    /// telemetry mode). Measured per unit: one-way latency (study S5, head-of-line blocking).
+    Telemetry {
+        units_per_second: u32,
+        flush_units: u32,
+        duration_ms: u64,
+    },
+}
+
+/// The stream rate of a segments workload when the plan names none: 6 Mbit/s, HD video as in
+/// the HLS study.
+pub const DEFAULT_STREAM_RATE_BPS: u64 = 6_000_000;
+/// The player buffer of a segments workload when the plan names none: 10 s.
+pub const DEFAULT_PLAYER_BUFFER_MS: u64 = 10_000;
+
+fn default_stream_rate_bps() -> u64 {
+    DEFAULT_STREAM_RATE_BPS
+}
+
+fn default_player_buffer_ms() -> u64 {
+    DEFAULT_PLAYER_BUFFER_MS
 }
 
 impl Workload {
@@ -59,6 +93,36 @@ impl Workload {
             Workload::SingleObject => "single-object",
             Workload::Repeat { .. } => "repeat",
             Workload::Segments { .. } => "segments",
+            Workload::Telemetry { .. } => "telemetry",
+        }
+    }
+
+    /// One line for the report's header.
+    pub fn describe(&self) -> String {
+        match self {
+            Workload::SingleObject => "one GET per trial, on a new connection".into(),
+            Workload::Repeat { requests } => {
+                format!("{requests} GETs per trial, each on a new connection resuming a session")
+            }
+            Workload::Segments {
+                count,
+                min_bytes,
+                max_bytes,
+                ..
+            } => format!(
+                "{count} GETs per trial on one connection, of {} to {}",
+                crate::units::size(*min_bytes),
+                crate::units::size(*max_bytes)
+            ),
+            Workload::Telemetry {
+                units_per_second,
+                flush_units,
+                duration_ms,
+            } => format!(
+                "telemetry: {units_per_second} units of 8 bytes per second from client to server, \
+                 sent in flushes of {flush_units}, for {} s per trial",
+                crate::units::number(*duration_ms as f64 / 1000.0, 1)
+            ),
         }
     }
 
@@ -114,6 +178,10 @@ pub struct Trial {
     pub iteration: u32,
     /// Seed of the link emulator; arms of one iteration share it (same packet fates).
     pub seed: u64,
+    /// For a trial of the campaign's interleaved baseline condition: the condition whose trial
+    /// (same arm, iteration and size) ran right after it.
+    #[serde(default)]
+    pub before: Option<String>,
     /// `Err(reason)` for a failed trial.
     pub outcome: Result<Metrics, String>,
     /// Folder of this trial's artifacts (qlog, keylog, events), if kept.
@@ -154,12 +222,97 @@ pub struct Detail {
     /// Every request of the trial in order (workloads of several requests).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<RequestMetrics>,
+    /// Every unit's latency and the stalls (the telemetry workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<TelemetryDetail>,
 }
 
 impl Detail {
     pub fn is_empty(&self) -> bool {
-        self.requests.is_empty()
+        self.requests.is_empty() && self.telemetry.is_none()
     }
+}
+
+/// A telemetry trial: what was sent, every unit's latency, and the stalls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryDetail {
+    /// How flushes travelled: "tcp", "quic-stream", "quic-streams" or "quic-datagrams".
+    pub mode: String,
+    pub units_per_second: u32,
+    pub flush_units: u32,
+    /// The path's one-way delay client to server (the model's), ms.
+    pub one_way_ms: f64,
+    /// The condition's loss rates (fractions), client to server and back.
+    pub loss_up: f64,
+    pub loss_down: f64,
+    /// Latency of every unit the client sent, in generation order (unit i was generated
+    /// i / units_per_second s after the first), microseconds; `None` for a unit that never
+    /// arrived (a lost datagram).
+    pub latency_us: Vec<Option<u32>>,
+    /// Runs of consecutive units each later than the model by more than one RTT.
+    pub stalls: Vec<Stall>,
+    /// How late the client handed flushes to its transport, p99 and max, microseconds.
+    pub send_late_p99_us: u64,
+    pub send_late_max_us: u64,
+    /// Both endpoints ran at a real-time priority.
+    pub realtime: bool,
+}
+
+impl TelemetryDetail {
+    /// Latencies of the units that arrived, in unit order, ms.
+    pub fn latencies_ms(&self) -> Vec<f64> {
+        self.latency_us
+            .iter()
+            .flatten()
+            .map(|&l| f64::from(l) / 1000.0)
+            .collect()
+    }
+
+    /// Units that never arrived.
+    pub fn lost(&self) -> usize {
+        self.latency_us.iter().filter(|l| l.is_none()).count()
+    }
+
+    /// The model's latency of unit `i`: the one-way delay plus its wait in the flush, ms.
+    pub fn model_ms(&self, i: usize) -> f64 {
+        let n = self.flush_units.max(1) as usize;
+        let last = ((i / n + 1) * n - 1).min(self.latency_us.len().saturating_sub(1));
+        let at =
+            |k: usize| (k as u128 * 1_000_000 / u128::from(self.units_per_second.max(1))) as f64;
+        self.one_way_ms + (at(last) - at(i)) / 1000.0
+    }
+}
+
+/// Units held back together, and the lost packet that did it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    /// Index of its first unit, and how many units and flushes it spans.
+    pub first_unit: u64,
+    pub units: u64,
+    pub flushes: u64,
+    /// When its first unit was generated, ms after the trial's first unit.
+    pub start_ms: f64,
+    /// From when its first unit should have arrived (the model) to when its last arrived, ms.
+    pub duration_ms: f64,
+    /// The client-to-server packet the emulator dropped that carried its first unit, if found.
+    pub cause: Option<LostPacket>,
+    /// Packets dropped (both directions) while it lasted, the cause included.
+    pub drops: u32,
+}
+
+/// A packet the emulator dropped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LostPacket {
+    /// "up" (client to server) or "down".
+    pub direction: String,
+    /// Its arrival index in that direction (from 0).
+    pub index: u64,
+    /// IP packet size, bytes.
+    pub size: u32,
+    /// Why: "random", "burst", "listed", "outage", "queue", "mtu".
+    pub reason: String,
+    /// When it was dropped, ms after the trial's first unit was generated.
+    pub at_ms: f64,
 }
 
 /// One request of a trial.

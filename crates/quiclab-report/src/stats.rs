@@ -114,6 +114,31 @@ pub fn bootstrap_relative_change_ci(a: &[f64], b: &[f64], seed: u64) -> Option<I
     percentile_interval(stats)
 }
 
+/// Bootstrap 95 % confidence interval of `sum(b) / sum(a)` over pairs `(a[i], b[i])`, resampling
+/// whole pairs (percentile method, [`BOOTSTRAP_RESAMPLES`] resamples): for paired measurements
+/// such as a normal and an impaired run of the same round, whose ratio of means is wanted.
+/// `None` for fewer than 2 pairs, slices of different lengths, or a resampled `sum(a)` of 0.
+pub fn bootstrap_paired_ratio_ci(a: &[f64], b: &[f64], seed: u64) -> Option<Interval> {
+    if a.len() < 2 || a.len() != b.len() {
+        return None;
+    }
+    let mut rng = Rng::new(seed);
+    let mut stats = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        let (mut sa, mut sb) = (0.0, 0.0);
+        for _ in 0..a.len() {
+            let i = rng.below(a.len());
+            sa += a[i];
+            sb += b[i];
+        }
+        if sa == 0.0 {
+            return None;
+        }
+        stats.push(sb / sa);
+    }
+    percentile_interval(stats)
+}
+
 fn resample_median(xs: &[f64], buf: &mut [f64], rng: &mut Rng) -> f64 {
     for slot in buf.iter_mut() {
         *slot = xs[rng.below(xs.len())];
@@ -392,6 +417,35 @@ mod tests {
         ));
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[5.0]), Some(5.0));
+    }
+
+    #[test]
+    fn paired_ratio_interval_resamples_whole_pairs() {
+        // every pair has b = 0.6 a: any resample has the same ratio
+        let a = [10.0, 20.0, 35.0, 5.0];
+        let b: Vec<f64> = a.iter().map(|x| 0.6 * x).collect();
+        let ci = bootstrap_paired_ratio_ci(&a, &b, 1).unwrap();
+        assert!(
+            close(ci.lo, 0.6, 1e-12) && close(ci.hi, 0.6, 1e-12),
+            "{ci:?}"
+        );
+        // ratios 0.5 and 1.0 in pairs of equal weight: the interval lies within [0.5, 1] and
+        // contains the ratio of sums, 0.75
+        let ci =
+            bootstrap_paired_ratio_ci(&[10.0; 6], &[5.0, 10.0, 5.0, 10.0, 5.0, 10.0], 2).unwrap();
+        assert!(ci.lo >= 0.5 && ci.hi <= 1.0 && ci.contains(0.75), "{ci:?}");
+        assert!(
+            ci.hi - ci.lo > 0.1,
+            "pairs that differ give a real interval: {ci:?}"
+        );
+        assert_eq!(
+            bootstrap_paired_ratio_ci(&[1.0, 2.0, 3.0], &[1.0, 1.0, 2.0], 9),
+            bootstrap_paired_ratio_ci(&[1.0, 2.0, 3.0], &[1.0, 1.0, 2.0], 9),
+            "seeded"
+        );
+        assert_eq!(bootstrap_paired_ratio_ci(&[1.0], &[1.0], 0), None);
+        assert_eq!(bootstrap_paired_ratio_ci(&[1.0, 2.0], &[1.0], 0), None);
+        assert_eq!(bootstrap_paired_ratio_ci(&[0.0, 0.0], &[1.0, 1.0], 0), None);
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
                         size,
                         iteration: it,
                         seed: trial_seed,
+                        before: None,
                         outcome,
                         artifacts: None,
                     });
@@ -114,6 +115,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
         plan_source: "synthetic (quiclab_report::synthetic)".into(),
         profile: "demo".into(),
         workload: Workload::SingleObject,
+        interleave: None,
         provenance: vec![
             (
                 "generator".into(),

@@ -35,6 +35,7 @@ fn ok_trial(arm: &str, cond: &str, size: u64, iteration: u32, ttlb: f64) -> Tria
         size,
         iteration,
         seed: u64::from(iteration),
+        before: None,
         outcome: Ok(Metrics {
             ttlb_ms: ttlb,
             ttfb_ms: ttlb / 3.0,
@@ -87,6 +88,7 @@ fn contrast_campaign() -> Campaign {
             rate_bps: Some(10_000_000),
         }],
         workload: Default::default(),
+        interleave: None,
         sizes: vec![size],
         comparisons: vec![
             Comparison {

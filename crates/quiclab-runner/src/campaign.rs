@@ -99,6 +99,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
                 rate_bps: c.rate_bps(),
             })
             .collect(),
+        interleave: plan.interleave.map(|i| plan.conditions[i].name.clone()),
         workload: plan.workload.clone(),
         sizes,
         comparisons: plan
@@ -117,6 +118,11 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
 /// link is slow (each trial then needs a few percent of a core), one when any link is fast.
 pub fn auto_jobs(plan: &Plan) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let model::Workload::Telemetry { .. } = plan.workload {
+        // a hundred small packets a second: a trial needs little CPU, but its endpoints' timing
+        // is the measurement, so no more trials than cores
+        return cores;
+    }
     let fastest = plan
         .conditions
         .iter()
@@ -307,7 +313,8 @@ fn watch_cpu(done: &AtomicBool, busy_seconds: &AtomicU64) {
 }
 
 /// Keeps the artifacts of the median trial of each (condition, size, arm) cell and removes the
-/// others' folders. Failed trials keep theirs: they are what explains the failure.
+/// others' folders (median by TTLB; for telemetry, by the p90 of unit latency, the figure its
+/// report compares). Failed trials keep theirs: they are what explains the failure.
 pub fn prune_artifacts(store: &Store, out: &std::path::Path) -> Result<(), StoreError> {
     let trials = store.trials()?;
     let mut cells: HashMap<(&str, &str, u64), Vec<&TrialRecord>> = HashMap::new();
@@ -321,7 +328,7 @@ pub fn prune_artifacts(store: &Store, out: &std::path::Path) -> Result<(), Store
     }
     let mut keep: HashSet<&str> = HashSet::new();
     for group in cells.values_mut() {
-        group.sort_by(|a, b| ttlb(a).total_cmp(&ttlb(b)));
+        group.sort_by(|a, b| rank(a).total_cmp(&rank(b)));
         // the lower median for an even count: an actual trial, not an average of two
         keep.insert(group[(group.len() - 1) / 2].id.as_str());
     }
@@ -336,6 +343,13 @@ pub fn prune_artifacts(store: &Store, out: &std::path::Path) -> Result<(), Store
     Ok(())
 }
 
-fn ttlb(t: &TrialRecord) -> f64 {
-    t.outcome.as_ref().map_or(f64::INFINITY, |m| m.ttlb_ms)
+/// What orders a cell's trials to find its median one.
+pub fn rank(t: &TrialRecord) -> f64 {
+    match &t.outcome {
+        Ok(m) => match &m.detail.telemetry {
+            Some(d) => quiclab_report::stats::quantile(&d.latencies_ms(), 0.9).unwrap_or(f64::NAN),
+            None => m.ttlb_ms,
+        },
+        Err(_) => f64::INFINITY,
+    }
 }

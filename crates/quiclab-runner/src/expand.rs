@@ -8,9 +8,16 @@
 //! - A trial's id is a hash of its resolved configuration (arm knobs, condition keys, size,
 //!   iteration, seed): the same plan run again finds its finished trials, and a changed knob
 //!   makes a new trial.
+//! - With an interleaved baseline (`interleave` in the plan), every trial of another condition
+//!   is preceded by a trial of the baseline with the same arm, iteration and size: baseline,
+//!   impaired, baseline, impaired, ... Each such baseline trial names the condition it precedes
+//!   in its configuration (`before`), so it has an id of its own that stays the same from run
+//!   to run; plans without `interleave` expand exactly as before.
 
 use quiclab_link::rng::mix;
 use serde_json::json;
+
+use quiclab_store::CONFIG_BEFORE;
 
 use crate::plan::{Plan, Workload};
 
@@ -23,10 +30,12 @@ pub struct TrialSpec {
     /// Indices into the plan's arms and conditions.
     pub arm: usize,
     pub condition: usize,
+    /// For a trial of the interleaved baseline: the condition whose trial follows it.
+    pub before: Option<usize>,
     pub size: u64,
     pub iteration: u32,
     pub seed: u64,
-    /// Body sizes of the trial's requests, in order.
+    /// Body sizes of the trial's requests, in order (none for telemetry, which sends units).
     pub requests: Vec<u64>,
     /// The resolved configuration, as stored and hashed.
     pub config: serde_json::Value,
@@ -65,11 +74,22 @@ fn workload_of(plan: &Plan, size: u64, seed: u64) -> (Vec<u64>, serde_json::Valu
             count,
             min_bytes,
             max_bytes,
+            ..
         } => {
             let sizes = segment_sizes(seed, count, min_bytes, max_bytes);
             let config = json!({"kind": "segments", "sizes": sizes, "connection": "reuse"});
             (sizes, config)
         }
+        // no requests: units, whose bytes are the trial's size
+        Workload::Telemetry {
+            units_per_second,
+            flush_units,
+            duration_ms,
+        } => (
+            Vec::new(),
+            json!({"kind": "telemetry", "units_per_second": units_per_second,
+                   "flush_units": flush_units, "duration_ms": duration_ms}),
+        ),
     }
 }
 
@@ -78,7 +98,11 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
     let mut out = Vec::new();
     for it in 0..plan.iterations {
         let seed = iteration_seed(plan.seed, it);
-        for (ci, cond) in plan.conditions.iter().enumerate() {
+        for ci in 0..plan.conditions.len() {
+            if plan.interleave == Some(ci) {
+                // its trials come with the others'
+                continue;
+            }
             for (si, &size) in plan.sizes.iter().enumerate() {
                 let mut order: Vec<usize> = (0..plan.arms.len()).collect();
                 // Fisher-Yates from a stream seeded by (seed, condition, size)
@@ -89,30 +113,48 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                 }
                 let (requests, workload) = workload_of(plan, size, seed);
                 for ai in order {
-                    let arm = &plan.arms[ai];
-                    let config = json!({
-                        "workload": workload,
-                        "arm": {
-                            "name": arm.name,
-                            "http": arm.client_args()[1],
-                            "knobs": arm.knobs,
-                        },
-                        "condition": {"name": cond.name, "keys": cond.keys},
-                        "iteration": it,
-                        "seed": seed,
-                    });
-                    let id = hash_id(&config);
-                    out.push(TrialSpec {
-                        seq: out.len() as u64,
-                        id,
-                        arm: ai,
-                        condition: ci,
-                        size,
-                        iteration: it,
-                        seed,
-                        requests: requests.clone(),
-                        config,
-                    });
+                    let mut push = |condition: usize, before: Option<usize>| {
+                        let arm = &plan.arms[ai];
+                        let cond = &plan.conditions[condition];
+                        let arm_config = match arm.telemetry {
+                            Some(mode) => json!({
+                                "name": arm.name,
+                                "telemetry": mode.name(),
+                                "knobs": arm.knobs,
+                            }),
+                            None => json!({
+                                "name": arm.name,
+                                "http": arm.client_args()[1],
+                                "knobs": arm.knobs,
+                            }),
+                        };
+                        let mut config = json!({
+                            "workload": workload,
+                            "arm": arm_config,
+                            "condition": {"name": cond.name, "keys": cond.keys},
+                            "iteration": it,
+                            "seed": seed,
+                        });
+                        if let Some(b) = before {
+                            config[CONFIG_BEFORE] = json!(plan.conditions[b].name);
+                        }
+                        out.push(TrialSpec {
+                            seq: out.len() as u64,
+                            id: hash_id(&config),
+                            arm: ai,
+                            condition,
+                            before,
+                            size,
+                            iteration: it,
+                            seed,
+                            requests: requests.clone(),
+                            config,
+                        });
+                    };
+                    if let Some(base) = plan.interleave {
+                        push(base, Some(ci));
+                    }
+                    push(ci, None);
                 }
             }
         }
@@ -188,6 +230,34 @@ http = "1.1"
     }
 
     #[test]
+    fn telemetry_trials_name_their_mode_and_send_units_not_requests() {
+        let plan = parse(
+            &PLAN
+                .replace(
+                    "kind = \"single-object\"\nsizes = [\"100kb\", \"1mb\"]",
+                    "kind = \"telemetry\"\nunits-per-second = 1000\nflush = 10\nduration = \"2s\"",
+                )
+                .replace("http = \"2\"", "telemetry = \"tcp\"")
+                .replace("http = \"3\"", "telemetry = \"quic-streams\"")
+                .replace("http = \"1.1\"", "telemetry = \"quic-datagrams\""),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap();
+        let trials = expand(&plan);
+        assert_eq!(trials.len(), 6 * 2 * 3);
+        for t in &trials {
+            assert!(t.requests.is_empty());
+            assert_eq!(t.size, 16_000);
+            assert_eq!(t.config["workload"]["kind"], "telemetry");
+            assert_eq!(t.config["workload"]["duration_ms"], 2000);
+            let mode = plan.arms[t.arm].telemetry.unwrap();
+            assert_eq!(t.config["arm"]["telemetry"], mode.name());
+            assert!(t.config["arm"].get("http").is_none());
+        }
+    }
+
+    #[test]
     fn every_cell_gets_every_iteration_and_arms_share_the_iteration_seed() {
         let p = parse(PLAN, "t", Profile::Full).unwrap();
         let t = expand(&p);
@@ -225,6 +295,75 @@ http = "1.1"
             arms.sort();
             assert_eq!(arms, [0, 1, 2]);
         }
+    }
+
+    #[test]
+    fn an_interleaved_baseline_runs_before_every_other_trial_with_an_id_of_its_own() {
+        let plain = parse(PLAN, "t", Profile::Full).unwrap();
+        let text = PLAN
+            .replace("seed = 3", "seed = 3\ninterleave = \"a\"")
+            .replace(
+                "[conditions.b]",
+                "[conditions.c]\ndelay = \"60ms\"\n[conditions.b]",
+            );
+        let p = parse(&text, "t", Profile::Full).unwrap();
+        let t = expand(&p);
+        // 6 iterations x 2 other conditions x 2 sizes x 3 arms, each with its baseline
+        assert_eq!(t.len(), 6 * 2 * 2 * 3 * 2);
+        for pair in t.chunks(2) {
+            let (base, other) = (&pair[0], &pair[1]);
+            assert_eq!((base.condition, base.before), (0, Some(other.condition)));
+            assert_eq!(other.before, None);
+            assert_ne!(other.condition, 0);
+            assert_eq!(
+                (
+                    base.arm,
+                    base.size,
+                    base.iteration,
+                    base.seed,
+                    &base.requests
+                ),
+                (
+                    other.arm,
+                    other.size,
+                    other.iteration,
+                    other.seed,
+                    &other.requests
+                )
+            );
+            assert_eq!(
+                base.config[CONFIG_BEFORE],
+                p.conditions[other.condition].name
+            );
+        }
+        assert!(t.iter().enumerate().all(|(i, s)| s.seq == i as u64));
+        let ids: std::collections::HashSet<&str> = t.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids.len(),
+            t.len(),
+            "every baseline run is a trial of its own"
+        );
+        // stable: the same plan gives the same ids
+        let again: Vec<String> = expand(&p).into_iter().map(|s| s.id).collect();
+        assert_eq!(
+            t.iter().map(|s| &s.id).collect::<Vec<_>>(),
+            again.iter().collect::<Vec<_>>()
+        );
+        // the other conditions' trials are those of the plan without interleaving (condition b
+        // has the same configuration in both plans)
+        let plain_ids: std::collections::HashSet<String> =
+            expand(&plain).into_iter().map(|s| s.id).collect();
+        let b = p.conditions.iter().position(|c| c.name == "b").unwrap();
+        let of_b: Vec<_> = t.iter().filter(|s| s.condition == b).collect();
+        assert_eq!(of_b.len(), 6 * 2 * 3);
+        assert!(of_b.iter().all(|s| plain_ids.contains(&s.id)));
+        // and without interleave the configuration has no `before`: ids of earlier campaigns
+        // stay what they were
+        assert!(
+            expand(&plain)
+                .iter()
+                .all(|s| s.config.get(CONFIG_BEFORE).is_none())
+        );
     }
 
     #[test]

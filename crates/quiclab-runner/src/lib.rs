@@ -1,5 +1,7 @@
 //! quiclab's campaigns: a plan ([`plan`]) expands into trials ([`expand`]), each run on a fresh
-//! topology with real endpoints ([`trial`]), recorded in the campaign's store ([`campaign`]).
+//! topology with real endpoints ([`trial`]), recorded in the campaign's store ([`campaign`]);
+//! telemetry trials are measured per unit, with their stalls traced to dropped packets
+//! ([`telemetry`]).
 //!
 //! Contract: arms compared within an iteration share its seed, so they see the same packet
 //! fates; a trial's identity is a hash of its resolved configuration, so a campaign resumes
@@ -9,4 +11,5 @@
 pub mod campaign;
 pub mod expand;
 pub mod plan;
+pub mod telemetry;
 pub mod trial;

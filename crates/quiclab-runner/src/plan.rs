@@ -5,13 +5,18 @@
 //! name = "example"
 //! iterations = 20            # trials per (condition, size, arm)
 //! seed = 1                   # base seed: iteration i uses a seed derived from (seed, i)
+//! interleave = "baseline"    # optional: run this condition just before every other
+//!                            # condition's trial (same arm, iteration and size)
 //! [quick]                    # the --quick profile overrides these
 //! iterations = 5             # ([quick.workload] overrides keys of [workload])
 //! [workload]                 # kinds: "single-object" (one GET of each size on a new
 //! kind = "single-object"     # connection), "repeat" (`requests` GETs of each size, each on a
 //! sizes = ["100kb", "1mb"]   # new connection resuming the last session: 0-RTT over QUIC),
 //!                            # "segments" (`segments` GETs on one connection, sizes drawn from
-//!                            # `segment-min`..`segment-max` per iteration)
+//!                            # `segment-min`..`segment-max` per iteration; `stream-rate` and
+//!                            # `player-buffer` set the report's playback estimate), "telemetry"
+//!                            # (`units-per-second` 8-byte units in flushes of `flush` units
+//!                            # for `duration`; arms say `telemetry = MODE`, not `http`)
 //! [network]                  # applied to every condition (link keys as in `quiclab link`)
 //! rate = "10mbit"
 //! delay = "10ms"
@@ -41,6 +46,7 @@ pub use quiclab_report::model::Workload;
 use quiclab_stack::quic::{self, QuicCongestion, QuicOptions};
 use quiclab_stack::record::HttpVersion;
 use quiclab_stack::tcpinfo;
+use quiclab_stack::telemetry::{self, Mode};
 use quiclab_stack::tls::KxGroup;
 use toml::Spanned;
 
@@ -103,6 +109,10 @@ pub struct Plan {
     /// halfway between the smallest and the largest).
     pub sizes: Vec<u64>,
     pub conditions: Vec<Condition>,
+    /// Index of the condition run just before every trial of each other condition (same arm,
+    /// iteration and size), as a study that alternates impaired and normal runs does; that
+    /// condition then has no trials of its own besides these.
+    pub interleave: Option<usize>,
     pub arms: Vec<Arm>,
     /// (baseline, compared) arm names.
     pub comparisons: Vec<(String, String)>,
@@ -169,6 +179,8 @@ struct Knob {
     help: &'static str,
     /// Normalises the value or says what is allowed.
     check: fn(&str) -> Result<String, String>,
+    /// `quiclab telemetry` and the server's telemetry side take it too.
+    telemetry: bool,
 }
 
 fn check_on_off(v: &str) -> Result<String, String> {
@@ -240,6 +252,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Tcp,
         flag: Flag::Both("--tcp-cc"),
         help: "TCP congestion controller of both endpoints (e.g. cubic, bbr, reno)",
+        telemetry: true,
         check: check_tcp_cc,
     },
     Knob {
@@ -247,6 +260,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Quic,
         flag: Flag::Both("--quic-cc"),
         help: "QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental)",
+        telemetry: true,
         check: check_quic_cc,
     },
     Knob {
@@ -254,6 +268,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Quic,
         flag: Flag::Both("--quic-initial-rtt"),
         help: "RTT assumed before the first sample, e.g. 100ms (sets the first PTO)",
+        telemetry: true,
         check: check_duration,
     },
     Knob {
@@ -261,6 +276,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Quic,
         flag: Flag::Both("--quic-mtu-discovery"),
         help: "path MTU discovery: on or off",
+        telemetry: true,
         check: check_on_off,
     },
     Knob {
@@ -268,6 +284,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Quic,
         flag: Flag::Both("--quic-initial-mtu"),
         help: "UDP payload at the start, bytes",
+        telemetry: true,
         check: check_payload,
     },
     Knob {
@@ -275,6 +292,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Quic,
         flag: Flag::Both("--quic-max-udp-payload"),
         help: "largest UDP payload (upper bound of MTU discovery), bytes",
+        telemetry: true,
         check: check_payload,
     },
     Knob {
@@ -282,6 +300,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Quic,
         flag: Flag::Both("--quic-gso"),
         help: "generic segmentation offload: on or off",
+        telemetry: true,
         check: check_on_off,
     },
     Knob {
@@ -289,6 +308,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Any,
         flag: Flag::Client("--groups"),
         help: "client key-exchange groups in order; a key share for the first only",
+        telemetry: true,
         check: check_groups,
     },
     Knob {
@@ -296,6 +316,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Any,
         flag: Flag::Server("--groups"),
         help: "groups the server accepts, in order of preference",
+        telemetry: true,
         check: check_groups,
     },
     Knob {
@@ -303,6 +324,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Tcp,
         flag: Flag::Server("--dynamic-records"),
         help: "HTTP/2 responses start with a small frame: on or off",
+        telemetry: false,
         check: check_on_off,
     },
     Knob {
@@ -310,6 +332,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Tcp,
         flag: Flag::Server("--tls-max-record"),
         help: "largest TLS record payload over TCP, bytes",
+        telemetry: false,
         check: check_record,
     },
     Knob {
@@ -317,6 +340,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Any,
         flag: Flag::ClientSwitch("--resume"),
         help: "resume TLS sessions (and 0-RTT over QUIC) across connections: true or false",
+        telemetry: false,
         check: check_bool,
     },
     Knob {
@@ -324,6 +348,7 @@ const KNOBS: &[Knob] = &[
         applies: Applies::Tcp,
         flag: Flag::BothSwitch("--tfo"),
         help: "TCP Fast Open: true or false",
+        telemetry: false,
         check: check_bool,
     },
 ];
@@ -333,7 +358,11 @@ const KNOBS: &[Knob] = &[
 pub struct Arm {
     pub name: String,
     pub label: String,
+    /// The HTTP version; for a telemetry arm (no HTTP spoken), the one whose transport its mode
+    /// uses (2 for TCP, 3 for QUIC).
     pub http: HttpVersion,
+    /// How a telemetry arm's flushes travel (telemetry plans only).
+    pub telemetry: Option<Mode>,
     /// Knobs as normalised, in the table's order.
     pub knobs: Vec<(String, String)>,
     /// Notes that must travel with this arm's results.
@@ -366,8 +395,19 @@ impl Arm {
         self.flags(true)
     }
 
-    /// Arguments of `quiclab get` for this arm (without URLs and output options).
+    /// True when the arm runs over QUIC.
+    pub fn is_quic(&self) -> bool {
+        self.http == HttpVersion::Http3
+    }
+
+    /// Arguments of the client (`quiclab get`, or `quiclab telemetry` for a telemetry arm) for
+    /// this arm, without URLs and output options.
     pub fn client_args(&self) -> Vec<String> {
+        if let Some(mode) = self.telemetry {
+            let mut out = vec!["--mode".to_string(), mode.name().to_string()];
+            out.extend(self.flags(false));
+            return out;
+        }
         let mut out = vec!["--http".to_string(), self.http.name().to_string()];
         out.extend(self.flags(false));
         out
@@ -384,8 +424,9 @@ impl Arm {
 
 /// Every key an arm accepts, with its help (for errors and `--help`).
 pub fn arm_keys_help() -> String {
-    let mut s = String::from(
-        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3), 3 (over QUIC), or coded (the network-coded transport)\n  label  a description for the report\n",
+    let mut s = format!(
+        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3), 3 (over QUIC), or coded (the network-coded transport)\n  telemetry  in telemetry plans instead of http, how flushes travel: {}\n  label  a description for the report\n",
+        Mode::allowed()
     );
     for k in KNOBS {
         s.push_str(&format!("  {}  {}\n", k.key, k.help));
@@ -409,6 +450,8 @@ struct RawPlan {
     seed: Option<Spanned<i64>>,
     #[serde(default, rename = "trial-timeout")]
     trial_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    interleave: Option<Spanned<String>>,
     #[serde(default)]
     quick: Option<RawQuick>,
     workload: Spanned<Table>,
@@ -576,31 +619,75 @@ fn resolve_condition(
     })
 }
 
-fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanError> {
+fn parse_arm(
+    ctx: &Ctx,
+    name: &Spanned<String>,
+    t: &Table,
+    telemetry_plan: bool,
+) -> Result<Arm, PlanError> {
     let arm = name.get_ref();
-    let http_v = t
-        .iter()
-        .find(|(k, _)| k.get_ref() == "http")
-        .map(|(_, v)| v)
-        .ok_or_else(|| {
+    let get = |key: &str| t.iter().find(|(k, _)| k.get_ref() == key);
+    let modes = || Mode::ALL.map(|m| format!("{:?}", m.name())).join(", ");
+    let (http, mode) = if telemetry_plan {
+        if let Some((k, _)) = get("http") {
+            return Err(ctx.err(
+                k.span(),
+                format!(
+                    "arm {arm:?}: http does not apply to a telemetry plan (no HTTP is spoken); \
+                     say how flushes travel instead: telemetry = {}",
+                    modes()
+                ),
+            ));
+        }
+        let (_, v) = get("telemetry").ok_or_else(|| {
+            ctx.err(
+                name.span(),
+                format!("arm {arm:?} needs telemetry = {}", modes()),
+            )
+        })?;
+        let raw = scalar(ctx, v)?;
+        let mode: Mode = raw.parse().map_err(|_| {
+            ctx.err(
+                v.span(),
+                format!("arm {arm:?}: telemetry = {raw:?}; allowed: {}", modes()),
+            )
+        })?;
+        let http = if mode.is_quic() {
+            HttpVersion::Http3
+        } else {
+            HttpVersion::Http2
+        };
+        (http, Some(mode))
+    } else {
+        if let Some((k, _)) = get("telemetry") {
+            return Err(ctx.err(
+                k.span(),
+                format!(
+                    "arm {arm:?}: telemetry applies to plans whose [workload] kind is \"telemetry\""
+                ),
+            ));
+        }
+        let (_, http_v) = get("http").ok_or_else(|| {
             ctx.err(
                 name.span(),
                 format!("arm {arm:?} needs http = \"1.1\", \"2\", \"3\" or \"coded\""),
             )
         })?;
-    let http = match scalar(ctx, http_v)?.as_str() {
-        "1.1" | "1" => HttpVersion::Http11,
-        "2" => HttpVersion::Http2,
-        "3" => HttpVersion::Http3,
-        "coded" => HttpVersion::Coded,
-        other => {
-            return Err(ctx.err(
-                http_v.span(),
-                format!(
-                    "arm {arm:?}: http = {other:?}; allowed: \"1.1\", \"2\", \"3\" or \"coded\""
-                ),
-            ));
-        }
+        let http = match scalar(ctx, http_v)?.as_str() {
+            "1.1" | "1" => HttpVersion::Http11,
+            "2" => HttpVersion::Http2,
+            "3" => HttpVersion::Http3,
+            "coded" => HttpVersion::Coded,
+            other => {
+                return Err(ctx.err(
+                    http_v.span(),
+                    format!(
+                        "arm {arm:?}: http = {other:?}; allowed: \"1.1\", \"2\", \"3\" or \"coded\""
+                    ),
+                ));
+            }
+        };
+        (http, None)
     };
     let is_quic = http == HttpVersion::Http3;
     let is_coded = http == HttpVersion::Coded;
@@ -609,31 +696,45 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
     for (k, v) in t {
         let key = k.get_ref().as_str();
         match key {
-            "http" => continue,
+            "http" | "telemetry" => continue,
             "label" => {
                 label = Some(scalar(ctx, v)?);
                 continue;
             }
             _ => {}
         }
-        let Some(knob) = KNOBS.iter().find(|kn| kn.key == key) else {
-            let names: Vec<_> = ["http", "label"]
+        let Some(knob) = KNOBS
+            .iter()
+            .find(|kn| kn.key == key && (kn.telemetry || !telemetry_plan))
+        else {
+            let names: Vec<_> = [if telemetry_plan { "telemetry" } else { "http" }, "label"]
                 .into_iter()
-                .chain(KNOBS.iter().map(|k| k.key))
+                .chain(
+                    KNOBS
+                        .iter()
+                        .filter(|k| k.telemetry || !telemetry_plan)
+                        .map(|k| k.key),
+                )
                 .collect();
+            let what = if KNOBS.iter().any(|kn| kn.key == key) {
+                format!("{key} does not apply to telemetry arms")
+            } else {
+                format!("unknown key {key:?}")
+            };
             return Err(ctx.err(
                 k.span(),
-                format!(
-                    "arm {arm:?}: unknown key {key:?}; allowed: {}",
-                    names.join(", ")
-                ),
+                format!("arm {arm:?}: {what}; allowed: {}", names.join(", ")),
             ));
         };
-        let wrong = match knob.applies {
-            Applies::Tcp if is_quic || is_coded => Some("HTTP/1.1 and HTTP/2 (TCP)"),
-            Applies::Quic if !is_quic => Some("HTTP/3 (QUIC)"),
+        let wrong = match (knob.applies, mode) {
+            (Applies::Tcp, Some(_)) if is_quic => Some("tcp"),
+            (Applies::Quic, Some(_)) if !is_quic => {
+                Some("quic-stream, quic-streams and quic-datagrams")
+            }
+            (Applies::Tcp, None) if is_quic || is_coded => Some("HTTP/1.1 and HTTP/2 (TCP)"),
+            (Applies::Quic, None) if !is_quic => Some("HTTP/3 (QUIC)"),
             // the coded transport has no session resumption and no 0-RTT
-            Applies::Any if is_coded && key == "resume" => {
+            (Applies::Any, None) if is_coded && key == "resume" => {
                 Some("HTTP/1.1, HTTP/2 and HTTP/3 (the coded transport has no resumption)")
             }
             _ => None,
@@ -660,6 +761,7 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
         name: arm.clone(),
         label: String::new(),
         http,
+        telemetry: mode,
         knobs,
         caveats: Vec::new(),
     };
@@ -689,15 +791,20 @@ fn parse_arm(ctx: &Ctx, name: &Spanned<String>, t: &Table) -> Result<Arm, PlanEr
         .knob(if is_quic { "quic-cc" } else { "tcp-cc" })
         .map(str::to_string);
     arm_out.label = label.unwrap_or_else(|| {
-        let stack = match http {
-            HttpVersion::Http11 => "HTTP/1.1 over TCP+TLS 1.3",
-            HttpVersion::Http2 => "HTTP/2 over TCP+TLS 1.3",
-            HttpVersion::Http3 => "HTTP/3 over QUIC (quinn)",
-            HttpVersion::Coded => return CODED_LABEL.to_string(),
+        let stack = match (mode, http) {
+            (Some(Mode::Tcp), _) => "telemetry over TCP+TLS 1.3 (one ordered stream)",
+            (Some(Mode::QuicStream), _) => "telemetry over one QUIC stream (quinn)",
+            (Some(Mode::QuicStreams), _) => "telemetry over a QUIC stream per flush (quinn)",
+            (Some(Mode::QuicDatagrams), _) => "telemetry in QUIC datagrams, one per flush (quinn)",
+            (None, HttpVersion::Http11) => "HTTP/1.1 over TCP+TLS 1.3",
+            (None, HttpVersion::Http2) => "HTTP/2 over TCP+TLS 1.3",
+            (None, HttpVersion::Http3) => "HTTP/3 over QUIC (quinn)",
+            (None, HttpVersion::Coded) => return CODED_LABEL.to_string(),
         };
         match &cc {
             Some(cc) => format!("{stack}, {cc}"),
-            None if is_quic => format!("{stack}, cubic"),
+            // the telemetry client sets cubic when its arm does not say
+            None if is_quic || mode.is_some() => format!("{stack}, cubic"),
             None => format!("{stack}, kernel default congestion control"),
         }
     });
@@ -712,7 +819,17 @@ pub const CODED_LABEL: &str = "network-coded transport (RaptorQ, goodput-followi
 const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
     ("single-object", &["sizes"]),
     ("repeat", &["sizes", "requests"]),
-    ("segments", &["segments", "segment-min", "segment-max"]),
+    (
+        "segments",
+        &[
+            "segments",
+            "segment-min",
+            "segment-max",
+            "stream-rate",
+            "player-buffer",
+        ],
+    ),
+    ("telemetry", &["units-per-second", "flush", "duration"]),
 ];
 
 fn workload_int(
@@ -821,13 +938,84 @@ fn parse_workload(
                     format!("segment-max ({max} bytes) is below segment-min ({min} bytes)"),
                 ));
             }
+            let stream_rate_bps = match t.get_key_value("stream-rate") {
+                Some((_, v)) => {
+                    let raw = scalar(ctx, v)?;
+                    match raw.parse::<units::Rate>() {
+                        Ok(r) if r.bps() >= 1000 => r.bps(),
+                        Ok(_) => {
+                            return Err(ctx.err(
+                                v.span(),
+                                format!("stream-rate = {raw:?}: allowed: 1kbit or more"),
+                            ));
+                        }
+                        Err(e) => return Err(ctx.err(v.span(), format!("stream-rate: {e}"))),
+                    }
+                }
+                None => quiclab_report::model::DEFAULT_STREAM_RATE_BPS,
+            };
+            let player_buffer_ms = match t.get_key_value("player-buffer") {
+                Some((_, v)) => {
+                    let raw = scalar(ctx, v)?;
+                    match units::parse_duration(&raw) {
+                        Ok(d) if d <= Duration::from_secs(600) => d.as_millis() as u64,
+                        Ok(_) => {
+                            return Err(ctx.err(
+                                v.span(),
+                                format!("player-buffer = {raw:?}: allowed: 0 to 10min"),
+                            ));
+                        }
+                        Err(e) => return Err(ctx.err(v.span(), format!("player-buffer: {e}"))),
+                    }
+                }
+                None => quiclab_report::model::DEFAULT_PLAYER_BUFFER_MS,
+            };
             (
                 Workload::Segments {
                     count,
                     min_bytes: min,
                     max_bytes: max,
+                    stream_rate_bps,
+                    player_buffer_ms,
                 },
                 vec![min + (max - min) / 2],
+            )
+        }
+        "telemetry" => {
+            let units_per_second = workload_int(
+                ctx,
+                at.clone(),
+                t,
+                "units-per-second",
+                (1, i64::from(telemetry::MAX_UNITS_PER_SECOND)),
+            )?;
+            let flush_units = workload_int(
+                ctx,
+                at.clone(),
+                t,
+                "flush",
+                (1, i64::from(telemetry::MAX_FLUSH_UNITS)),
+            )?;
+            let Some((_, v)) = t.get_key_value("duration") else {
+                return Err(ctx.err(at, "[workload] needs duration, e.g. \"10s\""));
+            };
+            let d = units::parse_duration(&scalar(ctx, v)?)
+                .map_err(|e| ctx.err(v.span(), format!("duration: {e}")))?;
+            let units = (d.as_secs_f64() * f64::from(units_per_second)).round() as u64;
+            if units == 0 || d > Duration::from_secs(3600) {
+                return Err(ctx.err(
+                    v.span(),
+                    "duration: allowed: from one unit interval to 1 hour",
+                ));
+            }
+            (
+                Workload::Telemetry {
+                    units_per_second,
+                    flush_units,
+                    duration_ms: d.as_millis() as u64,
+                },
+                // the trial's bytes: every unit's
+                vec![units * telemetry::UNIT_BYTES as u64],
             )
         }
         _ => unreachable!("kinds are listed in WORKLOAD_KEYS"),
@@ -981,12 +1169,51 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         }
     }
 
+    let interleave = match &raw.interleave {
+        None => None,
+        Some(name) => {
+            let names = || {
+                conditions
+                    .iter()
+                    .map(|c| format!("{:?}", c.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let Some(i) = conditions.iter().position(|c| c.name == *name.get_ref()) else {
+                return Err(ctx.err(
+                    name.span(),
+                    format!(
+                        "interleave: no condition {:?}; allowed: one of the plan's conditions: {}",
+                        name.get_ref(),
+                        names()
+                    ),
+                ));
+            };
+            if conditions.len() < 2 {
+                return Err(ctx.err(
+                    name.span(),
+                    format!(
+                        "interleave = {:?}: it runs before every other condition, and the plan \
+                         has no other; allowed: a condition of a plan with two or more",
+                        name.get_ref()
+                    ),
+                ));
+            }
+            Some(i)
+        }
+    };
+
     if raw.arms.get_ref().is_empty() {
         return Err(ctx.err(raw.arms.span(), "arms: give at least one arm"));
     }
     let mut arms = Vec::new();
     for (aname, t) in raw.arms.get_ref() {
-        arms.push(parse_arm(&ctx, aname, t)?);
+        arms.push(parse_arm(
+            &ctx,
+            aname,
+            t,
+            matches!(workload, Workload::Telemetry { .. }),
+        )?);
     }
     let mut comparisons = Vec::new();
     for c in &raw.compare {
@@ -1018,6 +1245,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         workload,
         sizes,
         conditions,
+        interleave,
         arms,
         comparisons,
         trial_timeout,
@@ -1119,10 +1347,42 @@ b = "h3"
             Workload::Segments {
                 count: 15,
                 min_bytes: 3_600_000,
-                max_bytes: 5_000_000
+                max_bytes: 5_000_000,
+                stream_rate_bps: 6_000_000,
+                player_buffer_ms: 10_000,
             }
         );
         assert_eq!(p.sizes, vec![4_300_000]);
+        // the playback estimate's keys
+        let player = seg.replace(
+            "segments = 15",
+            "segments = 15\nstream-rate = \"3mbit\"\nplayer-buffer = \"4.5s\"",
+        );
+        let p = parse(&player, "t.toml", Profile::Full).unwrap();
+        assert!(matches!(
+            p.workload,
+            Workload::Segments {
+                stream_rate_bps: 3_000_000,
+                player_buffer_ms: 4_500,
+                ..
+            }
+        ));
+        for (bad, what) in [("\"3mb\"", "rate"), ("\"10bit\"", "1kbit or more")] {
+            let text = player.replace("\"3mbit\"", bad);
+            let e = parse(&text, "t.toml", Profile::Full).unwrap_err();
+            assert!(
+                e.message.contains("stream-rate") && e.message.contains(what),
+                "{e}"
+            );
+            assert_eq!(e.line, line_of("stream-rate", &text), "{e}");
+        }
+        let e = parse(
+            &player.replace("\"4.5s\"", "\"11min\""),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("0 to 10min"), "{e}");
 
         // a key of another kind, a missing key, an unknown kind, an inverted range
         let e = parse(
@@ -1157,6 +1417,42 @@ b = "h3"
         assert!(e.message.contains("\"segments\""), "{e}");
         let e = parse(&seg.replace("\"5MB\"", "\"1MB\""), "t.toml", Profile::Full).unwrap_err();
         assert!(e.message.contains("below segment-min"), "{e}");
+    }
+
+    #[test]
+    fn interleave_names_a_condition_of_a_plan_with_others() {
+        let p = parse(GOOD, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.interleave, None);
+        let text = GOOD.replace("seed = 9", "seed = 9\ninterleave = \"base\"");
+        let p = parse(&text, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.interleave, Some(0));
+        // a matrix condition can be the baseline too
+        let text = GOOD.replace("seed = 9", "seed = 9\ninterleave = \"up-loss=0% mtu=1400\"");
+        assert_eq!(
+            parse(&text, "t.toml", Profile::Full).unwrap().interleave,
+            Some(3)
+        );
+
+        let e = broken("seed = 9", "seed = 9\ninterleave = \"normal\"");
+        assert_eq!(e.line, line_of("seed = 9", GOOD) + 1, "{e}");
+        assert_eq!(e.column, 14, "{e}");
+        assert!(
+            e.message.contains("no condition \"normal\"")
+                && e.message.contains("\"base\", \"loss 1%\""),
+            "{e}"
+        );
+        let e = broken("seed = 9", "seed = 9\ninterleave = 3");
+        assert_eq!(e.line, line_of("seed = 9", GOOD) + 1, "{e}");
+        assert!(e.message.contains("string"), "{e}");
+        // alone, a baseline has nothing to precede
+        let alone = GOOD
+            .replace("seed = 9", "seed = 9\ninterleave = \"network\"")
+            .replace(
+                "[conditions.base]\n[conditions.\"loss 1%\"]\nloss = \"1%\"\n[conditions.slow]\ndelay = \"35ms\"\n[matrix]\nup-loss = [\"0%\", \"2%\"]\nmtu = [1400]\n",
+                "",
+            );
+        let e = parse(&alone, "t.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains("no other"), "{e}");
     }
 
     /// Replaces `from` by `to` in the good plan and returns the error.
@@ -1250,5 +1546,125 @@ b = "h3"
             e.to_string().starts_with(&format!("t.toml:{}:", e.line)),
             "{e}"
         );
+    }
+
+    const TELEMETRY: &str = r#"
+name = "tel"
+iterations = 3
+[quick]
+iterations = 1
+[quick.workload]
+duration = "5s"
+[workload]
+kind = "telemetry"
+units-per-second = 1000
+flush = 10
+duration = "10s"
+[network]
+delay = "25ms"
+[conditions.base]
+[conditions.lossy]
+loss = "2%"
+[arms.tcp]
+telemetry = "tcp"
+tcp-cc = "cubic"
+[arms.streams]
+telemetry = "quic-streams"
+quic-cc = "newreno"
+groups = "p256"
+"#;
+
+    fn telemetry_broken(from: &str, to: &str) -> PlanError {
+        assert!(TELEMETRY.contains(from), "{from}");
+        parse(&TELEMETRY.replacen(from, to, 1), "t.toml", Profile::Full).unwrap_err()
+    }
+
+    #[test]
+    fn telemetry_plans_take_a_mode_per_arm_instead_of_http() {
+        let p = parse(TELEMETRY, "t.toml", Profile::Full).unwrap();
+        assert_eq!(
+            p.workload,
+            Workload::Telemetry {
+                units_per_second: 1000,
+                flush_units: 10,
+                duration_ms: 10_000
+            }
+        );
+        // the trial's bytes: 10,000 units of 8
+        assert_eq!(p.sizes, [80_000]);
+        assert_eq!(p.arms[0].telemetry, Some(Mode::Tcp));
+        assert!(!p.arms[0].is_quic() && p.arms[1].is_quic());
+        assert_eq!(
+            p.arms[1].client_args(),
+            [
+                "--mode",
+                "quic-streams",
+                "--quic-cc",
+                "newreno",
+                "--groups",
+                "p256"
+            ]
+        );
+        assert_eq!(p.arms[1].server_args(), ["--quic-cc", "newreno"]);
+        assert_eq!(
+            p.arms[1].label,
+            "telemetry over a QUIC stream per flush (quinn), newreno"
+        );
+        let q = parse(TELEMETRY, "t.toml", Profile::Quick).unwrap();
+        assert_eq!(
+            (q.workload, q.iterations),
+            (
+                Workload::Telemetry {
+                    units_per_second: 1000,
+                    flush_units: 10,
+                    duration_ms: 5_000
+                },
+                1
+            )
+        );
+
+        let e = telemetry_broken("telemetry = \"tcp\"", "http = \"2\"");
+        assert!(
+            e.message
+                .contains("http does not apply to a telemetry plan")
+                && e.message.contains("\"quic-datagrams\""),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("telemetry = \"tcp\"", TELEMETRY));
+        let e = telemetry_broken("telemetry = \"tcp\"", "telemetry = \"udp\"");
+        assert!(
+            e.message.contains("telemetry = \"udp\"") && e.message.contains("\"quic-stream\""),
+            "{e}"
+        );
+        assert_eq!(e.column, 13, "{e}");
+        let e = telemetry_broken("telemetry = \"tcp\"\n", "");
+        assert!(e.message.contains("arm \"tcp\" needs telemetry = "), "{e}");
+        let e = telemetry_broken("tcp-cc = \"cubic\"", "tfo = true");
+        assert!(
+            e.message.contains("tfo does not apply to telemetry arms")
+                && e.message.contains("quic-cc"),
+            "{e}"
+        );
+        let e = telemetry_broken("quic-cc = \"newreno\"", "tcp-cc = \"reno\"");
+        assert!(e.message.contains("applies to tcp arms only"), "{e}");
+        let e = telemetry_broken("tcp-cc = \"cubic\"", "quic-cc = \"cubic\"");
+        assert!(e.message.contains("quic-stream, quic-streams"), "{e}");
+        let e = telemetry_broken("flush = 10", "flush = 200");
+        assert!(
+            e.message
+                .contains("flush: allowed: a whole number from 1 to 128"),
+            "{e}"
+        );
+        let e = telemetry_broken("duration = \"10s\"", "duration = \"0.1ms\"");
+        assert!(e.message.contains("one unit interval"), "{e}");
+        let e = telemetry_broken("flush = 10", "sizes = [\"1kb\"]");
+        assert!(
+            e.message.contains("does not apply to kind \"telemetry\"")
+                && e.message.contains("units-per-second"),
+            "{e}"
+        );
+        // and the other way round: no mode in an HTTP plan
+        let e = broken("http = \"2\"", "telemetry = \"tcp\"");
+        assert!(e.message.contains("kind is \"telemetry\""), "{e}");
     }
 }

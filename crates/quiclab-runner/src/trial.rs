@@ -1,8 +1,10 @@
-//! One trial: a fresh topology, `quiclab serve` in the server namespace, `quiclab get` in the
-//! client namespace, then the measurements gathered from what they wrote.
+//! One trial: a fresh topology, `quiclab serve` in the server namespace, `quiclab get` (or, for
+//! telemetry, `quiclab telemetry`) in the client namespace, then the measurements gathered from
+//! what they wrote.
 //!
 //! Every file a trial produces lands in its own folder (`trials/ID/`): the client's records
-//! (`client.jsonl`), the server's sender-side timeline (`server-timeline.jsonl`), both
+//! (`client.jsonl`), the server's sender-side timeline (`server-timeline.jsonl`) or, for
+//! telemetry, the server's log of every unit received (`units.jsonl`), both
 //! endpoints' logs, a qlog per QUIC connection (`*.sqlog`), the TLS key log (`keys.log`), a
 //! packet capture of the client's side (`capture.pcap`, decryptable with the key log) and the
 //! emulator's packet events (`events.jsonl`).
@@ -16,12 +18,13 @@ use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
 use quiclab_report::model::{Detail, Metrics, RequestMetrics, TimelinePoint};
 use quiclab_stack::record::{HttpVersion, RequestRecord};
-use quiclab_stack::server::FASTOPEN_SYSCTL;
+use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
 
 use crate::expand::TrialSpec;
 use crate::plan::{Plan, Workload};
+use crate::telemetry;
 
 /// What trials need from their surroundings.
 #[derive(Debug, Clone)]
@@ -158,16 +161,24 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 /// The longest a trial's client may run: generous against the ideal transfer time of all its
-/// requests, so only a stuck transfer hits it.
+/// requests and their round trips, so only a stuck transfer hits it.
 fn client_timeout(plan: &Plan, spec: &TrialSpec) -> Duration {
     if let Some(t) = plan.trial_timeout {
         return t;
     }
     let cond = &plan.conditions[spec.condition];
-    let bytes: u64 = spec.requests.iter().sum();
-    let ideal = bytes as f64 * 8.0 / cond.rate_bps().unwrap_or(1_000_000_000) as f64;
-    let rtts = 50.0 * spec.requests.len() as f64 * cond.link.min_rtt().as_secs_f64();
-    Duration::from_secs_f64(30.0 + 20.0 * ideal + rtts)
+    if let Workload::Telemetry { duration_ms, .. } = plan.workload {
+        // the units' own time, then the client's drain (10 s at most) and set-up
+        return Duration::from_millis(duration_ms) + Duration::from_secs(40);
+    }
+    let bytes: u64 = spec.requests.iter().sum::<u64>().max(spec.size);
+    let ideal = match cond.rate_bps() {
+        Some(bps) => bytes as f64 * 8.0 / bps as f64,
+        None => bytes as f64 * 8.0 / 1e9,
+    };
+    // a handshake and a request round trip or two per request, many times over
+    let rtts = 50.0 + 10.0 * spec.requests.len().saturating_sub(1) as f64;
+    Duration::from_secs_f64(30.0 + 20.0 * ideal + rtts * cond.link.min_rtt().as_secs_f64())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -209,14 +220,17 @@ fn execute(
         pcap: Some(pcap),
     })
     .map_err(|e| fail(format!("cannot build the topology: {e}")))?;
+    let link_epoch_ns = topo.link_epoch_ns().unwrap_or(0);
     let setup_ms = lap.ms();
     let mut vars = topo.env();
     vars.push((
         "SSLKEYLOGFILE".into(),
         dir.join("keys.log").display().to_string(),
     ));
-    let quic = arm.http == HttpVersion::Http3;
+    let quic = arm.is_quic();
+    let telemetry = matches!(plan.workload, Workload::Telemetry { .. });
     let timeline = dir.join("server-timeline.jsonl");
+    let units_log = dir.join("units.jsonl");
     let cert = dir.join("cert.pem");
     let mut server_args = vec![
         "serve".to_string(),
@@ -224,14 +238,21 @@ fn execute(
         "[::]:443".into(),
         "--write-cert".into(),
         cert.display().to_string(),
-        match arm.http {
-            HttpVersion::Http3 => "--quic-timeline",
-            HttpVersion::Coded => "--coded-timeline",
-            _ => "--tcp-timeline",
-        }
-        .into(),
-        timeline.display().to_string(),
     ];
+    if telemetry {
+        // the server receives: its own sending side (acknowledgements) says nothing
+        server_args.extend(["--telemetry-log".into(), units_log.display().to_string()]);
+    } else {
+        server_args.extend([
+            match arm.http {
+                HttpVersion::Http3 => "--quic-timeline",
+                HttpVersion::Coded => "--coded-timeline",
+                _ => "--tcp-timeline",
+            }
+            .into(),
+            timeline.display().to_string(),
+        ]);
+    }
     if !quic {
         server_args.push("--no-quic".into());
     }
@@ -295,7 +316,7 @@ fn execute(
     }
     let server_ms = lap.ms();
     let mut client_args = vec![
-        "get".to_string(),
+        if telemetry { "telemetry" } else { "get" }.to_string(),
         "--json".into(),
         "--cacert".into(),
         cert.display().to_string(),
@@ -346,6 +367,19 @@ fn execute(
         "teardown_ms": teardown_ms,
     });
     *link_out = link_json(&reports);
+    if telemetry {
+        return telemetry_metrics(
+            dir,
+            cond,
+            &reports,
+            link_epoch_ns,
+            status,
+            timeout,
+            &client_log,
+            &server_log,
+            requests_out,
+        );
+    }
     let records = read_records(&client_out);
     *requests_out = serde_json::Value::Array(
         records
@@ -408,19 +442,141 @@ fn execute(
         )));
     }
     let min_rtt_ms = cond.link.min_rtt().as_secs_f64() * 1000.0;
-    Ok(metrics(
+    let mut m = metrics(
         &records,
         &read_timeline(&timeline, records[0].start_us),
         &reports,
         min_rtt_ms,
-    ))
+    );
+    if matches!(plan.workload, Workload::Segments { .. }) && m.detail.is_empty() {
+        // a sequence of one segment is still a sequence: the report reads segments from here
+        m.detail = detail(&records);
+    }
+    Ok(m)
 }
 
-/// What `quiclab get` is told to fetch, and how, for the plan's workload.
+/// A telemetry trial's metrics from the client's records, the server's unit log and the
+/// emulator's drops; a failure if the run was cut short or a reliable mode lost units.
+#[allow(clippy::too_many_arguments)]
+fn telemetry_metrics(
+    dir: &Path,
+    cond: &crate::plan::Condition,
+    reports: &[DirectionReport],
+    link_epoch_ns: u64,
+    status: Option<std::process::ExitStatus>,
+    timeout: Duration,
+    client_log: &Path,
+    server_log: &Path,
+    requests_out: &mut serde_json::Value,
+) -> Result<Metrics, Failure> {
+    let (flushes, summary) = telemetry::read_client(&dir.join("client.jsonl"));
+    if let Some(s) = &summary {
+        // the summary only: the flushes are in the trial's folder
+        *requests_out = json!([s]);
+    }
+    let Some(status) = status else {
+        return Err(fail(format!(
+            "the client did not finish within {:.0} s",
+            timeout.as_secs_f64()
+        )));
+    };
+    let Some(summary) = summary else {
+        return Err(fail(format!(
+            "the client ({status}) wrote no summary: {}",
+            tail(client_log, 3)
+        )));
+    };
+    if let Some(e) = &summary.error {
+        return Err(fail(format!("telemetry: {e}")));
+    }
+    if !status.success() {
+        return Err(fail(format!(
+            "the client exited with {status}: {}",
+            tail(client_log, 3)
+        )));
+    }
+    let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
+    if device_drops > 0 {
+        return Err(fail(format!(
+            "{device_drops} packets were dropped by the kernel before reaching the emulator \
+             (the host could not keep up)"
+        )));
+    }
+    let (received, ends) = telemetry::read_server(&dir.join("units.jsonl"));
+    if let Some(e) = ends.iter().find_map(|c| c.error.clone()) {
+        return Err(fail(format!(
+            "the server's telemetry connection failed: {e}"
+        )));
+    }
+    let drops = telemetry::read_drops(&dir.join("events.jsonl"), link_epoch_ns);
+    let server_realtime =
+        std::fs::read_to_string(server_log).is_ok_and(|t| t.contains("real-time priority"));
+    let path = telemetry::PathModel {
+        one_way_us: cond.link.up.delay.as_micros() as u64,
+        rtt_us: cond.link.min_rtt().as_micros() as u64,
+        loss_up: cond.link.up.loss,
+        loss_down: cond.link.down.loss,
+    };
+    let (detail, outcomes) =
+        telemetry::detail(&summary, &flushes, &received, &drops, path, server_realtime);
+    let missing = outcomes.iter().filter(|o| o.recv_us.is_none()).count();
+    if missing > 0 && !summary.mode.unreliable() {
+        return Err(fail(format!(
+            "{missing} of {} units never arrived over {}, a reliable mode",
+            outcomes.len(),
+            summary.mode
+        )));
+    }
+    if outcomes.is_empty() {
+        return Err(fail("the client sent no unit"));
+    }
+    let since_connect = |t: u64| t.saturating_sub(summary.connect_us) as f64 / 1000.0;
+    let recv = || outcomes.iter().filter_map(|o| o.recv_us);
+    let handshake_ms = summary.handshake_done_us.map(since_connect);
+    let min_rtt_ms = path.rtt_us as f64 / 1000.0;
+    let stats = &summary.transport_stats;
+    Ok(Metrics {
+        // the whole run, from the connection attempt to the first and the last unit received
+        ttlb_ms: recv().max().map_or(f64::NAN, since_connect),
+        ttfb_ms: recv().min().map_or(f64::NAN, since_connect),
+        handshake_ms,
+        handshake_rtts: handshake_ms
+            .filter(|_| min_rtt_ms > 0.0)
+            .map(|h| h / min_rtt_ms),
+        hello_retry: false,
+        retransmissions: stats.packets_lost,
+        first_retransmit_offset: None,
+        impossible_rtt_samples: stats.impossible_rtt_samples,
+        link_drops: reports.iter().map(|r| r.counters.dropped_total()).sum(),
+        timeline: Vec::new(),
+        detail: Detail {
+            requests: Vec::new(),
+            telemetry: Some(detail),
+        },
+    })
+}
+
+/// What the client is told to do for the plan's workload: what `quiclab get` fetches, and
+/// how; how much `quiclab telemetry` sends.
 fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
     let url = |size: u64| format!("https://{SERVER_V4}/bytes/{size}");
     let mut args: Vec<String> = Vec::new();
     match plan.workload {
+        Workload::Telemetry {
+            units_per_second,
+            flush_units,
+            duration_ms,
+        } => {
+            args.extend([
+                "--units-per-second".into(),
+                units_per_second.to_string(),
+                "--flush".into(),
+                flush_units.to_string(),
+                "--duration".into(),
+                format!("{duration_ms}ms"),
+                format!("https://{SERVER_V4}"),
+            ]);
+        }
         Workload::SingleObject => {
             args.extend(["--connection".into(), "new".into(), url(spec.size)]);
         }
@@ -563,29 +719,7 @@ pub fn metrics(
         .and_then(|s| s.impossible_rtt_samples)
         .or(rec.transport_stats.impossible_rtt_samples);
     let detail = if records.len() > 1 {
-        Detail {
-            requests: records
-                .iter()
-                .map(|r| {
-                    let own = |t: Option<u64>| {
-                        t.map_or(f64::NAN, |t| t.saturating_sub(r.start_us) as f64 / 1000.0)
-                    };
-                    RequestMetrics {
-                        bytes: r.bytes,
-                        start_ms: r.start_us.saturating_sub(rec.start_us) as f64 / 1000.0,
-                        ttfb_ms: own(r.first_byte_us),
-                        ttlb_ms: own(r.last_byte_us),
-                        new_connection: r.new_connection,
-                        handshake_ms: r
-                            .handshake_done_us
-                            .map(|t| t.saturating_sub(r.start_us) as f64 / 1000.0),
-                        resumed: r.handshake.resumed,
-                        zero_rtt_attempted: r.handshake.zero_rtt_attempted,
-                        zero_rtt_accepted: r.handshake.zero_rtt_accepted,
-                    }
-                })
-                .collect(),
-        }
+        detail(records)
     } else {
         Detail::default()
     };
@@ -617,6 +751,36 @@ pub fn metrics(
     }
 }
 
+/// Every request of a trial (at least one record) with its times from its own start, and its
+/// start from the first request's.
+pub fn detail(records: &[RequestRecord]) -> Detail {
+    let first = records.first().map_or(0, |r| r.start_us);
+    Detail {
+        telemetry: None,
+        requests: records
+            .iter()
+            .map(|r| {
+                let own = |t: Option<u64>| {
+                    t.map_or(f64::NAN, |t| t.saturating_sub(r.start_us) as f64 / 1000.0)
+                };
+                RequestMetrics {
+                    bytes: r.bytes,
+                    start_ms: r.start_us.saturating_sub(first) as f64 / 1000.0,
+                    ttfb_ms: own(r.first_byte_us),
+                    ttlb_ms: own(r.last_byte_us),
+                    new_connection: r.new_connection,
+                    handshake_ms: r
+                        .handshake_done_us
+                        .map(|t| t.saturating_sub(r.start_us) as f64 / 1000.0),
+                    resumed: r.handshake.resumed,
+                    zero_rtt_attempted: r.handshake.zero_rtt_attempted,
+                    zero_rtt_accepted: r.handshake.zero_rtt_accepted,
+                }
+            })
+            .collect(),
+    }
+}
+
 fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
     serde_json::Value::Array(
         reports
@@ -640,6 +804,37 @@ fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trial_of_several_requests_has_time_for_all_of_them() {
+        let text = |workload: &str| {
+            format!(
+                "name = \"t\"\niterations = 1\n[workload]\n{workload}\n[network]\n\
+                 rate = \"38mbit\"\ndelay = \"60ms\"\n[arms.h1]\nhttp = \"1.1\"\n"
+            )
+        };
+        let seg = crate::plan::parse(
+            &text("kind = \"segments\"\nsegments = 15\nsegment-min = \"3.6MB\"\nsegment-max = \"5MB\""),
+            "t",
+            crate::plan::Profile::Full,
+        )
+        .unwrap();
+        let spec = &crate::expand::expand(&seg)[0];
+        let bytes: u64 = spec.requests.iter().sum();
+        // 15 segments at the link's rate, and each request's round trip, many times over
+        let ideal = bytes as f64 * 8.0 / 38e6 + 15.0 * 0.12;
+        let t = client_timeout(&seg, spec).as_secs_f64();
+        assert!(t > 10.0 * ideal, "{t} s for an ideal {ideal} s");
+        // one object keeps its limit: 30 s + 20 x its transfer + 50 round trips
+        let one = crate::plan::parse(
+            &text("kind = \"single-object\"\nsizes = [\"4.75MB\"]"),
+            "t",
+            crate::plan::Profile::Full,
+        )
+        .unwrap();
+        let t = client_timeout(&one, &crate::expand::expand(&one)[0]).as_secs_f64();
+        assert!((t - (30.0 + 20.0 * 1.0 + 50.0 * 0.12)).abs() < 1e-6, "{t}");
+    }
 
     #[test]
     fn a_timeline_of_several_connections_adds_their_counts() {

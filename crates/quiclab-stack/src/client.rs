@@ -45,10 +45,11 @@ use tokio_rustls::client::TlsStream;
 
 use crate::record::{Handshake, HttpVersion, RequestRecord, now_us};
 use crate::server::{PATTERN_PERIOD, fill_pattern};
-use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion, impossible_min_rtt};
+use crate::tcpinfo::{
+    CongestionError, FASTOPEN_SYSCTL, TcpInfo, apply_congestion, fast_open_enabled,
+    impossible_min_rtt, set_tcp_option,
+};
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
-
-const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
 
 /// Errors from setting up a client or from one request.
 #[derive(Debug, thiserror::Error)]
@@ -601,60 +602,57 @@ impl Client {
         })
     }
 
-    /// Connects a TCP socket with the chosen congestion controller (and Fast Open). Returns the
-    /// stream, a duplicate of its socket, and the controller the socket reports.
     async fn tcp_connect(
         &self,
         addr: SocketAddr,
     ) -> Result<(TcpStream, Socket, String), ClientError> {
-        let socket_err = |source| ClientError::Socket { addr, source };
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(socket_err)?;
-        let congestion = apply_congestion(&socket, self.opts.tcp_congestion.as_deref())?;
-        if self.opts.fast_open {
-            set_fast_open_connect(&socket)?;
-        }
-        // Requests are written whole; Nagle would only delay them behind unacknowledged data.
-        socket.set_tcp_nodelay(true).map_err(socket_err)?;
-        socket.set_nonblocking(true).map_err(socket_err)?;
-        let dup = socket.try_clone().map_err(socket_err)?;
-        let std_stream: std::net::TcpStream = socket.into();
-        let tcp = TcpSocket::from_std_stream(std_stream)
-            .connect(addr)
-            .await
-            .map_err(|source| ClientError::Connect { addr, source })?;
-        Ok((tcp, dup, congestion))
+        tcp_connect(
+            addr,
+            self.opts.tcp_congestion.as_deref(),
+            self.opts.fast_open,
+        )
+        .await
     }
+}
+
+/// Connects a TCP socket with the chosen congestion controller (and Fast Open) and TCP_NODELAY
+/// on: writes are whole messages, and Nagle would only hold them back behind unacknowledged
+/// data. Returns the stream, a duplicate of its socket (for TCP_INFO), and the controller the
+/// socket reports.
+pub(crate) async fn tcp_connect(
+    addr: SocketAddr,
+    congestion: Option<&str>,
+    fast_open: bool,
+) -> Result<(TcpStream, Socket, String), ClientError> {
+    let socket_err = |source| ClientError::Socket { addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(socket_err)?;
+    let congestion = apply_congestion(&socket, congestion)?;
+    if fast_open {
+        set_fast_open_connect(&socket)?;
+    }
+    socket.set_tcp_nodelay(true).map_err(socket_err)?;
+    socket.set_nonblocking(true).map_err(socket_err)?;
+    let dup = socket.try_clone().map_err(socket_err)?;
+    let std_stream: std::net::TcpStream = socket.into();
+    let tcp = TcpSocket::from_std_stream(std_stream)
+        .connect(addr)
+        .await
+        .map_err(|source| ClientError::Connect { addr, source })?;
+    Ok((tcp, dup, congestion))
 }
 
 /// Fails unless net.ipv4.tcp_fastopen lets clients use Fast Open (bit 1); otherwise the socket
 /// option would be accepted and silently do nothing.
 fn check_fast_open_sysctl() -> Result<(), ClientError> {
-    let value = std::fs::read_to_string(FASTOPEN_SYSCTL)
-        .map(|s| s.trim().to_string())
-        .map_err(ClientError::FastOpen)?;
-    match value.parse::<u32>() {
-        Ok(v) if v & 1 != 0 => Ok(()),
-        _ => Err(ClientError::FastOpenDisabled { value }),
+    match fast_open_enabled(1).map_err(ClientError::FastOpen)? {
+        (_, true) => Ok(()),
+        (value, false) => Err(ClientError::FastOpenDisabled { value }),
     }
 }
 
 fn set_fast_open_connect(socket: &Socket) -> Result<(), ClientError> {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt reads an int from a live local variable; the descriptor is ours.
-    let rc = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(socket),
-            libc::IPPROTO_TCP,
-            libc::TCP_FASTOPEN_CONNECT,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(ClientError::FastOpen(io::Error::last_os_error()));
-    }
-    Ok(())
+    set_tcp_option(socket, libc::TCP_FASTOPEN_CONNECT, 1).map_err(ClientError::FastOpen)
 }
 
 #[cfg(test)]
@@ -697,6 +695,7 @@ mod tests {
                 timeline: None,
                 path_min_rtt_us: None,
                 root: None,
+                telemetry: None,
                 fast_open: false,
             })
             .unwrap();

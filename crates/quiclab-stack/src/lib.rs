@@ -16,6 +16,9 @@
 //!   uploads.
 //! - [`quic`]: HTTP/3 over QUIC (quinn, h3): options, a server with the same routes, a client that
 //!   fills [`record`]s.
+//! - [`telemetry`]: timestamped units sent at a constant rate in flushes over TLS/TCP, one QUIC
+//!   stream, a QUIC stream per flush or QUIC datagrams, and received with their latency (the
+//!   head-of-line blocking workload).
 
 pub mod client;
 pub mod coded;
@@ -26,5 +29,6 @@ pub mod record;
 pub mod recording;
 pub mod server;
 pub mod tcpinfo;
+pub mod telemetry;
 pub mod timeline;
 pub mod tls;

@@ -16,6 +16,8 @@
 //!   `/bytes/N` bodies byte for byte against the pattern. With resumption, later connections of
 //!   a run send their request as 0-RTT; if the server refuses the early data, the request is
 //!   repeated on the same connection.
+//! - With a telemetry log, connections that negotiate ALPN `quiclab-telemetry` carry units on
+//!   raw streams and datagrams instead of HTTP/3 (see [`crate::telemetry`]).
 //! - Congestion control is read back from the connection (by type), and quinn's BBR is flagged
 //!   experimental in records: it is BBRv1 and quinn's pacer does not apply its pacing rate.
 
@@ -46,6 +48,7 @@ use crate::record::{
 };
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
+use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 
@@ -488,6 +491,10 @@ pub struct QuicServerOptions {
     pub qlog_dir: Option<PathBuf>,
     /// Serve other GET paths as files under this directory (see [`crate::files`]).
     pub root: Option<PathBuf>,
+    /// Also accept telemetry connections (ALPN [`ALPN_TELEMETRY`]) and log their units here
+    /// (see [`crate::telemetry::receiver`]). Their datagrams are accepted only when
+    /// `quic.datagram_buffer` is on.
+    pub telemetry: Option<RecordLog>,
 }
 
 /// A bound QUIC server.
@@ -524,6 +531,8 @@ pub enum QuicConnectionError {
     Setup(#[source] QuicError),
     #[error("writing a qlog file")]
     QlogWrite(#[source] std::io::Error),
+    #[error("telemetry from {peer}: {message}")]
+    Telemetry { peer: SocketAddr, message: String },
     #[error("HTTP/3 request from {peer}")]
     Stream {
         peer: SocketAddr,
@@ -538,9 +547,16 @@ impl QuicServer {
         let addr = opts.listen;
         let socket_err = |source| QuicError::Socket { addr, source };
         let transport = opts.quic.transport_config()?;
-        let crypto = Arc::new(
-            QuicServerConfig::try_from(opts.tls).map_err(QuicError::NoInitialCipherSuite)?,
-        );
+        let tls = match &opts.telemetry {
+            Some(_) => {
+                let mut tls = (*opts.tls).clone();
+                tls.alpn_protocols.push(ALPN_TELEMETRY.to_vec());
+                Arc::new(tls)
+            }
+            None => opts.tls,
+        };
+        let crypto =
+            Arc::new(QuicServerConfig::try_from(tls).map_err(QuicError::NoInitialCipherSuite)?);
         let mut server_config = quinn::ServerConfig::with_crypto(crypto.clone());
         server_config.transport_config(Arc::new(transport));
 
@@ -570,6 +586,7 @@ impl QuicServer {
                 pattern: pattern.into(),
                 alt_svc,
                 root: opts.root,
+                telemetry: opts.telemetry,
             }),
             timeline: opts.timeline,
             crypto,
@@ -606,7 +623,7 @@ impl QuicServer {
                     let index = stats.connections as u32;
                     stats.connections += 1;
                     let (routes, on_error) = (self.routes.clone(), on_error.clone());
-                    let timeline = self.timeline.clone().map(|w| (w, index));
+                    let timeline = self.timeline.clone();
                     // Each connection gets its own controller recorder.
                     let (config, inst) = match self.connection_config(index) {
                         Ok(c) => c,
@@ -619,6 +636,7 @@ impl QuicServer {
                     conns.spawn(async move {
                         let served = serve_connection(
                             incoming,
+                            index,
                             config,
                             inst,
                             routes,
@@ -665,27 +683,40 @@ impl QuicServer {
     }
 }
 
-/// What requests are answered from: the `/bytes` pattern, the Alt-Svc value, static files.
+/// What requests are answered from: the `/bytes` pattern, the Alt-Svc value, static files;
+/// and where telemetry connections log their units.
 struct Routes {
     pattern: Bytes,
     alt_svc: http::HeaderValue,
     root: Option<PathBuf>,
+    telemetry: Option<RecordLog>,
 }
 
 type H3ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 async fn serve_connection(
     incoming: quinn::Incoming,
+    index: u32,
     config: Arc<quinn::ServerConfig>,
     inst: Instrumented,
     routes: Arc<Routes>,
-    timeline: Option<(TimelineWriter, u32)>,
+    timeline: Option<TimelineWriter>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
     let peer = incoming.remote_address();
-    let connecting = incoming
+    let mut connecting = incoming
         .accept_with(config)
         .map_err(|source| QuicConnectionError::Handshake { peer, source })?;
+    // The ClientHello names the application: HTTP/3 or telemetry.
+    let telemetry = match connecting.handshake_data().await {
+        Ok(d) => d
+            .downcast::<quinn::crypto::rustls::HandshakeData>()
+            .ok()
+            .and_then(|d| d.protocol)
+            .is_some_and(|p| p == ALPN_TELEMETRY),
+        // the handshake's failure is reported below
+        Err(_) => false,
+    };
     // Accepting before the handshake completes lets 0-RTT requests be answered at once (0.5-RTT
     // data); a server always can, so the error arm only hands the handshake back.
     let conn = match connecting.into_0rtt() {
@@ -694,7 +725,7 @@ async fn serve_connection(
             .await
             .map_err(|source| QuicConnectionError::Handshake { peer, source })?,
     };
-    let sampler = timeline.map(|(w, index)| {
+    let sampler = timeline.map(|w| {
         AbortOnDrop(tokio::spawn(sample_timeline(
             conn.clone(),
             inst.recorder.clone(),
@@ -703,7 +734,16 @@ async fn serve_connection(
             on_error.clone(),
         )))
     });
-    let served = serve_h3(&conn, peer, routes, on_error).await;
+    let served = match (&routes.telemetry, telemetry) {
+        (Some(log), true) => {
+            let end = crate::telemetry::receiver::serve_quic(&conn, index, log).await;
+            match end.error {
+                Some(message) => Err(QuicConnectionError::Telemetry { peer, message }),
+                None => Ok(()),
+            }
+        }
+        _ => serve_h3(&conn, peer, routes, on_error).await,
+    };
     // The connection is over (the client closed it, or it failed): the sampler takes its last
     // sample once quinn says so.
     conn.close(H3_NO_ERROR, b"done");
@@ -827,6 +867,7 @@ async fn handle(
         pattern,
         alt_svc,
         root,
+        ..
     } = &*routes;
     let path = req.uri().path();
     let respond = |status: StatusCode| {
@@ -940,7 +981,7 @@ pub struct QuicClientOptions {
 
 /// What every connection of a client run shares: the trust anchors and, with resumption, one
 /// ticket store (so later connections find the tickets of earlier ones).
-struct ClientTls {
+pub(crate) struct ClientTls {
     /// One verifier for every connection: rustls resumes a session only under the verifier
     /// that checked it.
     verifier: Arc<rustls::client::WebPkiServerVerifier>,
@@ -949,7 +990,7 @@ struct ClientTls {
     store: Option<Arc<dyn rustls::client::ClientSessionStore>>,
 }
 
-fn client_tls(opts: &QuicClientOptions) -> Result<ClientTls, QuicError> {
+pub(crate) fn client_tls(opts: &QuicClientOptions) -> Result<ClientTls, QuicError> {
     let mut roots = RootCertStore::empty();
     let mut any = false;
     for cert in CertificateDer::pem_slice_iter(opts.ca_pem.as_bytes()) {
@@ -991,16 +1032,17 @@ fn client_tls(opts: &QuicClientOptions) -> Result<ClientTls, QuicError> {
         store,
     };
     // fail now, not at the first connection, if the options cannot make a configuration
-    client_config(opts, &shared, &Arc::default())?;
+    client_config(opts, &shared, &Arc::default(), ALPN_H3)?;
     Ok(shared)
 }
 
 /// The configuration of one connection: its own provider, so that its key shares (and with
 /// them a HelloRetryRequest) are noted in `kx`.
-fn client_config(
+pub(crate) fn client_config(
     opts: &QuicClientOptions,
     shared: &ClientTls,
     kx: &Arc<KxLog>,
+    alpn: &[u8],
 ) -> Result<quinn::ClientConfig, QuicError> {
     let mut tls = rustls::ClientConfig::builder_with_provider(logged_provider(&opts.groups, kx))
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -1008,7 +1050,7 @@ fn client_config(
         .with_webpki_verifier(shared.verifier.clone())
         .with_no_client_auth();
     tls.client_auth_cert_resolver = shared.no_client_cert.clone();
-    tls.alpn_protocols = vec![ALPN_H3.to_vec()];
+    tls.alpn_protocols = vec![alpn.to_vec()];
     tls.key_log = crate::tls::key_log();
     match &shared.store {
         Some(store) => {
@@ -1094,7 +1136,8 @@ async fn connect(
         .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)
         .map_err(|e| crate::client::error_chain(&e))?;
     let kx = Arc::new(KxLog::default());
-    let mut config = client_config(opts, tls, &kx).map_err(|e| crate::client::error_chain(&e))?;
+    let mut config =
+        client_config(opts, tls, &kx, ALPN_H3).map_err(|e| crate::client::error_chain(&e))?;
     config.transport_config(inst.transport.clone());
     let connecting = endpoint
         .connect_with(config, t.addr, &t.server_name)
@@ -1232,7 +1275,7 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
     Ok(())
 }
 
-fn transport_stats(
+pub(crate) fn transport_stats(
     conn: &quinn::Connection,
     configured: QuicCongestion,
     recorder: &Recorder,
@@ -1383,7 +1426,7 @@ pub async fn get(
 }
 
 /// How long a client lingers for its endpoints to go idle after closing its connections.
-const CLOSE_LINGER: Duration = Duration::from_millis(10);
+pub(crate) const CLOSE_LINGER: Duration = Duration::from_millis(10);
 
 async fn retry_after_0rtt_rejected(
     c: &mut ClientConn,
@@ -1409,7 +1452,7 @@ async fn close(c: ClientConn) {
 
 /// The client endpoint for the address family of `addr` (one per family per run, so that
 /// resumption tickets and tokens stay with the endpoint).
-fn endpoint_for(
+pub(crate) fn endpoint_for(
     endpoints: &mut Vec<quinn::Endpoint>,
     addr: SocketAddr,
     quic: &QuicOptions,
@@ -1508,6 +1551,7 @@ mod tests {
                 path_min_rtt_us: None,
                 qlog_dir: None,
                 root: None,
+                telemetry: None,
             })
             .unwrap();
             let port = server.local_addr().port();
@@ -1565,6 +1609,7 @@ mod tests {
                 path_min_rtt_us: None,
                 qlog_dir: None,
                 root: None,
+                telemetry: None,
             })
             .unwrap();
             let other_port = other.local_addr().port();

@@ -14,6 +14,8 @@
 //!   `POST /upload` reads the whole body and answers with its length in bytes; anything else is
 //!   404. Every response carries `Alt-Svc: h3=":PORT"` with the listening port, where an HTTP/3
 //!   server can be found.
+//! - With a telemetry log, connections that negotiate ALPN `quiclab-telemetry` carry units
+//!   instead of HTTP (see [`crate::telemetry`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -38,7 +40,10 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
-use crate::tcpinfo::{CongestionError, Sampler, apply_congestion};
+use crate::tcpinfo::{
+    CongestionError, FASTOPEN_SYSCTL, Sampler, apply_congestion, fast_open_enabled, set_tcp_option,
+};
+use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
 
@@ -113,6 +118,8 @@ pub enum ConnectionError {
         #[source]
         source: hyper::Error,
     },
+    #[error("telemetry from {peer}: {message}")]
+    Telemetry { peer: SocketAddr, message: String },
     #[error("writing the TCP timeline of connection {connection}")]
     Timeline {
         connection: u32,
@@ -145,39 +152,24 @@ pub struct ServerOptions {
     pub path_min_rtt_us: Option<u64>,
     /// Serve other GET paths as files under this directory (see [`crate::files`]).
     pub root: Option<PathBuf>,
+    /// Also accept telemetry connections (ALPN [`ALPN_TELEMETRY`], offered after HTTP/2 and
+    /// HTTP/1.1) and log their units here (see [`crate::telemetry::receiver`]).
+    pub telemetry: Option<RecordLog>,
     /// Accept TCP Fast Open: data in a client's SYN (with a cookie from an earlier connection)
     /// reaches the server before the handshake completes. Needs the server bit of
     /// `net.ipv4.tcp_fastopen` in the server's network namespace; an error otherwise.
     pub fast_open: bool,
 }
 
-/// The kernel's TCP Fast Open switch (bit 1 clients, bit 2 servers), per network namespace.
-pub const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
-
 /// Pending Fast Open requests the listener queues (the `TCP_FASTOPEN` option's value).
 const FASTOPEN_QUEUE: libc::c_int = 256;
 
 fn enable_fast_open(socket: &Socket) -> Result<(), ServerError> {
-    let value = std::fs::read_to_string(FASTOPEN_SYSCTL)
-        .map(|s| s.trim().to_string())
-        .map_err(ServerError::FastOpen)?;
-    if !value.parse::<u32>().is_ok_and(|v| v & 2 != 0) {
+    let (value, on) = fast_open_enabled(2).map_err(ServerError::FastOpen)?;
+    if !on {
         return Err(ServerError::FastOpenDisabled { value });
     }
-    // SAFETY: setsockopt reads an int from a live local variable; the descriptor is ours.
-    let rc = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(socket),
-            libc::IPPROTO_TCP,
-            libc::TCP_FASTOPEN,
-            (&FASTOPEN_QUEUE as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(ServerError::FastOpen(io::Error::last_os_error()));
-    }
-    Ok(())
+    set_tcp_option(socket, libc::TCP_FASTOPEN, FASTOPEN_QUEUE).map_err(ServerError::FastOpen)
 }
 
 /// First write of a response when frames are sized dynamically: with TLS and HTTP/2 framing it
@@ -209,6 +201,7 @@ struct State {
     timeline: Option<TimelineWriter>,
     path_min_rtt_us: Option<u64>,
     root: Option<PathBuf>,
+    telemetry: Option<RecordLog>,
 }
 
 impl Server {
@@ -240,11 +233,19 @@ impl Server {
         // Digits, a colon and quotes only: always a valid header value.
         let alt_svc = HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
             .expect("a port number is a valid header value");
+        let tls = match &opts.telemetry {
+            Some(_) => {
+                let mut tls = (*opts.tls).clone();
+                tls.alpn_protocols.push(ALPN_TELEMETRY.to_vec());
+                Arc::new(tls)
+            }
+            None => opts.tls,
+        };
         Ok(Server {
             listener,
             local_addr,
             congestion,
-            acceptor: TlsAcceptor::from(opts.tls),
+            acceptor: TlsAcceptor::from(tls),
             state: Arc::new(State {
                 alt_svc,
                 pattern: pattern.into(),
@@ -252,6 +253,7 @@ impl Server {
                 timeline: opts.timeline,
                 path_min_rtt_us: opts.path_min_rtt_us,
                 root: opts.root,
+                telemetry: opts.telemetry,
             }),
         })
     }
@@ -335,7 +337,7 @@ async fn serve_connection(
     state: Arc<State>,
 ) -> Result<(), ConnectionError> {
     let Some(w) = state.timeline.clone() else {
-        return serve_tls(tcp, peer, acceptor, state).await;
+        return serve_tls(tcp, peer, index, acceptor, state).await;
     };
     let sampler = Sampler::new(tcp.as_fd(), index)
         .map_err(|source| ConnectionError::Timeline {
@@ -361,7 +363,7 @@ async fn serve_connection(
             .await;
         failed
     });
-    let served = serve_tls(tcp, peer, acceptor, state).await;
+    let served = serve_tls(tcp, peer, index, acceptor, state).await;
     let _ = done_tx.send(());
     let failed = sampling.await.ok().flatten();
     served?;
@@ -377,6 +379,7 @@ async fn serve_connection(
 async fn serve_tls(
     tcp: TcpStream,
     peer: SocketAddr,
+    index: u32,
     acceptor: TlsAcceptor,
     state: Arc<State>,
 ) -> Result<(), ConnectionError> {
@@ -386,7 +389,17 @@ async fn serve_tls(
         .accept(tcp)
         .await
         .map_err(|source| ConnectionError::Handshake { peer, source })?;
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
+    let alpn = tls.get_ref().1.alpn_protocol();
+    if alpn == Some(ALPN_TELEMETRY)
+        && let Some(log) = &state.telemetry
+    {
+        let end = crate::telemetry::receiver::serve_stream(tls, index, peer, log).await;
+        return match end.error {
+            Some(message) => Err(ConnectionError::Telemetry { peer, message }),
+            None => Ok(()),
+        };
+    }
+    let h2 = alpn == Some(ALPN_H2);
     let io = TokioIo::new(tls);
     let service = service_fn(move |req| handle(req, state.clone()));
     let served = if h2 {
@@ -621,6 +634,7 @@ mod tests {
             timeline: None,
             path_min_rtt_us: None,
             root: None,
+            telemetry: None,
             fast_open: false,
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();

@@ -51,6 +51,39 @@ pub enum CongestionError {
     Mismatch { wanted: String, got: String },
 }
 
+/// Sets an integer option at the TCP level (`IPPROTO_TCP`) on a socket.
+pub fn set_tcp_option(
+    socket: &impl AsRawFd,
+    option: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: setsockopt reads an int from a live local variable; the descriptor is open.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            option,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The kernel's TCP Fast Open switch (bit 1 clients, bit 2 servers), per network namespace.
+pub const FASTOPEN_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
+
+/// The Fast Open switch as its text and whether `bit` is set in it.
+pub fn fast_open_enabled(bit: u32) -> io::Result<(String, bool)> {
+    let value = std::fs::read_to_string(FASTOPEN_SYSCTL)?.trim().to_string();
+    let on = value.parse::<u32>().is_ok_and(|v| v & bit != 0);
+    Ok((value, on))
+}
+
 /// Sets `wanted` on the socket when given, and returns the controller the socket reports, which
 /// must be the one asked for (the kernel's default otherwise).
 pub fn apply_congestion(

@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 
 /// The database's file name inside a campaign directory.
 pub const DB_FILE: &str = "results.db";
+/// The key of a trial's configuration that names, for a run of an interleaved baseline
+/// condition, the condition whose run follows it (reported as [`Trial::before`]).
+pub const CONFIG_BEFORE: &str = "before";
 /// Version of the schema below; a database of another version is refused.
 const SCHEMA_VERSION: i64 = 2;
 
@@ -470,6 +473,11 @@ impl Store {
                 size: t.size,
                 iteration: t.iteration,
                 seed: t.seed,
+                before: t
+                    .config
+                    .get(CONFIG_BEFORE)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string),
                 outcome: t.outcome,
                 artifacts: t.artifacts,
             })
@@ -478,7 +486,10 @@ impl Store {
     }
 
     /// Writes `trials.csv` (one row per trial) and `timeline.csv` (one row per timeline
-    /// sample) into `out`, for pandas, R or a spreadsheet. Returns the files written.
+    /// sample) into `out`, for pandas, R or a spreadsheet, and when there are any,
+    /// `requests.csv` (one row per request of a multi-request trial) and `units.csv` (one row
+    /// per telemetry unit: when it was generated, its latency, empty if it never arrived, and
+    /// the model's). Returns the files written.
     pub fn export_csv(&self, out: &Path) -> Result<Vec<PathBuf>> {
         let io = |path: &Path| {
             let path = path.display().to_string();
@@ -598,6 +609,42 @@ impl Store {
             w.flush().map_err(io(&rpath))?;
             files.push(rpath);
         }
+        if trials.iter().any(|t| {
+            t.outcome
+                .as_ref()
+                .is_ok_and(|m| m.detail.telemetry.is_some())
+        }) {
+            let upath = out.join("units.csv");
+            let mut w = std::io::BufWriter::new(std::fs::File::create(&upath).map_err(io(&upath))?);
+            writeln!(
+                w,
+                "trial_id,arm,condition,iteration,mode,unit,generated_ms,latency_ms,model_ms"
+            )
+            .map_err(io(&upath))?;
+            for t in &trials {
+                let Ok(m) = &t.outcome else { continue };
+                let Some(d) = &m.detail.telemetry else {
+                    continue;
+                };
+                for (i, l) in d.latency_us.iter().enumerate() {
+                    writeln!(
+                        w,
+                        "{},{},{},{},{},{i},{},{},{}",
+                        csv_field(&t.id),
+                        csv_field(&t.arm),
+                        csv_field(&t.condition),
+                        t.iteration,
+                        csv_field(&d.mode),
+                        i as f64 * 1000.0 / f64::from(d.units_per_second.max(1)),
+                        num(l.map(|l| f64::from(l) / 1000.0)),
+                        d.model_ms(i)
+                    )
+                    .map_err(io(&upath))?;
+                }
+            }
+            w.flush().map_err(io(&upath))?;
+            files.push(upath);
+        }
         Ok(files)
     }
 }
@@ -662,6 +709,7 @@ mod tests {
                 })
                 .collect(),
             detail: Detail {
+                telemetry: None,
                 requests: (0..2)
                     .map(|i| RequestMetrics {
                         bytes: 250_000,
@@ -725,11 +773,17 @@ mod tests {
         };
         s.set_campaign(&c).unwrap();
         s.record(&trial("x", 0, Err("boom".into()))).unwrap();
+        // a run of an interleaved baseline names the condition it preceded
+        let mut paired = trial("y", 1, Err("late".into()));
+        paired.config = serde_json::json!({CONFIG_BEFORE: "loss 1%"});
+        s.record(&paired).unwrap();
         let back = s.campaign().unwrap();
         assert_eq!(back.name, "www21");
         assert_eq!(back.sizes, vec![100_000, 1_000_000]);
-        assert_eq!(back.trials.len(), 1);
+        assert_eq!(back.trials.len(), 2);
         assert_eq!(back.trials[0].outcome.as_ref().unwrap_err(), "boom");
+        assert_eq!(back.trials[0].before, None);
+        assert_eq!(back.trials[1].before.as_deref(), Some("loss 1%"));
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -799,6 +853,47 @@ mod tests {
         assert_eq!(rl.len(), 3, "{rq}");
         assert_eq!(rl[2].split(',').count(), rl[0].split(',').count());
         assert!(rl[2].starts_with("b,h3-cubic,") && rl[2].ends_with(",true,true,true"));
+        assert_eq!(files.len(), 3, "no telemetry, no units.csv");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn telemetry_units_round_trip_and_export_with_their_model() {
+        let d = dir("units");
+        let mut s = Store::open(&d).unwrap();
+        let mut m = metrics(5000.0, 0);
+        m.detail = Detail {
+            requests: Vec::new(),
+            telemetry: Some(quiclab_report::model::TelemetryDetail {
+                mode: "quic-streams".into(),
+                units_per_second: 1000,
+                flush_units: 10,
+                one_way_ms: 25.0,
+                latency_us: vec![Some(34_300), None, Some(32_250)],
+                ..Default::default()
+            }),
+        };
+        s.record(&trial("t", 0, Ok(m.clone()))).unwrap();
+        assert_eq!(
+            s.trials().unwrap()[0].outcome.as_ref().unwrap().detail,
+            m.detail
+        );
+        let files = s.export_csv(&d.join("csv")).unwrap();
+        let units = std::fs::read_to_string(files.last().unwrap()).unwrap();
+        let lines: Vec<_> = units.lines().collect();
+        assert_eq!(lines.len(), 4, "{units}");
+        // three units in one (short) flush: they wait 2, 1 and 0 ms for it
+        assert!(
+            lines[1].ends_with(",quic-streams,0,0,34.3,27"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].ends_with(",1,1,,26"),
+            "a lost unit has no latency: {}",
+            lines[2]
+        );
+        assert!(lines[3].ends_with(",2,2,32.25,25"), "{}", lines[3]);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use quiclab_runner::campaign::{self, Progress, RunOptions};
 use quiclab_runner::expand::TrialSpec;
-use quiclab_runner::plan::{self, Plan, Profile};
+use quiclab_runner::plan::{self, Plan, Profile, Workload};
 use quiclab_store::{Store, TrialRecord};
 
 use crate::signals::Signals;
@@ -21,16 +21,20 @@ use crate::signals::Signals;
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("www21", include_str!("../../../plans/www21.toml")),
     ("repeat", include_str!("../../../plans/repeat.toml")),
+    ("hls", include_str!("../../../plans/hls.toml")),
+    ("telemetry", include_str!("../../../plans/telemetry.toml")),
     ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
-/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, coded-loss). Without PLAN, the quick profile
-/// of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a few minutes.
+/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry,
+/// coded-loss). Without PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link
+/// with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
-/// `quiclab get`; arms compared within an iteration share its seed (the same packet fates).
+/// `quiclab get` (`quiclab telemetry` for the telemetry workload); arms compared within an
+/// iteration share its seed (the same packet fates).
 /// Results go to DIR/results.db (SQLite) one trial at a time, so Ctrl-C keeps every finished
 /// trial, and running the same plan into the same directory again resumes where it stopped.
 /// Artifacts (TLS keys, sender timelines, packet events, logs) are kept for the median trial of
@@ -39,6 +43,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 /// Examples:
 ///   quiclab run                                # quick www21, report in results/www21
 ///   quiclab run plans/www21.toml --jobs 4      # the full study (40 iterations)
+///   quiclab run hls --quick                    # video segments under one-way impairments
 ///   quiclab run my-plan.toml --out /tmp/mine   # your own plan (see plans/www21.toml)
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
@@ -114,11 +119,19 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
 }
 
 fn cell(plan: &Plan, spec: &TrialSpec) -> String {
+    let before = spec
+        .before
+        .map(|b| format!(" (before {})", plan.conditions[b].name))
+        .unwrap_or_default();
+    let cond = &plan.conditions[spec.condition].name;
+    let arm = &plan.arms[spec.arm].name;
+    if !plan.workload.is_requests() {
+        // one size, the workload's own: not worth a column
+        return format!("{cond}{before} / {arm} #{}", spec.iteration + 1);
+    }
     format!(
-        "{} / {} / {} #{}",
-        plan.conditions[spec.condition].name,
+        "{cond}{before} / {} / {arm} #{}",
         quiclab_report::units::size(spec.size),
-        plan.arms[spec.arm].name,
         spec.iteration + 1
     )
 }
@@ -252,7 +265,24 @@ impl Progress for Bar {
         self.running.remove(&spec.id);
         self.done += 1;
         let what = match &rec.outcome {
-            Ok(m) => format!("TTLB {:.1} ms", m.ttlb_ms),
+            Ok(m) => match &m.detail.telemetry {
+                Some(d) => {
+                    let lat = d.latencies_ms();
+                    let q = |p| quiclab_report::stats::quantile(&lat, p).unwrap_or(f64::NAN);
+                    format!(
+                        "latency p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms, {} stalls{}",
+                        q(0.5),
+                        q(0.9),
+                        q(1.0),
+                        d.stalls.len(),
+                        match d.lost() {
+                            0 => String::new(),
+                            n => format!(", {n} units lost"),
+                        }
+                    )
+                }
+                None => format!("TTLB {:.1} ms", m.ttlb_ms),
+            },
             Err(e) => {
                 self.failed += 1;
                 format!("FAILED: {e}")
@@ -306,13 +336,40 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
     let trials = quiclab_runner::expand::expand(&plan).len();
+    let conditions = match plan.interleave {
+        Some(b) => format!(
+            "({} conditions, each after a run of {:?})",
+            plan.conditions.len() - 1,
+            plan.conditions[b].name
+        ),
+        None => format!("{} conditions", plan.conditions.len()),
+    };
+    let sizes = match plan.workload {
+        Workload::Segments {
+            count,
+            min_bytes,
+            max_bytes,
+            ..
+        } => format!(
+            "{count} segments of {} to {}",
+            quiclab_report::units::size(min_bytes),
+            quiclab_report::units::size(max_bytes)
+        ),
+        Workload::Telemetry {
+            units_per_second,
+            flush_units,
+            duration_ms,
+        } => format!(
+            "{} units ({units_per_second}/s in flushes of {flush_units})",
+            u64::from(units_per_second) * duration_ms / 1000
+        ),
+        _ => format!("{} sizes", plan.sizes.len()),
+    };
     eprintln!(
-        "quiclab: plan {} ({}, {} profile): {} conditions x {} sizes x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
+        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
         plan.name,
         plan.source,
         profile.name(),
-        plan.conditions.len(),
-        plan.sizes.len(),
         plan.arms.len(),
         plan.iterations,
         out.display()
@@ -323,10 +380,15 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         }
         for arm in &plan.arms {
             eprintln!(
-                "  arm {:?}: {} (serve {}; get {})",
+                "  arm {:?}: {} (serve {}; {} {})",
                 arm.name,
                 arm.label,
                 arm.server_args().join(" "),
+                if arm.telemetry.is_some() {
+                    "telemetry"
+                } else {
+                    "get"
+                },
                 arm.client_args().join(" ")
             );
         }
@@ -341,7 +403,17 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .filter_map(|c| c.rate_bps())
         .max()
         .unwrap_or(0);
-    if jobs > 1 && (max_rate == 0 || max_rate as u128 * jobs as u128 > 400_000_000) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if !plan.workload.is_requests() {
+        // telemetry moves a hundred small packets a second whatever the link's rate; what
+        // matters is that every trial's endpoints find a core when a unit is due
+        if jobs > cores {
+            eprintln!(
+                "quiclab: warning: {jobs} telemetry trials at once on {cores} cores may delay \
+                 each other's units and skew their latencies; consider --jobs {cores}"
+            );
+        }
+    } else if jobs > 1 && (max_rate == 0 || max_rate as u128 * jobs as u128 > 400_000_000) {
         eprintln!(
             "quiclab: warning: {jobs} trials at once on links of up to {} may compete for CPU \
              and skew results; consider --jobs 1",
@@ -436,15 +508,59 @@ pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quiclab_runner::expand::expand;
 
     #[test]
-    fn every_built_in_plan_parses_in_both_profiles() {
-        for (name, text) in BUILT_IN {
-            for profile in [plan::Profile::Full, plan::Profile::Quick] {
-                let p = plan::parse(text, &format!("built-in {name}"), profile)
-                    .unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!(&p.name, name);
+    fn built_in_plans_parse_and_their_quick_profiles_keep_every_condition_and_arm() {
+        for (name, _) in BUILT_IN {
+            let full = load_plan(Some(name), Profile::Full).unwrap();
+            let quick = load_plan(Some(name), Profile::Quick).unwrap();
+            assert_eq!(full.name, *name);
+            let (f, q) = (expand(&full), expand(&quick));
+            assert!(q.len() < f.len(), "{name}: quick is smaller");
+            for (ci, _) in quick.conditions.iter().enumerate() {
+                for (ai, _) in quick.arms.iter().enumerate() {
+                    assert!(
+                        q.iter().any(|t| t.condition == ci && t.arm == ai),
+                        "{name}: quick runs condition {ci} with arm {ai}"
+                    );
+                }
             }
+        }
+    }
+
+    #[test]
+    fn hls_alternates_normal_and_impaired_runs_of_the_studys_segments() {
+        let plan = load_plan(Some("hls"), Profile::Full).unwrap();
+        let Workload::Segments {
+            count,
+            min_bytes,
+            max_bytes,
+            ..
+        } = plan.workload
+        else {
+            panic!("hls fetches segments: {:?}", plan.workload);
+        };
+        assert_eq!((count, min_bytes, max_bytes), (15, 3_600_000, 5_000_000));
+        assert_eq!(plan.iterations, 3);
+        let normal = plan.interleave.expect("normal runs interleave");
+        assert_eq!(plan.conditions[normal].name, "normal");
+        // inbound and outbound x latency and loss, on one direction each
+        let (mut inbound, mut outbound) = (0, 0);
+        for c in plan.conditions.iter().filter(|c| c.name != "normal") {
+            let (up, down) = (&c.link.up, &c.link.down);
+            let impaired_down = down.loss > 0.0 || down.delay > up.delay;
+            let impaired_up = up.loss > 0.0 || up.delay > down.delay;
+            assert!(impaired_down != impaired_up, "{}: one direction", c.name);
+            inbound += usize::from(impaired_down);
+            outbound += usize::from(impaired_up);
+            assert_eq!(c.rate_bps(), Some(38_000_000));
+        }
+        assert_eq!((inbound, outbound), (2, 2));
+        let trials = expand(&plan);
+        for pair in trials.chunks(2) {
+            assert_eq!(pair[0].condition, normal);
+            assert_eq!(pair[0].before, Some(pair[1].condition));
         }
     }
 }

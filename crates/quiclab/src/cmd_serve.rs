@@ -13,6 +13,7 @@ use quiclab_stack::quic::{self, QuicServer, QuicServerOptions};
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
 use quiclab_stack::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions};
+use quiclab_stack::telemetry::RecordLog;
 use quiclab_stack::timeline::TimelineWriter;
 use quiclab_stack::tls::{self, Identity, KxGroup};
 use tokio::signal::unix::{SignalKind, signal};
@@ -24,6 +25,9 @@ use tokio::signal::unix::{SignalKind, signal};
 /// POST /upload reads the body and answers with its length; anything else is 404. Every
 /// response advertises HTTP/3 on the same port with Alt-Svc. With --coded-listen the same
 /// routes are also served over the network-coded transport (`quiclab get --http coded`).
+///
+/// With --telemetry-log it also receives telemetry from `quiclab telemetry` (ALPN
+/// quiclab-telemetry, over TCP and QUIC) and logs every unit with its receive time.
 ///
 /// Without --cert/--key a self-signed certificate is made for this run, valid for localhost,
 /// 198.18.0.2, fd51:c1ab::2 and 127.0.0.1; --write-cert saves it for clients to trust.
@@ -87,6 +91,18 @@ pub struct ServeCmd {
     /// its index.html); paths never lead outside it (.. and links out are refused with 403).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Also accept telemetry (ALPN quiclab-telemetry, sent by `quiclab telemetry`) over TCP and
+    /// QUIC, and write every unit received here as a JSON line: {"record":"unit", "connection",
+    /// "gen_us", "recv_us", "stream" or "datagram"}, CLOCK_MONOTONIC microseconds, and one
+    /// {"record":"connection", ...} line per connection when it ends. Turns QUIC datagrams on
+    /// (1 MB buffered) unless --quic-datagrams sets them.
+    #[arg(long, value_name = "FILE")]
+    telemetry_log: Option<PathBuf>,
+    /// Run at a real-time priority (SCHED_FIFO 5, below the link emulator's), so that a busy
+    /// host does not delay reading what arrives; default: on with --telemetry-log (a unit's
+    /// receive time is the measurement), off otherwise. Needs root.
+    #[arg(long, value_name = "on|off", value_parser = on_off, action = clap::ArgAction::Set)]
+    realtime: Option<bool>,
     /// Accept TCP Fast Open (a request in the client's SYN, with a cookie from an earlier
     /// connection, saves a round trip). Needs the server bit of net.ipv4.tcp_fastopen in this
     /// network namespace (e.g. `sysctl -w net.ipv4.tcp_fastopen=3`); the campaign runner sets it
@@ -112,6 +128,9 @@ pub struct ServeCmd {
     coded_timeline: Option<PathBuf>,
 }
 
+/// What the QUIC server buffers for telemetry datagrams when --quic-datagrams does not say.
+const TELEMETRY_DATAGRAM_BUFFER: u64 = 1_000_000;
+
 /// A timeline file, created now (so that a bad path fails before the server listens).
 fn timeline_file(path: Option<&PathBuf>, what: &str) -> anyhow::Result<Option<TimelineWriter>> {
     let Some(path) = path else { return Ok(None) };
@@ -122,7 +141,7 @@ fn timeline_file(path: Option<&PathBuf>, what: &str) -> anyhow::Result<Option<Ti
     ))))
 }
 
-fn on_off(s: &str) -> Result<bool, String> {
+pub(crate) fn on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" => Ok(true),
         "off" => Ok(false),
@@ -164,7 +183,19 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     let quic_options = if c.no_quic {
         None
     } else {
-        Some(c.quic.options()?)
+        let mut o = c.quic.options()?;
+        if c.telemetry_log.is_some() && o.datagram_buffer.is_none() {
+            o.datagram_buffer = Some(TELEMETRY_DATAGRAM_BUFFER);
+        }
+        Some(o)
+    };
+    let telemetry = match &c.telemetry_log {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating the telemetry log {}", path.display()))?;
+            Some(RecordLog::new(Box::new(std::io::BufWriter::new(file))))
+        }
+        None => None,
     };
     // Written before the socket exists: `quiclab link` starts the client once it sees a listening
     // socket, and the client needs the certificate by then.
@@ -173,6 +204,15 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             .with_context(|| format!("writing the certificate to {}", path.display()))?;
     }
 
+    // Set before the runtime starts: its threads inherit the policy.
+    let realtime = c.realtime.unwrap_or(c.telemetry_log.is_some())
+        && match quiclab_stack::telemetry::use_realtime_priority() {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("quiclab serve: warning: cannot run at a real-time priority ({e})");
+                false
+            }
+        };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -204,6 +244,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             timeline: timeline_file(c.tcp_timeline.as_ref(), "TCP")?,
             path_min_rtt_us: c.record.path_min_rtt_us(),
             root: c.root.clone(),
+            telemetry: telemetry.clone(),
             fast_open: c.tfo,
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
@@ -217,6 +258,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                     path_min_rtt_us: c.record.path_min_rtt_us(),
                     qlog_dir: c.record.qlog_dir()?,
                     root: c.root.clone(),
+                    telemetry: telemetry.clone(),
                 })?)
             }
             None => None,
@@ -245,8 +287,16 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                 coded::RATE_CONTROL
             );
         }
+        let tele = match &c.telemetry_log {
+            Some(p) => format!("; telemetry logged to {}", p.display()),
+            None => String::new(),
+        } + if realtime {
+            "; real-time priority"
+        } else {
+            ""
+        };
         println!(
-            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}; {record}{quic}; certificate sha256 {} {cert})",
+            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}; {record}{quic}{tele}; certificate sha256 {} {cert})",
             server.local_addr(),
             groups.join(","),
             server.congestion(),
@@ -299,6 +349,9 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                 "quiclab serve: stopped after {} coded connections ({} failed)",
                 stats.connections, stats.failed
             );
+        }
+        if let Some(log) = &telemetry {
+            log.flush().context("writing the telemetry log")?;
         }
         Ok(0)
     })

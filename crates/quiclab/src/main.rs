@@ -7,6 +7,7 @@ mod cmd_link;
 mod cmd_run;
 mod cmd_selftest;
 mod cmd_serve;
+mod cmd_telemetry;
 mod linkargs;
 mod quicargs;
 mod recordargs;
@@ -44,6 +45,7 @@ enum Cmd {
     Bench(cmd_bench::BenchCmd),
     Get(cmd_get::GetCmd),
     Serve(cmd_serve::ServeCmd),
+    Telemetry(cmd_telemetry::TelemetryCmd),
 }
 
 fn main() {
@@ -58,6 +60,7 @@ fn main() {
         Cmd::Bench(c) => cmd_bench::bench(c),
         Cmd::Get(c) => cmd_get::get(c),
         Cmd::Serve(c) => cmd_serve::serve(c),
+        Cmd::Telemetry(c) => cmd_telemetry::telemetry(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

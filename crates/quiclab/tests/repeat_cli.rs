@@ -3,20 +3,10 @@
 //! round trip earlier than the first request's, over TCP with Fast Open likewise.
 
 mod common;
-use common::tmpdir;
+use common::{median, tmpdir};
 use quiclab_store::Store;
 
 const RTT_MS: f64 = 50.0;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
 
 #[test]
 fn later_requests_go_zero_rtt_over_quic_and_save_one_round_trip() {

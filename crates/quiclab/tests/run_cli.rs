@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::tmpdir;
+use common::{median, tmpdir};
 use quiclab_store::Store;
 
 fn quiclab() -> Command {
@@ -40,16 +40,6 @@ fn run_plan(p: &Path, out: &Path, jobs: &str) -> Command {
         jobs,
     ]);
     c
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn no_namespaces_left_by(pid: u32) -> bool {
@@ -254,5 +244,159 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         medians[1]
     );
     assert!(medians[0] > 800.0, "{medians:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The rows (`<tr>`) of the report's table with class `class`, each as its cells' text.
+fn table_rows(html: &str, class: &str) -> Vec<Vec<String>> {
+    let start = html
+        .find(&format!("<table class=\"{class}\">"))
+        .unwrap_or_else(|| panic!("no table {class}"));
+    let table = &html[start..start + html[start..].find("</table>").unwrap()];
+    let body = &table[table.find("<tbody>").unwrap()..];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    // the text of the cell without its tags
+                    let inner = &cell[cell.find('>').unwrap() + 1..];
+                    let inner = &inner[..inner.find("</td>").unwrap()];
+                    let mut text = String::new();
+                    let mut in_tag = false;
+                    for ch in inner.chars() {
+                        match ch {
+                            '<' => in_tag = true,
+                            '>' => in_tag = false,
+                            c if !in_tag => text.push(c),
+                            _ => {}
+                        }
+                    }
+                    text
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A percentage as the report prints it ("47 %", "−2.1 %").
+fn percent(s: &str) -> f64 {
+    s.trim_end_matches(" %")
+        .replace('\u{2212}', "-")
+        .replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("not a percentage: {s:?}"))
+}
+
+#[test]
+fn a_segments_campaign_alternates_normal_and_impaired_runs_and_reports_the_drop() {
+    let dir = tmpdir("run-segments");
+    // 5 % loss rather than the study's 1 %: with 3 segments of 1 MB and one round, the drop must
+    // stand out from chance. Cubic's steady state under 5 % loss at a 20 ms RTT is about
+    // 1448 B x 8 / 20 ms x 1.22 / sqrt(0.05) = 3.2 Mbit/s, a sixth of the 20 Mbit/s link.
+    let p = plan(
+        &dir,
+        "segs",
+        r#"iterations = 1
+interleave = "normal"
+[workload]
+kind = "segments"
+segments = 3
+segment-min = "1MB"
+segment-max = "1.2MB"
+[network]
+rate = "20mbit"
+delay = "10ms"
+[conditions.normal]
+[conditions."inbound loss 5%"]
+down-loss = "5%"
+[arms.h1]
+http = "1.1"
+tcp-cc = "cubic"
+[arms.h3]
+http = "3"
+quic-cc = "cubic"
+quic-initial-mtu = 1452
+[[compare]]
+a = "h1"
+b = "h3"
+"#,
+    );
+    let out_dir = dir.join("out");
+    let t0 = Instant::now();
+    let out = run_plan(&p, &out_dir, "1").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    eprintln!("segments campaign: {:.0} s", t0.elapsed().as_secs_f64());
+
+    // the order asked for: per arm, a normal run, then the impaired run it precedes
+    let mut trials = Store::open_existing(&out_dir).unwrap().trials().unwrap();
+    trials.sort_by_key(|t| t.seq);
+    assert_eq!(trials.len(), 4, "2 arms x (normal + impaired)");
+    for pair in trials.chunks(2) {
+        let (normal, impaired) = (&pair[0], &pair[1]);
+        assert_eq!(normal.condition, "normal");
+        assert_eq!(impaired.condition, "inbound loss 5%");
+        assert_eq!(normal.arm, impaired.arm);
+        assert_eq!(normal.config["before"], "inbound loss 5%");
+        assert!(impaired.config.get("before").is_none());
+    }
+    // run in that order (one at a time)
+    assert!(
+        trials
+            .windows(2)
+            .all(|w| w[0].started_unix_ms <= w[1].started_unix_ms),
+        "{:?}",
+        trials
+            .iter()
+            .map(|t| (t.seq, t.started_unix_ms))
+            .collect::<Vec<_>>()
+    );
+    // and the progress lines say so
+    let normal_line = err.find("normal (before inbound loss 5%)").expect(&err);
+    let impaired_line = err.find("] inbound loss 5% /").expect(&err);
+    assert!(normal_line < impaired_line, "{err}");
+
+    // every trial fetched the same 3 segments; inbound loss lowers every arm's throughput
+    let mean_mbps = |t: &quiclab_store::TrialRecord| {
+        let reqs = &t.outcome.as_ref().unwrap().detail.requests;
+        assert_eq!(reqs.len(), 3);
+        reqs.iter()
+            .map(|r| r.bytes as f64 * 8.0 / r.ttlb_ms / 1000.0)
+            .sum::<f64>()
+            / 3.0
+    };
+    for pair in trials.chunks(2) {
+        let (n, i) = (mean_mbps(&pair[0]), mean_mbps(&pair[1]));
+        eprintln!("{}: normal {n:.1} Mbit/s, impaired {i:.1}", pair[0].arm);
+        // at most the link's 20 Mbit/s, and well below it under 5 % loss
+        assert!(
+            n <= 20.0 && n > 8.0,
+            "{}: normal {n:.1} Mbit/s",
+            pair[0].arm
+        );
+        assert!(
+            i < 0.7 * n,
+            "{}: impaired {i:.1} vs normal {n:.1}",
+            pair[0].arm
+        );
+    }
+
+    // the report's table: the pattern for both arms, with a positive drop
+    let report = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let html = std::fs::read_to_string(&report).unwrap();
+    let rows = table_rows(&html, "segments-detail");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, arm) in rows.iter().zip(["h1", "h3"]) {
+        assert_eq!(row[0], "inbound loss 5%");
+        assert_eq!(row[1], arm);
+        let drop = percent(&row[6]);
+        assert!(drop > 30.0, "{arm}: drop {drop} %");
+    }
+    let study = table_rows(&html, "segments-study");
+    assert_eq!(study.len(), 1);
+    assert_eq!(study[0][0], "inbound loss 5%");
+    assert!(t0.elapsed() < Duration::from_secs(90), "{:?}", t0.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,7 @@
 
 use crate::analysis::{Analysis, ArmCell, metrics};
 use crate::chart::{
-    LegendEntry, Mark, Ticks, XySpec, arm_colour, c, cdf_steps, empty_chart, polyline, svg_close,
+    LegendEntry, Mark, Series, Ticks, XySpec, arm_colour, c, cdf, empty_chart, polyline, svg_close,
     xy_frame,
 };
 use crate::html::esc;
@@ -18,10 +18,15 @@ const H: f64 = 280.0;
 
 pub fn render(an: &Analysis) -> Option<String> {
     let camp = an.campaign;
-    if camp.conditions.is_empty() || camp.sizes.is_empty() || camp.arms.is_empty() {
+    // TTLBs of GETs: other workloads have their own sections
+    if !camp.workload.is_requests()
+        || camp.conditions.is_empty()
+        || camp.sizes.is_empty()
+        || camp.arms.is_empty()
+    {
         return None;
     }
-    let mut out = String::new();
+    let mut out = super::ttlb_note(camp);
     out.push_str(
         "<p class=\"muted\">One panel per condition (open one to see its object sizes). Colours \
          follow the arms in the header throughout.</p>\n",
@@ -48,7 +53,7 @@ fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
     let title = format!(
         "{} · {}",
         camp.conditions[ci].name,
-        units::size(camp.sizes[s])
+        super::size_label(camp, camp.sizes[s])
     );
     let _ = write!(
         out,
@@ -198,55 +203,22 @@ fn acked_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String
 /// Step curves of the TTLB distribution per arm.
 fn cdf_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) {
     let chart_title = format!("TTLB CDF, {title}");
-    let all: Vec<f64> = arms
-        .iter()
-        .flat_map(|a| a.ttlb_ms.iter().copied())
-        .collect();
-    let (Some(lo), Some(hi)) = (
-        all.iter().copied().reduce(f64::min),
-        all.iter().copied().reduce(f64::max),
-    ) else {
+    if arms.iter().all(|a| a.ttlb_ms.is_empty()) {
         return (
             empty_chart(&chart_title, W, H, "no successful trial"),
             "TTLB CDF: no successful trial.".into(),
         );
-    };
-    let spec = XySpec {
-        width: W,
-        height: H,
-        title: chart_title,
-        x_label: "time to last byte (ms)".into(),
-        y_label: "fraction of trials".into(),
-        x: Ticks::new(lo, hi, 5),
-        y: Ticks::new(0.0, 1.0, 5),
-        legend: arm_legend(
-            an,
-            arms,
-            |a| (!a.ttlb_ms.is_empty()).then(|| format!("(n = {})", a.ttlb_ms.len())),
-            Mark::Line,
-        ),
-        right_band: 0.0,
-    };
-    let mut out = String::new();
-    let frame = xy_frame(&mut out, &spec);
-    let _ = write!(
-        out,
-        r##"<line x1="{}" y1="{y}" x2="{}" y2="{y}" stroke="#999" stroke-dasharray="3 3"/>"##,
-        c(frame.left),
-        c(frame.right()),
-        y = c(frame.py(0.5))
-    );
-    for a in arms.iter().filter(|a| !a.ttlb_ms.is_empty()) {
-        polyline(
-            &mut out,
-            &cdf_steps(&frame, &a.ttlb_ms),
-            arm_colour(a.arm),
-            2.0,
-        );
     }
-    svg_close(&mut out);
+    let series: Vec<Series> = arms
+        .iter()
+        .map(|a| Series {
+            label: an.campaign.arms[a.arm].name.clone(),
+            colour: arm_colour(a.arm),
+            values: a.ttlb_ms.clone(),
+        })
+        .collect();
     (
-        out,
+        cdf(&chart_title, W, H, "time to last byte (ms)", &series),
         "Distribution of the time to last byte per arm: the fraction of successful trials that \
          had finished by each time (the dashed line marks the median)."
             .into(),

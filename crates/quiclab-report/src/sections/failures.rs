@@ -5,7 +5,6 @@ use crate::analysis::Analysis;
 use crate::chart::arm_colour;
 use crate::html::esc;
 use crate::model::Trial;
-use crate::units;
 use std::fmt::Write;
 
 pub fn render(an: &Analysis) -> Option<String> {
@@ -53,7 +52,7 @@ pub fn render(an: &Analysis) -> Option<String> {
             esc(&t.id),
             esc(&t.arm),
             esc(&t.condition),
-            esc(&units::size(t.size)),
+            esc(&super::size_label(an.campaign, t.size)),
             t.iteration,
             t.seed,
             esc(reason)

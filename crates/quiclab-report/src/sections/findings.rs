@@ -35,6 +35,14 @@ const MAX_NAMED: usize = 4;
 
 pub fn render(an: &Analysis) -> Option<String> {
     let mut f = Vec::new();
+    // telemetry: the model check first, then each lossy condition in plan order
+    for (i, html) in super::telemetry::sentences(an).into_iter().enumerate() {
+        f.push(Finding {
+            tier: TIER_COMPARISON,
+            weight: -(i as f64),
+            html,
+        });
+    }
     for cmp in &an.comparisons {
         comparison(an, cmp, &mut f);
     }
@@ -111,7 +119,7 @@ fn comparison(an: &Analysis, cmp: &ComparisonAnalysis, out: &mut Vec<Finding>) {
             continue;
         }
         any_valid = true;
-        let size = units::size(camp.sizes[s]);
+        let size = super::size_label(camp, camp.sizes[s]);
         let mut faster: Vec<_> = valid
             .iter()
             .filter(|(_, ch)| ch.significant && ch.rel < 0.0)

@@ -45,8 +45,8 @@ pub fn render(an: &Analysis) -> String {
             ),
         );
     }
-    row(
-        "grid",
+    row("workload", esc(&c.workload.describe()));
+    let grid = if c.workload.is_requests() {
         format!(
             "{} conditions × {} sizes ({}) × {} arms",
             c.conditions.len(),
@@ -54,12 +54,16 @@ pub fn render(an: &Analysis) -> String {
             esc(&c
                 .sizes
                 .iter()
-                .map(|&s| units::size(s))
+                .map(|&s| super::size_label(c, s))
                 .collect::<Vec<_>>()
                 .join(", ")),
             c.arms.len()
-        ),
-    );
+        )
+    } else {
+        // the one size is the workload's own (e.g. every unit's bytes), not a dimension
+        format!("{} conditions × {} arms", c.conditions.len(), c.arms.len())
+    };
+    row("grid", grid);
     out.push_str("</dl>\n");
 
     out.push_str(

@@ -22,10 +22,17 @@ const HEAD_H: f64 = 26.0;
 
 pub fn render(an: &Analysis) -> Option<String> {
     let c = an.campaign;
-    if c.comparisons.is_empty() || c.conditions.is_empty() || c.sizes.is_empty() {
+    // TTLBs of GETs: other workloads have their own sections
+    if !c.workload.is_requests()
+        || c.comparisons.is_empty()
+        || c.conditions.is_empty()
+        || c.sizes.is_empty()
+    {
         return None;
     }
-    let mut out = format!(
+    let mut out = super::ttlb_note(c);
+    let _ = write!(
+        out,
         "<p class=\"caption\">Each map shows the change of the median TTLB of one arm (b) \
          relative to another (a), (median<sub>b</sub> − median<sub>a</sub>) / \
          median<sub>a</sub>, per condition (rows) and object size (columns). Blue: b finished \
@@ -71,7 +78,11 @@ pub fn tooltip(an: &Analysis, cmp: &ComparisonAnalysis, cell: &ChangeCell) -> St
     let camp = an.campaign;
     let cond = &camp.conditions[cell.condition];
     let (a, b) = (&camp.arms[cmp.a].name, &camp.arms[cmp.b].name);
-    let mut t = format!("{} · {}\n", cond.name, units::size(camp.sizes[cell.size]));
+    let mut t = format!(
+        "{} · {}\n",
+        cond.name,
+        super::size_label(camp, camp.sizes[cell.size])
+    );
     let median = |arm: usize| {
         an.cell(cell.condition, cell.size, arm)
             .summary
@@ -152,7 +163,7 @@ fn svg(an: &Analysis, cmp: &ComparisonAnalysis) -> String {
             r##"<text x="{}" y="{}" text-anchor="middle" font-weight="600" font-size="12">{}</text>"##,
             c(label_w + CELL_W * (s as f64 + 0.5)),
             c(HEAD_H - 9.0),
-            esc(&units::size(size))
+            esc(&super::size_label(camp, size))
         );
     }
     for (ci, cond) in camp.conditions.iter().enumerate() {

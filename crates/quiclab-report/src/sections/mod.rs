@@ -3,6 +3,9 @@
 //! `<section>` and lists it in the table of contents.
 
 use crate::analysis::Analysis;
+use crate::html::esc;
+use crate::model::{Campaign, Workload};
+use crate::units;
 
 pub mod cells;
 pub mod failures;
@@ -10,6 +13,8 @@ pub mod findings;
 pub mod header;
 pub mod heatmap;
 pub mod repeat;
+pub mod segments;
+pub mod telemetry;
 
 pub struct Section {
     /// Fragment identifier, unique on the page.
@@ -31,6 +36,16 @@ pub const ALL: &[Section] = &[
         render: repeat::render,
     },
     Section {
+        id: "segments",
+        title: "Segments: throughput under impairment",
+        render: segments::render,
+    },
+    Section {
+        id: "telemetry",
+        title: "Telemetry: unit latency and head-of-line blocking",
+        render: telemetry::render,
+    },
+    Section {
         id: "heatmaps",
         title: "Median TTLB change",
         render: heatmap::render,
@@ -46,6 +61,47 @@ pub const ALL: &[Section] = &[
         render: failures::render,
     },
 ];
+
+/// What a trial's size means in the TTLB sections: the object's size, or for a segments
+/// workload the sequence it stands for ("15 × 3.6–5 MB").
+pub fn size_label(c: &Campaign, bytes: u64) -> String {
+    match c.workload {
+        Workload::Segments {
+            count,
+            min_bytes,
+            max_bytes,
+            ..
+        } if min_bytes != max_bytes => format!(
+            "{count} × {}–{}",
+            units::size(min_bytes),
+            units::size(max_bytes)
+        ),
+        Workload::Segments { count, .. } => format!("{count} × {}", units::size(bytes)),
+        Workload::Repeat { requests } => format!("{requests} × {}", units::size(bytes)),
+        // every unit's bytes: the TTLB sections do not render for it
+        Workload::SingleObject | Workload::Telemetry { .. } => units::size(bytes),
+    }
+}
+
+/// A paragraph saying what TTLB measures when a trial is more than one request (empty for
+/// single objects), for the sections built on it.
+pub fn ttlb_note(c: &Campaign) -> String {
+    let what = match c.workload {
+        Workload::SingleObject | Workload::Telemetry { .. } => return String::new(),
+        Workload::Repeat { requests } => {
+            format!("each trial makes {requests} requests, each on a new connection")
+        }
+        Workload::Segments { count, .. } => {
+            format!("each trial fetches {count} segments one after another on one connection")
+        }
+    };
+    format!(
+        "<p class=\"caption\"><strong>TTLB here is the whole sequence:</strong> {}, and its \
+         TTLB runs from the first request's start to the last byte of the last response; its \
+         TTFB and handshake are the first request's.</p>\n",
+        esc(&what)
+    )
+}
 
 /// The page's style sheet.
 pub const CSS: &str = r#"

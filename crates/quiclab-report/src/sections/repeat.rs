@@ -12,7 +12,9 @@
 //! included, as a user sees it).
 
 use crate::analysis::{Analysis, metrics};
-use crate::chart::{Series, arm_colour, cdf, grouped_bars};
+use crate::chart::{
+    Bar, BarGroup, BarSpec, LegendEntry, Mark, Series, Ticks, arm_colour, cdf, grouped_bars,
+};
 use crate::html::esc;
 use crate::model::{RequestMetrics, Workload};
 use crate::stats;
@@ -116,28 +118,78 @@ pub fn render(an: &Analysis) -> Option<String> {
     findings(&mut out, an, &cells);
     for (si, &size) in camp.sizes.iter().enumerate() {
         let _ = writeln!(out, "<h3>{} per request</h3>", esc(&units::size(size)));
-        let categories: Vec<String> = camp.conditions.iter().map(|c| c.name.clone()).collect();
-        let series: Vec<(String, &str, Vec<Option<f64>>)> = camp
-            .arms
+        let groups: Vec<BarGroup> = camp
+            .conditions
             .iter()
             .enumerate()
-            .map(|(ai, arm)| {
-                (
-                    arm.name.clone(),
-                    arm_colour(ai),
-                    cells
-                        .iter()
-                        .map(|by_size| by_size[si][ai].mean_throughput())
-                        .collect(),
-                )
+            .map(|(ci, cond)| BarGroup {
+                label: cond.name.clone(),
+                bars: camp
+                    .arms
+                    .iter()
+                    .enumerate()
+                    .map(|(ai, arm)| {
+                        let cell = &cells[ci][si][ai];
+                        let mean = cell.mean_throughput();
+                        Bar {
+                            value: mean,
+                            colour: arm_colour(ai).to_string(),
+                            hollow: false,
+                            whisker: None,
+                            title: format!(
+                                "{}, {}: {}",
+                                arm.name,
+                                cond.name,
+                                mean.map_or("no request".into(), |m| format!(
+                                    "{} Mbit/s mean over {} requests",
+                                    units::number(m, 2),
+                                    cell.throughput_mbps.len()
+                                ))
+                            ),
+                        }
+                    })
+                    .collect(),
             })
             .collect();
-        let title = format!("Mean throughput per request, {}", units::size(size));
+        let max = groups
+            .iter()
+            .flat_map(|g| g.bars.iter().filter_map(|b| b.value))
+            .fold(0.0, f64::max);
+        let spec = BarSpec {
+            width: W,
+            height: H,
+            title: format!("Mean throughput per request, {}", units::size(size)),
+            y_label: "Mbit/s".into(),
+            y: Ticks::new(0.0, max.max(1e-3) * 1.05, 5),
+            groups,
+            legend: camp
+                .arms
+                .iter()
+                .enumerate()
+                .map(|(ai, arm)| LegendEntry {
+                    label: arm.name.clone(),
+                    colour: arm_colour(ai).to_string(),
+                    mark: Mark::Dot,
+                })
+                .collect(),
+            references: camp.conditions[0]
+                .rate_bps
+                .filter(|&r| camp.conditions.iter().all(|c| c.rate_bps == Some(r)))
+                .map(|r| {
+                    (
+                        r as f64 / 1e6,
+                        "#888888".to_string(),
+                        "link rate".to_string(),
+                    )
+                })
+                .into_iter()
+                .collect(),
+        };
         let _ = writeln!(
             out,
             "<figure>{}<figcaption>Mean throughput of a request (body bits over TTLB) per \
              condition and arm.</figcaption></figure>",
-            grouped_bars(&title, W, H, "Mbit/s", &categories, &series)
+            grouped_bars(&spec)
         );
         throughput_table(&mut out, an, &cells, si);
         handshake_table(&mut out, an, &cells, si);

@@ -1,0 +1,245 @@
+//! The telemetry section on a synthetic campaign whose physics is known: without loss every
+//! unit arrives 0.3 ms after the model; with loss every 50th flush is lost and repaired 60 ms
+//! late, holding back only itself with a stream per flush, the flushes sent during the repair on
+//! a single stream, and never arriving as a datagram.
+
+use quiclab_report::model::{
+    Arm, Campaign, Condition, Detail, LostPacket, Metrics, Stall, TelemetryDetail, Trial, Workload,
+};
+use quiclab_report::render;
+use quiclab_report::stats;
+
+const UPS: u32 = 1000;
+const FLUSH: u32 = 10;
+const UNITS: usize = 5000;
+const ARMS: [&str; 4] = ["tcp", "quic-stream", "quic-streams", "quic-datagrams"];
+
+/// Extra latency (ms) of flush `k` under loss, or `None` if it never arrives, for `mode`.
+fn extra_ms(mode: &str, k: usize) -> Option<f64> {
+    let lost = k % 50 == 7;
+    match mode {
+        "quic-datagrams" if lost => None,
+        "quic-datagrams" => Some(0.0),
+        "quic-streams" => Some(if lost { 60.0 } else { 0.0 }),
+        // behind the lost flush: released together with it, 10 ms less late per flush
+        _ => {
+            let since = (k + 50 - 7) % 50;
+            Some((60.0 - 10.0 * since as f64).max(0.0))
+        }
+    }
+}
+
+fn detail(mode: &str, lossy: bool, offset_ms: f64) -> TelemetryDetail {
+    let mut d = TelemetryDetail {
+        mode: mode.into(),
+        units_per_second: UPS,
+        flush_units: FLUSH,
+        one_way_ms: 25.0,
+        loss_up: if lossy { 0.02 } else { 0.0 },
+        loss_down: if lossy { 0.02 } else { 0.0 },
+        // the model needs the run's length
+        latency_us: vec![None; UNITS],
+        stalls: Vec::new(),
+        send_late_p99_us: 100,
+        send_late_max_us: 200,
+        realtime: true,
+    };
+    d.latency_us = (0..UNITS)
+        .map(|i| {
+            let extra = if lossy {
+                extra_ms(mode, i / FLUSH as usize)?
+            } else {
+                0.0
+            };
+            Some(((d.model_ms(i) + 0.3 + offset_ms + extra) * 1000.0).round() as u32)
+        })
+        .collect();
+    if lossy && mode != "quic-datagrams" {
+        d.stalls = (0..UNITS / 500)
+            .map(|n| Stall {
+                first_unit: (n * 500 + 70) as u64,
+                units: if mode == "quic-streams" { 10 } else { 20 },
+                flushes: if mode == "quic-streams" { 1 } else { 2 },
+                start_ms: (n * 500 + 70) as f64,
+                duration_ms: 60.3,
+                cause: Some(LostPacket {
+                    direction: "up".into(),
+                    index: (n * 50 + 12) as u64,
+                    size: 139,
+                    reason: "random".into(),
+                    at_ms: (n * 500 + 79) as f64,
+                }),
+                drops: 1,
+            })
+            .collect();
+    }
+    d
+}
+
+fn campaign(offset_tcp_ms: f64) -> Campaign {
+    let mut trials = Vec::new();
+    for (cond, lossy) in [("no loss", false), ("loss 2%", true)] {
+        for arm in ARMS {
+            for it in 0..2 {
+                let offset = if arm == "tcp" && !lossy {
+                    offset_tcp_ms
+                } else {
+                    0.0
+                };
+                trials.push(Trial {
+                    id: format!("{cond}/{arm}/{it}"),
+                    arm: arm.into(),
+                    condition: cond.into(),
+                    size: (UNITS * 8) as u64,
+                    iteration: it,
+                    seed: u64::from(it),
+                    before: None,
+                    outcome: Ok(Metrics {
+                        ttlb_ms: 5100.0,
+                        ttfb_ms: 70.0,
+                        detail: Detail {
+                            requests: Vec::new(),
+                            telemetry: Some(detail(arm, lossy, offset)),
+                        },
+                        ..Default::default()
+                    }),
+                    artifacts: None,
+                });
+            }
+        }
+    }
+    Campaign {
+        name: "tel".into(),
+        description: "synthetic telemetry".into(),
+        plan_source: "test".into(),
+        profile: "quick".into(),
+        provenance: Vec::new(),
+        arms: ARMS
+            .iter()
+            .map(|a| Arm {
+                name: a.to_string(),
+                label: format!("telemetry over {a}"),
+                caveats: Vec::new(),
+            })
+            .collect(),
+        conditions: ["no loss", "loss 2%"]
+            .iter()
+            .map(|c| Condition {
+                name: c.to_string(),
+                label: c.to_string(),
+                rtt_ms: 50.0,
+                rate_bps: None,
+            })
+            .collect(),
+        workload: Workload::Telemetry {
+            units_per_second: UPS,
+            flush_units: FLUSH,
+            duration_ms: 5000,
+        },
+        sizes: vec![(UNITS * 8) as u64],
+        comparisons: Vec::new(),
+        interleave: None,
+        trials,
+    }
+}
+
+/// Every `<svg>...</svg>` block of a page.
+fn svg_blocks(html: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").expect("unclosed svg") + start + "</svg>".len();
+        out.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+fn pooled(c: &Campaign, cond: &str, arm: &str) -> Vec<f64> {
+    c.trials
+        .iter()
+        .filter(|t| t.condition == cond && t.arm == arm)
+        .flat_map(|t| {
+            t.outcome
+                .as_ref()
+                .unwrap()
+                .detail
+                .telemetry
+                .as_ref()
+                .unwrap()
+                .latencies_ms()
+        })
+        .collect()
+}
+
+#[test]
+fn the_section_shows_the_study_s_table_charts_and_sentences_and_nothing_of_ttlb() {
+    let c = campaign(0.0);
+    let html = render(&c);
+    assert_eq!(html, render(&c), "deterministic");
+    assert!(html.contains("<section id=\"telemetry\">"));
+    assert!(
+        !html.contains("<section id=\"heatmaps\">") && !html.contains("<section id=\"cells\">")
+    );
+    assert!(html.contains("telemetry: 1000 units of 8 bytes per second"));
+    assert!(html.contains("2 conditions × 4 arms"));
+    // every chart is well-formed: two per condition
+    let svgs = svg_blocks(&html);
+    assert_eq!(svgs.len(), 4);
+    for s in &svgs {
+        roxmltree::Document::parse(s).expect("svg parses");
+    }
+    // the table's numbers are the pooled percentiles, with the change from the baseline
+    for arm in ARMS {
+        for cond in ["no loss", "loss 2%"] {
+            let p90 = stats::quantile(&pooled(&c, cond, arm), 0.9).unwrap();
+            assert!(
+                html.contains(&format!(">{p90:.2}<")),
+                "{arm} {cond} p90 {p90:.2}"
+            );
+        }
+    }
+    let tcp_growth = stats::quantile(&pooled(&c, "loss 2%", "tcp"), 0.9).unwrap()
+        - stats::quantile(&pooled(&c, "no loss", "tcp"), 0.9).unwrap();
+    assert!(tcp_growth > 5.0, "{tcp_growth}");
+    assert!(
+        html.contains(&format!("+{tcp_growth:.1}")),
+        "{tcp_growth:.1}"
+    );
+    // the model's row: one-way delay plus the wait, 25..34 ms
+    assert!(html.contains("<em>model</em>"));
+    assert!(html.contains(">29.50<") && html.contains(">34.00<"));
+    // sentences: the model check and the p90 comparison
+    assert!(
+        html.contains("every arm's p50 and p98 lie within 1.0 ms of the model"),
+        "model sentence"
+    );
+    assert!(html.contains("p90 grew with a stream per flush for <strong>quic-streams</strong>"));
+    assert!(html.contains(
+        "(within 5.0 ms); on a single ordered stream it grew more, for <strong>tcp</strong>"
+    ));
+    assert!(html.contains("A lost packet holds back only its own flush"));
+    // datagrams: the lost flushes, 10 of 500 per trial
+    assert!(html.contains(
+        "<strong>quic-datagrams</strong> lost 2.0 % of its units instead (200 of 10000)"
+    ));
+    // stalls of the median trials with their lost packet
+    assert!(html.contains("Stalls of the median trials"));
+    assert!(html.contains("up #12, 139 B, random at 0.079 s"));
+}
+
+#[test]
+fn an_arm_off_the_model_without_loss_is_flagged() {
+    let html = render(&campaign(1.5));
+    assert!(html.contains("Off the model without loss:"), "flag");
+    assert!(html.contains("p50 of <strong>tcp</strong> under no loss"));
+    assert!(!html.contains("lie within 1.0 ms of the model"));
+}
+
+#[test]
+fn other_workloads_get_no_telemetry_section() {
+    let mut c = campaign(0.0);
+    c.workload = Workload::SingleObject;
+    let html = render(&c);
+    assert!(!html.contains("<section id=\"telemetry\">"));
+}

@@ -1,0 +1,202 @@
+//! The server's side of telemetry: reads units from a connection that negotiated
+//! [`ALPN_TELEMETRY`](super::ALPN_TELEMETRY) and logs each with the time it was read.
+//!
+//! Contract:
+//! - Over TCP, the TLS stream's plaintext is one sequence of units; a unit's receive time is
+//!   when the read that completed it returned.
+//! - Over QUIC, every unidirectional stream the client opens is read to its end, each on its own
+//!   task, so that a stream waiting for a retransmission never holds another back; every
+//!   datagram is read as a whole number of units. The connection's end (the client closing it)
+//!   is the normal end, not an error.
+//! - Records go to a [`RecordLog`] as [`ServerRecord`]s: one per unit, and one per connection
+//!   when it ends.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinSet;
+
+use super::{ConnectionEnd, ReceivedUnit, RecordLog, ServerRecord, UNIT_BYTES, UnitDecoder};
+use crate::record::now_us;
+
+/// Reads units from a TLS stream (over TCP) until the client closes it.
+pub async fn serve_stream<S: AsyncRead + Unpin>(
+    mut stream: S,
+    connection: u32,
+    peer: SocketAddr,
+    log: &RecordLog,
+) -> ConnectionEnd {
+    let mut decoder = UnitDecoder::default();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut units = 0u64;
+    let mut records = Vec::new();
+    let error = loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) => break None,
+            Ok(n) => n,
+            Err(e) => break Some(format!("reading: {e}")),
+        };
+        let recv_us = now_us();
+        decoder.feed(&buf[..n], |gen_us| {
+            records.push(ServerRecord::Unit(ReceivedUnit {
+                connection,
+                gen_us,
+                recv_us,
+                stream: None,
+                datagram: None,
+            }))
+        });
+        units += records.len() as u64;
+        if let Err(e) = log.write_all(&records) {
+            break Some(format!("writing the telemetry log: {e}"));
+        }
+        records.clear();
+    };
+    let end = ConnectionEnd {
+        connection,
+        transport: "tcp".into(),
+        peer: peer.to_string(),
+        units,
+        streams: 1,
+        datagrams: 0,
+        partial_bytes: decoder.pending() as u64,
+        error,
+    };
+    let _ = log.write_all([&ServerRecord::Connection(end.clone())]);
+    end
+}
+
+/// True for the ways a QUIC connection normally ends: the peer closing it (any application
+/// code), or this end closing it.
+fn normal_end(e: &quinn::ConnectionError) -> bool {
+    matches!(
+        e,
+        quinn::ConnectionError::ApplicationClosed(_) | quinn::ConnectionError::LocallyClosed
+    )
+}
+
+/// Reads units from every unidirectional stream and datagram of a QUIC connection until it
+/// closes.
+pub async fn serve_quic(
+    conn: &quinn::Connection,
+    connection: u32,
+    log: &RecordLog,
+) -> ConnectionEnd {
+    let units = Arc::new(AtomicU64::new(0));
+    let partial = Arc::new(AtomicU64::new(0));
+    let mut streams: JoinSet<Option<String>> = JoinSet::new();
+    let (mut stream_count, mut datagrams) = (0u64, 0u64);
+    let mut error = None;
+    loop {
+        tokio::select! {
+            accepted = conn.accept_uni() => match accepted {
+                Ok(s) => {
+                    stream_count += 1;
+                    let (log, units, partial) = (log.clone(), units.clone(), partial.clone());
+                    streams.spawn(read_stream(s, connection, log, units, partial));
+                }
+                Err(e) => {
+                    if !normal_end(&e) {
+                        error = Some(format!("accepting a stream: {e}"));
+                    }
+                    break;
+                }
+            },
+            datagram = conn.read_datagram() => match datagram {
+                Ok(d) => {
+                    let recv_us = now_us();
+                    let id = datagrams;
+                    datagrams += 1;
+                    let mut records = Vec::with_capacity(d.len() / UNIT_BYTES);
+                    let mut decoder = UnitDecoder::default();
+                    decoder.feed(&d, |gen_us| {
+                        records.push(ServerRecord::Unit(ReceivedUnit {
+                            connection,
+                            gen_us,
+                            recv_us,
+                            stream: None,
+                            datagram: Some(id),
+                        }))
+                    });
+                    partial.fetch_add(decoder.pending() as u64, Ordering::Relaxed);
+                    units.fetch_add(records.len() as u64, Ordering::Relaxed);
+                    if let Err(e) = log.write_all(&records) {
+                        error = Some(format!("writing the telemetry log: {e}"));
+                        break;
+                    }
+                }
+                Err(e) => {
+                    if !normal_end(&e) {
+                        error = Some(format!("reading a datagram: {e}"));
+                    }
+                    break;
+                }
+            },
+            Some(done) = streams.join_next(), if !streams.is_empty() => {
+                if let Ok(Some(e)) = done {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+    }
+    while let Some(done) = streams.join_next().await {
+        if let Ok(Some(e)) = done {
+            error.get_or_insert(e);
+        }
+    }
+    let end = ConnectionEnd {
+        connection,
+        transport: "quic".into(),
+        peer: conn.remote_address().to_string(),
+        units: units.load(Ordering::Relaxed),
+        streams: stream_count,
+        datagrams,
+        partial_bytes: partial.load(Ordering::Relaxed),
+        error,
+    };
+    let _ = log.write_all([&ServerRecord::Connection(end.clone())]);
+    end
+}
+
+/// Reads one stream to its end; returns what went wrong, if anything.
+async fn read_stream(
+    mut s: quinn::RecvStream,
+    connection: u32,
+    log: RecordLog,
+    units: Arc<AtomicU64>,
+    partial: Arc<AtomicU64>,
+) -> Option<String> {
+    let id = u64::from(s.id());
+    let mut decoder = UnitDecoder::default();
+    let mut records = Vec::new();
+    let error = loop {
+        match s.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => {
+                let recv_us = now_us();
+                decoder.feed(&chunk.bytes, |gen_us| {
+                    records.push(ServerRecord::Unit(ReceivedUnit {
+                        connection,
+                        gen_us,
+                        recv_us,
+                        stream: Some(id),
+                        datagram: None,
+                    }))
+                });
+                units.fetch_add(records.len() as u64, Ordering::Relaxed);
+                if let Err(e) = log.write_all(&records) {
+                    break Some(format!("writing the telemetry log: {e}"));
+                }
+                records.clear();
+            }
+            Ok(None) => break None,
+            // The connection closing with streams still open ends them: the connection's end
+            // is reported by the connection.
+            Err(quinn::ReadError::ConnectionLost(e)) if normal_end(&e) => break None,
+            Err(e) => break Some(format!("reading stream {id}: {e}")),
+        }
+    };
+    partial.fetch_add(decoder.pending() as u64, Ordering::Relaxed);
+    error
+}

@@ -1,0 +1,218 @@
+//! `quiclab telemetry`: the sending side of the telemetry workload (timestamped units at a
+//! constant rate, in flushes), against `quiclab serve --telemetry-log`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use quiclab_stack::telemetry::sender::{self, SenderOptions};
+use quiclab_stack::telemetry::{self, Mode, SenderSummary};
+use quiclab_stack::tls::KxGroup;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::quicargs::QuicArgs;
+use crate::recordargs::{RecordArgs, duration};
+
+/// Send telemetry: 8-byte units, each holding its generation time (CLOCK_MONOTONIC
+/// microseconds), generated at a constant rate and sent in flushes, to a `quiclab serve
+/// --telemetry-log FILE`, which logs every unit with its receive time. Both ends read the same
+/// clock, so a unit's one-way latency is exact. The study this reproduces (S5) sent 1000 units
+/// per second in flushes of 10 (one every 10 ms) for 10 s.
+///
+/// Modes (--mode):
+///   tcp             TLS 1.3 over TCP, one ordered byte stream (TCP_NODELAY on)
+///   quic-stream     one QUIC stream for every flush (ordered, like TCP)
+///   quic-streams    a new QUIC stream per flush: a loss delays only the flush it hit
+///   quic-datagrams  one QUIC datagram per flush (RFC 9221): a lost flush is never repaired;
+///                   the server must accept datagrams (--telemetry-log turns them on)
+///
+/// Units are generated on a fixed schedule from 5 ms after the handshake: unit i at
+/// epoch + i/rate, flush k sent when its last unit is generated. With no loss a unit's latency
+/// is the one-way delay plus its wait in the flush (9 ms down to 0 for flushes of 10 at 1000
+/// units/s). A thread of its own wakes for each flush (absolute sleeps, then a short spin);
+/// how late flushes left is reported.
+///
+/// At the end the client waits (at most --drain) until the server has everything, then closes.
+/// It prints a summary, or with --json one record per flush (flush, gen_us of its first unit,
+/// units, send_us, stream) and a summary record (the schedule, counts, send lateness,
+/// transport statistics). SIGINT or SIGTERM stops sending and still prints what was sent.
+/// Exits with 1 if the run ended early.
+///
+/// Example:
+///   quiclab link --delay 25ms --loss 2% \
+///     --server 'quiclab serve --write-cert /tmp/cert.pem --telemetry-log /tmp/units.jsonl' \
+///     --client 'quiclab telemetry --mode quic-streams --cacert /tmp/cert.pem https://$QUICLAB_SERVER'
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct TelemetryCmd {
+    /// The server: https://HOST, or https://HOST:PORT for another port than 443.
+    #[arg(value_name = "URL")]
+    url: String,
+    /// How flushes travel: tcp, quic-stream, quic-streams or quic-datagrams.
+    #[arg(long, value_name = "MODE", value_parser = mode)]
+    mode: Mode,
+    /// How long units are generated (e.g. 10s); units = duration x rate.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    duration: Duration,
+    /// Units generated per second (1 to 1000000).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    units_per_second: u32,
+    /// Units per flush (1 to 128).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    flush: u32,
+    /// PEM certificates to trust (e.g. the file `quiclab serve --write-cert` wrote).
+    #[arg(long, value_name = "FILE")]
+    cacert: PathBuf,
+    /// Key-exchange groups in order of preference (x25519, p256, p384); the ClientHello carries
+    /// a key share for the first only.
+    #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
+    groups: String,
+    /// TCP congestion controller (one of /proc/sys/net/ipv4/tcp_available_congestion_control);
+    /// tcp mode only. Set explicitly, as the kernel's default is often bbr.
+    #[arg(long, value_name = "NAME")]
+    tcp_cc: Option<String>,
+    /// How long to wait after the last flush for the server to have everything.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    drain: Duration,
+    /// Run at a real-time priority (SCHED_FIFO 5, below the link emulator's), so that a busy
+    /// host does not add its scheduling delays to every unit's latency. Needs root; without
+    /// it a warning is printed and the run goes on. The summary records which it was.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = crate::cmd_serve::on_off, action = clap::ArgAction::Set)]
+    realtime: bool,
+    /// Print one JSON record per flush and a summary record instead of a summary line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    quic: QuicArgs,
+    #[command(flatten)]
+    record: RecordArgs,
+}
+
+fn mode(s: &str) -> Result<Mode, String> {
+    s.parse::<Mode>().map_err(|e| e.to_string())
+}
+
+/// The TCP congestion controller a telemetry client sets when none is given.
+const DEFAULT_TCP_CC: &str = "cubic";
+
+pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
+    if c.mode.is_quic() && c.tcp_cc.is_some() {
+        anyhow::bail!(
+            "--tcp-cc applies to --mode tcp; use --quic-cc for the QUIC modes (--mode {})",
+            c.mode
+        );
+    }
+    let units = (c.duration.as_secs_f64() * f64::from(c.units_per_second)).round() as u64;
+    if units == 0 {
+        anyhow::bail!(
+            "--duration {:?} at --units-per-second {} generates no unit; allowed: at least one unit interval",
+            c.duration,
+            c.units_per_second
+        );
+    }
+    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    let ca_pem = std::fs::read_to_string(&c.cacert)
+        .with_context(|| format!("reading --cacert {}", c.cacert.display()))?;
+    let quic = c.quic.options()?;
+    let opts = SenderOptions {
+        mode: c.mode,
+        units_per_second: c.units_per_second,
+        flush_units: c.flush,
+        units,
+        ca_pem,
+        groups,
+        tcp_congestion: (!c.mode.is_quic())
+            .then(|| c.tcp_cc.clone().unwrap_or_else(|| DEFAULT_TCP_CC.into())),
+        quic,
+        path_min_rtt_us: c.record.path_min_rtt_us(),
+        qlog_dir: c.record.qlog_dir()?,
+        drain: c.drain,
+    };
+    if c.realtime
+        && let Err(e) = telemetry::use_realtime_priority()
+    {
+        eprintln!(
+            "quiclab telemetry: warning: cannot run at a real-time priority ({e}); latencies include this host's scheduling delays"
+        );
+    }
+    // One connection and one writer: a single thread keeps scheduling out of the timings (the
+    // clock runs on a thread of its own).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let outcome = runtime.block_on(async {
+        let mut sigint = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+        let mut sigterm = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+        let stop = async move {
+            tokio::select! {
+                _ = sigint.recv() => {}
+                _ = sigterm.recv() => {}
+            }
+        };
+        sender::run(&c.url, &opts, stop)
+            .await
+            .context("telemetry options")
+    })?;
+    if c.json {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        for r in outcome.records() {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string(&r).context("encoding a record")?
+            )
+            .context("writing to standard output")?;
+        }
+        out.flush().context("writing to standard output")?;
+    } else {
+        println!("{}", summary(&c.url, &outcome.summary));
+    }
+    Ok(i32::from(outcome.summary.error.is_some()))
+}
+
+/// One readable line for a run.
+fn summary(url: &str, s: &SenderSummary) -> String {
+    let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
+    let sch = &s.schedule;
+    let mut line = format!(
+        "quiclab telemetry: {} to {url}: {} of {} units in {} flushes of {} at {} units/s",
+        s.mode, s.units_sent, sch.units, s.flushes_sent, sch.flush_units, sch.units_per_second,
+    );
+    if let Some(done) = s.handshake_done_us {
+        line += &format!(", handshake {}", ms(done.saturating_sub(s.connect_us)));
+    }
+    line += &format!(
+        ", flushes sent late by p50 {} p99 {} max {}",
+        ms(s.send_late_p50_us),
+        ms(s.send_late_p99_us),
+        ms(s.send_late_max_us)
+    );
+    let t = &s.transport_stats;
+    if let Some(cc) = &t.congestion_control {
+        line += &format!(", cc {cc}");
+    }
+    if let Some(lost) = t.packets_lost {
+        line += &format!(
+            ", {} {lost}",
+            if s.mode.is_quic() {
+                "packets lost"
+            } else {
+                "segments retransmitted"
+            }
+        );
+    }
+    if let Some(rtt) = t.smoothed_rtt_us {
+        line += &format!(", srtt {}", ms(rtt));
+    }
+    match &s.error {
+        Some(e) => line += &format!(", ENDED EARLY: {e}"),
+        None => line += "; the server's --telemetry-log has every unit's receive time",
+    }
+    if !s.realtime {
+        line += " (not at a real-time priority)";
+    }
+    line
+}

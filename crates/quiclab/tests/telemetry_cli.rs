@@ -1,0 +1,251 @@
+//! Telemetry as a user runs it: `quiclab serve --telemetry-log` behind `quiclab link`, fed by
+//! `quiclab telemetry` (as root: namespaces need it). The latencies are checked against the
+//! physics: one-way delay plus the wait in the flush without loss; with a lost packet, a
+//! repair at least one round trip later, holding back only its own flush when every flush has
+//! a stream of its own, and every flush behind it on a single ordered stream.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use quiclab_stack::telemetry::{
+    ClientRecord, Mode, ReceivedUnit, SenderSummary, SentFlush, ServerRecord, UnitOutcome,
+    outcomes, quantile_sorted,
+};
+
+mod common;
+use common::{assert_root, json_lines, link, tmpdir};
+
+const ONE_WAY_US: u64 = 25_000;
+const RTT_MS: f64 = 2.0 * ONE_WAY_US as f64 / 1000.0;
+
+/// One mode's run over a link with `link_args`: the client's flushes and summary, and the
+/// units the server logged.
+struct Run {
+    summary: SenderSummary,
+    flushes: Vec<SentFlush>,
+    received: Vec<ReceivedUnit>,
+}
+
+impl Run {
+    fn outcomes(&self) -> Vec<UnitOutcome> {
+        outcomes(
+            &self.summary.schedule,
+            &self.flushes,
+            &self.received,
+            ONE_WAY_US,
+        )
+    }
+}
+
+fn run(dir: &Path, mode: Mode, link_args: &[&str], client_args: &str) -> Run {
+    let bin = common::QUICLAB;
+    let (cert, log) = (dir.join("cert.pem"), dir.join(format!("{mode}.jsonl")));
+    let server = format!(
+        "exec {bin} serve --listen '[::]:443' --write-cert {} --telemetry-log {}",
+        cert.display(),
+        log.display()
+    );
+    let client = format!(
+        "exec {bin} telemetry --json --mode {mode} --cacert {} {client_args} https://$QUICLAB_SERVER",
+        cert.display()
+    );
+    let stdout = link(link_args, &server, &client);
+    let mut flushes = Vec::new();
+    let mut summary = None;
+    for v in json_lines(&stdout) {
+        match serde_json::from_value::<ClientRecord>(v).unwrap() {
+            ClientRecord::Flush(f) => flushes.push(f),
+            ClientRecord::Summary(s) => summary = Some(*s),
+        }
+    }
+    let summary = summary.unwrap_or_else(|| panic!("no summary:\n{stdout}"));
+    assert_eq!(summary.error, None, "{mode}: {summary:?}");
+    assert!(summary.realtime, "{mode}: not at a real-time priority");
+    let received = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| match serde_json::from_str(l).unwrap() {
+            ServerRecord::Unit(u) => Some(u),
+            ServerRecord::Connection(c) => {
+                assert_eq!(c.error, None, "{mode}: {c:?}");
+                None
+            }
+        })
+        .collect();
+    Run {
+        summary,
+        flushes,
+        received,
+    }
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+#[test]
+fn without_loss_p50_and_p98_lie_within_1_ms_of_delay_plus_wait_in_the_flush() {
+    assert_root();
+    let dir = tmpdir("telemetry-model");
+    for mode in Mode::ALL {
+        let r = run(
+            &dir,
+            mode,
+            &["--delay", "25ms", "--seed", "1"],
+            "--duration 5s",
+        );
+        assert_eq!(r.summary.units_sent, 5000, "{mode}");
+        let out = r.outcomes();
+        // nothing is lost on a loss-free link, datagrams included
+        assert!(out.iter().all(|o| o.recv_us.is_some()), "{mode}");
+        let mut lat: Vec<f64> = out.iter().map(|o| ms(o.latency_us().unwrap())).collect();
+        let mut model: Vec<f64> = out.iter().map(|o| ms(o.model_us)).collect();
+        lat.sort_by(f64::total_cmp);
+        model.sort_by(f64::total_cmp);
+        for p in [0.5, 0.98] {
+            let (got, want) = (
+                quantile_sorted(&lat, p).unwrap(),
+                quantile_sorted(&model, p).unwrap(),
+            );
+            eprintln!("{mode}: p{} {got:.2} ms, model {want:.2} ms", p * 100.0);
+            assert!(
+                (got - want).abs() <= 1.0,
+                "{mode}: p{} {got:.2} ms, the model says {want:.2} ms",
+                p * 100.0
+            );
+        }
+        // no unit arrives before the path allows
+        assert!(lat[0] >= ms(ONE_WAY_US), "{mode}: {} ms", lat[0]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Flushes with a unit more than half a round trip late (a repair takes at least a round
+/// trip; the host's scheduling noise stays well under half of one), with the units' excess
+/// over the model and their receive times.
+fn late_flushes(out: &[UnitOutcome]) -> BTreeMap<u64, Vec<(f64, u64)>> {
+    let mut late: BTreeMap<u64, Vec<(f64, u64)>> = BTreeMap::new();
+    for o in out {
+        if let (Some(excess), Some(recv)) = (o.excess_us(), o.recv_us)
+            && excess as f64 / 1000.0 > RTT_MS / 2.0
+        {
+            late.entry(o.flush)
+                .or_default()
+                .push((excess as f64 / 1000.0, recv));
+        }
+    }
+    late
+}
+
+#[test]
+fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_one_on_a_single_stream()
+ {
+    assert_root();
+    let dir = tmpdir("telemetry-loss");
+    // Two packets from the client, 1.5 s and 4 s into a 6 s run (a packet per flush, once the
+    // handshake is over). Without MTU probes, every packet then carries a flush.
+    let link_args = [
+        "--delay",
+        "25ms",
+        "--up-drop-packets",
+        "150,400",
+        "--seed",
+        "1",
+    ];
+    let client_args = "--duration 6s --quic-mtu-discovery off";
+    for mode in Mode::ALL {
+        let r = run(&dir, mode, &link_args, client_args);
+        let out = r.outcomes();
+        let late = late_flushes(&out);
+        let missing: Vec<u64> = out
+            .iter()
+            .filter(|o| o.recv_us.is_none())
+            .map(|o| o.flush)
+            .collect();
+        eprintln!(
+            "{mode}: late flushes {:?}, units missing {}",
+            late.iter()
+                .map(|(k, v)| (*k, v[0].0.round()))
+                .collect::<Vec<_>>(),
+            missing.len()
+        );
+        match mode {
+            Mode::QuicDatagrams => {
+                // the two flushes are lost, whole, and nothing is late
+                assert!(late.is_empty(), "{mode}: {late:?}");
+                assert_eq!(missing.len(), 20, "{mode}");
+                let mut flushes = missing.clone();
+                flushes.dedup();
+                assert_eq!(flushes.len(), 2, "{mode}: {missing:?}");
+            }
+            Mode::QuicStreams => {
+                assert!(missing.is_empty(), "{mode}");
+                // exactly the two flushes, each whole, each repaired at least a round trip late
+                let repaired: Vec<u64> = late
+                    .iter()
+                    .filter(|(_, units)| units.iter().any(|u| u.0 >= RTT_MS))
+                    .map(|(k, _)| *k)
+                    .collect();
+                assert_eq!(repaired.len(), 2, "{mode}: {late:?}");
+                for k in &repaired {
+                    let units = &late[k];
+                    assert_eq!(units.len(), 10, "{mode}: flush {k}: {units:?}");
+                    assert!(units.iter().all(|u| u.0 >= RTT_MS), "{mode}: {units:?}");
+                }
+                assert_host_noise_only(mode, &late, &repaired);
+            }
+            Mode::Tcp | Mode::QuicStream => {
+                assert!(missing.is_empty(), "{mode}");
+                // Each loss holds back its flush and those sent until the repair arrives: the
+                // repair comes at least a round trip after the loss, so at least the next
+                // (RTT - RTT/2) / 10 ms flushes wait more than half a round trip too, and they
+                // are all released at once.
+                let runs: Vec<Vec<u64>> = runs_of(late.keys().copied())
+                    .into_iter()
+                    .filter(|run| late[&run[0]].iter().any(|u| u.0 >= RTT_MS))
+                    .collect();
+                assert_eq!(runs.len(), 2, "{mode}: {late:?}");
+                assert_host_noise_only(mode, &late, &runs.concat());
+                for run in &runs {
+                    assert!(run.len() >= 3, "{mode}: {run:?} of {late:?}");
+                    let recv: Vec<u64> = run
+                        .iter()
+                        .flat_map(|k| late[k].iter().map(|u| u.1))
+                        .collect();
+                    let spread = ms(recv.iter().max().unwrap() - recv.iter().min().unwrap());
+                    assert!(spread < 1.0, "{mode}: released over {spread} ms: {run:?}");
+                    // the first waited longest: a flush interval less for each one after it
+                    let first = late[&run[0]].iter().map(|u| u.0).fold(0.0, f64::max);
+                    assert!(first >= RTT_MS, "{mode}: {first} ms");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Flushes late for no loss (a busy host can hold a process for tens of milliseconds) are
+/// never a round trip late: only a repair takes that long.
+fn assert_host_noise_only(mode: Mode, late: &BTreeMap<u64, Vec<(f64, u64)>>, repairs: &[u64]) {
+    for (k, units) in late {
+        if !repairs.contains(k) {
+            let worst = units.iter().map(|u| u.0).fold(0.0, f64::max);
+            assert!(
+                worst < RTT_MS,
+                "{mode}: flush {k} {worst} ms late: {late:?}"
+            );
+        }
+    }
+}
+
+/// Consecutive numbers grouped into runs.
+fn runs_of(keys: impl Iterator<Item = u64>) -> Vec<Vec<u64>> {
+    let mut runs: Vec<Vec<u64>> = Vec::new();
+    for k in keys {
+        match runs.last_mut() {
+            Some(r) if r.last() == Some(&(k - 1)) => r.push(k),
+            _ => runs.push(vec![k]),
+        }
+    }
+    runs
+}
