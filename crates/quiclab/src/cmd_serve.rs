@@ -340,6 +340,9 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                 stats.connections, stats.failed
             );
         }
+        if let Some(log) = &telemetry {
+            log.flush().context("writing the telemetry log")?;
+        }
         if let Some(t) = coded_thread {
             let stats = t
                 .join()
@@ -349,9 +352,6 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                 "quiclab serve: stopped after {} coded connections ({} failed)",
                 stats.connections, stats.failed
             );
-        }
-        if let Some(log) = &telemetry {
-            log.flush().context("writing the telemetry log")?;
         }
         Ok(0)
     })
