@@ -6,6 +6,16 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+/// The tests here measure latency to the millisecond with real-time endpoints: run one at a time,
+/// so that neither takes the other's CPU (the test harness runs tests side by side otherwise).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    // a failed test poisons the lock; the next one may still measure
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 use quiclab_stack::telemetry::{
     ClientRecord, Mode, ReceivedUnit, SenderSummary, SentFlush, ServerRecord, UnitOutcome,
@@ -86,6 +96,7 @@ fn ms(us: u64) -> f64 {
 #[test]
 fn without_loss_p50_and_p98_lie_within_1_ms_of_delay_plus_wait_in_the_flush() {
     assert_root();
+    let _alone = alone();
     let dir = tmpdir("telemetry-model");
     for mode in Mode::ALL {
         let r = run(
@@ -141,6 +152,7 @@ fn late_flushes(out: &[UnitOutcome]) -> BTreeMap<u64, Vec<(f64, u64)>> {
 fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_one_on_a_single_stream()
  {
     assert_root();
+    let _alone = alone();
     let dir = tmpdir("telemetry-loss");
     // Two packets from the client, 1.5 s and 4 s into a 6 s run (a packet per flush, once the
     // handshake is over). Without MTU probes, every packet then carries a flush.
