@@ -32,6 +32,18 @@ pub fn sorted(xs: &[f64]) -> Vec<f64> {
     v
 }
 
+/// The percentiles of a latency table (those of the S5 telemetry study), with their labels.
+pub const LATENCY_PERCENTILES: [(&str, f64); 8] = [
+    ("p50", 0.50),
+    ("p90", 0.90),
+    ("p95", 0.95),
+    ("p97", 0.97),
+    ("p98", 0.98),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("max", 1.0),
+];
+
 /// Quantile `p` in `[0, 1]` of already sorted data, by linear interpolation between order
 /// statistics (Hyndman & Fan type 7, R's default). `None` for no data.
 pub fn quantile_sorted(sorted: &[f64], p: f64) -> Option<f64> {

@@ -483,41 +483,6 @@ pub fn outcomes(
     out
 }
 
-/// The percentiles the study reports, with their labels.
-pub const STUDY_PERCENTILES: [(&str, f64); 8] = [
-    ("p50", 0.50),
-    ("p90", 0.90),
-    ("p95", 0.95),
-    ("p97", 0.97),
-    ("p98", 0.98),
-    ("p99", 0.99),
-    ("p99.9", 0.999),
-    ("max", 1.0),
-];
-
-/// Quantile `p` of sorted data by linear interpolation between order statistics (Hyndman &
-/// Fan type 7, as every quiclab statistic); `None` for no data.
-pub fn quantile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let h = (sorted.len() - 1) as f64 * p.clamp(0.0, 1.0);
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
-}
-
-/// The study's percentiles ([`STUDY_PERCENTILES`]) of `values`, in their order; empty for no
-/// data.
-pub fn study_percentiles(values: &[f64]) -> Vec<f64> {
-    let mut s = values.to_vec();
-    s.sort_by(f64::total_cmp);
-    STUDY_PERCENTILES
-        .iter()
-        .filter_map(|&(_, p)| quantile_sorted(&s, p))
-        .collect()
-}
-
 /// The model's latencies of every unit of `schedule`, milliseconds: what a loss-free path of
 /// one-way delay `one_way_us` gives.
 pub fn model_latencies_ms(schedule: &Schedule, one_way_us: u64) -> Vec<f64> {
@@ -562,6 +527,7 @@ impl RecordLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quiclab_report::stats::{LATENCY_PERCENTILES as PERCENTILES, quantile_sorted};
 
     fn s(units_per_second: u32, flush: u32, units: u64) -> Schedule {
         Schedule::new(1_000_000, units_per_second, flush, units).unwrap()
@@ -615,8 +581,13 @@ mod tests {
             ]
         );
         // the whole run: 1000 units at each of 25..34 ms
-        let p = study_percentiles(&model_latencies_ms(&sch, 25_000));
-        assert_eq!(p.len(), STUDY_PERCENTILES.len());
+        let mut m = model_latencies_ms(&sch, 25_000);
+        m.sort_by(f64::total_cmp);
+        let p: Vec<f64> = PERCENTILES
+            .iter()
+            .filter_map(|&(_, q)| quantile_sorted(&m, q))
+            .collect();
+        assert_eq!(p.len(), PERCENTILES.len());
         // type 7: p50 between the 5000th (29 ms) and 5001st (30 ms) order statistics, p90 a
         // tenth of the way from the 9000th (33 ms) to the 9001st (34 ms); p95 and above in the
         // top millisecond

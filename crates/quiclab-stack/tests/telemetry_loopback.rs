@@ -7,12 +7,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use quiclab_report::stats::quantile_sorted;
 use quiclab_stack::quic::{QuicOptions, QuicServer, QuicServerOptions, server_tls};
 use quiclab_stack::server::{Server, ServerOptions};
 use quiclab_stack::telemetry::sender::{self, SenderOptions};
-use quiclab_stack::telemetry::{
-    self, Mode, ReceivedUnit, RecordLog, ServerRecord, outcomes, quantile_sorted,
-};
+use quiclab_stack::telemetry::{self, Mode, ReceivedUnit, RecordLog, ServerRecord, outcomes};
 use quiclab_stack::tls::{Identity, KxGroup, server_config};
 
 /// A log in memory.

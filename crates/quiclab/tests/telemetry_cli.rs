@@ -17,9 +17,9 @@ fn alone() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+use quiclab_report::stats::quantile_sorted;
 use quiclab_stack::telemetry::{
-    ClientRecord, Mode, ReceivedUnit, SenderSummary, SentFlush, ServerRecord, UnitOutcome,
-    outcomes, quantile_sorted,
+    ClientRecord, Mode, ReceivedUnit, SenderSummary, SentFlush, ServerRecord, UnitOutcome, outcomes,
 };
 
 mod common;

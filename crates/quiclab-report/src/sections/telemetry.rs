@@ -34,17 +34,7 @@ use crate::model::{TelemetryDetail, Trial, Workload};
 use crate::stats;
 use crate::units;
 
-/// The study's percentiles, with their labels.
-pub const PERCENTILES: [(&str, f64); 8] = [
-    ("p50", 0.50),
-    ("p90", 0.90),
-    ("p95", 0.95),
-    ("p97", 0.97),
-    ("p98", 0.98),
-    ("p99", 0.99),
-    ("p99.9", 0.999),
-    ("max", 1.0),
-];
+use crate::stats::LATENCY_PERCENTILES as PERCENTILES;
 
 /// How close to the model p50 and p98 must be without loss (the acceptance check of S5).
 pub const MODEL_TOLERANCE_MS: f64 = 1.0;
