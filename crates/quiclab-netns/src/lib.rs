@@ -17,7 +17,7 @@ pub mod process;
 pub mod selftest;
 pub mod sys;
 pub mod topology;
-pub mod veth;
+mod veth;
 
 pub use error::{Error, Result};
 pub use forward::DirectionReport;

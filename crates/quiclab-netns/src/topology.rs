@@ -1,4 +1,5 @@
-//! A client and a server namespace joined by the link emulator.
+//! A client and a server namespace joined by the link emulator ([`Topology::start`]), or
+//! directly by a veth pair ([`Topology::direct`]).
 //!
 //! ```text
 //!  client ns                                             server ns
@@ -107,7 +108,7 @@ impl Drop for RunLock {
     }
 }
 
-/// The two namespaces, their TUN devices and the emulator between them.
+/// The two namespaces and what joins them: TUN devices and the emulator, or a veth pair.
 pub struct Topology {
     id: String,
     forwarder: Option<Forwarder>,
@@ -156,6 +157,32 @@ impl Topology {
         })
     }
 
+    /// The two namespaces joined directly by a veth pair of the given MTU (no emulator: the
+    /// kernel's own path, offloads as given); [`finish`](Self::finish) reports nothing.
+    pub fn direct(mtu: u32, offloads: bool) -> Result<Self> {
+        if !sys::is_root() {
+            return Err(Error::NotRoot);
+        }
+        let id = new_id();
+        let lock = RunLock::take(&id)?;
+        let client = Netns::create(&format!("{PREFIX}{id}-client"))?;
+        let server = Netns::create(&format!("{PREFIX}{id}-server"))?;
+        crate::veth::join(&client, &server, mtu, offloads)?;
+        Ok(Topology {
+            id,
+            forwarder: None,
+            client,
+            server,
+            _lock: lock,
+            mtu,
+        })
+    }
+
+    /// Whether the emulator joins the namespaces (false for a direct veth pair).
+    pub fn emulated(&self) -> bool {
+        self.forwarder.is_some()
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -167,7 +194,7 @@ impl Topology {
         }
     }
 
-    /// MTU of the TUN devices.
+    /// MTU of the devices (TUN or veth).
     pub fn device_mtu(&self) -> u32 {
         self.mtu
     }

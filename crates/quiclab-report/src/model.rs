@@ -70,6 +70,10 @@ pub enum Workload {
         flush_units: u32,
         duration_ms: u64,
     },
+    /// Downloads as much as the path carries for `duration_ms` (after a warm-up) over the
+    /// trial's number of parallel connections, which is the trial's **size**: aggregate goodput
+    /// and CPU per byte of both ends (study S2, bulk throughput and packet size).
+    Bulk { duration_ms: u64 },
 }
 
 /// The stream rate of a segments workload when the plan names none: 6 Mbit/s, HD video as in
@@ -94,6 +98,7 @@ impl Workload {
             Workload::Repeat { .. } => "repeat",
             Workload::Segments { .. } => "segments",
             Workload::Telemetry { .. } => "telemetry",
+            Workload::Bulk { .. } => "bulk",
         }
     }
 
@@ -121,6 +126,11 @@ impl Workload {
             } => format!(
                 "telemetry: {units_per_second} units of 8 bytes per second from client to server, \
                  sent in flushes of {flush_units}, for {} s per trial",
+                crate::units::number(*duration_ms as f64 / 1000.0, 1)
+            ),
+            Workload::Bulk { duration_ms } => format!(
+                "bulk: as much as the path carries for {} s per trial over 1 or more parallel \
+                 connections (one GET of a huge object each)",
                 crate::units::number(*duration_ms as f64 / 1000.0, 1)
             ),
         }
@@ -225,11 +235,57 @@ pub struct Detail {
     /// Every unit's latency and the stalls (the telemetry workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<TelemetryDetail>,
+    /// Goodput, CPU and packet size (the bulk workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bulk: Option<BulkDetail>,
 }
 
 impl Detail {
     pub fn is_empty(&self) -> bool {
-        self.requests.is_empty() && self.telemetry.is_none()
+        self.requests.is_empty() && self.telemetry.is_none() && self.bulk.is_none()
+    }
+}
+
+/// A bulk trial over the measured interval (after the warm-up).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BulkDetail {
+    /// Parallel connections (one client process each).
+    pub connections: u32,
+    /// Length of the measured interval, s.
+    pub seconds: f64,
+    /// Bytes the server's connections had acknowledged over the interval (QUIC counts packet
+    /// bytes, TCP payload bytes).
+    pub bytes: u64,
+    /// CPU time (user + system) over the interval: the server process, and all clients.
+    pub server_cpu_s: f64,
+    pub client_cpu_s: f64,
+    /// QUIC: the largest UDP payload the server's connections used at the end (path MTU
+    /// discovery's result, or the fixed payload), and how long after its connection started the
+    /// first connection reached it, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_payload: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_payload_reached_ms: Option<f64>,
+}
+
+impl BulkDetail {
+    /// Aggregate goodput, bit/s.
+    pub fn bps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 * 8.0 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// CPU seconds per GB (10^9 bytes) of the server and of the clients.
+    pub fn cpu_per_gb(&self) -> (f64, f64) {
+        let gb = self.bytes as f64 / 1e9;
+        if gb > 0.0 {
+            (self.server_cpu_s / gb, self.client_cpu_s / gb)
+        } else {
+            (f64::NAN, f64::NAN)
+        }
     }
 }
 

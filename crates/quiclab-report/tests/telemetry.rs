@@ -98,8 +98,8 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
                         ttlb_ms: 5100.0,
                         ttfb_ms: 70.0,
                         detail: Detail {
-                            requests: Vec::new(),
                             telemetry: Some(detail(arm, lossy, offset)),
+                            ..Detail::default()
                         },
                         ..Default::default()
                     }),

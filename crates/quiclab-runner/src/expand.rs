@@ -61,6 +61,11 @@ pub fn segment_sizes(seed: u64, count: u32, min: u64, max: u64) -> Vec<u64> {
 /// The trial's requests and how the configuration names its workload.
 fn workload_of(plan: &Plan, size: u64, seed: u64) -> (Vec<u64>, serde_json::Value) {
     match plan.workload {
+        // the trial's size is its connection count; each connection makes one GET
+        Workload::Bulk { duration_ms } => (
+            Vec::new(),
+            json!({"kind": "bulk", "connections": size, "duration_ms": duration_ms}),
+        ),
         Workload::SingleObject => (
             vec![size],
             json!({"kind": "single-object", "size": size, "connection": "new"}),

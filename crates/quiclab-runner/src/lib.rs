@@ -8,6 +8,7 @@
 //! without redoing finished trials; a failed trial is recorded with its reason and never stops
 //! a campaign; every namespace and process a trial creates is gone when the trial returns.
 
+pub mod bulk;
 pub mod campaign;
 pub mod expand;
 pub mod plan;

@@ -128,6 +128,9 @@ pub struct Condition {
     pub keys: Vec<(String, String)>,
     /// The link (seed 0; each trial sets its own).
     pub link: LinkConfig,
+    /// `direct = true`: no emulator, the namespaces joined by a veth pair of this MTU (the
+    /// link's `mtu`, or 1500); the link then emulates nothing.
+    pub direct_mtu: Option<u32>,
 }
 
 impl Condition {
@@ -540,6 +543,9 @@ fn parse_size(ctx: &Ctx, v: &Value) -> Result<u64, PlanError> {
 }
 
 fn is_link_key(k: &str) -> bool {
+    if k == "direct" {
+        return true;
+    }
     let bare = k
         .strip_prefix("up-")
         .or_else(|| k.strip_prefix("down-"))
@@ -550,7 +556,8 @@ fn is_link_key(k: &str) -> bool {
 fn link_keys_allowed() -> String {
     let names: Vec<_> = KEYS.iter().map(|k| k.name).collect();
     format!(
-        "allowed: {} (each also as up-KEY or down-KEY)",
+        "allowed: {} (each also as up-KEY or down-KEY), and direct = true (a veth pair of the \
+         mtu given, no emulator)",
         names.join(", ")
     )
 }
@@ -597,8 +604,32 @@ fn resolve_condition(
     keys: Vec<(String, String, std::ops::Range<usize>)>,
     at: std::ops::Range<usize>,
 ) -> Result<Condition, PlanError> {
+    let direct = match keys.iter().rev().find(|(k, _, _)| k == "direct") {
+        None => false,
+        Some((_, v, span)) => match v.as_str() {
+            "true" => true,
+            "false" => false,
+            _ => {
+                return Err(ctx.err(
+                    span.clone(),
+                    format!("condition {name:?}: direct = {v:?}: allowed: true or false"),
+                ));
+            }
+        },
+    };
+    if direct && let Some((k, _, span)) = keys.iter().find(|(k, _, _)| k != "direct" && k != "mtu")
+    {
+        return Err(ctx.err(
+            span.clone(),
+            format!(
+                "condition {name:?}: {k} does not apply to a direct condition (a veth pair, no \
+                 emulator); allowed with direct = true: mtu"
+            ),
+        ));
+    }
     let pairs: Vec<(&str, &str)> = keys
         .iter()
+        .filter(|(k, _, _)| k != "direct")
         .map(|(k, v, _)| (k.as_str(), v.as_str()))
         .collect();
     let load = |p: &str| std::fs::read_to_string(p);
@@ -612,10 +643,12 @@ fn resolve_condition(
             .unwrap_or(at);
         ctx.err(span, format!("condition {name:?}: {e}"))
     })?;
+    let direct_mtu = direct.then(|| link.up.mtu.unwrap_or(1500));
     Ok(Condition {
         name,
         keys: keys.into_iter().map(|(k, v, _)| (k, v)).collect(),
         link,
+        direct_mtu,
     })
 }
 
@@ -830,7 +863,28 @@ const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
         ],
     ),
     ("telemetry", &["units-per-second", "flush", "duration"]),
+    ("bulk", &["connections", "duration"]),
 ];
+
+/// The most parallel connections a bulk trial may open (one client process each).
+pub const MAX_BULK_CONNECTIONS: i64 = 256;
+
+/// `duration` of `[workload]`: required, at most an hour.
+fn workload_duration(
+    ctx: &Ctx,
+    at: std::ops::Range<usize>,
+    t: &Table,
+) -> Result<(Duration, std::ops::Range<usize>), PlanError> {
+    let Some((_, v)) = t.get_key_value("duration") else {
+        return Err(ctx.err(at, "[workload] needs duration, e.g. \"10s\""));
+    };
+    let d = units::parse_duration(&scalar(ctx, v)?)
+        .map_err(|e| ctx.err(v.span(), format!("duration: {e}")))?;
+    if d > Duration::from_secs(3600) {
+        return Err(ctx.err(v.span(), "duration: allowed: at most 1 hour"));
+    }
+    Ok((d, v.span()))
+}
 
 fn workload_int(
     ctx: &Ctx,
@@ -996,17 +1050,10 @@ fn parse_workload(
                 "flush",
                 (1, i64::from(telemetry::MAX_FLUSH_UNITS)),
             )?;
-            let Some((_, v)) = t.get_key_value("duration") else {
-                return Err(ctx.err(at, "[workload] needs duration, e.g. \"10s\""));
-            };
-            let d = units::parse_duration(&scalar(ctx, v)?)
-                .map_err(|e| ctx.err(v.span(), format!("duration: {e}")))?;
+            let (d, d_at) = workload_duration(ctx, at, t)?;
             let units = (d.as_secs_f64() * f64::from(units_per_second)).round() as u64;
-            if units == 0 || d > Duration::from_secs(3600) {
-                return Err(ctx.err(
-                    v.span(),
-                    "duration: allowed: from one unit interval to 1 hour",
-                ));
+            if units == 0 {
+                return Err(ctx.err(d_at, "duration: allowed: from one unit interval to 1 hour"));
             }
             (
                 Workload::Telemetry {
@@ -1016,6 +1063,51 @@ fn parse_workload(
                 },
                 // the trial's bytes: every unit's
                 vec![units * telemetry::UNIT_BYTES as u64],
+            )
+        }
+        "bulk" => {
+            let (d, d_at) = workload_duration(ctx, at.clone(), t)?;
+            if d < Duration::from_secs(1) {
+                return Err(ctx.err(d_at, "duration: allowed: from 1s to 1 hour"));
+            }
+            let Some((_, v)) = t.get_key_value("connections") else {
+                return Err(ctx.err(at, "[workload] needs connections, e.g. [1, 8, 64]"));
+            };
+            let toml::Value::Array(items) = v.get_ref() else {
+                return Err(ctx.err(
+                    v.span(),
+                    "connections: allowed: a list of connection counts, e.g. [1, 8, 64]",
+                ));
+            };
+            let mut counts = Vec::new();
+            for item in items {
+                match item {
+                    toml::Value::Integer(n) if (1..=MAX_BULK_CONNECTIONS).contains(n) => {
+                        if counts.contains(&(*n as u64)) {
+                            return Err(
+                                ctx.err(v.span(), format!("connections: {n} is listed twice"))
+                            );
+                        }
+                        counts.push(*n as u64);
+                    }
+                    other => {
+                        return Err(ctx.err(
+                            v.span(),
+                            format!(
+                                "connections: {other}: allowed: whole numbers from 1 to {MAX_BULK_CONNECTIONS}"
+                            ),
+                        ));
+                    }
+                }
+            }
+            if counts.is_empty() {
+                return Err(ctx.err(v.span(), "connections: give at least one count"));
+            }
+            (
+                Workload::Bulk {
+                    duration_ms: d.as_millis() as u64,
+                },
+                counts,
             )
         }
         _ => unreachable!("kinds are listed in WORKLOAD_KEYS"),
@@ -1459,6 +1551,73 @@ b = "h3"
     fn broken(from: &str, to: &str) -> PlanError {
         assert!(GOOD.contains(from), "{from}");
         parse(&GOOD.replacen(from, to, 1), "t.toml", Profile::Full).unwrap_err()
+    }
+
+    #[test]
+    fn bulk_plans_take_connection_counts_and_direct_conditions() {
+        let bulk = r#"
+name = "b"
+iterations = 1
+[workload]
+kind = "bulk"
+connections = [1, 8, 64]
+duration = "10s"
+[quick.workload]
+connections = [1]
+duration = "2s"
+[conditions.veth]
+direct = true
+mtu = 9000
+[conditions.plain]
+direct = true
+[conditions.emulated]
+rate = "1gbit"
+[arms.h2]
+http = "2"
+"#;
+        let p = parse(bulk, "b.toml", Profile::Full).unwrap();
+        assert_eq!(
+            p.workload,
+            Workload::Bulk {
+                duration_ms: 10_000
+            }
+        );
+        assert_eq!(p.sizes, vec![1, 8, 64]);
+        let mtus: Vec<_> = p.conditions.iter().map(|c| c.direct_mtu).collect();
+        assert_eq!(mtus, [Some(9000), Some(1500), None]);
+        let q = parse(bulk, "b.toml", Profile::Quick).unwrap();
+        assert_eq!(
+            (q.workload, q.sizes),
+            (Workload::Bulk { duration_ms: 2_000 }, vec![1])
+        );
+        for (from, to, needle, what) in [
+            ("[1, 8, 64]", "[0]", "connections = [", "from 1 to 256"),
+            (
+                "[1, 8, 64]",
+                "[1, 1]",
+                "connections = [",
+                "listed twice",
+            ),
+            ("[1, 8, 64]", "[]", "connections = [", "at least one"),
+            ("\"10s\"", "\"500ms\"", "duration = \"500ms", "from 1s"),
+            (
+                "mtu = 9000",
+                "mtu = 9000\ndelay = \"5ms\"",
+                "delay = \"5ms",
+                "allowed with direct = true: mtu",
+            ),
+            (
+                "direct = true\nmtu",
+                "direct = \"yes\"\nmtu",
+                "direct = \"yes",
+                "true or false",
+            ),
+        ] {
+            let text = bulk.replacen(from, to, 1);
+            let e = parse(&text, "b.toml", Profile::Full).unwrap_err();
+            assert!(e.message.contains(what), "{e}");
+            assert_eq!(e.line, line_of(needle, &text), "{e}");
+        }
     }
 
     fn line_of(needle: &str, text: &str) -> usize {

@@ -16,15 +16,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
-use quiclab_report::model::{Detail, Metrics, RequestMetrics, TimelinePoint};
-use quiclab_stack::record::{HttpVersion, RequestRecord};
+use quiclab_report::model::{BulkDetail, Detail, Metrics, RequestMetrics, TimelinePoint};
+use quiclab_stack::record::{HttpVersion, RequestRecord, now_us};
 use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
 
 use crate::expand::TrialSpec;
 use crate::plan::{Plan, Workload};
-use crate::telemetry;
+use crate::{bulk, telemetry};
 
 /// What trials need from their surroundings.
 #[derive(Debug, Clone)]
@@ -199,7 +199,12 @@ fn execute(
         .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
     let mut link = cond.link.clone();
     link.seed = spec.seed;
-    let events: Option<Box<dyn Write + Send>> = if env.events {
+    let bulk = match plan.workload {
+        Workload::Bulk { duration_ms } => Some(Duration::from_millis(duration_ms)),
+        _ => None,
+    };
+    // a bulk trial moves gigabytes: no packet log or capture of it
+    let events: Option<Box<dyn Write + Send>> = if env.events && bulk.is_none() {
         let p = dir.join("events.jsonl");
         let f = std::fs::File::create(&p)
             .map_err(|e| fail(format!("cannot create {}: {e}", p.display())))?;
@@ -207,18 +212,26 @@ fn execute(
     } else {
         None
     };
-    let pcap_path = dir.join("capture.pcap");
-    let pcap: Box<dyn Write + Send> = Box::new(std::io::BufWriter::new(
-        std::fs::File::create(&pcap_path)
-            .map_err(|e| fail(format!("cannot create {}: {e}", pcap_path.display())))?,
-    ));
+    let pcap: Option<Box<dyn Write + Send>> = if bulk.is_none() {
+        let pcap_path = dir.join("capture.pcap");
+        Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(&pcap_path)
+                .map_err(|e| fail(format!("cannot create {}: {e}", pcap_path.display())))?,
+        )))
+    } else {
+        None
+    };
     let mut lap = Lap::start();
-    let mut topo = Topology::start(TopologyConfig {
-        link,
-        device_mtu: None,
-        events,
-        pcap: Some(pcap),
-    })
+    let mut topo = match cond.direct_mtu {
+        // the kernel's own path, offloads on (as between two real hosts)
+        Some(mtu) => Topology::direct(mtu, true),
+        None => Topology::start(TopologyConfig {
+            link,
+            device_mtu: None,
+            events,
+            pcap,
+        }),
+    }
     .map_err(|e| fail(format!("cannot build the topology: {e}")))?;
     let link_epoch_ns = topo.link_epoch_ns().unwrap_or(0);
     let setup_ms = lap.ms();
@@ -268,7 +281,7 @@ fn execute(
         record_args.push("--path-min-rtt".to_string());
         record_args.push(format!("{}us", min_rtt.as_micros()));
     }
-    if quic {
+    if quic && bulk.is_none() {
         record_args.push("--qlog-dir".into());
         record_args.push(dir.display().to_string());
     }
@@ -315,6 +328,86 @@ fn execute(
         std::thread::sleep(Duration::from_millis(5));
     }
     let server_ms = lap.ms();
+    if let Some(measured) = bulk {
+        let mut args = vec![
+            "get".to_string(),
+            "--cacert".into(),
+            cert.display().to_string(),
+        ];
+        args.extend(record_args);
+        args.extend(arm.client_args());
+        args.push(format!(
+            "https://{SERVER_V4}/bytes/{}",
+            quiclab_stack::server::MAX_BYTES
+        ));
+        let connections = u32::try_from(spec.size).unwrap_or(u32::MAX);
+        let run = bulk_clients(
+            env,
+            &topo,
+            &vars,
+            &args,
+            connections,
+            dir,
+            measured,
+            stop,
+            &server,
+        );
+        server.stop(STOP_GRACE);
+        let stop_ms = lap.ms();
+        let reports = topo
+            .finish()
+            .map_err(|e| fail(format!("stopping the link: {e}")))?;
+        drop(topo);
+        *phases_out = json!({
+            "setup_ms": setup_ms,
+            "server_start_ms": server_ms,
+            "server_stop_ms": stop_ms,
+            "teardown_ms": lap.ms(),
+        });
+        *link_out = link_json(&reports);
+        let run = run?;
+        if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+            return Err(fail(format!("the link emulator failed: {err}")));
+        }
+        let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
+        let text = std::fs::read_to_string(&timeline)
+            .map_err(|e| fail(format!("reading {}: {e}", timeline.display())))?;
+        let bytes = bulk::acked_between(&text, run.t0_us, run.t1_us).map_err(fail)?;
+        if bytes == 0 {
+            return Err(fail("nothing was acknowledged over the measured interval"));
+        }
+        let (udp_payload, udp_payload_reached_ms) = bulk::udp_payload(&text).map_err(fail)?;
+        let b = BulkDetail {
+            connections,
+            seconds: (run.t1_us - run.t0_us) as f64 / 1e6,
+            bytes,
+            server_cpu_s: run.server_cpu_s,
+            client_cpu_s: run.client_cpu_s,
+            udp_payload,
+            udp_payload_reached_ms,
+        };
+        return Ok(Metrics {
+            ttlb_ms: b.seconds * 1000.0,
+            ttfb_ms: f64::NAN,
+            handshake_ms: None,
+            handshake_rtts: None,
+            hello_retry: false,
+            retransmissions: None,
+            first_retransmit_offset: None,
+            impossible_rtt_samples: None,
+            // the kernel's own drops count too: at these rates the host is part of the path
+            link_drops: reports
+                .iter()
+                .map(|r| r.counters.dropped_total())
+                .sum::<u64>()
+                + device_drops,
+            timeline: Vec::new(),
+            detail: Detail {
+                bulk: Some(b),
+                ..Detail::default()
+            },
+        });
+    }
     let mut client_args = vec![
         if telemetry { "telemetry" } else { "get" }.to_string(),
         "--json".into(),
@@ -455,6 +548,86 @@ fn execute(
     Ok(m)
 }
 
+/// What the clients of a bulk trial did over the measured interval.
+struct BulkRun {
+    t0_us: u64,
+    t1_us: u64,
+    server_cpu_s: f64,
+    client_cpu_s: f64,
+}
+
+/// Starts `connections` clients (one process and connection each, `args` their command), lets
+/// them warm up, then measures for `measured`: the interval's ends and the CPU time the server
+/// and the clients used in it. Every client is still downloading at the end (one that stopped
+/// early fails the trial); they are stopped before this returns.
+#[allow(clippy::too_many_arguments)]
+fn bulk_clients(
+    env: &TrialEnv,
+    topo: &Topology,
+    vars: &[(String, String)],
+    args: &[String],
+    connections: u32,
+    dir: &Path,
+    measured: Duration,
+    stop: &AtomicBool,
+    server: &Process,
+) -> Result<BulkRun, Failure> {
+    let mut clients = Vec::new();
+    let mut logs = Vec::new();
+    for i in 0..connections {
+        let log = dir.join(format!("client-{i}.log"));
+        let c = Process::spawn(
+            topo.ns(Side::Client),
+            &format!("client {i}"),
+            &command(&env.bin, args, Path::new("/dev/null"), &log),
+            vars,
+            Mode::Background,
+        )
+        .map_err(|e| fail(format!("cannot start client {i}: {e}")))?;
+        clients.push(c);
+        logs.push(log);
+    }
+    let cpu = |clients: &[Process]| -> (f64, f64) {
+        let of = |p: &Process| p.pid().map_or(0.0, bulk::process_cpu_s);
+        (of(server), clients.iter().map(of).sum())
+    };
+    // sleeps until `until`, failing if a client stopped or a stop was asked for
+    let wait = |clients: &mut [Process], until: Instant| -> Result<(), Failure> {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Failure::Interrupted);
+            }
+            for (i, c) in clients.iter_mut().enumerate() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    return Err(fail(format!(
+                        "client {i} stopped ({st}) while it should still be downloading: {}",
+                        tail(&logs[i], 3)
+                    )));
+                }
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Ok(());
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(20)));
+        }
+    };
+    let started = Instant::now();
+    wait(&mut clients, started + bulk::warmup(measured))?;
+    let (t0_us, (s0, c0)) = (now_us(), cpu(&clients));
+    wait(&mut clients, Instant::now() + measured)?;
+    let (t1_us, (s1, c1)) = (now_us(), cpu(&clients));
+    for c in &mut clients {
+        c.stop(Duration::from_millis(200));
+    }
+    Ok(BulkRun {
+        t0_us,
+        t1_us,
+        server_cpu_s: s1 - s0,
+        client_cpu_s: c1 - c0,
+    })
+}
+
 /// A telemetry trial's metrics from the client's records, the server's unit log and the
 /// emulator's drops; a failure if the run was cut short or a reliable mode lost units.
 #[allow(clippy::too_many_arguments)]
@@ -550,8 +723,8 @@ fn telemetry_metrics(
         link_drops: reports.iter().map(|r| r.counters.dropped_total()).sum(),
         timeline: Vec::new(),
         detail: Detail {
-            requests: Vec::new(),
             telemetry: Some(detail),
+            ..Detail::default()
         },
     })
 }
@@ -577,6 +750,8 @@ fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
                 format!("https://{SERVER_V4}"),
             ]);
         }
+        // its clients are started by `bulk_clients`, one connection each
+        Workload::Bulk { .. } => {}
         Workload::SingleObject => {
             args.extend(["--connection".into(), "new".into(), url(spec.size)]);
         }
@@ -756,7 +931,6 @@ pub fn metrics(
 pub fn detail(records: &[RequestRecord]) -> Detail {
     let first = records.first().map_or(0, |r| r.start_us);
     Detail {
-        telemetry: None,
         requests: records
             .iter()
             .map(|r| {
@@ -778,6 +952,7 @@ pub fn detail(records: &[RequestRecord]) -> Detail {
                 }
             })
             .collect(),
+        ..Detail::default()
     }
 }
 

@@ -846,6 +846,7 @@ async fn sample_timeline(
             retransmits: Some(stats.path.lost_packets),
             impossible_rtt_samples: recorder.path_min_rtt().map(|_| cc.impossible_rtt_samples),
             first_loss_offset: cc.first_loss_offset,
+            udp_payload: Some(u32::from(stats.path.current_mtu)),
         };
         events = cc.congestion_events;
         if let Err(e) = w.write(&sample) {

@@ -200,6 +200,10 @@ pub struct TimelineSample {
     /// loss.
     #[serde(default)]
     pub first_loss_offset: Option<u64>,
+    /// QUIC: the largest UDP payload the connection sends now (path MTU discovery's current
+    /// value, or the fixed payload). `None` for other transports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_payload: Option<u32>,
 }
 
 /// CLOCK_MONOTONIC now in microseconds (the clock of every record).

@@ -47,8 +47,8 @@ use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
 
-/// The largest body `GET /bytes/N` serves: 10 GB.
-pub const MAX_BYTES: u64 = 10_000_000_000;
+/// The largest body `GET /bytes/N` serves: 1 TB (bulk downloads run for a time, not to the end).
+pub const MAX_BYTES: u64 = 1_000_000_000_000;
 
 /// The period of the `/bytes` pattern: a prime, so that the pattern does not line up with
 /// power-of-two record, frame or packet sizes and a misplaced chunk shows up when compared.
@@ -602,8 +602,8 @@ mod tests {
     fn sizes_are_plain_decimal_up_to_10_gb() {
         assert_eq!(parse_size("0"), Ok(0));
         assert_eq!(parse_size("5000000"), Ok(5_000_000));
-        assert_eq!(parse_size("10000000000"), Ok(MAX_BYTES));
-        assert!(parse_size("10000000001").unwrap_err().contains("at most"));
+        assert_eq!(parse_size("1000000000000"), Ok(MAX_BYTES));
+        assert!(parse_size("1000000000001").unwrap_err().contains("at most"));
         assert!(
             parse_size("99999999999999999999999")
                 .unwrap_err()

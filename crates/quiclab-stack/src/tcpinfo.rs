@@ -327,6 +327,7 @@ impl Sampler {
                 .path_min_rtt_us
                 .map(|floor| impossible_min_rtt(&info, floor)),
             first_loss_offset: self.first_loss_offset,
+            udp_payload: None,
         })
     }
 

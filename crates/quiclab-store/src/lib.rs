@@ -709,7 +709,6 @@ mod tests {
                 })
                 .collect(),
             detail: Detail {
-                telemetry: None,
                 requests: (0..2)
                     .map(|i| RequestMetrics {
                         bytes: 250_000,
@@ -723,6 +722,7 @@ mod tests {
                         zero_rtt_accepted: i > 0,
                     })
                     .collect(),
+                ..Detail::default()
             },
         }
     }
@@ -863,7 +863,6 @@ mod tests {
         let mut s = Store::open(&d).unwrap();
         let mut m = metrics(5000.0, 0);
         m.detail = Detail {
-            requests: Vec::new(),
             telemetry: Some(quiclab_report::model::TelemetryDetail {
                 mode: "quic-streams".into(),
                 units_per_second: 1000,
@@ -872,6 +871,7 @@ mod tests {
                 latency_us: vec![Some(34_300), None, Some(32_250)],
                 ..Default::default()
             }),
+            ..Detail::default()
         };
         s.record(&trial("t", 0, Ok(m.clone()))).unwrap();
         assert_eq!(

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use quiclab_netns::Topology;
 use quiclab_netns::topology::SERVER_V4;
-use quiclab_netns::veth::Veth;
 use quiclab_netns::{Mode, Netns, Process, Side};
+use quiclab_runner::bulk;
 use quiclab_stack::quic::GSO_MAX_PAYLOAD;
-use quiclab_stack::record::{TimelineSample, now_us};
+use quiclab_stack::record::now_us;
 
 use crate::signals::Signals;
 
@@ -68,7 +69,7 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
     );
     let result = (|| {
         for mtu in [1500u32, 9000] {
-            let veth = Veth::start(mtu, true)?;
+            let veth = Topology::direct(mtu, true)?;
             let max = (mtu - 28) as u16;
             for conns in [1, b.connections] {
                 let mut cases = vec![Case { quic: None, conns }];
@@ -119,7 +120,7 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
 }
 
 fn measure(
-    veth: &Veth,
+    veth: &Topology,
     bin: &Path,
     dir: &Path,
     case: &Case,
@@ -171,7 +172,7 @@ fn measure(
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let warmup = (d / 5).min(Duration::from_secs(1));
+    let warmup = bulk::warmup(d);
     std::thread::sleep(warmup);
     let (t0, cpu0) = (now_us(), cpu(&server, &clients));
     std::thread::sleep(d);
@@ -180,7 +181,9 @@ fn measure(
         c.stop(Duration::from_millis(200));
     }
     server.stop(Duration::from_secs(2));
-    let bytes = acked_between(&timeline, t0, t1)?;
+    let text = std::fs::read_to_string(&timeline)
+        .with_context(|| format!("reading {}", timeline.display()))?;
+    let bytes = bulk::acked_between(&text, t0, t1).map_err(anyhow::Error::msg)?;
     let gb = bytes as f64 / 1e9;
     if gb <= 0.0 {
         bail!(
@@ -195,7 +198,7 @@ fn measure(
     })
 }
 
-fn ns_name(veth: &Veth) -> &str {
+fn ns_name(veth: &Topology) -> &str {
     let ns: &Netns = veth.ns(Side::Server);
     ns.name()
 }
@@ -212,50 +215,6 @@ fn wait_for(file: &Path) -> anyhow::Result<()> {
 
 /// CPU seconds (user + system) of the server and of all clients so far.
 fn cpu(server: &Process, clients: &[Process]) -> (f64, f64) {
-    let of = |p: &Process| p.pid().map_or(0.0, process_cpu);
+    let of = |p: &Process| p.pid().map_or(0.0, bulk::process_cpu_s);
     (of(server), clients.iter().map(of).sum())
-}
-
-fn process_cpu(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name, which is in parentheses and may contain spaces.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    let ticks: f64 = f
-        .get(11..13)
-        .map(|v| v.iter().filter_map(|x| x.parse::<f64>().ok()).sum())
-        .unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    ticks / hz
-}
-
-/// Bytes acknowledged over all connections between `t0` and `t1` (microseconds).
-fn acked_between(timeline: &Path, t0: u64, t1: u64) -> anyhow::Result<u64> {
-    let text = std::fs::read_to_string(timeline)
-        .with_context(|| format!("reading {}", timeline.display()))?;
-    let mut per_conn: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
-    for line in text.lines() {
-        let s: TimelineSample = serde_json::from_str(line).context("a timeline line")?;
-        let acked = s.acked_bytes.unwrap_or(0);
-        let e = per_conn.entry(s.connection).or_insert((u64::MAX, 0));
-        // The last value at or before t0 starts the interval; the last at or before t1 ends it.
-        if s.t_us <= t0 {
-            e.0 = acked;
-        } else if e.0 == u64::MAX {
-            e.0 = 0;
-        }
-        if s.t_us <= t1 {
-            e.1 = acked;
-        }
-    }
-    Ok(per_conn
-        .values()
-        .map(|&(a, b)| b.saturating_sub(if a == u64::MAX { b } else { a }))
-        .sum())
 }

@@ -8,7 +8,6 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use quiclab_link::{Direction, LinkConfig};
 use quiclab_netns::topology::SERVER_V4;
-use quiclab_netns::veth::Veth;
 use quiclab_netns::{DirectionReport, Mode, Netns, Process, Side, Topology, TopologyConfig};
 
 use crate::signals::Signals;
@@ -174,7 +173,7 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
         variants.insert(0, (1500, false));
     }
     for (mtu, offloads) in variants {
-        let veth = Veth::start(mtu, offloads)?;
+        let veth = Topology::direct(mtu, offloads)?;
         let flow = iperf(veth.ns(Side::Client), veth.ns(Side::Server), d, &signals)?;
         let label = format!(
             "direct veth, offloads {}, MTU {mtu}",

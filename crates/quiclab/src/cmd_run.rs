@@ -24,12 +24,13 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("hls", include_str!("../../../plans/hls.toml")),
     ("telemetry", include_str!("../../../plans/telemetry.toml")),
     ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
+    ("bulk-mtu", include_str!("../../../plans/bulk-mtu.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
 /// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry,
-/// coded-loss). Without PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link
+/// coded-loss, bulk-mtu). Without PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link
 /// with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
@@ -362,6 +363,11 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         } => format!(
             "{} units ({units_per_second}/s in flushes of {flush_units})",
             u64::from(units_per_second) * duration_ms / 1000
+        ),
+        Workload::Bulk { duration_ms } => format!(
+            "{} connection counts ({} s each)",
+            plan.sizes.len(),
+            quiclab_report::units::number(duration_ms as f64 / 1000.0, 1)
         ),
         _ => format!("{} sizes", plan.sizes.len()),
     };

@@ -21,7 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 /// Serve HTTP/1.1 and HTTP/2 over TCP and TLS 1.3 (rustls with ring, hyper), and HTTP/3 over
 /// QUIC (quinn, h3) on the same UDP port unless --no-quic.
 ///
-/// Routes (the same over every protocol): GET /bytes/N sends N bytes (byte i is i mod 251; N in decimal, at most 10 GB);
+/// Routes (the same over every protocol): GET /bytes/N sends N bytes (byte i is i mod 251; N in decimal, at most 1 TB);
 /// POST /upload reads the body and answers with its length; anything else is 404. Every
 /// response advertises HTTP/3 on the same port with Alt-Svc. With --coded-listen the same
 /// routes are also served over the network-coded transport (`quiclab get --http coded`).

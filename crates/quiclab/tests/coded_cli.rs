@@ -204,12 +204,10 @@ fn a_coded_flow_and_a_cubic_flow_share_a_10_mbit_bottleneck() {
 #[test]
 fn a_campaign_runs_a_coded_arm_with_records_timelines_and_a_closing_note() {
     assert_root();
-    let dir = tmpdir("coded-run");
-    let plan = dir.join("coded.toml");
     // 25 ms each way, no loss: every coded request is a full handshake (one round trip) and
     // the request (a second), whatever came before; HTTP/3 resumes and sends 0-RTT
-    std::fs::write(
-        &plan,
+    let (dir, out) = common::run_plan(
+        "coded-run",
         r#"name = "coded-run"
 iterations = 1
 [workload]
@@ -228,19 +226,8 @@ http = "coded"
 a = "h3"
 b = "coded"
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let st = quiclab()
-        .args([
-            "run",
-            plan.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+        &[],
+    );
     let trials = quiclab_store::Store::open_existing(&out)
         .unwrap()
         .trials()

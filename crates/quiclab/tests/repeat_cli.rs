@@ -3,7 +3,7 @@
 //! round trip earlier than the first request's, over TCP with Fast Open likewise.
 
 mod common;
-use common::{median, tmpdir};
+use common::median;
 use quiclab_store::Store;
 
 const RTT_MS: f64 = 50.0;
@@ -11,12 +11,13 @@ const RTT_MS: f64 = 50.0;
 #[test]
 fn later_requests_go_zero_rtt_over_quic_and_save_one_round_trip() {
     common::assert_root();
-    let dir = tmpdir("repeat-cli");
-    let plan = dir.join("rep.toml");
+    // Fast Open is switched on in the trials' own server namespaces, never on the host
+    let host_tfo = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen").unwrap();
+    let before = host_tfo();
     // 25 ms each way, no loss; 20 kB objects fit in the initial windows, so a request's first
     // byte comes a fixed number of round trips after its start
-    std::fs::write(
-        &plan,
+    let (dir, out) = common::run_plan(
+        "repeat-cli",
         r#"name = "rep"
 iterations = 1
 [workload]
@@ -37,22 +38,8 @@ http = "2"
 tcp-cc = "cubic"
 tfo = true
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    // Fast Open is switched on in the trials' own server namespaces, never on the host
-    let host_tfo = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen").unwrap();
-    let before = host_tfo();
-    let st = common::quiclab()
-        .args([
-            "run",
-            plan.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+        &[],
+    );
     assert_eq!(host_tfo(), before);
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
     assert_eq!(trials.len(), 3);

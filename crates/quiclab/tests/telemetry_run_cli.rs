@@ -11,7 +11,6 @@ use quiclab_report::stats::quantile;
 use quiclab_store::Store;
 
 mod common;
-use common::tmpdir;
 
 const PLAN: &str = r#"name = "tel"
 iterations = 1
@@ -40,22 +39,7 @@ telemetry = "quic-datagrams"
 #[test]
 fn the_study_s_conditions_meet_the_model_and_only_single_streams_block_at_2_percent_loss() {
     common::assert_root();
-    let dir = tmpdir("telemetry-run");
-    let plan = dir.join("tel.toml");
-    std::fs::write(&plan, PLAN).unwrap();
-    let out = dir.join("out");
-    let st = common::quiclab()
-        .args([
-            "run",
-            plan.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--jobs",
-            "2",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let (dir, out) = common::run_plan("telemetry-run", PLAN, &["--jobs", "2"]);
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
     assert_eq!(trials.len(), 8);
     let mut cells: BTreeMap<(String, String), TelemetryDetail> = BTreeMap::new();

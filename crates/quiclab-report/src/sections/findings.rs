@@ -43,6 +43,13 @@ pub fn render(an: &Analysis) -> Option<String> {
             html,
         });
     }
+    for (i, html) in super::bulk::sentences(an).into_iter().enumerate() {
+        f.push(Finding {
+            tier: TIER_COMPARISON,
+            weight: -(i as f64),
+            html,
+        });
+    }
     for cmp in &an.comparisons {
         comparison(an, cmp, &mut f);
     }

@@ -4,6 +4,7 @@
 use crate::analysis::Analysis;
 use crate::chart::arm_colour;
 use crate::html::esc;
+use crate::model::Workload;
 use crate::units;
 use std::fmt::Write;
 
@@ -46,7 +47,7 @@ pub fn render(an: &Analysis) -> String {
         );
     }
     row("workload", esc(&c.workload.describe()));
-    let grid = if c.workload.is_requests() {
+    let grid = if c.workload.is_requests() || matches!(c.workload, Workload::Bulk { .. }) {
         format!(
             "{} conditions × {} sizes ({}) × {} arms",
             c.conditions.len(),

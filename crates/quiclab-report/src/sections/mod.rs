@@ -7,6 +7,7 @@ use crate::html::esc;
 use crate::model::{Campaign, Workload};
 use crate::units;
 
+pub mod bulk;
 pub mod cells;
 pub mod failures;
 pub mod findings;
@@ -46,6 +47,11 @@ pub const ALL: &[Section] = &[
         render: telemetry::render,
     },
     Section {
+        id: "bulk",
+        title: "Bulk throughput and packet size",
+        render: bulk::render,
+    },
+    Section {
         id: "heatmaps",
         title: "Median TTLB change",
         render: heatmap::render,
@@ -80,6 +86,11 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
         Workload::Repeat { requests } => format!("{requests} × {}", units::size(bytes)),
         // every unit's bytes: the TTLB sections do not render for it
         Workload::SingleObject | Workload::Telemetry { .. } => units::size(bytes),
+        // the trial's size is its number of parallel connections
+        Workload::Bulk { .. } => match bytes {
+            1 => "1 connection".to_string(),
+            n => format!("{n} connections"),
+        },
     }
 }
 
@@ -87,7 +98,9 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
 /// single objects), for the sections built on it.
 pub fn ttlb_note(c: &Campaign) -> String {
     let what = match c.workload {
-        Workload::SingleObject | Workload::Telemetry { .. } => return String::new(),
+        Workload::SingleObject | Workload::Telemetry { .. } | Workload::Bulk { .. } => {
+            return String::new();
+        }
         Workload::Repeat { requests } => {
             format!("each trial makes {requests} requests, each on a new connection")
         }

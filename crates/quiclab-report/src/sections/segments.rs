@@ -809,7 +809,6 @@ mod tests {
             outcome: Ok(Metrics {
                 ttlb_ms: each_ms * n as f64,
                 detail: Detail {
-                    telemetry: None,
                     requests: (0..n)
                         .map(|i| RequestMetrics {
                             bytes,
@@ -818,6 +817,7 @@ mod tests {
                             ..Default::default()
                         })
                         .collect(),
+                    ..Detail::default()
                 },
                 ..Default::default()
             }),

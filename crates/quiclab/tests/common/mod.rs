@@ -72,3 +72,24 @@ pub fn median(mut v: Vec<f64>) -> f64 {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
+
+/// Writes `plan` (TOML) to a fresh directory named after `name`, runs `quiclab run` on it with
+/// `args` into `DIR/out`, checks that it succeeded, and returns (DIR, DIR/out).
+pub fn run_plan(name: &str, plan: &str, args: &[&str]) -> (PathBuf, PathBuf) {
+    let dir = tmpdir(name);
+    let file = dir.join("plan.toml");
+    std::fs::write(&file, plan).unwrap();
+    let out = dir.join("out");
+    let st = quiclab()
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(st.success(), "quiclab run {name}: {st}");
+    (dir, out)
+}
