@@ -1592,12 +1592,7 @@ http = "2"
         );
         for (from, to, needle, what) in [
             ("[1, 8, 64]", "[0]", "connections = [", "from 1 to 256"),
-            (
-                "[1, 8, 64]",
-                "[1, 1]",
-                "connections = [",
-                "listed twice",
-            ),
+            ("[1, 8, 64]", "[1, 1]", "connections = [", "listed twice"),
             ("[1, 8, 64]", "[]", "connections = [", "at least one"),
             ("\"10s\"", "\"500ms\"", "duration = \"500ms", "from 1s"),
             (

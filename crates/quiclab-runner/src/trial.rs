@@ -328,20 +328,21 @@ fn execute(
         std::thread::sleep(Duration::from_millis(5));
     }
     let server_ms = lap.ms();
-    if let Some(measured) = bulk {
+    // a bulk trial's clients run for a set time; any other trial's client runs to its end
+    let connections = u32::try_from(spec.size).unwrap_or(u32::MAX);
+    let bulk_run = bulk.map(|measured| {
         let mut args = vec![
             "get".to_string(),
             "--cacert".into(),
             cert.display().to_string(),
         ];
-        args.extend(record_args);
+        args.extend(record_args.iter().cloned());
         args.extend(arm.client_args());
         args.push(format!(
             "https://{SERVER_V4}/bytes/{}",
             quiclab_stack::server::MAX_BYTES
         ));
-        let connections = u32::try_from(spec.size).unwrap_or(u32::MAX);
-        let run = bulk_clients(
+        bulk_clients(
             env,
             &topo,
             &vars,
@@ -351,63 +352,8 @@ fn execute(
             measured,
             stop,
             &server,
-        );
-        server.stop(STOP_GRACE);
-        let stop_ms = lap.ms();
-        let reports = topo
-            .finish()
-            .map_err(|e| fail(format!("stopping the link: {e}")))?;
-        drop(topo);
-        *phases_out = json!({
-            "setup_ms": setup_ms,
-            "server_start_ms": server_ms,
-            "server_stop_ms": stop_ms,
-            "teardown_ms": lap.ms(),
-        });
-        *link_out = link_json(&reports);
-        let run = run?;
-        if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
-            return Err(fail(format!("the link emulator failed: {err}")));
-        }
-        let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
-        let text = std::fs::read_to_string(&timeline)
-            .map_err(|e| fail(format!("reading {}: {e}", timeline.display())))?;
-        let bytes = bulk::acked_between(&text, run.t0_us, run.t1_us).map_err(fail)?;
-        if bytes == 0 {
-            return Err(fail("nothing was acknowledged over the measured interval"));
-        }
-        let (udp_payload, udp_payload_reached_ms) = bulk::udp_payload(&text).map_err(fail)?;
-        let b = BulkDetail {
-            connections,
-            seconds: (run.t1_us - run.t0_us) as f64 / 1e6,
-            bytes,
-            server_cpu_s: run.server_cpu_s,
-            client_cpu_s: run.client_cpu_s,
-            udp_payload,
-            udp_payload_reached_ms,
-        };
-        return Ok(Metrics {
-            ttlb_ms: b.seconds * 1000.0,
-            ttfb_ms: f64::NAN,
-            handshake_ms: None,
-            handshake_rtts: None,
-            hello_retry: false,
-            retransmissions: None,
-            first_retransmit_offset: None,
-            impossible_rtt_samples: None,
-            // the kernel's own drops count too: at these rates the host is part of the path
-            link_drops: reports
-                .iter()
-                .map(|r| r.counters.dropped_total())
-                .sum::<u64>()
-                + device_drops,
-            timeline: Vec::new(),
-            detail: Detail {
-                bulk: Some(b),
-                ..Detail::default()
-            },
-        });
-    }
+        )
+    });
     let mut client_args = vec![
         if telemetry { "telemetry" } else { "get" }.to_string(),
         "--json".into(),
@@ -418,30 +364,12 @@ fn execute(
     client_args.extend(arm.client_args());
     client_args.extend(workload_args(plan, spec));
     let (client_out, client_log) = (dir.join("client.jsonl"), dir.join("client.log"));
-    let mut client = Process::spawn(
-        topo.ns(Side::Client),
-        "client",
-        &command(&env.bin, &client_args, &client_out, &client_log),
-        &vars,
-        Mode::Background,
-    )
-    .map_err(|e| fail(format!("cannot start the client: {e}")))?;
     let timeout = client_timeout(plan, spec);
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Failure::Interrupted);
-        }
-        match client.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) => {}
-            Err(e) => return Err(fail(format!("waiting for the client: {e}"))),
-        }
-        if Instant::now() > deadline {
-            client.stop(Duration::from_millis(200));
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let status = if bulk_run.is_some() {
+        None
+    } else {
+        let client_cmd = command(&env.bin, &client_args, &client_out, &client_log);
+        run_client(&topo, &vars, &client_cmd, timeout, stop)?
     };
     let client_ms = lap.ms();
     // SIGTERM lets the server write its last timeline samples
@@ -460,6 +388,9 @@ fn execute(
         "teardown_ms": teardown_ms,
     });
     *link_out = link_json(&reports);
+    if let Some(run) = bulk_run {
+        return bulk_metrics(run?, connections, &reports, &timeline);
+    }
     if telemetry {
         return telemetry_metrics(
             dir,
@@ -546,6 +477,85 @@ fn execute(
         m.detail = detail(&records);
     }
     Ok(m)
+}
+
+/// Runs the client to its end, or until `timeout` (then stopped: `None`).
+fn run_client(
+    topo: &Topology,
+    vars: &[(String, String)],
+    cmd: &str,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<Option<std::process::ExitStatus>, Failure> {
+    let mut client = Process::spawn(topo.ns(Side::Client), "client", cmd, vars, Mode::Background)
+        .map_err(|e| fail(format!("cannot start the client: {e}")))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Failure::Interrupted);
+        }
+        match client.try_wait() {
+            Ok(Some(st)) => return Ok(Some(st)),
+            Ok(None) => {}
+            Err(e) => return Err(fail(format!("waiting for the client: {e}"))),
+        }
+        if Instant::now() > deadline {
+            client.stop(Duration::from_millis(200));
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A bulk trial's metrics from what its clients did, the link's reports and the server's
+/// timeline.
+fn bulk_metrics(
+    run: BulkRun,
+    connections: u32,
+    reports: &[DirectionReport],
+    timeline: &Path,
+) -> Result<Metrics, Failure> {
+    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(fail(format!("the link emulator failed: {err}")));
+    }
+    let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
+    let text = std::fs::read_to_string(timeline)
+        .map_err(|e| fail(format!("reading {}: {e}", timeline.display())))?;
+    let bytes = bulk::acked_between(&text, run.t0_us, run.t1_us).map_err(fail)?;
+    if bytes == 0 {
+        return Err(fail("nothing was acknowledged over the measured interval"));
+    }
+    let (udp_payload, udp_payload_reached_ms) = bulk::udp_payload(&text).map_err(fail)?;
+    let b = BulkDetail {
+        connections,
+        seconds: (run.t1_us - run.t0_us) as f64 / 1e6,
+        bytes,
+        server_cpu_s: run.server_cpu_s,
+        client_cpu_s: run.client_cpu_s,
+        udp_payload,
+        udp_payload_reached_ms,
+    };
+    Ok(Metrics {
+        ttlb_ms: b.seconds * 1000.0,
+        ttfb_ms: f64::NAN,
+        handshake_ms: None,
+        handshake_rtts: None,
+        hello_retry: false,
+        retransmissions: None,
+        first_retransmit_offset: None,
+        impossible_rtt_samples: None,
+        // the kernel's own drops count too: at these rates the host is part of the path
+        link_drops: reports
+            .iter()
+            .map(|r| r.counters.dropped_total())
+            .sum::<u64>()
+            + device_drops,
+        timeline: Vec::new(),
+        detail: Detail {
+            bulk: Some(b),
+            ..Detail::default()
+        },
+    })
 }
 
 /// What the clients of a bulk trial did over the measured interval.
