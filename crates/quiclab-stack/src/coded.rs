@@ -91,10 +91,7 @@ pub enum CodedError {
 /// groups and key log): ALPN [`quiclab_coded::crypto::ALPN`] only, no early data (the
 /// protocol has no 0-RTT; QUIC-style handshakes require 0 here).
 pub fn server_tls(tcp_config: &rustls::ServerConfig) -> rustls::ServerConfig {
-    let mut config = tcp_config.clone();
-    config.alpn_protocols = vec![quiclab_coded::crypto::ALPN.to_vec()];
-    config.max_early_data_size = 0;
-    config
+    crate::tls::udp_server_config(tcp_config, quiclab_coded::crypto::ALPN, 0)
 }
 
 /// What a coded server needs to start.

@@ -468,10 +468,7 @@ pub fn parse_duration_us(field: &'static str, s: &str) -> Result<u64, QuicError>
 /// same certificate, provider and groups) with ALPN `h3` only and 0-RTT accepted (QUIC allows
 /// only 0 or `u32::MAX` as early-data size).
 pub fn server_tls(tcp_config: &rustls::ServerConfig) -> rustls::ServerConfig {
-    let mut config = tcp_config.clone();
-    config.alpn_protocols = vec![ALPN_H3.to_vec()];
-    config.max_early_data_size = u32::MAX;
-    config
+    crate::tls::udp_server_config(tcp_config, ALPN_H3, u32::MAX)
 }
 
 /// What a QUIC server needs to start.

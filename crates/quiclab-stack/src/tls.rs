@@ -276,6 +276,20 @@ impl Identity {
     }
 }
 
+/// `tcp_config` (from [`server_config`]: the same certificate, provider, groups and key log)
+/// for a protocol over UDP: ALPN `alpn` only, and early data of at most `max_early_data` bytes
+/// (QUIC-style handshakes allow only 0 or `u32::MAX`).
+pub fn udp_server_config(
+    tcp_config: &rustls::ServerConfig,
+    alpn: &[u8],
+    max_early_data: u32,
+) -> rustls::ServerConfig {
+    let mut config = tcp_config.clone();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config.max_early_data_size = max_early_data;
+    config
+}
+
 /// A rustls server configuration: ring provider, TLS 1.3 only, exactly `groups` (in that order
 /// of preference), ALPN h2 then http/1.1, no client authentication.
 pub fn server_config(
