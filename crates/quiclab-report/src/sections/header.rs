@@ -49,9 +49,14 @@ pub fn render(an: &Analysis) -> String {
     row("workload", esc(&c.workload.describe()));
     let grid = if c.workload.is_requests() || matches!(c.workload, Workload::Bulk { .. }) {
         format!(
-            "{} conditions × {} sizes ({}) × {} arms",
+            "{} conditions × {} {} ({}) × {} arms",
             c.conditions.len(),
             c.sizes.len(),
+            if matches!(c.workload, Workload::Bulk { .. }) {
+                "connection counts"
+            } else {
+                "sizes"
+            },
             esc(&c
                 .sizes
                 .iter()
