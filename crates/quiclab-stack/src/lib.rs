@@ -23,6 +23,7 @@
 pub mod client;
 pub mod coded;
 pub mod files;
+pub mod page;
 pub mod qlog;
 pub mod quic;
 pub mod record;
