@@ -23,7 +23,9 @@
 pub mod client;
 pub mod coded;
 pub mod files;
+pub mod h3prio;
 pub mod page;
+pub mod page_client;
 pub mod qlog;
 pub mod quic;
 pub mod record;
