@@ -13,13 +13,18 @@
 //!   another with it off. A priority must be set before data is buffered (quinn applies a change
 //!   only after what is already queued), hence before the HEADERS frame.
 //! - [`quinn_priority`] is pure: FIFO gives every request stream its own level below those of
-//!   more urgent requests (earlier requests higher), so the order on the wire is the order of the
-//!   requests, not the order in which the server's tasks happened to write.
+//!   more urgent requests (earlier requests higher).
+//! - FIFO also writes responses in request order: quinn without fairness finishes a stream it
+//!   has begun to send before any other, whatever their priorities, so the stream that reaches
+//!   quinn first wins. A response therefore waits for the responses to every earlier request of
+//!   the connection to be written whole (or abandoned) before its first byte goes to quinn; the
+//!   order on the wire is then the order of the requests, not the order in which the server's
+//!   tasks happened to run. (quinn buffers a whole response at once, up to its send window.)
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use bytes::{Buf, Bytes};
 use h3::error::Code;
@@ -35,21 +40,56 @@ pub struct Scheduling {
     pub priorities: bool,
 }
 
-/// The urgency of each request stream whose handler has read its `priority` header.
+/// What a connection's request streams share: the urgency of each request whose handler has
+/// read its `priority` header, and (FIFO) which responses are still being written.
 #[derive(Clone, Debug, Default)]
-pub struct Urgencies(Arc<Mutex<HashMap<u64, u8>>>);
+pub struct Urgencies(Arc<Mutex<Shared>>);
+
+#[derive(Debug, Default)]
+struct Shared {
+    urgency: HashMap<u64, u8>,
+    /// Indices of request streams whose responses are not yet written whole (FIFO only).
+    unwritten: BTreeSet<u64>,
+    /// Responses waiting for their turn.
+    waiting: Vec<Waker>,
+}
 
 impl Urgencies {
     /// Records the urgency (0-7) of the request on stream `id` (before its response starts).
     pub fn set(&self, id: u64, urgency: u8) {
-        // a poisoned map only means another handler panicked: its entries are still valid
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.insert(id, urgency.min(7));
+        self.lock().urgency.insert(id, urgency.min(7));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        // a poisoned lock only means a handler panicked: the sets are still consistent
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn take(&self, id: u64) -> Option<u8> {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.remove(&id)
+        self.lock().urgency.remove(&id)
+    }
+
+    fn accepted(&self, index: u64) {
+        self.lock().unwritten.insert(index);
+    }
+
+    /// Whether the response of request `index` may start (every earlier one is written).
+    fn poll_turn(&self, index: u64, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.lock();
+        if s.unwritten.first().is_none_or(|&first| first >= index) {
+            return Poll::Ready(());
+        }
+        s.waiting.push(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn written(&self, index: u64) {
+        let mut s = self.lock();
+        if s.unwritten.remove(&index) {
+            for w in s.waiting.drain(..) {
+                w.wake();
+            }
+        }
     }
 }
 
@@ -233,8 +273,18 @@ impl<B: Buf> quic::Connection<B> for Connection {
         let accepted = ready!(fut.as_mut().poll(cx));
         self.accepting_bi = None;
         let (send, recv) = accepted.map_err(connection_error)?;
+        let mut send = SendStream::new(send, Some((self.scheduling, self.urgencies.clone())));
+        if !self.scheduling.round_robin {
+            let index = send.stream.id().index();
+            self.urgencies.accepted(index);
+            send.turn = Some(Turn {
+                urgencies: self.urgencies.clone(),
+                index,
+                admitted: false,
+            });
+        }
         Poll::Ready(Ok(BidiStream {
-            send: SendStream::new(send, Some((self.scheduling, self.urgencies.clone()))),
+            send,
             recv: RecvStream::new(recv),
         }))
     }
@@ -254,6 +304,14 @@ pub struct SendStream<B: Buf> {
     stream: quinn::SendStream,
     writing: Option<WriteBuf<B>>,
     prioritize: Option<(Scheduling, Urgencies)>,
+    /// FIFO: this response's place in the connection's order.
+    turn: Option<Turn>,
+}
+
+struct Turn {
+    urgencies: Urgencies,
+    index: u64,
+    admitted: bool,
 }
 
 impl<B: Buf> SendStream<B> {
@@ -262,12 +320,33 @@ impl<B: Buf> SendStream<B> {
             stream,
             writing: None,
             prioritize,
+            turn: None,
         }
+    }
+
+    /// The response is written whole or abandoned: the next one may go.
+    fn release(&mut self) {
+        if let Some(t) = self.turn.take() {
+            t.urgencies.written(t.index);
+        }
+    }
+}
+
+impl<B: Buf> Drop for SendStream<B> {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
 impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
+        if self.writing.is_some()
+            && let Some(t) = &mut self.turn
+            && !t.admitted
+        {
+            ready!(t.urgencies.poll_turn(t.index, cx));
+            t.admitted = true;
+        }
         if let Some(data) = &mut self.writing {
             while data.has_remaining() {
                 let n = ready!(Pin::new(&mut self.stream).poll_write(cx, data.chunk()))
@@ -303,6 +382,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     }
 
     fn poll_finish(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
+        self.release();
         Poll::Ready(
             self.stream
                 .finish()
@@ -311,6 +391,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     }
 
     fn reset(&mut self, reset_code: u64) {
+        self.release();
         let _ = self
             .stream
             .reset(VarInt::from_u64(reset_code).unwrap_or(VarInt::MAX));
@@ -441,5 +522,26 @@ mod tests {
         // RFC 9218's default urgency is quinn's default priority (control streams)
         assert_eq!(quinn_priority(3, 0, true), 0);
         assert!(quinn_priority(3, 1, false) < 0);
+    }
+
+    #[test]
+    fn fifo_turns_follow_request_order_and_survive_abandoned_responses() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let u = Urgencies::default();
+        for i in 0..4 {
+            u.accepted(i);
+        }
+        // the handler of request 2 runs first: it waits for 0 and 1
+        assert!(u.poll_turn(2, &mut cx).is_pending());
+        assert!(u.poll_turn(0, &mut cx).is_ready());
+        u.written(0);
+        assert!(u.poll_turn(2, &mut cx).is_pending());
+        // request 1's response is abandoned (its stream dropped): 2 goes
+        u.written(1);
+        assert!(u.poll_turn(2, &mut cx).is_ready());
+        assert!(u.poll_turn(3, &mut cx).is_pending());
+        u.written(2);
+        assert!(u.poll_turn(3, &mut cx).is_ready());
+        assert_eq!(u.lock().waiting.len(), 0, "every waiter was woken");
     }
 }

@@ -142,7 +142,7 @@ pub struct Resource {
 }
 
 /// A page: the document (resource 0) and everything it pulls in, parents before children.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Page {
     pub name: String,
     pub resources: Vec<Resource>,
@@ -453,15 +453,6 @@ pub fn builtin(name: &str) -> Option<Page> {
 #[derive(Default)]
 struct Builder {
     page: Page,
-}
-
-impl Default for Page {
-    fn default() -> Self {
-        Page {
-            name: String::new(),
-            resources: Vec::new(),
-        }
-    }
 }
 
 impl Builder {

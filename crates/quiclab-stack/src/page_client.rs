@@ -223,9 +223,16 @@ async fn run_h3(
                 Err(e) => return Err(format!("bad URL from {base:?}: {e}")),
             };
             let prio = send_priorities.then(|| r.priority.header());
-            let (send, tx) = (conn.send.clone(), tx.clone());
+            // opened here, one after another, so that streams are numbered in request order
+            // as a browser's are (spawned tasks would open them in whatever order they run)
+            let mut send = conn.send.clone();
+            let stream = h3_request(&mut send, uri, prio).await;
+            let tx = tx.clone();
             tasks.spawn(async move {
-                let result = h3_get(send, uri, prio, i, &tx).await;
+                let result = match stream {
+                    Ok(stream) => h3_response(stream, i, &tx).await,
+                    Err(e) => Err(e),
+                };
                 let _ = tx.send(Event::Done {
                     i,
                     at_us: now_us(),
@@ -249,13 +256,14 @@ async fn run_h3(
     result
 }
 
-async fn h3_get(
-    mut send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+/// Opens a request stream and sends the request on it.
+async fn h3_request(
+    send: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     uri: http::Uri,
     priority: Option<String>,
-    i: usize,
-    tx: &mpsc::UnboundedSender<Event>,
-) -> Result<u64, String> {
+) -> Result<H3Stream, String> {
     let mut req = http::Request::get(uri);
     if let Some(p) = priority {
         req = req.header("priority", p);
@@ -269,6 +277,15 @@ async fn h3_get(
         .map_err(|e| format!("sending the request: {e}"))?;
     // a server may stop reading a request it has whole; the response still counts
     let _ = stream.finish().await;
+    Ok(stream)
+}
+
+/// Receives a response, reporting its first byte; the body's length.
+async fn h3_response(
+    mut stream: H3Stream,
+    i: usize,
+    tx: &mpsc::UnboundedSender<Event>,
+) -> Result<u64, String> {
     let response = stream
         .recv_response()
         .await
@@ -329,9 +346,16 @@ async fn run_tcp(
                     unreachable!("the shared connection is HTTP/2")
                 };
                 carried[i] = c.index;
-                let s = s.clone();
+                // queued on the connection here, in request order; answered in a task
+                let response = h2_send(&mut s.clone(), uri, prio).await;
                 tasks.spawn(async move {
-                    let result = h2_get(s, uri, prio, i, &tx).await;
+                    let result = match response {
+                        Ok(response) => match response.await {
+                            Ok(r) => read_body(r, i, &tx).await,
+                            Err(e) => Err(format!("sending the request: {e}")),
+                        },
+                        Err(e) => Err(e),
+                    };
                     let _ = tx.send(Event::Done {
                         i,
                         at_us: now_us(),
@@ -361,9 +385,8 @@ async fn run_tcp(
                         Ok(t) => client
                             .connect(&t, index)
                             .await
-                            .map(|c| {
+                            .inspect(|_| {
                                 let _ = tx.send(Event::Connected(now_us()));
-                                c
                             })
                             .map_err(|e| crate::client::error_chain(&e)),
                         Err(e) => Err(crate::client::error_chain(&e)),
@@ -435,13 +458,15 @@ async fn read_body(
     Ok(n)
 }
 
-async fn h2_get(
-    mut s: hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+/// Queues a request on an HTTP/2 connection; the future resolves to its response.
+async fn h2_send(
+    s: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
     uri: String,
     priority: Option<String>,
-    i: usize,
-    tx: &mpsc::UnboundedSender<Event>,
-) -> Result<u64, String> {
+) -> Result<
+    impl Future<Output = hyper::Result<hyper::Response<hyper::body::Incoming>>> + use<>,
+    String,
+> {
     let mut req = hyper::Request::get(uri.as_str());
     if let Some(p) = priority {
         req = req.header("priority", p);
@@ -450,11 +475,7 @@ async fn h2_get(
         .body(Empty::new())
         .map_err(|e| format!("building the request: {e}"))?;
     s.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
-    let response = s
-        .send_request(req)
-        .await
-        .map_err(|e| format!("sending the request: {e}"))?;
-    read_body(response, i, tx).await
+    Ok(s.send_request(req))
 }
 
 async fn h1_get(
