@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::page_model::{PageDetail, PageInfo, ResourceTimes};
+
 /// One campaign, as stored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Campaign {
@@ -70,6 +72,9 @@ pub enum Workload {
         flush_units: u32,
         duration_ms: u64,
     },
+    /// A web page loaded like a browser loads it (see `quiclab page`), one page per size: each
+    /// page's total bytes are its trial size. TTLB is the page load time.
+    Pages { pages: Vec<PageInfo> },
 }
 
 /// The stream rate of a segments workload when the plan names none: 6 Mbit/s, HD video as in
@@ -94,6 +99,7 @@ impl Workload {
             Workload::Repeat { .. } => "repeat",
             Workload::Segments { .. } => "segments",
             Workload::Telemetry { .. } => "telemetry",
+            Workload::Pages { .. } => "pages",
         }
     }
 
@@ -123,6 +129,14 @@ impl Workload {
                  sent in flushes of {flush_units}, for {} s per trial",
                 crate::units::number(*duration_ms as f64 / 1000.0, 1)
             ),
+            Workload::Pages { pages } => format!(
+                "one page load per trial ({}), every resource requested as a browser discovers it",
+                pages
+                    .iter()
+                    .map(|p| format!("{}: {} resources", p.name, p.resources))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 
@@ -131,7 +145,10 @@ impl Workload {
     pub fn is_requests(&self) -> bool {
         matches!(
             self,
-            Workload::SingleObject | Workload::Repeat { .. } | Workload::Segments { .. }
+            Workload::SingleObject
+                | Workload::Repeat { .. }
+                | Workload::Segments { .. }
+                | Workload::Pages { .. }
         )
     }
 }
@@ -225,11 +242,14 @@ pub struct Detail {
     /// Every unit's latency and the stalls (the telemetry workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<TelemetryDetail>,
+    /// Every resource's times (the pages workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageDetail>,
 }
 
 impl Detail {
     pub fn is_empty(&self) -> bool {
-        self.requests.is_empty() && self.telemetry.is_none()
+        self.requests.is_empty() && self.telemetry.is_none() && self.page.is_none()
     }
 }
 

@@ -99,6 +99,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
                         ttfb_ms: 70.0,
                         detail: Detail {
                             requests: Vec::new(),
+                            page: None,
                             telemetry: Some(detail(arm, lossy, offset)),
                         },
                         ..Default::default()

@@ -10,6 +10,7 @@
 
 pub mod campaign;
 pub mod expand;
+mod page;
 pub mod plan;
 pub mod telemetry;
 pub mod trial;

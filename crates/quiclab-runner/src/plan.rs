@@ -16,7 +16,9 @@
 //!                            # `segment-min`..`segment-max` per iteration; `stream-rate` and
 //!                            # `player-buffer` set the report's playback estimate), "telemetry"
 //!                            # (`units-per-second` 8-byte units in flushes of `flush` units
-//!                            # for `duration`; arms say `telemetry = MODE`, not `http`)
+//!                            # for `duration`; arms say `telemetry = MODE`, not `http`),
+//!                            # "pages" (`pages` = built-in page names or manifest files, each
+//!                            # loaded like a browser by `quiclab page`; see docs/pages.md)
 //! [network]                  # applied to every condition (link keys as in `quiclab link`)
 //! rate = "10mbit"
 //! delay = "10ms"
@@ -189,6 +191,13 @@ fn check_on_off(v: &str) -> Result<String, String> {
         .map_err(|_| "allowed: on or off".into())
 }
 
+fn check_scheduling(v: &str) -> Result<String, String> {
+    match v {
+        "round-robin" | "fifo" => Ok(v.to_string()),
+        _ => Err("allowed: round-robin or fifo".into()),
+    }
+}
+
 fn check_bool(v: &str) -> Result<String, String> {
     match v {
         "true" | "false" => Ok(v.to_string()),
@@ -334,6 +343,22 @@ const KNOBS: &[Knob] = &[
         help: "largest TLS record payload over TCP, bytes",
         telemetry: false,
         check: check_record,
+    },
+    Knob {
+        key: "quic-scheduling",
+        applies: Applies::Quic,
+        flag: Flag::Server("--quic-scheduling"),
+        help: "how the server shares its sending side between streams: round-robin or fifo",
+        telemetry: false,
+        check: check_scheduling,
+    },
+    Knob {
+        key: "quic-priorities",
+        applies: Applies::Quic,
+        flag: Flag::Server("--quic-priorities"),
+        help: "the server honours RFC 9218 priority headers: on or off",
+        telemetry: false,
+        check: check_on_off,
     },
     Knob {
         key: "resume",
@@ -830,6 +855,7 @@ const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
         ],
     ),
     ("telemetry", &["units-per-second", "flush", "duration"]),
+    ("pages", &["pages"]),
 ];
 
 fn workload_int(
@@ -1018,6 +1044,8 @@ fn parse_workload(
                 vec![units * telemetry::UNIT_BYTES as u64],
             )
         }
+        "pages" => crate::page::parse_pages(t.get_key_value("pages").map(|(_, v)| v), ctx.file)
+            .map_err(|(span, message)| ctx.err(span.unwrap_or(at), message))?,
         _ => unreachable!("kinds are listed in WORKLOAD_KEYS"),
     })
 }

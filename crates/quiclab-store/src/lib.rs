@@ -710,6 +710,7 @@ mod tests {
                 .collect(),
             detail: Detail {
                 telemetry: None,
+                page: None,
                 requests: (0..2)
                     .map(|i| RequestMetrics {
                         bytes: 250_000,
@@ -864,6 +865,7 @@ mod tests {
         let mut m = metrics(5000.0, 0);
         m.detail = Detail {
             requests: Vec::new(),
+            page: None,
             telemetry: Some(quiclab_report::model::TelemetryDetail {
                 mode: "quic-streams".into(),
                 units_per_second: 1000,

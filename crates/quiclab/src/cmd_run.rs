@@ -24,17 +24,18 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("hls", include_str!("../../../plans/hls.toml")),
     ("telemetry", include_str!("../../../plans/telemetry.toml")),
     ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
+    ("pages", include_str!("../../../plans/pages.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
 /// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry,
-/// coded-loss). Without PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link
-/// with loss and delay, a few minutes.
+/// coded-loss, pages). Without PLAN, the quick profile of www21 runs: H3 against H2 on a
+/// 10 Mbit/s link with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
-/// `quiclab get` (`quiclab telemetry` for the telemetry workload); arms compared within an
-/// iteration share its seed (the same packet fates).
+/// `quiclab get` (`quiclab telemetry` for the telemetry workload, `quiclab page` for web
+/// pages); arms compared within an iteration share its seed (the same packet fates).
 /// Results go to DIR/results.db (SQLite) one trial at a time, so Ctrl-C keeps every finished
 /// trial, and running the same plan into the same directory again resumes where it stopped.
 /// Artifacts (TLS keys, sender timelines, packet events, logs) are kept for the median trial of

@@ -12,6 +12,7 @@ pub mod failures;
 pub mod findings;
 pub mod header;
 pub mod heatmap;
+pub mod pages;
 pub mod repeat;
 pub mod segments;
 pub mod telemetry;
@@ -39,6 +40,11 @@ pub const ALL: &[Section] = &[
         id: "segments",
         title: "Segments: throughput under impairment",
         render: segments::render,
+    },
+    Section {
+        id: "pages",
+        title: "Web pages: load time, visual progress and stream scheduling",
+        render: pages::render,
     },
     Section {
         id: "telemetry",
@@ -80,6 +86,7 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
         Workload::Repeat { requests } => format!("{requests} × {}", units::size(bytes)),
         // every unit's bytes: the TTLB sections do not render for it
         Workload::SingleObject | Workload::Telemetry { .. } => units::size(bytes),
+        Workload::Pages { ref pages } => pages::label(pages, bytes),
     }
 }
 
@@ -93,6 +100,12 @@ pub fn ttlb_note(c: &Campaign) -> String {
         }
         Workload::Segments { count, .. } => {
             format!("each trial fetches {count} segments one after another on one connection")
+        }
+        Workload::Pages { .. } => {
+            return "<p class=\"caption\"><strong>TTLB here is the page load time:</strong> from \
+                    the first connection attempt to the last byte of the page's last resource; \
+                    TTFB is the document's first byte.</p>\n"
+                .to_string();
         }
     };
     format!(

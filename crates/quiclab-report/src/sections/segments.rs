@@ -810,6 +810,7 @@ mod tests {
                 ttlb_ms: each_ms * n as f64,
                 detail: Detail {
                     telemetry: None,
+                    page: None,
                     requests: (0..n)
                         .map(|i| RequestMetrics {
                             bytes,
