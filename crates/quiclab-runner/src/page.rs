@@ -196,4 +196,28 @@ mod tests {
         let (_, e) = parse("[]").unwrap_err();
         assert!(e.contains("at least one"), "{e}");
     }
+
+    #[test]
+    fn the_built_in_plan_loads_every_page_and_sets_the_servers_scheduling() {
+        use crate::plan::{Profile, parse};
+        let text = include_str!("../../../plans/pages.toml");
+        let quick = parse(text, "built-in pages", Profile::Quick).unwrap();
+        assert_eq!(quick.sizes.len(), 3);
+        assert!(quick.iterations < parse(text, "p", Profile::Full).unwrap().iterations);
+        let fifo = quick.arms.iter().find(|a| a.name == "h3-fifo").unwrap();
+        let args = fifo.server_args().join(" ");
+        assert!(args.contains("--quic-scheduling fifo"), "{args}");
+        assert!(args.contains("--quic-priorities on"), "{args}");
+        // the client is not told how the server schedules
+        assert!(!fifo.client_args().join(" ").contains("scheduling"));
+        let bad = text.replace("quic-scheduling = \"fifo\"", "quic-scheduling = \"lifo\"");
+        let e = parse(&bad, "p.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains("round-robin or fifo"), "{e}");
+        let bad = text.replace(
+            "pages = [\"small\", \"medium\", \"large\"]",
+            "pages = [\"huge\"]",
+        );
+        let e = parse(&bad, "p.toml", Profile::Full).unwrap_err();
+        assert!(e.line > 0 && e.message.contains("huge"), "{e}");
+    }
 }

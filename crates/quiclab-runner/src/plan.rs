@@ -1441,7 +1441,7 @@ b = "h3"
         )
         .unwrap_err();
         assert!(e.message.contains("1 to 1000"), "{e}");
-        let e = broken("kind = \"single-object\"", "kind = \"pages\"");
+        let e = broken("kind = \"single-object\"", "kind = \"webpages\"");
         assert!(e.message.contains("\"segments\""), "{e}");
         let e = parse(&seg.replace("\"5MB\"", "\"1MB\""), "t.toml", Profile::Full).unwrap_err();
         assert!(e.message.contains("below segment-min"), "{e}");

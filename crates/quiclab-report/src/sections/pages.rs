@@ -375,4 +375,79 @@ mod tests {
         assert!(label(&pages, 566_000).starts_with("small (18 resources, "));
         assert_eq!(label(&pages, 1), units::size(1));
     }
+
+    /// Two arms, three trials each, one page: medians, changes and a waterfall per arm.
+    #[test]
+    fn the_section_tabulates_medians_and_draws_each_arms_median_trial() {
+        use crate::model::{Arm, Campaign, Comparison, Condition, Metrics};
+        let page = PageInfo {
+            name: "p".into(),
+            source: "p".into(),
+            resources: 2,
+            bytes: 2000,
+        };
+        let mut trials = Vec::new();
+        for (arm, plts) in [("h2", [300.0, 400.0, 500.0]), ("h3", [200.0, 250.0, 900.0])] {
+            for (it, plt) in plts.into_iter().enumerate() {
+                let mut d = detail();
+                d.plt_ms = plt;
+                d.main_image_ms = Some(plt / 2.0);
+                trials.push(Trial {
+                    id: format!("{arm}-{it}"),
+                    arm: arm.into(),
+                    condition: "base".into(),
+                    size: 2000,
+                    iteration: it as u32,
+                    seed: 1,
+                    before: None,
+                    outcome: Ok(Metrics {
+                        ttlb_ms: plt,
+                        detail: crate::model::Detail {
+                            page: Some(d),
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    }),
+                    artifacts: None,
+                });
+            }
+        }
+        let arm = |n: &str| Arm {
+            name: n.into(),
+            label: n.into(),
+            caveats: Vec::new(),
+        };
+        let camp = Campaign {
+            workload: Workload::Pages { pages: vec![page] },
+            arms: vec![arm("h2"), arm("h3")],
+            conditions: vec![Condition {
+                name: "base".into(),
+                label: "10 Mbit/s".into(),
+                rtt_ms: 20.0,
+                rate_bps: Some(10_000_000),
+            }],
+            sizes: vec![2000],
+            comparisons: vec![Comparison {
+                a: "h2".into(),
+                b: "h3".into(),
+            }],
+            trials,
+            ..Default::default()
+        };
+        let an = Analysis::new(&camp);
+        let html = render(&an).unwrap();
+        // medians: h2 400 ms, h3 250 ms (main image half of each trial's)
+        assert!(html.contains("<td class=\"num\">400 ms</td>"), "{html}");
+        assert!(html.contains("<td class=\"num\">250 ms</td>"), "{html}");
+        assert!(html.contains(&units::signed_pct(-0.375)), "{html}");
+        // one waterfall per arm, each of its median trial
+        assert_eq!(html.matches("<svg").count(), 2);
+        assert!(html.contains("h2 — iteration 1") && html.contains("h3 — iteration 1"));
+        // other workloads: nothing
+        let other = Campaign {
+            workload: Workload::SingleObject,
+            ..camp.clone()
+        };
+        assert!(render(&Analysis::new(&other)).is_none());
+    }
 }
