@@ -267,7 +267,7 @@ impl Page {
     }
 
     /// The rules every page keeps, whatever made it.
-    fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let Some(doc) = self.resources.first() else {
             return Err("no resource: a page has at least its document ([[resource]])".into());
         };
@@ -479,7 +479,8 @@ impl Builder {
     }
 }
 
-/// A page by name: a built-in one, or a TOML manifest file.
+/// A page by name: a built-in one, a TOML manifest file, or a HAR file (`*.har`, imported by
+/// [`crate::har::page_from_har`] and named after the file).
 pub fn load_manifest(name_or_path: &str) -> Result<Page, ManifestError> {
     if let Some(p) = builtin(name_or_path) {
         return Ok(p);
@@ -487,10 +488,20 @@ pub fn load_manifest(name_or_path: &str) -> Result<Page, ManifestError> {
     let text = std::fs::read_to_string(name_or_path).map_err(|e| ManifestError {
         origin: name_or_path.to_string(),
         message: format!(
-            "cannot read it ({e}); a page is one of {} or a TOML manifest file",
+            "cannot read it ({e}); a page is one of {}, a TOML manifest file or a .har file",
             BUILTIN.join(", ")
         ),
     })?;
+    let path = std::path::Path::new(name_or_path);
+    if path
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("har"))
+    {
+        let name = path
+            .file_stem()
+            .map_or("page".into(), |s| s.to_string_lossy().into_owned());
+        return crate::har::page_from_har(&text, name_or_path, &name);
+    }
     Page::from_toml(&text, name_or_path)
 }
 

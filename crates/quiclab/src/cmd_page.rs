@@ -26,8 +26,11 @@ use crate::recordargs::RecordArgs;
 /// --no-priorities; `quiclab serve` honours them over HTTP/3 (see its --quic-priorities and
 /// --quic-scheduling) and, like the servers Yu & Benson measured, ignores them over HTTP/2.
 ///
-/// The page is a built-in one (small: 18 resources, medium: 59, large: 99) or a TOML manifest
-/// (see docs/pages.md; --print-manifest shows a built-in page in that format).
+/// The page is a built-in one (small: 18 resources, medium: 59, large: 99), a TOML manifest
+/// (see docs/pages.md), or a HAR file saved by a browser (*.har: its successful GETs, with
+/// their types, sizes, initiators and priorities). --print-manifest prints the page as a TOML
+/// manifest, e.g. to turn a HAR into a manifest to edit:
+///   quiclab page --page site.har --print-manifest > site.toml
 ///
 /// Reports the page load time (last byte of the last resource), the first render (every
 /// render-blocking resource has arrived), a visual-progress index (the weighted mean time at which
@@ -43,7 +46,7 @@ pub struct PageCmd {
     /// The server: https://HOST[:PORT].
     #[arg(value_name = "URL", required_unless_present = "print_manifest")]
     url: Option<String>,
-    /// The page: small, medium, large, or a TOML manifest file.
+    /// The page: small, medium, large, a TOML manifest file or a HAR file (*.har).
     #[arg(long, value_name = "NAME|FILE", default_value = "small")]
     page: String,
     /// Print the page's manifest (TOML) and exit.
