@@ -76,6 +76,30 @@ pub(crate) fn parse_pages(
     Ok((Workload::Pages { pages }, sizes))
 }
 
+/// Refuses arm keys `quiclab page` cannot honour: the coded transport (it is not HTTP) and
+/// session resumption (a page load makes its connections once, with nothing to resume).
+pub(crate) fn check_arm(
+    arm: &str,
+    t: &indexmap::IndexMap<Spanned<String>, Spanned<toml::Value>>,
+) -> Result<(), (Range<usize>, String)> {
+    for (k, v) in t {
+        let refused = match (k.get_ref().as_str(), v.get_ref()) {
+            ("http", toml::Value::String(h)) if h == "coded" => {
+                "http = \"coded\": page loads are HTTP (1.1, 2 or 3)"
+            }
+            ("resume", _) => {
+                "resume: a page load opens its connections once, with no session to resume"
+            }
+            _ => continue,
+        };
+        return Err((
+            v.span(),
+            format!("arm {arm:?}: {refused} (the pages workload)"),
+        ));
+    }
+    Ok(())
+}
+
 /// The page a trial of `size` loads.
 pub(crate) fn page_for(workload: &Workload, size: u64) -> Option<&PageInfo> {
     match workload {

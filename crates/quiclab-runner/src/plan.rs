@@ -1236,6 +1236,10 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
     }
     let mut arms = Vec::new();
     for (aname, t) in raw.arms.get_ref() {
+        if let Workload::Pages { .. } = workload {
+            crate::page::check_arm(aname.get_ref(), t)
+                .map_err(|(at, message)| ctx.err(at, message))?;
+        }
         arms.push(parse_arm(
             &ctx,
             aname,

@@ -67,6 +67,9 @@ pub struct PageCmd {
     /// TCP congestion controller (HTTP/1.1 and HTTP/2); default: the kernel's.
     #[arg(long, value_name = "NAME")]
     tcp_cc: Option<String>,
+    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT). HTTP/1.1 and HTTP/2.
+    #[arg(long)]
+    tfo: bool,
     /// Print one JSON record (every resource's times) instead of a summary.
     #[arg(long)]
     json: bool,
@@ -104,8 +107,10 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
         .with_context(|| format!("reading --cacert {}", cacert.display()))?;
     let stack = match c.http {
         HttpArg::Http3 => {
-            if c.tcp_cc.is_some() {
-                anyhow::bail!("--tcp-cc applies to HTTP/1.1 and HTTP/2; use --quic-cc for HTTP/3");
+            if c.tcp_cc.is_some() || c.tfo {
+                anyhow::bail!(
+                    "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
+                );
             }
             Stack::Quic(QuicClientOptions {
                 quic: c.quic.options()?,
@@ -128,7 +133,7 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
             ca_pem,
             resume: false,
             tcp_congestion: c.tcp_cc.clone(),
-            fast_open: false,
+            fast_open: c.tfo,
             path_min_rtt_us: c.record.path_min_rtt_us(),
         }),
     };

@@ -385,10 +385,10 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
                 arm.name,
                 arm.label,
                 arm.server_args().join(" "),
-                if arm.telemetry.is_some() {
-                    "telemetry"
-                } else {
-                    "get"
+                match (&arm.telemetry, &plan.workload) {
+                    (Some(_), _) => "telemetry",
+                    (None, quiclab_runner::plan::Workload::Pages { .. }) => "page",
+                    _ => "get",
                 },
                 arm.client_args().join(" ")
             );

@@ -51,7 +51,10 @@ b = "h3-fifo"
     // 593 kB over 10 Mbit/s take 474 ms; with handshakes and discovery round trips more
     let wire_ms = pages[0].bytes as f64 * 8.0 / 10e6 * 1000.0;
     for t in &campaign.trials {
-        let m = t.outcome.as_ref().unwrap_or_else(|e| panic!("{}: {e}", t.id));
+        let m = t
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id));
         let d = m.detail.page.as_ref().expect("page detail");
         assert_eq!(d.resources.len(), 18);
         assert_eq!(m.ttlb_ms, d.plt_ms, "TTLB is the page load time");
@@ -67,6 +70,9 @@ b = "h3-fifo"
     assert!(section.contains("small (18 resources"), "page labels");
     // a waterfall per arm for the one condition and page
     assert!(section.contains("h2 — iteration") && section.contains("h3-fifo — iteration"));
-    assert!(html.contains("id=\"heatmap-0\""), "the page load time heatmap");
+    assert!(
+        html.contains("id=\"heatmap-0\""),
+        "the page load time heatmap"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
