@@ -15,6 +15,7 @@ pub mod analysis;
 mod chart;
 mod html;
 pub mod model;
+mod page_model;
 pub mod playback;
 mod sections;
 pub mod stats;

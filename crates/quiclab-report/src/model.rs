@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::page_model::{PageDetail, PageInfo, ResourceTimes};
+
 /// One campaign, as stored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Campaign {
@@ -74,6 +76,9 @@ pub enum Workload {
     /// trial's number of parallel connections, which is the trial's **size**: aggregate goodput
     /// and CPU per byte of both ends (study S2, bulk throughput and packet size).
     Bulk { duration_ms: u64 },
+    /// A web page loaded like a browser loads it (see `quiclab page`), one page per size: each
+    /// page's total bytes are its trial size. TTLB is the page load time.
+    Pages { pages: Vec<PageInfo> },
 }
 
 /// The stream rate of a segments workload when the plan names none: 6 Mbit/s, HD video as in
@@ -99,6 +104,7 @@ impl Workload {
             Workload::Segments { .. } => "segments",
             Workload::Telemetry { .. } => "telemetry",
             Workload::Bulk { .. } => "bulk",
+            Workload::Pages { .. } => "pages",
         }
     }
 
@@ -133,6 +139,14 @@ impl Workload {
                  connections (one GET of a huge object each)",
                 crate::units::number(*duration_ms as f64 / 1000.0, 1)
             ),
+            Workload::Pages { pages } => format!(
+                "one page load per trial ({}), every resource requested as a browser discovers it",
+                pages
+                    .iter()
+                    .map(|p| format!("{}: {} resources", p.name, p.resources))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 
@@ -141,7 +155,10 @@ impl Workload {
     pub fn is_requests(&self) -> bool {
         matches!(
             self,
-            Workload::SingleObject | Workload::Repeat { .. } | Workload::Segments { .. }
+            Workload::SingleObject
+                | Workload::Repeat { .. }
+                | Workload::Segments { .. }
+                | Workload::Pages { .. }
         )
     }
 }
@@ -238,11 +255,17 @@ pub struct Detail {
     /// Goodput, CPU and packet size (the bulk workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bulk: Option<BulkDetail>,
+    /// Every resource's times (the pages workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageDetail>,
 }
 
 impl Detail {
     pub fn is_empty(&self) -> bool {
-        self.requests.is_empty() && self.telemetry.is_none() && self.bulk.is_none()
+        self.requests.is_empty()
+            && self.telemetry.is_none()
+            && self.bulk.is_none()
+            && self.page.is_none()
     }
 }
 

@@ -85,6 +85,15 @@ fn workload_of(plan: &Plan, size: u64, seed: u64) -> (Vec<u64>, serde_json::Valu
             let config = json!({"kind": "segments", "sizes": sizes, "connection": "reuse"});
             (sizes, config)
         }
+        // one page load: its requests are the client's to discover
+        Workload::Pages { .. } => {
+            let page = crate::page::page_for(&plan.workload, size);
+            (
+                Vec::new(),
+                json!({"kind": "pages", "page": page.map(|p| &p.name),
+                       "source": page.map(|p| &p.source), "bytes": size}),
+            )
+        }
         // no requests: units, whose bytes are the trial's size
         Workload::Telemetry {
             units_per_second,

@@ -11,6 +11,7 @@
 pub mod bulk;
 pub mod campaign;
 pub mod expand;
+mod page;
 pub mod plan;
 pub mod telemetry;
 pub mod trial;

@@ -16,7 +16,9 @@
 //!                            # `segment-min`..`segment-max` per iteration; `stream-rate` and
 //!                            # `player-buffer` set the report's playback estimate), "telemetry"
 //!                            # (`units-per-second` 8-byte units in flushes of `flush` units
-//!                            # for `duration`; arms say `telemetry = MODE`, not `http`)
+//!                            # for `duration`; arms say `telemetry = MODE`, not `http`),
+//!                            # "pages" (`pages` = built-in page names or manifest files, each
+//!                            # loaded like a browser by `quiclab page`; see docs/pages.md)
 //! [network]                  # applied to every condition (link keys as in `quiclab link`)
 //! rate = "10mbit"
 //! delay = "10ms"
@@ -192,6 +194,13 @@ fn check_on_off(v: &str) -> Result<String, String> {
         .map_err(|_| "allowed: on or off".into())
 }
 
+fn check_scheduling(v: &str) -> Result<String, String> {
+    match v {
+        "round-robin" | "fifo" => Ok(v.to_string()),
+        _ => Err("allowed: round-robin or fifo".into()),
+    }
+}
+
 fn check_bool(v: &str) -> Result<String, String> {
     match v {
         "true" | "false" => Ok(v.to_string()),
@@ -337,6 +346,22 @@ const KNOBS: &[Knob] = &[
         help: "largest TLS record payload over TCP, bytes",
         telemetry: false,
         check: check_record,
+    },
+    Knob {
+        key: "quic-scheduling",
+        applies: Applies::Quic,
+        flag: Flag::Server("--quic-scheduling"),
+        help: "how the server shares its sending side between streams: round-robin or fifo",
+        telemetry: false,
+        check: check_scheduling,
+    },
+    Knob {
+        key: "quic-priorities",
+        applies: Applies::Quic,
+        flag: Flag::Server("--quic-priorities"),
+        help: "the server honours RFC 9218 priority headers: on or off",
+        telemetry: false,
+        check: check_on_off,
     },
     Knob {
         key: "resume",
@@ -864,6 +889,7 @@ const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
     ),
     ("telemetry", &["units-per-second", "flush", "duration"]),
     ("bulk", &["connections", "duration"]),
+    ("pages", &["pages"]),
 ];
 
 /// The most parallel connections a bulk trial may open (one client process each).
@@ -1110,6 +1136,8 @@ fn parse_workload(
                 counts,
             )
         }
+        "pages" => crate::page::parse_pages(t.get_key_value("pages").map(|(_, v)| v), ctx.file)
+            .map_err(|(span, message)| ctx.err(span.unwrap_or(at), message))?,
         _ => unreachable!("kinds are listed in WORKLOAD_KEYS"),
     })
 }
@@ -1300,6 +1328,10 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
     }
     let mut arms = Vec::new();
     for (aname, t) in raw.arms.get_ref() {
+        if let Workload::Pages { .. } = workload {
+            crate::page::check_arm(aname.get_ref(), t)
+                .map_err(|(at, message)| ctx.err(at, message))?;
+        }
         arms.push(parse_arm(
             &ctx,
             aname,
@@ -1505,7 +1537,7 @@ b = "h3"
         )
         .unwrap_err();
         assert!(e.message.contains("1 to 1000"), "{e}");
-        let e = broken("kind = \"single-object\"", "kind = \"pages\"");
+        let e = broken("kind = \"single-object\"", "kind = \"webpages\"");
         assert!(e.message.contains("\"segments\""), "{e}");
         let e = parse(&seg.replace("\"5MB\"", "\"1MB\""), "t.toml", Profile::Full).unwrap_err();
         assert!(e.message.contains("below segment-min"), "{e}");

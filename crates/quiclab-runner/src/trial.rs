@@ -354,8 +354,14 @@ fn execute(
             &server,
         )
     });
+    let pages = matches!(plan.workload, Workload::Pages { .. });
     let mut client_args = vec![
-        if telemetry { "telemetry" } else { "get" }.to_string(),
+        match (telemetry, pages) {
+            (true, _) => "telemetry",
+            (_, true) => "page",
+            _ => "get",
+        }
+        .to_string(),
         "--json".into(),
         "--cacert".into(),
         cert.display().to_string(),
@@ -403,6 +409,37 @@ fn execute(
             &server_log,
             requests_out,
         );
+    }
+    if pages {
+        let rec = crate::page::read_record(&client_out);
+        if let Some(r) = &rec {
+            *requests_out = serde_json::to_value(r).map_or(json!([]), |v| json!([v]));
+        }
+        if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+            return Err(fail(format!("the link emulator failed: {err}")));
+        }
+        let Some(status) = status else {
+            return Err(fail(format!(
+                "the client did not finish within {:.0} s",
+                timeout.as_secs_f64()
+            )));
+        };
+        let Some(rec) = rec else {
+            return Err(fail(format!(
+                "the client ({status}) wrote no page record: {}",
+                tail(&client_log, 3)
+            )));
+        };
+        let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
+        if device_drops > 0 {
+            return Err(fail(format!(
+                "{device_drops} packets were dropped by the kernel before reaching the emulator \
+                 (the host could not keep up)"
+            )));
+        }
+        let min_rtt_ms = cond.link.min_rtt().as_secs_f64() * 1000.0;
+        let timeline = read_timeline(&timeline, rec.start_us);
+        return crate::page::metrics(&rec, &timeline, &reports, min_rtt_ms).map_err(fail);
     }
     let records = read_records(&client_out);
     *requests_out = serde_json::Value::Array(
@@ -777,6 +814,12 @@ fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
         Workload::Segments { .. } => {
             args.extend(["--connection".into(), "reuse".into()]);
             args.extend(spec.requests.iter().map(|&s| url(s)));
+        }
+        Workload::Pages { .. } => {
+            if let Some(p) = crate::page::page_for(&plan.workload, spec.size) {
+                args.extend(["--page".into(), p.source.clone()]);
+            }
+            args.push(format!("https://{SERVER_V4}"));
         }
     }
     args

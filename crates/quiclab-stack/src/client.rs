@@ -228,19 +228,19 @@ pub(crate) fn error_chain(e: &dyn StdError) -> String {
     s
 }
 
-enum Sender {
+pub(crate) enum Sender {
     H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
     H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
 }
 
 /// An open connection.
-struct Connection {
+pub(crate) struct Connection {
     authority: String,
-    index: u32,
-    sender: Sender,
+    pub(crate) index: u32,
+    pub(crate) sender: Sender,
     /// A duplicate of the TCP socket, for TCP_INFO while hyper owns the stream.
     socket: Socket,
-    handshake: Handshake,
+    pub(crate) handshake: Handshake,
     congestion: String,
     driver: JoinHandle<()>,
 }
@@ -262,16 +262,16 @@ impl Connection {
 }
 
 /// The parts of a request URL the client needs.
-struct Target {
+pub(crate) struct Target {
     host: String,
     port: u16,
-    authority: String,
-    path: String,
-    uri: Uri,
+    pub(crate) authority: String,
+    pub(crate) path: String,
+    pub(crate) uri: Uri,
 }
 
 impl Target {
-    fn parse(url: &str) -> Result<Target, ClientError> {
+    pub(crate) fn parse(url: &str) -> Result<Target, ClientError> {
         let bad = |reason: &str| ClientError::BadUrl {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -517,7 +517,11 @@ impl Client {
     }
 
     /// Opens a TCP connection, does the TLS and HTTP handshakes.
-    async fn connect(&self, target: &Target, index: u32) -> Result<Connection, ClientError> {
+    pub(crate) async fn connect(
+        &self,
+        target: &Target,
+        index: u32,
+    ) -> Result<Connection, ClientError> {
         let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
             .and_then(|mut a| {

@@ -23,6 +23,10 @@
 pub mod client;
 pub mod coded;
 pub mod files;
+pub mod h3prio;
+pub mod har;
+pub mod page;
+pub mod page_client;
 pub mod qlog;
 pub mod quic;
 pub mod record;

@@ -225,6 +225,9 @@ pub struct QuicOptions {
     /// Round-robin between streams with data to send (quinn's default); `false` sends them one
     /// after another in the order they were opened (FIFO).
     pub round_robin: bool,
+    /// The server honours RFC 9218 `priority` request headers (urgency first; see
+    /// [`crate::h3prio`]); `false`: every response at the default urgency.
+    pub priorities: bool,
 }
 
 impl Default for QuicOptions {
@@ -241,6 +244,7 @@ impl Default for QuicOptions {
             send_window: 10_000_000,
             datagram_buffer: None,
             round_robin: true,
+            priorities: true,
         }
     }
 }
@@ -386,7 +390,7 @@ impl QuicOptions {
     /// A one-line summary for ready lines and logs.
     pub fn summary(&self) -> String {
         format!(
-            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; datagrams {}",
+            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; priorities {}; datagrams {}",
             self.congestion.label(),
             self.initial_rtt_us as f64 / 1000.0,
             on_off(self.mtu_discovery),
@@ -404,6 +408,7 @@ impl QuicOptions {
             } else {
                 "fifo"
             },
+            on_off(self.priorities),
             self.datagram_buffer
                 .map_or("off".to_string(), |n| format!("on, {n} bytes buffered")),
         )
@@ -584,6 +589,10 @@ impl QuicServer {
                 alt_svc,
                 root: opts.root,
                 telemetry: opts.telemetry,
+                scheduling: crate::h3prio::Scheduling {
+                    round_robin: opts.quic.round_robin,
+                    priorities: opts.quic.priorities,
+                },
             }),
             timeline: opts.timeline,
             crypto,
@@ -687,9 +696,11 @@ struct Routes {
     alt_svc: http::HeaderValue,
     root: Option<PathBuf>,
     telemetry: Option<RecordLog>,
+    /// How response streams share the connection.
+    scheduling: crate::h3prio::Scheduling,
 }
 
-type H3ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type H3ServerStream = h3::server::RequestStream<crate::h3prio::BidiStream<Bytes>, Bytes>;
 
 async fn serve_connection(
     incoming: quinn::Incoming,
@@ -757,8 +768,11 @@ async fn serve_h3(
     routes: Arc<Routes>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
-    let mut h3conn: h3::server::Connection<h3_quinn::Connection, Bytes> =
-        h3::server::Connection::new(h3_quinn::Connection::new(conn.clone()))
+    let urgencies = crate::h3prio::Urgencies::default();
+    let transport =
+        crate::h3prio::Connection::new(conn.clone(), routes.scheduling, urgencies.clone());
+    let mut h3conn: h3::server::Connection<crate::h3prio::Connection, Bytes> =
+        h3::server::Connection::new(transport)
             .await
             .map_err(|source| QuicConnectionError::Http { peer, source })?;
     let mut requests = JoinSet::new();
@@ -766,9 +780,16 @@ async fn serve_h3(
         match h3conn.accept().await {
             Ok(Some(resolver)) => {
                 let (routes, on_error) = (routes.clone(), on_error.clone());
+                let urgencies = urgencies.clone();
                 requests.spawn(async move {
                     let served = async {
                         let (req, stream) = resolver.resolve_request().await?;
+                        // before the response's first byte: it decides the stream's priority
+                        if let Some(p) = req.headers().get("priority").and_then(|v| v.to_str().ok())
+                        {
+                            let urgency = crate::page::Priority::parse_header(p).urgency;
+                            urgencies.set(stream.id().into_inner(), urgency);
+                        }
                         handle(req, stream, routes).await
                     };
                     if let Err(source) = served.await
@@ -1064,13 +1085,13 @@ pub(crate) fn client_config(
 }
 
 /// Where a URL points: the name for TLS, the address to connect to.
-struct Target {
+pub(crate) struct Target {
     server_name: String,
-    addr: SocketAddr,
-    uri: Uri,
+    pub(crate) addr: SocketAddr,
+    pub(crate) uri: Uri,
 }
 
-fn target(url: &str) -> Result<Target, String> {
+pub(crate) fn target(url: &str) -> Result<Target, String> {
     let uri: Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
     if uri.scheme_str() != Some("https") {
         return Err(format!("HTTP/3 needs an https URL, got {url:?}"));
@@ -1096,16 +1117,16 @@ fn target(url: &str) -> Result<Target, String> {
 }
 
 /// An open HTTP/3 connection of the client.
-struct ClientConn {
+pub(crate) struct ClientConn {
     conn: quinn::Connection,
-    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    pub(crate) send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     driver: tokio::task::JoinHandle<()>,
     /// The name the connection was made for (TLS verified the certificate for it).
     server_name: String,
     index: u32,
-    handshake: Handshake,
+    pub(crate) handshake: Handshake,
     /// When the handshake completed, if the connection waited for it.
-    handshake_done_us: Option<u64>,
+    pub(crate) handshake_done_us: Option<u64>,
     /// With 0-RTT: resolves to (0-RTT accepted, when the handshake completed).
     zero_rtt: Option<tokio::task::JoinHandle<(bool, u64)>>,
     /// What the connection's congestion controller saw, and its qlog.
@@ -1114,7 +1135,7 @@ struct ClientConn {
     kx: Arc<KxLog>,
 }
 
-async fn connect(
+pub(crate) async fn connect(
     endpoint: &quinn::Endpoint,
     tls: &ClientTls,
     opts: &QuicClientOptions,
@@ -1438,7 +1459,7 @@ async fn retry_after_0rtt_rejected(
     fetch(c, t, rec).await
 }
 
-async fn close(c: ClientConn) {
+pub(crate) async fn close(c: ClientConn) {
     c.conn.close(H3_NO_ERROR, b"done");
     c.driver.abort();
     // The qlog gets the close too when it is flushed after it.

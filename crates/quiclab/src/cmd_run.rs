@@ -25,17 +25,18 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("telemetry", include_str!("../../../plans/telemetry.toml")),
     ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
     ("bulk-mtu", include_str!("../../../plans/bulk-mtu.toml")),
+    ("pages", include_str!("../../../plans/pages.toml")),
 ];
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
 /// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry,
-/// coded-loss, bulk-mtu). Without PLAN, the quick profile of www21 runs: H3 against H2 on a 10 Mbit/s link
-/// with loss and delay, a few minutes.
+/// coded-loss, bulk-mtu, pages). Without PLAN, the quick profile of www21 runs: H3 against H2 on
+/// a 10 Mbit/s link with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
-/// `quiclab get` (`quiclab telemetry` for the telemetry workload); arms compared within an
-/// iteration share its seed (the same packet fates).
+/// `quiclab get` (`quiclab telemetry` for the telemetry workload, `quiclab page` for web
+/// pages); arms compared within an iteration share its seed (the same packet fates).
 /// Results go to DIR/results.db (SQLite) one trial at a time, so Ctrl-C keeps every finished
 /// trial, and running the same plan into the same directory again resumes where it stopped.
 /// Artifacts (TLS keys, sender timelines, packet events, logs) are kept for the median trial of
@@ -390,10 +391,10 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
                 arm.name,
                 arm.label,
                 arm.server_args().join(" "),
-                if arm.telemetry.is_some() {
-                    "telemetry"
-                } else {
-                    "get"
+                match (&arm.telemetry, &plan.workload) {
+                    (Some(_), _) => "telemetry",
+                    (None, quiclab_runner::plan::Workload::Pages { .. }) => "page",
+                    _ => "get",
                 },
                 arm.client_args().join(" ")
             );

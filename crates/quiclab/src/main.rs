@@ -4,6 +4,7 @@ mod bench_stacks;
 mod cmd_bench;
 mod cmd_get;
 mod cmd_link;
+mod cmd_page;
 mod cmd_run;
 mod cmd_selftest;
 mod cmd_serve;
@@ -44,6 +45,7 @@ enum Cmd {
     Selftest(cmd_selftest::SelftestCmd),
     Bench(cmd_bench::BenchCmd),
     Get(cmd_get::GetCmd),
+    Page(cmd_page::PageCmd),
     Serve(cmd_serve::ServeCmd),
     Telemetry(cmd_telemetry::TelemetryCmd),
 }
@@ -59,6 +61,7 @@ fn main() {
         Cmd::Selftest(c) => cmd_selftest::selftest(c),
         Cmd::Bench(c) => cmd_bench::bench(c),
         Cmd::Get(c) => cmd_get::get(c),
+        Cmd::Page(c) => cmd_page::page(c),
         Cmd::Serve(c) => cmd_serve::serve(c),
         Cmd::Telemetry(c) => cmd_telemetry::telemetry(c),
     };

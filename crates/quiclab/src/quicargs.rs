@@ -39,6 +39,11 @@ pub struct QuicArgs {
     /// default) or fifo (one stream after another, in the order they were opened).
     #[arg(long, value_name = "round-robin|fifo", default_value = "round-robin", value_parser = ["round-robin", "fifo"])]
     quic_scheduling: String,
+    /// Whether an HTTP/3 server honours RFC 9218 `priority` request headers (e.g. `u=1` before
+    /// `u=5, i`): on sends more urgent responses first, then shares equal urgencies as
+    /// --quic-scheduling says; off answers every request at the default urgency (u=3).
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    quic_priorities: String,
     /// Unreliable QUIC datagrams (RFC 9221): off, or the bytes buffered for sending and for
     /// receiving them (e.g. 1mb); a datagram is at most one packet.
     #[arg(long, value_name = "off|SIZE", default_value = "off")]
@@ -69,6 +74,8 @@ impl QuicArgs {
                 .quic_conn_window
                 .unwrap_or(QuicOptions::default().receive_window),
             round_robin: self.quic_scheduling == "round-robin",
+            priorities: quic::parse_on_off("priorities", &self.quic_priorities)
+                .context("--quic-priorities")?,
             datagram_buffer: match self.quic_datagrams.as_str() {
                 "off" => None,
                 s => Some(size(s).map_err(|e| anyhow::anyhow!("--quic-datagrams: {e}"))?),

@@ -13,6 +13,7 @@ pub mod failures;
 pub mod findings;
 pub mod header;
 pub mod heatmap;
+pub mod pages;
 pub mod repeat;
 pub mod segments;
 pub mod telemetry;
@@ -40,6 +41,11 @@ pub const ALL: &[Section] = &[
         id: "segments",
         title: "Segments: throughput under impairment",
         render: segments::render,
+    },
+    Section {
+        id: "pages",
+        title: "Web pages: load time, visual progress and stream scheduling",
+        render: pages::render,
     },
     Section {
         id: "telemetry",
@@ -91,6 +97,7 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
             1 => "1 connection".to_string(),
             n => format!("{n} connections"),
         },
+        Workload::Pages { ref pages } => pages::label(pages, bytes),
     }
 }
 
@@ -106,6 +113,12 @@ pub fn ttlb_note(c: &Campaign) -> String {
         }
         Workload::Segments { count, .. } => {
             format!("each trial fetches {count} segments one after another on one connection")
+        }
+        Workload::Pages { .. } => {
+            return "<p class=\"caption\"><strong>TTLB here is the page load time:</strong> from \
+                    the first connection attempt to the last byte of the page's last resource; \
+                    TTFB is the document's first byte.</p>\n"
+                .to_string();
         }
     };
     format!(

@@ -1,0 +1,247 @@
+//! The `pages` workload: which pages a plan loads, what `quiclab page` is told, and a trial's
+//! metrics from its page record.
+
+use std::ops::Range;
+use std::path::Path;
+
+use quiclab_netns::DirectionReport;
+use quiclab_report::model::{Detail, Metrics, PageDetail, PageInfo, ResourceTimes, Workload};
+use quiclab_stack::page::{self, BUILTIN};
+use quiclab_stack::page_client::PageRecord;
+use toml::Spanned;
+
+use crate::trial::Sample;
+
+/// A plan problem: where in the file (when known) and what.
+pub(crate) type Problem = (Option<Range<usize>>, String);
+
+/// `[workload] pages = [...]`: built-in page names or manifest files (relative to the plan's
+/// folder). Each page's total bytes become its trial size, so two pages of equal size are
+/// refused. Errors carry the span to point at.
+pub(crate) fn parse_pages(
+    v: Option<&Spanned<toml::Value>>,
+    plan_file: &str,
+) -> Result<(Workload, Vec<u64>), Problem> {
+    let allowed = format!(
+        "a list of pages: built-in {} or TOML manifest files (docs/pages.md)",
+        BUILTIN.join(", ")
+    );
+    let Some(v) = v else {
+        return Err((
+            None,
+            format!("[workload] needs pages, e.g. [\"small\", \"medium\", \"large\"]: {allowed}"),
+        ));
+    };
+    let at = Some(v.span());
+    let toml::Value::Array(items) = v.get_ref() else {
+        return Err((at, format!("pages: allowed: {allowed}")));
+    };
+    if items.is_empty() {
+        return Err((at, "pages: give at least one page".into()));
+    }
+    let base = Path::new(plan_file).parent().filter(|p| p.is_dir());
+    let mut pages: Vec<PageInfo> = Vec::new();
+    for item in items {
+        let toml::Value::String(name) = item else {
+            return Err((at, format!("pages: {item} is not allowed: {allowed}")));
+        };
+        let source = if page::builtin(name).is_some() || Path::new(name).is_absolute() {
+            name.clone()
+        } else {
+            match base {
+                Some(b) => b.join(name).display().to_string(),
+                None => name.clone(),
+            }
+        };
+        let p = page::load_manifest(&source).map_err(|e| (at.clone(), format!("pages: {e}")))?;
+        let bytes = p.total_bytes();
+        if let Some(other) = pages.iter().find(|o| o.bytes == bytes) {
+            return Err((
+                at,
+                format!(
+                    "pages: {name:?} and {:?} both have {bytes} bytes; a campaign tells its \
+                     pages apart by their size, so each must differ",
+                    other.name
+                ),
+            ));
+        }
+        pages.push(PageInfo {
+            name: p.name.clone(),
+            source,
+            resources: p.resources.len() as u32,
+            bytes,
+        });
+    }
+    let sizes = pages.iter().map(|p| p.bytes).collect();
+    Ok((Workload::Pages { pages }, sizes))
+}
+
+/// Refuses arm keys `quiclab page` cannot honour: the coded transport (it is not HTTP) and
+/// session resumption (a page load makes its connections once, with nothing to resume).
+pub(crate) fn check_arm(
+    arm: &str,
+    t: &indexmap::IndexMap<Spanned<String>, Spanned<toml::Value>>,
+) -> Result<(), (Range<usize>, String)> {
+    for (k, v) in t {
+        let refused = match (k.get_ref().as_str(), v.get_ref()) {
+            ("http", toml::Value::String(h)) if h == "coded" => {
+                "http = \"coded\": page loads are HTTP (1.1, 2 or 3)"
+            }
+            ("resume", _) => {
+                "resume: a page load opens its connections once, with no session to resume"
+            }
+            _ => continue,
+        };
+        return Err((
+            v.span(),
+            format!("arm {arm:?}: {refused} (the pages workload)"),
+        ));
+    }
+    Ok(())
+}
+
+/// The page a trial of `size` loads.
+pub(crate) fn page_for(workload: &Workload, size: u64) -> Option<&PageInfo> {
+    match workload {
+        Workload::Pages { pages } => pages.iter().find(|p| p.bytes == size),
+        _ => None,
+    }
+}
+
+/// A page trial's metrics: TTLB is the page load time, TTFB the document's first byte, the
+/// handshake the first connection's; the sender's timeline and the link's drops as for GETs.
+/// `Err` names what went wrong.
+pub(crate) fn metrics(
+    rec: &PageRecord,
+    timeline: &[Sample],
+    reports: &[DirectionReport],
+    min_rtt_ms: f64,
+) -> Result<Metrics, String> {
+    if let Some(e) = &rec.error {
+        return Err(format!("page load failed: {e}"));
+    }
+    let Some(m) = &rec.metrics else {
+        return Err("the page load did not complete".into());
+    };
+    let ms = |v: Option<f64>| v.unwrap_or(f64::NAN);
+    let doc_first = rec.resources.first().and_then(|r| r.first_byte_ms);
+    let last = timeline.last();
+    Ok(Metrics {
+        ttlb_ms: m.plt_ms,
+        ttfb_ms: ms(doc_first),
+        handshake_ms: rec.handshake_ms,
+        handshake_rtts: rec
+            .handshake_ms
+            .filter(|_| min_rtt_ms > 0.0)
+            .map(|h| h / min_rtt_ms),
+        hello_retry: rec.handshake.hello_retry,
+        retransmissions: last.and_then(|s| s.retransmits),
+        first_retransmit_offset: timeline.iter().find_map(|s| s.first_loss_offset),
+        impossible_rtt_samples: last.and_then(|s| s.impossible_rtt_samples),
+        link_drops: reports.iter().map(|r| r.counters.dropped_total()).sum(),
+        timeline: timeline
+            .iter()
+            .filter_map(|s| {
+                Some(quiclab_report::model::TimelinePoint {
+                    t_ms: s.t_ms,
+                    acked_bytes: s.acked_bytes?,
+                    cwnd_bytes: s.cwnd_bytes,
+                    rtt_ms: s.rtt_ms,
+                    congestion_event: s.congestion_event,
+                })
+            })
+            .collect(),
+        detail: Detail {
+            page: Some(PageDetail {
+                page: rec.page.clone(),
+                plt_ms: m.plt_ms,
+                render_ms: m.render_ms,
+                speed_index_ms: m.speed_index_ms,
+                main_image_ms: m.main_image_ms,
+                connections: rec.connections,
+                resources: rec
+                    .resources
+                    .iter()
+                    .map(|r| ResourceTimes {
+                        id: r.id.clone(),
+                        kind: r.kind.name().to_string(),
+                        bytes: r.bytes,
+                        urgency: r.urgency,
+                        incremental: r.incremental,
+                        critical: r.critical,
+                        main_image: r.main_image,
+                        connection: r.connection,
+                        start_ms: ms(r.start_ms),
+                        first_byte_ms: ms(r.first_byte_ms),
+                        last_byte_ms: ms(r.last_byte_ms),
+                    })
+                    .collect(),
+            }),
+            ..Detail::default()
+        },
+    })
+}
+
+/// The page record `quiclab page --json` wrote, if any.
+pub(crate) fn read_record(path: &Path) -> Option<PageRecord> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .find_map(|l| serde_json::from_str(l).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(list: &str) -> Result<(Workload, Vec<u64>), Problem> {
+        let v: toml::Table = toml::from_str(&format!("pages = {list}")).unwrap();
+        let v = Spanned::new(0..1, v["pages"].clone());
+        parse_pages(Some(&v), "built-in pages")
+    }
+
+    #[test]
+    fn built_in_pages_become_sizes_and_bad_ones_are_named() {
+        let (w, sizes) = parse(r#"["small", "large"]"#).unwrap();
+        let Workload::Pages { pages } = &w else {
+            panic!("{w:?}")
+        };
+        assert_eq!(pages.len(), 2);
+        assert_eq!(pages[0].resources, 18);
+        assert_eq!(sizes, vec![pages[0].bytes, pages[1].bytes]);
+        assert_eq!(page_for(&w, sizes[1]).unwrap().name, "large");
+        let (_, e) = parse(r#"["small", "small"]"#).unwrap_err();
+        assert!(e.contains("both have"), "{e}");
+        let (_, e) = parse(r#"["tiny"]"#).unwrap_err();
+        assert!(
+            e.contains("tiny") && e.contains("small, medium, large"),
+            "{e}"
+        );
+        let (_, e) = parse("[]").unwrap_err();
+        assert!(e.contains("at least one"), "{e}");
+    }
+
+    #[test]
+    fn the_built_in_plan_loads_every_page_and_sets_the_servers_scheduling() {
+        use crate::plan::{Profile, parse};
+        let text = include_str!("../../../plans/pages.toml");
+        let quick = parse(text, "built-in pages", Profile::Quick).unwrap();
+        assert_eq!(quick.sizes.len(), 3);
+        assert!(quick.iterations < parse(text, "p", Profile::Full).unwrap().iterations);
+        let fifo = quick.arms.iter().find(|a| a.name == "h3-fifo").unwrap();
+        let args = fifo.server_args().join(" ");
+        assert!(args.contains("--quic-scheduling fifo"), "{args}");
+        assert!(args.contains("--quic-priorities on"), "{args}");
+        // the client is not told how the server schedules
+        assert!(!fifo.client_args().join(" ").contains("scheduling"));
+        let bad = text.replace("quic-scheduling = \"fifo\"", "quic-scheduling = \"lifo\"");
+        let e = parse(&bad, "p.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains("round-robin or fifo"), "{e}");
+        let bad = text.replace(
+            "pages = [\"small\", \"medium\", \"large\"]",
+            "pages = [\"huge\"]",
+        );
+        let e = parse(&bad, "p.toml", Profile::Full).unwrap_err();
+        assert!(e.line > 0 && e.message.contains("huge"), "{e}");
+    }
+}

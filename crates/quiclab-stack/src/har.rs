@@ -1,0 +1,281 @@
+//! Page manifests from HAR files (HTTP Archive 1.2, as browsers' developer tools save them).
+//!
+//! Contract: [`page_from_har`] turns the entries of a HAR into a [`Page`] and never reads a
+//! file or a clock. What it takes from each entry:
+//! - only successful GETs (status 200-299) of http(s) URLs, in the order they started;
+//! - the document: the first entry whose resource type is `document` (Chrome's `_resourceType`)
+//!   or whose MIME type is `text/html`; it becomes resource 1 and everything before it is dropped;
+//! - the type from `_resourceType`, or else from the MIME type;
+//! - the size from `response.content.size` (the decoded body), or else `response.bodySize`;
+//! - the parent from the initiator (`_initiator.url`, or the first frame of its script stack)
+//!   when that names an earlier entry, otherwise the document;
+//! - the urgency from Chrome's `_priority` (VeryHigh 0, High 1, Medium 2, Low 3, VeryLow 4, as
+//!   Chrome maps its request priorities to RFC 9218), otherwise the type's default; a script at
+//!   High or above is render-blocking;
+//! - above the fold: a HAR does not say, so the largest image is taken as the main image with
+//!   weight 1 (edit the manifest to say more).
+//!
+//! Every origin is folded into one (quiclab serves a page from one server).
+
+use serde_json::Value;
+
+use crate::page::{Kind, MAX_RESOURCE_BYTES, ManifestError, Page, Priority, Resource};
+
+fn kind_of(entry: &Value) -> Kind {
+    let by_type = match entry["_resourceType"].as_str().unwrap_or("") {
+        "document" => Some(Kind::Html),
+        "stylesheet" => Some(Kind::Css),
+        "script" => Some(Kind::Js),
+        "font" => Some(Kind::Font),
+        "image" => Some(Kind::Image),
+        "" => None,
+        _ => Some(Kind::Other),
+    };
+    by_type.unwrap_or_else(|| {
+        let mime = entry["response"]["content"]["mimeType"]
+            .as_str()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if mime.starts_with("text/html") {
+            Kind::Html
+        } else if mime.starts_with("text/css") {
+            Kind::Css
+        } else if mime.contains("javascript") || mime.contains("ecmascript") {
+            Kind::Js
+        } else if mime.starts_with("font/") || mime.contains("font-") || mime.contains("woff") {
+            Kind::Font
+        } else if mime.starts_with("image/") {
+            Kind::Image
+        } else {
+            Kind::Other
+        }
+    })
+}
+
+fn urgency_of(entry: &Value) -> Option<u8> {
+    match entry["_priority"].as_str()? {
+        "VeryHigh" => Some(0),
+        "High" => Some(1),
+        "Medium" => Some(2),
+        "Low" => Some(3),
+        "VeryLow" => Some(4),
+        _ => None,
+    }
+}
+
+/// The URL of whatever started this request, if the HAR says.
+fn initiator_url(entry: &Value) -> Option<&str> {
+    let init = &entry["_initiator"];
+    init["url"].as_str().or_else(|| {
+        init["stack"]["callFrames"]
+            .as_array()?
+            .iter()
+            .find_map(|f| f["url"].as_str().filter(|u| !u.is_empty()))
+    })
+}
+
+fn size_of(entry: &Value) -> u64 {
+    let r = &entry["response"];
+    [r["content"]["size"].as_i64(), r["bodySize"].as_i64()]
+        .into_iter()
+        .flatten()
+        .find(|&n| n >= 0)
+        .map_or(0, |n| (n as u64).min(MAX_RESOURCE_BYTES))
+}
+
+/// A page from a HAR's text; `origin` names it in errors, `name` is the page's name.
+pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, ManifestError> {
+    let err = |message: String| ManifestError {
+        origin: origin.to_string(),
+        message,
+    };
+    let har: Value = serde_json::from_str(text).map_err(|e| {
+        err(format!(
+            "{}:{}: not a HAR file (JSON): {e}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let Some(entries) = har["log"]["entries"].as_array() else {
+        return Err(err(
+            "no log.entries: a HAR file is {\"log\": {\"entries\": [...]}}".into(),
+        ));
+    };
+    let mut kept: Vec<&Value> = entries
+        .iter()
+        .filter(|e| {
+            e["request"]["method"].as_str() == Some("GET")
+                && e["request"]["url"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("http://") || u.starts_with("https://"))
+                && e["response"]["status"]
+                    .as_i64()
+                    .is_some_and(|s| (200..300).contains(&s))
+        })
+        .collect();
+    // ISO 8601 times of one capture sort as text
+    kept.sort_by_key(|e| e["startedDateTime"].as_str().unwrap_or("").to_string());
+    let Some(doc) = kept.iter().position(|e| kind_of(e) == Kind::Html) else {
+        return Err(err(format!(
+            "none of its {} entries is a successful GET of an HTML document",
+            entries.len()
+        )));
+    };
+    let kept = &kept[doc..];
+    let mut page = Page {
+        name: name.to_string(),
+        resources: Vec::with_capacity(kept.len()),
+    };
+    let mut urls: Vec<&str> = Vec::with_capacity(kept.len());
+    for (i, e) in kept.iter().enumerate() {
+        let url = e["request"]["url"].as_str().unwrap_or_default();
+        let kind = if i == 0 { Kind::Html } else { kind_of(e) };
+        let parent = (i > 0).then(|| {
+            initiator_url(e)
+                .and_then(|u| urls.iter().position(|&k| k == u))
+                .unwrap_or(0)
+        });
+        let urgency = urgency_of(e);
+        let critical = match kind {
+            Kind::Html => i == 0,
+            Kind::Css => true,
+            Kind::Js => urgency.is_some_and(|u| u <= 1),
+            _ => false,
+        };
+        let default = Priority::browser_default(kind, critical);
+        // the same URL twice (a reload, a redirect target): numbered to keep ids unique
+        let dup = urls.iter().filter(|&&u| u == url).count();
+        let id = if dup == 0 {
+            url.to_string()
+        } else {
+            format!("{url}#{}", dup + 1)
+        };
+        urls.push(url);
+        page.resources.push(Resource {
+            id,
+            kind,
+            bytes: size_of(e),
+            parent,
+            critical,
+            above_fold: 0.0,
+            main_image: false,
+            priority: Priority {
+                urgency: urgency.unwrap_or(default.urgency),
+                incremental: default.incremental,
+            },
+        });
+    }
+    if let Some(main) = page
+        .resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.kind == Kind::Image)
+        .max_by_key(|(i, r)| (r.bytes, std::cmp::Reverse(*i)))
+        .map(|(i, _)| i)
+    {
+        page.resources[main].main_image = true;
+        page.resources[main].above_fold = 1.0;
+    }
+    page.validate().map_err(err)?;
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(url: &str, t: &str, mime: &str, size: i64, extra: Value) -> Value {
+        let mut e = json!({
+            "startedDateTime": format!("2026-01-01T00:00:{t}Z"),
+            "request": {"method": "GET", "url": url},
+            "response": {"status": 200, "bodySize": -1,
+                         "content": {"size": size, "mimeType": mime}},
+        });
+        if let (Some(o), Some(x)) = (e.as_object_mut(), extra.as_object()) {
+            o.extend(x.clone());
+        }
+        e
+    }
+
+    fn har() -> String {
+        json!({"log": {"entries": [
+            entry("https://a.test/favicon.ico", "00.000", "image/x-icon", 100, json!({})),
+            entry("https://a.test/", "00.100", "text/html", 30000, json!({"_priority": "VeryHigh"})),
+            entry("https://a.test/s.css", "00.200", "text/css", 9000,
+                  json!({"_initiator": {"type": "parser", "url": "https://a.test/"}})),
+            entry("https://a.test/app.js", "00.210", "application/javascript", 50000,
+                  json!({"_priority": "High", "_resourceType": "script"})),
+            entry("https://cdn.test/f.woff2", "00.400", "font/woff2", 20000,
+                  json!({"_initiator": {"type": "parser", "url": "https://a.test/s.css"}})),
+            entry("https://a.test/big.jpg", "00.300", "image/jpeg", 200000,
+                  json!({"_priority": "Low"})),
+            entry("https://a.test/lazy.png", "00.500", "image/png", 5000,
+                  json!({"_initiator": {"type": "script", "stack": {"callFrames": [
+                      {"url": "https://a.test/app.js"}]}}})),
+            // a failed request and a POST are not part of the page
+            json!({"startedDateTime": "2026-01-01T00:00:00.600Z",
+                   "request": {"method": "GET", "url": "https://a.test/404"},
+                   "response": {"status": 404, "content": {"size": 10}}}),
+            json!({"startedDateTime": "2026-01-01T00:00:00.700Z",
+                   "request": {"method": "POST", "url": "https://a.test/beacon"},
+                   "response": {"status": 204, "content": {"size": 0}}}),
+        ]}})
+        .to_string()
+    }
+
+    #[test]
+    fn a_har_becomes_a_page_in_start_order_with_initiators_as_parents() {
+        let p = page_from_har(&har(), "a.har", "a").unwrap();
+        let ids: Vec<&str> = p.resources.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "https://a.test/",
+                "https://a.test/s.css",
+                "https://a.test/app.js",
+                "https://a.test/big.jpg",
+                "https://cdn.test/f.woff2",
+                "https://a.test/lazy.png"
+            ],
+            "the favicon before the document is dropped, as are the 404 and the POST"
+        );
+        let r = &p.resources;
+        assert_eq!(r[0].kind, Kind::Html);
+        assert_eq!((r[1].kind, r[1].parent), (Kind::Css, Some(0)));
+        assert_eq!(
+            (r[4].kind, r[4].parent),
+            (Kind::Font, Some(1)),
+            "named by the stylesheet"
+        );
+        assert_eq!(r[5].parent, Some(2), "loaded by the script");
+        assert!(
+            r[2].critical && r[2].priority.urgency == 1,
+            "a High script blocks rendering"
+        );
+        assert_eq!(r[3].priority.urgency, 3, "Low");
+        assert!(
+            r[3].main_image && r[3].above_fold == 1.0,
+            "the largest image"
+        );
+        assert_eq!(r[4].bytes, 20_000);
+        // and it is a valid manifest
+        assert_eq!(Page::from_toml(&p.to_toml(), "round trip").unwrap(), p);
+    }
+
+    #[test]
+    fn what_is_not_a_page_says_why() {
+        let e = page_from_har("{\"log\": 1", "x.har", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("x.har") && e.contains("not a HAR file"), "{e}");
+        let e = page_from_har("{}", "x.har", "x").unwrap_err().to_string();
+        assert!(e.contains("log.entries"), "{e}");
+        let only_images = json!({"log": {"entries": [
+            entry("https://a.test/i.png", "00.000", "image/png", 5, json!({}))]}});
+        let e = page_from_har(&only_images.to_string(), "x.har", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("HTML document"), "{e}");
+    }
+}

@@ -1,0 +1,505 @@
+//! Loads a [`Page`] like a browser: the IO around [`page::Loader`].
+//!
+//! Contract:
+//! - Every resource is fetched as `GET {base}/bytes/{size}` from one origin: over HTTP/2 and
+//!   HTTP/3 on one connection, over HTTP/1.1 on up to [`H1_CONNECTIONS`] connections (one request
+//!   at a time each, opened as requests need them). A resource is requested as soon as the
+//!   loader discovers it; with priorities on, each request carries its RFC 9218 `priority`
+//!   header (HTTP/2 and HTTP/3 alike; which server honours it is the server's business).
+//! - [`load`] never fails: a failure ends the load and is the record's `error`. A body whose
+//!   length differs from the manifest's is a failure.
+//! - Times are the host's monotonic clock ([`now_us`]); the record keeps them in milliseconds
+//!   from the start of the load (the first connection attempt).
+
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use http_body_util::{BodyExt, Empty};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::client::{Client, ClientOptions, Connection, Sender};
+use crate::page::{Kind, Loader, Page, PageMetrics};
+use crate::quic::{self, QuicClientOptions};
+use crate::record::{Handshake, HttpVersion, now_us};
+
+/// Connections per origin a browser opens over HTTP/1.1.
+pub const H1_CONNECTIONS: usize = 6;
+
+/// One resource of a page load, times in milliseconds from the start of the load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResourceRecord {
+    pub id: String,
+    pub kind: Kind,
+    pub bytes: u64,
+    /// Index of the resource that discovered this one.
+    pub parent: Option<usize>,
+    pub critical: bool,
+    pub above_fold: f64,
+    pub main_image: bool,
+    pub urgency: u8,
+    pub incremental: bool,
+    /// The connection that carried it (numbered from 0 in the order they were opened).
+    pub connection: u32,
+    pub discovered_ms: Option<f64>,
+    pub start_ms: Option<f64>,
+    pub first_byte_ms: Option<f64>,
+    pub last_byte_ms: Option<f64>,
+}
+
+/// What `quiclab page` reports for one page load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PageRecord {
+    pub page: String,
+    pub http: HttpVersion,
+    /// Whether requests carried RFC 9218 priorities.
+    pub priorities_sent: bool,
+    /// The load's start (first connection attempt), microseconds on the monotonic clock.
+    pub start_us: u64,
+    /// The first connection's handshake, milliseconds from the start.
+    pub handshake_ms: Option<f64>,
+    pub handshake: Handshake,
+    pub connections: u32,
+    pub bytes: u64,
+    pub resources: Vec<ResourceRecord>,
+    /// Present when every resource arrived.
+    pub metrics: Option<PageMetrics>,
+    pub error: Option<String>,
+}
+
+/// The transport to load a page over.
+pub enum Stack {
+    /// HTTP/1.1 or HTTP/2 over TCP and TLS (the options' `connection` mode is not used).
+    Tcp(ClientOptions),
+    /// HTTP/3 over QUIC (resumption and connection reuse settings are not used).
+    Quic(QuicClientOptions),
+}
+
+enum Event {
+    /// An HTTP/1.1 connection finished its handshake.
+    Connected(u64),
+    FirstByte(usize, u64),
+    Done {
+        i: usize,
+        at_us: u64,
+        result: Result<u64, String>,
+        /// An HTTP/1.1 connection handed back for the next request.
+        conn: Option<Connection>,
+    },
+}
+
+/// Loads `page` from `base` (`https://host[:port]`) and reports it.
+pub async fn load(page: &Page, base: &str, stack: &Stack, send_priorities: bool) -> PageRecord {
+    let http = match stack {
+        Stack::Tcp(o) => o.http,
+        Stack::Quic(_) => HttpVersion::Http3,
+    };
+    let start_us = now_us();
+    let mut record = PageRecord {
+        page: page.name.clone(),
+        http,
+        priorities_sent: send_priorities,
+        start_us,
+        handshake_ms: None,
+        handshake: Handshake::default(),
+        connections: 0,
+        bytes: 0,
+        resources: Vec::new(),
+        metrics: None,
+        error: None,
+    };
+    let limit = (http == HttpVersion::Http11).then_some(H1_CONNECTIONS);
+    let mut loader = Loader::new(page.clone(), limit, start_us);
+    let mut carried = vec![0u32; page.resources.len()];
+    let base = base.trim_end_matches('/').to_string();
+    let run = match stack {
+        Stack::Quic(o) => run_h3(&mut loader, &base, o, send_priorities, &mut record).await,
+        Stack::Tcp(o) => {
+            run_tcp(
+                &mut loader,
+                &base,
+                o,
+                send_priorities,
+                &mut record,
+                &mut carried,
+            )
+            .await
+        }
+    };
+    if let Err(e) = run {
+        record.error = Some(e);
+    }
+    let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(start_us) as f64 / 1000.0);
+    record.resources = page
+        .resources
+        .iter()
+        .zip(loader.timings())
+        .zip(&carried)
+        .map(|((r, t), &c)| ResourceRecord {
+            id: r.id.clone(),
+            kind: r.kind,
+            bytes: r.bytes,
+            parent: r.parent,
+            critical: r.critical,
+            above_fold: r.above_fold,
+            main_image: r.main_image,
+            urgency: r.priority.urgency,
+            incremental: r.priority.incremental,
+            connection: c,
+            discovered_ms: ms(t.discovered_us),
+            start_ms: ms(t.request_us),
+            first_byte_ms: ms(t.first_byte_us),
+            last_byte_ms: ms(t.last_byte_us),
+        })
+        .collect();
+    record.bytes = page
+        .resources
+        .iter()
+        .zip(loader.timings())
+        .filter(|(_, t)| t.last_byte_us.is_some())
+        .map(|(r, _)| r.bytes)
+        .sum();
+    record.metrics = PageMetrics::compute(page, loader.timings(), start_us);
+    record
+}
+
+fn url(base: &str, bytes: u64) -> String {
+    format!("{base}/bytes/{bytes}")
+}
+
+/// Feeds an event to the loader; an error ends the load.
+fn apply(loader: &mut Loader, ev: Event) -> Result<Option<Connection>, String> {
+    match ev {
+        Event::FirstByte(i, t) => {
+            loader.first_byte(i, t);
+            Ok(None)
+        }
+        Event::Connected(_) => Ok(None),
+        Event::Done {
+            i,
+            at_us,
+            result,
+            conn,
+        } => {
+            let r = &loader.page().resources[i];
+            let what = format!("resource {:?} ({} bytes)", r.id, r.bytes);
+            match result {
+                Ok(n) if n == r.bytes => {
+                    loader.complete(i, at_us);
+                    Ok(conn)
+                }
+                Ok(n) => Err(format!("{what}: the body had {n} bytes")),
+                Err(e) => Err(format!("{what}: {e}")),
+            }
+        }
+    }
+}
+
+async fn run_h3(
+    loader: &mut Loader,
+    base: &str,
+    opts: &QuicClientOptions,
+    send_priorities: bool,
+    record: &mut PageRecord,
+) -> Result<(), String> {
+    let tls = quic::client_tls(opts).map_err(|e| crate::client::error_chain(&e))?;
+    let t = quic::target(base)?;
+    let mut endpoints = Vec::new();
+    let endpoint = quic::endpoint_for(&mut endpoints, t.addr, &opts.quic)?;
+    let conn = quic::connect(&endpoint, &tls, opts, &t, 0).await?;
+    record.connections = 1;
+    record.handshake = conn.handshake.clone();
+    record.handshake_ms = conn
+        .handshake_done_us
+        .map(|d| d.saturating_sub(record.start_us) as f64 / 1000.0);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut tasks = JoinSet::new();
+    let result = loop {
+        while let Some(i) = loader.next_request(now_us()) {
+            let r = &loader.page().resources[i];
+            let uri: http::Uri = match url(base, r.bytes).parse() {
+                Ok(u) => u,
+                Err(e) => return Err(format!("bad URL from {base:?}: {e}")),
+            };
+            let prio = send_priorities.then(|| r.priority.header());
+            // opened here, one after another, so that streams are numbered in request order
+            // as a browser's are (spawned tasks would open them in whatever order they run)
+            let mut send = conn.send.clone();
+            let stream = h3_request(&mut send, uri, prio).await;
+            let tx = tx.clone();
+            tasks.spawn(async move {
+                let result = match stream {
+                    Ok(stream) => h3_response(stream, i, &tx).await,
+                    Err(e) => Err(e),
+                };
+                let _ = tx.send(Event::Done {
+                    i,
+                    at_us: now_us(),
+                    result,
+                    conn: None,
+                });
+            });
+        }
+        if loader.done() {
+            break Ok(());
+        }
+        let Some(ev) = rx.recv().await else {
+            break Err("the request tasks ended early".to_string());
+        };
+        if let Err(e) = apply(loader, ev) {
+            break Err(e);
+        }
+    };
+    tasks.shutdown().await;
+    quic::close(conn).await;
+    result
+}
+
+type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+/// Opens a request stream and sends the request on it.
+async fn h3_request(
+    send: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    uri: http::Uri,
+    priority: Option<String>,
+) -> Result<H3Stream, String> {
+    let mut req = http::Request::get(uri);
+    if let Some(p) = priority {
+        req = req.header("priority", p);
+    }
+    let req = req
+        .body(())
+        .map_err(|e| format!("building the request: {e}"))?;
+    let mut stream = send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("sending the request: {e}"))?;
+    // a server may stop reading a request it has whole; the response still counts
+    let _ = stream.finish().await;
+    Ok(stream)
+}
+
+/// Receives a response, reporting its first byte; the body's length.
+async fn h3_response(
+    mut stream: H3Stream,
+    i: usize,
+    tx: &mpsc::UnboundedSender<Event>,
+) -> Result<u64, String> {
+    let response = stream
+        .recv_response()
+        .await
+        .map_err(|e| format!("receiving the response head: {e}"))?;
+    if response.status() != http::StatusCode::OK {
+        return Err(format!("status {}", response.status()));
+    }
+    let mut n = 0u64;
+    while let Some(chunk) = stream
+        .recv_data()
+        .await
+        .map_err(|e| format!("receiving the body after {n} bytes: {e}"))?
+    {
+        if n == 0 && chunk.has_remaining() {
+            let _ = tx.send(Event::FirstByte(i, now_us()));
+        }
+        n += chunk.remaining() as u64;
+    }
+    Ok(n)
+}
+
+async fn run_tcp(
+    loader: &mut Loader,
+    base: &str,
+    opts: &ClientOptions,
+    send_priorities: bool,
+    record: &mut PageRecord,
+    carried: &mut [u32],
+) -> Result<(), String> {
+    let client = Arc::new(Client::new(opts.clone()).map_err(|e| crate::client::error_chain(&e))?);
+    let target = crate::client::Target::parse(base).map_err(|e| crate::client::error_chain(&e))?;
+    let h2 = opts.http == HttpVersion::Http2;
+    // HTTP/2: one connection, opened before the document's request; HTTP/1.1: opened on demand
+    let mut shared: Option<Connection> = None;
+    let mut idle: Vec<Connection> = Vec::new();
+    let mut opened = 0u32;
+    if h2 {
+        let c = client
+            .connect(&target, 0)
+            .await
+            .map_err(|e| crate::client::error_chain(&e))?;
+        opened = 1;
+        record.handshake = c.handshake.clone();
+        record.handshake_ms = Some(now_us().saturating_sub(record.start_us) as f64 / 1000.0);
+        shared = Some(c);
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut tasks = JoinSet::new();
+    let result = loop {
+        while let Some(i) = loader.next_request(now_us()) {
+            let r = &loader.page().resources[i];
+            let path = format!("{}/bytes/{}", target.path.trim_end_matches('/'), r.bytes);
+            let uri = url(base, r.bytes);
+            let prio = send_priorities.then(|| r.priority.header());
+            let tx = tx.clone();
+            if let Some(c) = &shared {
+                let Sender::H2(s) = &c.sender else {
+                    unreachable!("the shared connection is HTTP/2")
+                };
+                carried[i] = c.index;
+                // queued on the connection here, in request order; answered in a task
+                let response = h2_send(&mut s.clone(), uri, prio).await;
+                tasks.spawn(async move {
+                    let result = match response {
+                        Ok(response) => match response.await {
+                            Ok(r) => read_body(r, i, &tx).await,
+                            Err(e) => Err(format!("sending the request: {e}")),
+                        },
+                        Err(e) => Err(e),
+                    };
+                    let _ = tx.send(Event::Done {
+                        i,
+                        at_us: now_us(),
+                        result,
+                        conn: None,
+                    });
+                });
+                continue;
+            }
+            // HTTP/1.1: an idle connection, or a new one (the loader keeps at most
+            // H1_CONNECTIONS requests out, so there is always one or the other)
+            let reuse = idle.pop();
+            let index = match &reuse {
+                Some(c) => c.index,
+                None => {
+                    opened += 1;
+                    opened - 1
+                }
+            };
+            carried[i] = index;
+            let (client, target_authority) = (client.clone(), target.authority.clone());
+            let base = base.to_string();
+            tasks.spawn(async move {
+                let conn = match reuse {
+                    Some(c) => Ok(c),
+                    None => match crate::client::Target::parse(&base) {
+                        Ok(t) => client
+                            .connect(&t, index)
+                            .await
+                            .inspect(|_| {
+                                let _ = tx.send(Event::Connected(now_us()));
+                            })
+                            .map_err(|e| crate::client::error_chain(&e)),
+                        Err(e) => Err(crate::client::error_chain(&e)),
+                    },
+                };
+                let (result, conn) = match conn {
+                    Ok(mut c) => {
+                        let r = h1_get(&mut c, &target_authority, &path, prio, i, &tx).await;
+                        (r, Some(c))
+                    }
+                    Err(e) => (Err(e), None),
+                };
+                let _ = tx.send(Event::Done {
+                    i,
+                    at_us: now_us(),
+                    result,
+                    conn,
+                });
+            });
+        }
+        if loader.done() {
+            break Ok(());
+        }
+        let Some(ev) = rx.recv().await else {
+            break Err("the request tasks ended early".to_string());
+        };
+        // a connection of HTTP/1.1 finished its handshake (the first one times the record's)
+        if let Event::Connected(t) = ev {
+            if record.handshake_ms.is_none() {
+                record.handshake_ms = Some(t.saturating_sub(record.start_us) as f64 / 1000.0);
+            }
+            continue;
+        }
+        match apply(loader, ev) {
+            Ok(Some(c)) => {
+                if record.handshake.alpn.is_none() {
+                    record.handshake = c.handshake.clone();
+                }
+                idle.push(c);
+            }
+            Ok(None) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    record.connections = opened;
+    tasks.shutdown().await;
+    result
+}
+
+async fn read_body(
+    response: hyper::Response<hyper::body::Incoming>,
+    i: usize,
+    tx: &mpsc::UnboundedSender<Event>,
+) -> Result<u64, String> {
+    if response.status() != hyper::StatusCode::OK {
+        return Err(format!("status {}", response.status()));
+    }
+    let mut body = response.into_body();
+    let mut n = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("receiving the body after {n} bytes: {e}"))?;
+        if let Some(d) = frame.data_ref() {
+            if n == 0 && !d.is_empty() {
+                let _ = tx.send(Event::FirstByte(i, now_us()));
+            }
+            n += d.len() as u64;
+        }
+    }
+    Ok(n)
+}
+
+/// Queues a request on an HTTP/2 connection; the future resolves to its response.
+async fn h2_send(
+    s: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    uri: String,
+    priority: Option<String>,
+) -> Result<
+    impl Future<Output = hyper::Result<hyper::Response<hyper::body::Incoming>>> + use<>,
+    String,
+> {
+    let mut req = hyper::Request::get(uri.as_str());
+    if let Some(p) = priority {
+        req = req.header("priority", p);
+    }
+    let req = req
+        .body(Empty::new())
+        .map_err(|e| format!("building the request: {e}"))?;
+    s.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
+    Ok(s.send_request(req))
+}
+
+async fn h1_get(
+    c: &mut Connection,
+    authority: &str,
+    path: &str,
+    priority: Option<String>,
+    i: usize,
+    tx: &mpsc::UnboundedSender<Event>,
+) -> Result<u64, String> {
+    let Sender::H1(s) = &mut c.sender else {
+        return Err("an HTTP/1.1 connection was expected".into());
+    };
+    let mut req = hyper::Request::get(path).header(hyper::header::HOST, authority);
+    if let Some(p) = priority {
+        req = req.header("priority", p);
+    }
+    let req = req
+        .body(Empty::new())
+        .map_err(|e| format!("building the request: {e}"))?;
+    s.ready().await.map_err(|e| format!("HTTP/1.1: {e}"))?;
+    let response = s
+        .send_request(req)
+        .await
+        .map_err(|e| format!("sending the request: {e}"))?;
+    read_body(response, i, tx).await
+}

@@ -1,0 +1,177 @@
+//! `quiclab page`: load a web page (a manifest of resources) like a browser and report every
+//! resource's request, first and last byte.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use quiclab_stack::client::{ClientOptions, ConnectionMode};
+use quiclab_stack::page::{self, Page};
+use quiclab_stack::page_client::{self, PageRecord, Stack};
+use quiclab_stack::quic::QuicClientOptions;
+use quiclab_stack::record::HttpVersion;
+use quiclab_stack::tls::KxGroup;
+
+use crate::quicargs::QuicArgs;
+use crate::recordargs::RecordArgs;
+
+/// Load a web page like a browser: the document first, then every resource as soon as the
+/// resource naming it has arrived (the HTML names stylesheets, scripts and images; stylesheets
+/// name fonts and background images; scripts may load more). Each resource is fetched as
+/// /bytes/SIZE from `quiclab serve`.
+///
+/// Over HTTP/2 and HTTP/3 everything goes over one connection; over HTTP/1.1 over up to 6, one
+/// request at a time each, the most urgent waiting request first. Requests carry RFC 9218
+/// priorities (the `priority` header, e.g. `u=0` for a stylesheet, `u=5, i` for an image) unless
+/// --no-priorities; `quiclab serve` honours them over HTTP/3 (see its --quic-priorities and
+/// --quic-scheduling) and, like the servers Yu & Benson measured, ignores them over HTTP/2.
+///
+/// The page is a built-in one (small: 18 resources, medium: 59, large: 99), a TOML manifest
+/// (see docs/pages.md), or a HAR file saved by a browser (*.har: its successful GETs, with
+/// their types, sizes, initiators and priorities). --print-manifest prints the page as a TOML
+/// manifest, e.g. to turn a HAR into a manifest to edit:
+///   quiclab page --page site.har --print-manifest > site.toml
+///
+/// Reports the page load time (last byte of the last resource), the first render (every
+/// render-blocking resource has arrived), a visual-progress index (the weighted mean time at which
+/// the above-the-fold resources became visible, like WebPageTest's Speed Index) and the time to
+/// the main image, and with --json one JSON record with every resource's times. Exits with 1 if
+/// the load failed.
+///
+/// Example (inside `quiclab link`, with `quiclab serve --write-cert /tmp/cert.pem`):
+///   quiclab page --http 3 --page medium --cacert /tmp/cert.pem https://$QUICLAB_SERVER
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct PageCmd {
+    /// The server: https://HOST[:PORT].
+    #[arg(value_name = "URL", required_unless_present = "print_manifest")]
+    url: Option<String>,
+    /// The page: small, medium, large, a TOML manifest file or a HAR file (*.har).
+    #[arg(long, value_name = "NAME|FILE", default_value = "small")]
+    page: String,
+    /// Print the page's manifest (TOML) and exit.
+    #[arg(long)]
+    print_manifest: bool,
+    /// HTTP version.
+    #[arg(long, value_enum, default_value = "2")]
+    http: HttpArg,
+    /// Send no `priority` headers (every request at the server's default).
+    #[arg(long)]
+    no_priorities: bool,
+    /// PEM certificates to trust (e.g. the file `quiclab serve --write-cert` wrote).
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// Key-exchange groups in order of preference (x25519, p256, p384).
+    #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
+    groups: String,
+    /// TCP congestion controller (HTTP/1.1 and HTTP/2); default: the kernel's.
+    #[arg(long, value_name = "NAME")]
+    tcp_cc: Option<String>,
+    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT). HTTP/1.1 and HTTP/2.
+    #[arg(long)]
+    tfo: bool,
+    /// Print one JSON record (every resource's times) instead of a summary.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    quic: QuicArgs,
+    #[command(flatten)]
+    record: RecordArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum HttpArg {
+    #[value(name = "1.1")]
+    Http11,
+    #[value(name = "2")]
+    Http2,
+    #[value(name = "3")]
+    Http3,
+}
+
+pub fn page(c: PageCmd) -> anyhow::Result<i32> {
+    let page: Page = page::load_manifest(&c.page).context("--page")?;
+    if c.print_manifest {
+        print!("{}", page.to_toml());
+        return Ok(0);
+    }
+    let Some(url) = &c.url else {
+        anyhow::bail!("give the server's URL, e.g. https://$QUICLAB_SERVER");
+    };
+    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    let cacert = c
+        .cacert
+        .as_ref()
+        .context("--cacert is required: give the PEM certificate of the server (or its CA)")?;
+    let ca_pem = std::fs::read_to_string(cacert)
+        .with_context(|| format!("reading --cacert {}", cacert.display()))?;
+    let stack = match c.http {
+        HttpArg::Http3 => {
+            if c.tcp_cc.is_some() || c.tfo {
+                anyhow::bail!(
+                    "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
+                );
+            }
+            Stack::Quic(QuicClientOptions {
+                quic: c.quic.options()?,
+                ca_pem,
+                groups,
+                reuse_connection: true,
+                resume: false,
+                path_min_rtt_us: c.record.path_min_rtt_us(),
+                qlog_dir: c.record.qlog_dir()?,
+            })
+        }
+        HttpArg::Http11 | HttpArg::Http2 => Stack::Tcp(ClientOptions {
+            http: if matches!(c.http, HttpArg::Http11) {
+                HttpVersion::Http11
+            } else {
+                HttpVersion::Http2
+            },
+            connection: ConnectionMode::Reuse,
+            groups,
+            ca_pem,
+            resume: false,
+            tcp_congestion: c.tcp_cc.clone(),
+            fast_open: c.tfo,
+            path_min_rtt_us: c.record.path_min_rtt_us(),
+        }),
+    };
+    // Requests run concurrently but are light: one thread keeps the host's scheduling out of
+    // the timings, as in `quiclab get`.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let record = runtime.block_on(page_client::load(&page, url, &stack, !c.no_priorities));
+    if c.json {
+        println!(
+            "{}",
+            serde_json::to_string(&record).context("encoding the record")?
+        );
+    } else {
+        println!("{}", summary(&record));
+    }
+    Ok(i32::from(record.error.is_some()))
+}
+
+fn summary(r: &PageRecord) -> String {
+    let mut s = format!(
+        "page {} over HTTP/{}: {} resources, {} bytes, {} connection(s)",
+        r.page,
+        r.http.name(),
+        r.resources.len(),
+        r.bytes,
+        r.connections
+    );
+    if let Some(h) = r.handshake_ms {
+        s += &format!(", handshake {h:.1} ms");
+    }
+    if let Some(m) = &r.metrics {
+        s += &format!(": {m}");
+    }
+    if let Some(e) = &r.error {
+        s += &format!(", FAILED: {e}");
+    }
+    s
+}

@@ -1,0 +1,78 @@
+//! `quiclab run` of a pages plan as a user runs it (as root: trials need namespaces): the page
+//! loads are stored with every resource's times and the report has the pages section.
+
+mod common;
+use common::{assert_root, quiclab, tmpdir};
+use quiclab_report::model::Workload;
+use quiclab_store::Store;
+
+#[test]
+fn a_pages_campaign_stores_every_resource_and_reports_waterfalls() {
+    assert_root();
+    let dir = tmpdir("pages-run");
+    let plan = dir.join("p.toml");
+    std::fs::write(
+        &plan,
+        r#"name = "p"
+iterations = 3
+[workload]
+kind = "pages"
+pages = ["small"]
+[network]
+rate = "10mbit"
+delay = "10ms"
+[arms.h2]
+http = "2"
+[arms.h3-fifo]
+http = "3"
+quic-scheduling = "fifo"
+[[compare]]
+a = "h2"
+b = "h3-fifo"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = quiclab()
+        .args(["run", plan.to_str().unwrap(), "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+
+    let campaign = Store::open_existing(&out_dir).unwrap().campaign().unwrap();
+    let Workload::Pages { pages } = &campaign.workload else {
+        panic!("{:?}", campaign.workload)
+    };
+    assert_eq!(pages[0].resources, 18);
+    assert_eq!(campaign.trials.len(), 6);
+    // 593 kB over 10 Mbit/s take 474 ms; with handshakes and discovery round trips more
+    let wire_ms = pages[0].bytes as f64 * 8.0 / 10e6 * 1000.0;
+    for t in &campaign.trials {
+        let m = t
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", t.id));
+        let d = m.detail.page.as_ref().expect("page detail");
+        assert_eq!(d.resources.len(), 18);
+        assert_eq!(m.ttlb_ms, d.plt_ms, "TTLB is the page load time");
+        assert!(d.plt_ms > wire_ms, "{}: {} ms", t.arm, d.plt_ms);
+        for r in &d.resources {
+            assert!(r.start_ms <= r.first_byte_ms && r.first_byte_ms <= r.last_byte_ms);
+            assert!(r.last_byte_ms <= d.plt_ms);
+        }
+    }
+
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let section = &html[html.find("id=\"pages\"").expect("a pages section")..];
+    assert!(section.contains("small (18 resources"), "page labels");
+    // a waterfall per arm for the one condition and page
+    assert!(section.contains("h2 — iteration") && section.contains("h3-fifo — iteration"));
+    assert!(
+        html.contains("id=\"heatmap-0\""),
+        "the page load time heatmap"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
