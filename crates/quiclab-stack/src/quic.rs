@@ -788,11 +788,13 @@ async fn serve_h3(
                     let served = async {
                         let (req, stream) = resolver.resolve_request().await?;
                         // before the response's first byte: it decides the stream's priority
-                        if let Some(p) = req.headers().get("priority").and_then(|v| v.to_str().ok())
-                        {
-                            let urgency = crate::page::Priority::parse_header(p).urgency;
-                            urgencies.set(stream.id().into_inner(), urgency);
-                        }
+                        // and its place in line
+                        let priority = req
+                            .headers()
+                            .get("priority")
+                            .and_then(|v| v.to_str().ok())
+                            .map(crate::page::Priority::parse_header);
+                        urgencies.request(stream.id().into_inner(), priority);
                         handle(req, stream, routes).await
                     };
                     if let Err(source) = served.await
