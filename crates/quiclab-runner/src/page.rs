@@ -182,6 +182,50 @@ pub(crate) fn metrics(
     })
 }
 
+/// A page trial's outcome from what its client wrote (`client_out`, `client_log`), the server's
+/// timeline file, how the client ended (its exit status, or the timeout it hit) and the link's
+/// reports; `Err` says why the trial failed. The record goes to `requests_out` either way.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn trial_metrics(
+    client_out: &Path,
+    client_log: &Path,
+    timeline: &Path,
+    status: Result<std::process::ExitStatus, std::time::Duration>,
+    reports: &[DirectionReport],
+    min_rtt_ms: f64,
+    requests_out: &mut serde_json::Value,
+) -> Result<Metrics, String> {
+    let rec = read_record(client_out);
+    if let Some(r) = &rec {
+        *requests_out =
+            serde_json::to_value(r).map_or(serde_json::json!([]), |v| serde_json::json!([v]));
+    }
+    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(format!("the link emulator failed: {err}"));
+    }
+    let status = status.map_err(|timeout| {
+        format!(
+            "the client did not finish within {:.0} s",
+            timeout.as_secs_f64()
+        )
+    })?;
+    let Some(rec) = rec else {
+        return Err(format!(
+            "the client ({status}) wrote no page record: {}",
+            crate::trial::tail(client_log, 3)
+        ));
+    };
+    let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
+    if device_drops > 0 {
+        return Err(format!(
+            "{device_drops} packets were dropped by the kernel before reaching the emulator (the \
+             host could not keep up)"
+        ));
+    }
+    let timeline = crate::trial::read_timeline(timeline, rec.start_us);
+    metrics(&rec, &timeline, reports, min_rtt_ms)
+}
+
 /// The page record `quiclab page --json` wrote, if any.
 pub(crate) fn read_record(path: &Path) -> Option<PageRecord> {
     let text = std::fs::read_to_string(path).ok()?;
