@@ -392,7 +392,7 @@ impl QuicOptions {
     /// A one-line summary for ready lines and logs.
     pub fn summary(&self) -> String {
         format!(
-            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; priorities {}; datagrams {}",
+            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; datagrams {}; priorities {}",
             self.congestion.label(),
             self.initial_rtt_us as f64 / 1000.0,
             on_off(self.mtu_discovery),
@@ -410,9 +410,9 @@ impl QuicOptions {
             } else {
                 "fifo"
             },
-            on_off(self.priorities),
             self.datagram_buffer
                 .map_or("off".to_string(), |n| format!("on, {n} bytes buffered")),
+            on_off(self.priorities),
         )
     }
 }
