@@ -45,13 +45,18 @@ pub(crate) fn parse_pages(
         let toml::Value::String(name) = item else {
             return Err((at, format!("pages: {item} is not allowed: {allowed}")));
         };
-        let source = if page::builtin(name).is_some() || Path::new(name).is_absolute() {
+        let source = if page::builtin(name).is_some() {
             name.clone()
         } else {
-            match base {
-                Some(b) => b.join(name).display().to_string(),
-                None => name.clone(),
-            }
+            // absolute, so that the trial's client finds it whatever its working directory
+            let path = match base {
+                Some(b) if Path::new(name).is_relative() => b.join(name),
+                _ => Path::new(name).to_path_buf(),
+            };
+            std::fs::canonicalize(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string()
         };
         let p = page::load_manifest(&source).map_err(|e| (at.clone(), format!("pages: {e}")))?;
         let bytes = p.total_bytes();
@@ -287,5 +292,25 @@ mod tests {
         );
         let e = parse(&bad, "p.toml", Profile::Full).unwrap_err();
         assert!(e.line > 0 && e.message.contains("huge"), "{e}");
+    }
+
+    #[test]
+    fn manifest_files_are_found_next_to_the_plan_and_passed_on_absolute() {
+        let dir = std::env::temp_dir().join(format!("quiclab-pages-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut p = page::builtin("small").unwrap();
+        p.name = "mine".into();
+        p.resources.truncate(3);
+        std::fs::write(dir.join("mine.toml"), p.to_toml()).unwrap();
+        let v: toml::Table = toml::from_str("pages = [\"mine.toml\", \"small\"]").unwrap();
+        let v = Spanned::new(0..1, v["pages"].clone());
+        let plan = dir.join("plan.toml").display().to_string();
+        let (w, sizes) = parse_pages(Some(&v), &plan).unwrap();
+        let mine = page_for(&w, sizes[0]).unwrap();
+        assert_eq!((mine.name.as_str(), mine.resources), ("mine", 3));
+        assert!(Path::new(&mine.source).is_absolute(), "{}", mine.source);
+        assert_eq!(page::load_manifest(&mine.source).unwrap(), p);
+        assert_eq!(page_for(&w, sizes[1]).unwrap().source, "small");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
