@@ -45,13 +45,18 @@ pub(crate) fn parse_pages(
         let toml::Value::String(name) = item else {
             return Err((at, format!("pages: {item} is not allowed: {allowed}")));
         };
-        let source = if page::builtin(name).is_some() || Path::new(name).is_absolute() {
+        let source = if page::builtin(name).is_some() {
             name.clone()
         } else {
-            match base {
-                Some(b) => b.join(name).display().to_string(),
-                None => name.clone(),
-            }
+            // absolute, so that the trial's client finds it whatever its working directory
+            let path = match base {
+                Some(b) if Path::new(name).is_relative() => b.join(name),
+                _ => Path::new(name).to_path_buf(),
+            };
+            std::fs::canonicalize(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string()
         };
         let p = page::load_manifest(&source).map_err(|e| (at.clone(), format!("pages: {e}")))?;
         let bytes = p.total_bytes();
@@ -182,6 +187,50 @@ pub(crate) fn metrics(
     })
 }
 
+/// A page trial's outcome from what its client wrote (`client_out`, `client_log`), the server's
+/// timeline file, how the client ended (its exit status, or the timeout it hit) and the link's
+/// reports; `Err` says why the trial failed. The record goes to `requests_out` either way.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn trial_metrics(
+    client_out: &Path,
+    client_log: &Path,
+    timeline: &Path,
+    status: Result<std::process::ExitStatus, std::time::Duration>,
+    reports: &[DirectionReport],
+    min_rtt_ms: f64,
+    requests_out: &mut serde_json::Value,
+) -> Result<Metrics, String> {
+    let rec = read_record(client_out);
+    if let Some(r) = &rec {
+        *requests_out =
+            serde_json::to_value(r).map_or(serde_json::json!([]), |v| serde_json::json!([v]));
+    }
+    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(format!("the link emulator failed: {err}"));
+    }
+    let status = status.map_err(|timeout| {
+        format!(
+            "the client did not finish within {:.0} s",
+            timeout.as_secs_f64()
+        )
+    })?;
+    let Some(rec) = rec else {
+        return Err(format!(
+            "the client ({status}) wrote no page record: {}",
+            crate::trial::tail(client_log, 3)
+        ));
+    };
+    let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
+    if device_drops > 0 {
+        return Err(format!(
+            "{device_drops} packets were dropped by the kernel before reaching the emulator (the \
+             host could not keep up)"
+        ));
+    }
+    let timeline = crate::trial::read_timeline(timeline, rec.start_us);
+    metrics(&rec, &timeline, reports, min_rtt_ms)
+}
+
 /// The page record `quiclab page --json` wrote, if any.
 pub(crate) fn read_record(path: &Path) -> Option<PageRecord> {
     let text = std::fs::read_to_string(path).ok()?;
@@ -243,5 +292,25 @@ mod tests {
         );
         let e = parse(&bad, "p.toml", Profile::Full).unwrap_err();
         assert!(e.line > 0 && e.message.contains("huge"), "{e}");
+    }
+
+    #[test]
+    fn manifest_files_are_found_next_to_the_plan_and_passed_on_absolute() {
+        let dir = std::env::temp_dir().join(format!("quiclab-pages-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut p = page::builtin("small").unwrap();
+        p.name = "mine".into();
+        p.resources.truncate(3);
+        std::fs::write(dir.join("mine.toml"), p.to_toml()).unwrap();
+        let v: toml::Table = toml::from_str("pages = [\"mine.toml\", \"small\"]").unwrap();
+        let v = Spanned::new(0..1, v["pages"].clone());
+        let plan = dir.join("plan.toml").display().to_string();
+        let (w, sizes) = parse_pages(Some(&v), &plan).unwrap();
+        let mine = page_for(&w, sizes[0]).unwrap();
+        assert_eq!((mine.name.as_str(), mine.resources), ("mine", 3));
+        assert!(Path::new(&mine.source).is_absolute(), "{}", mine.source);
+        assert_eq!(page::load_manifest(&mine.source).unwrap(), p);
+        assert_eq!(page_for(&w, sizes[1]).unwrap().source, "small");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -154,7 +154,7 @@ fn command(bin: &Path, args: &[String], out: &Path, err: &Path) -> String {
 }
 
 /// The last lines of a log, for failure reasons.
-fn tail(path: &Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     all[all.len().saturating_sub(lines)..].join(" | ")
@@ -411,35 +411,17 @@ fn execute(
         );
     }
     if pages {
-        let rec = crate::page::read_record(&client_out);
-        if let Some(r) = &rec {
-            *requests_out = serde_json::to_value(r).map_or(json!([]), |v| json!([v]));
-        }
-        if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
-            return Err(fail(format!("the link emulator failed: {err}")));
-        }
-        let Some(status) = status else {
-            return Err(fail(format!(
-                "the client did not finish within {:.0} s",
-                timeout.as_secs_f64()
-            )));
-        };
-        let Some(rec) = rec else {
-            return Err(fail(format!(
-                "the client ({status}) wrote no page record: {}",
-                tail(&client_log, 3)
-            )));
-        };
-        let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
-        if device_drops > 0 {
-            return Err(fail(format!(
-                "{device_drops} packets were dropped by the kernel before reaching the emulator \
-                 (the host could not keep up)"
-            )));
-        }
         let min_rtt_ms = cond.link.min_rtt().as_secs_f64() * 1000.0;
-        let timeline = read_timeline(&timeline, rec.start_us);
-        return crate::page::metrics(&rec, &timeline, &reports, min_rtt_ms).map_err(fail);
+        return crate::page::trial_metrics(
+            &client_out,
+            &client_log,
+            &timeline,
+            status.ok_or(timeout),
+            &reports,
+            min_rtt_ms,
+            requests_out,
+        )
+        .map_err(fail);
     }
     let records = read_records(&client_out);
     *requests_out = serde_json::Value::Array(

@@ -6,20 +6,21 @@
 //!   and moves bytes exactly as h3-quinn does, and nothing else.
 //! - Before the first byte of a response (its HEADERS frame) goes into a request stream, the
 //!   stream gets the quinn priority [`quinn_priority`] computes from the request's RFC 9218
-//!   urgency (registered by the request handler in [`Urgencies`] under the stream's id; urgency
-//!   3, RFC 9218's default, when none was registered or priorities are off) and the
+//!   priority (registered by the request handler in [`Urgencies`] under the stream's id; RFC
+//!   9218's default `u=3` when none was registered; none at all when priorities are off) and the
 //!   connection's [`Scheduling`]. quinn sends the buffered data of higher priorities first;
 //!   among equal priorities it round-robins with `send_fairness` on and drains one stream after
 //!   another with it off. A priority must be set before data is buffered (quinn applies a change
 //!   only after what is already queued), hence before the HEADERS frame.
-//! - [`quinn_priority`] is pure: FIFO gives every request stream its own level below those of
-//!   more urgent requests (earlier requests higher).
-//! - FIFO also writes responses in request order: quinn without fairness finishes a stream it
-//!   has begun to send before any other, whatever their priorities, so the stream that reaches
-//!   quinn first wins. A response therefore waits for the responses to every earlier request of
-//!   the connection to be written whole (or abandoned) before its first byte goes to quinn; the
-//!   order on the wire is then the order of the requests, not the order in which the server's
-//!   tasks happened to run. (quinn buffers a whole response at once, up to its send window.)
+//! - [`quinn_priority`] is pure. Urgency comes first. Within an urgency, FIFO gives every
+//!   request stream its own level (earlier requests higher); round-robin with priorities
+//!   honoured sends non-incremental responses one by one in request order and then shares the
+//!   link between the incremental ones (RFC 9218, section 10), and without priorities shares it
+//!   between all.
+//! - Responses are handed to quinn in request order (see [`Urgencies`]), whatever order the
+//!   server's handler tasks run in: quinn can only order what it holds, and without fairness it
+//!   finishes whichever stream it began first. A request not yet read (held up by a lost
+//!   packet) is waited for at most [`ARRIVAL_WAIT`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
@@ -31,33 +32,72 @@ use h3::error::Code;
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, StreamId, WriteBuf};
 use quinn::VarInt;
 
+use crate::page::Priority;
+
 /// How the server shares its sending side between response streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scheduling {
     /// Round-robin between streams of one urgency; `false`: one after another, in request order.
     pub round_robin: bool,
-    /// Honour the requests' RFC 9218 urgencies; `false`: every response at urgency 3.
+    /// Honour the requests' RFC 9218 priorities (urgency, incremental); `false`: every response
+    /// alike.
     pub priorities: bool,
 }
 
-/// What a connection's request streams share: the urgency of each request whose handler has
-/// read its `priority` header, and (FIFO) which responses are still being written.
+/// What a connection's request streams share: the priority of each request that has arrived,
+/// and the order in which responses are handed to quinn.
+///
+/// Responses go to quinn in request order. The response to request k waits while an earlier
+/// request that has arrived still has its response being written (until it is written whole,
+/// abandoned, or waiting for room in quinn's send buffer). For an earlier request that has not
+/// been read yet (its stream is open, its handler has not read it) it waits at most
+/// [`ARRIVAL_WAIT`]: long enough for the handlers of requests that came together to read
+/// theirs on a busy host, short against any round trip, so that a request held up by a lost
+/// packet does not hold up the others.
 #[derive(Clone, Debug, Default)]
 pub struct Urgencies(Arc<Mutex<Shared>>);
 
 #[derive(Debug, Default)]
 struct Shared {
-    urgency: HashMap<u64, u8>,
-    /// Indices of request streams whose responses are not yet written whole (FIFO only).
+    priority: HashMap<u64, Priority>,
+    /// Indices of request streams accepted whose request has not been read yet.
+    unread: BTreeSet<u64>,
+    /// Indices of requests read whose responses are not yet handed to quinn whole.
     unwritten: BTreeSet<u64>,
     /// Responses waiting for their turn.
     waiting: Vec<Waker>,
 }
 
+/// How long a response waits for an earlier request to be read.
+pub const ARRIVAL_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
+#[derive(Debug, PartialEq, Eq)]
+enum Turned {
+    Wait,
+    Unread,
+    Go,
+}
+
+/// Request stream `id`'s index among the client's bidirectional streams.
+fn index_of(id: u64) -> u64 {
+    id >> 2
+}
+
 impl Urgencies {
-    /// Records the urgency (0-7) of the request on stream `id` (before its response starts).
-    pub fn set(&self, id: u64, urgency: u8) {
-        self.lock().urgency.insert(id, urgency.min(7));
+    /// The request on stream `id` has been read, with this `priority` header if it had one
+    /// (call before its response starts).
+    pub fn request(&self, id: u64, priority: Option<Priority>) {
+        let mut s = self.lock();
+        if let Some(p) = priority {
+            s.priority.insert(id, p);
+        }
+        let index = index_of(id);
+        if s.unread.remove(&index) {
+            s.unwritten.insert(index);
+            for w in s.waiting.drain(..) {
+                w.wake();
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -65,27 +105,35 @@ impl Urgencies {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn take(&self, id: u64) -> Option<u8> {
-        self.lock().urgency.remove(&id)
+    fn take(&self, id: u64) -> Option<Priority> {
+        self.lock().priority.remove(&id)
     }
 
     fn accepted(&self, index: u64) {
-        self.lock().unwritten.insert(index);
+        self.lock().unread.insert(index);
     }
 
-    /// Whether the response of request `index` may start (every earlier one is written).
-    fn poll_turn(&self, index: u64, cx: &mut Context<'_>) -> Poll<()> {
+    /// Whether the response of request `index` may go to quinn now: `Wait` while an earlier
+    /// response is being written, `Unread` while an earlier request has not been read (unless
+    /// `waited` is past: then it goes), else `Go`. Both waits are woken by what they wait for.
+    fn turn(&self, index: u64, waited: bool, cx: &mut Context<'_>) -> Turned {
         let mut s = self.lock();
-        if s.unwritten.first().is_none_or(|&first| first >= index) {
-            return Poll::Ready(());
+        if s.unwritten.first().is_some_and(|&first| first < index) {
+            s.waiting.push(cx.waker().clone());
+            return Turned::Wait;
         }
-        s.waiting.push(cx.waker().clone());
-        Poll::Pending
+        if s.unread.first().is_some_and(|&first| first < index) && !waited {
+            s.waiting.push(cx.waker().clone());
+            return Turned::Unread;
+        }
+        Turned::Go
     }
 
+    /// Request `index`'s response is with quinn (or abandoned): later ones may go.
     fn written(&self, index: u64) {
         let mut s = self.lock();
-        if s.unwritten.remove(&index) {
+        let was = s.unwritten.remove(&index) | s.unread.remove(&index);
+        if was {
             for w in s.waiting.drain(..) {
                 w.wake();
             }
@@ -93,18 +141,23 @@ impl Urgencies {
     }
 }
 
-/// Levels between two urgencies: room for a million FIFO positions within one urgency.
+/// Levels between two urgencies: room for half a million request positions within one.
 const LEVEL: i32 = 1 << 20;
 
 /// The quinn priority (higher is sent first) of the response to the `index`-th request
-/// (client-initiated bidirectional stream number `index`) at `urgency` (0 most urgent to 7).
-pub fn quinn_priority(urgency: u8, index: u64, round_robin: bool) -> i32 {
+/// (client-initiated bidirectional stream number `index`) with RFC 9218 `priority` (`None`:
+/// priorities are not honoured).
+pub fn quinn_priority(priority: Option<Priority>, index: u64, round_robin: bool) -> i32 {
+    let urgency = priority.map_or(Priority::DEFAULT.urgency, |p| p.urgency.min(7));
     // u=3 (the default) sits at quinn's default priority 0, where the control streams are
-    let level = (3 - i32::from(urgency.min(7))) * LEVEL;
-    if round_robin {
-        level
-    } else {
-        level - index.min(LEVEL as u64 - 1) as i32
+    let level = (3 - i32::from(urgency)) * LEVEL;
+    let position = index.min(LEVEL as u64 / 2 - 1) as i32;
+    match (round_robin, priority) {
+        (false, _) => level - position,
+        (true, None) => level,
+        (true, Some(p)) if p.incremental => level,
+        // above the incremental ones of its urgency, earlier requests first
+        (true, Some(_)) => level + LEVEL / 2 - position,
     }
 }
 
@@ -274,15 +327,15 @@ impl<B: Buf> quic::Connection<B> for Connection {
         self.accepting_bi = None;
         let (send, recv) = accepted.map_err(connection_error)?;
         let mut send = SendStream::new(send, Some((self.scheduling, self.urgencies.clone())));
-        if !self.scheduling.round_robin {
-            let index = send.stream.id().index();
-            self.urgencies.accepted(index);
-            send.turn = Some(Turn {
-                urgencies: self.urgencies.clone(),
-                index,
-                admitted: false,
-            });
-        }
+        let index = send.stream.id().index();
+        self.urgencies.accepted(index);
+        send.turn = Some(Turn {
+            urgencies: self.urgencies.clone(),
+            index,
+            deadline: None,
+            waited: false,
+            admitted: false,
+        });
         Poll::Ready(Ok(BidiStream {
             send,
             recv: RecvStream::new(recv),
@@ -311,6 +364,9 @@ pub struct SendStream<B: Buf> {
 struct Turn {
     urgencies: Urgencies,
     index: u64,
+    /// How long it waits for earlier requests to be read, from the first time it did.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    waited: bool,
     admitted: bool,
 }
 
@@ -344,13 +400,32 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
             && let Some(t) = &mut self.turn
             && !t.admitted
         {
-            ready!(t.urgencies.poll_turn(t.index, cx));
+            loop {
+                match t.urgencies.turn(t.index, t.waited, cx) {
+                    Turned::Wait => return Poll::Pending,
+                    Turned::Unread => {
+                        let d = t
+                            .deadline
+                            .get_or_insert_with(|| Box::pin(tokio::time::sleep(ARRIVAL_WAIT)));
+                        ready!(d.as_mut().poll(cx));
+                        t.waited = true;
+                    }
+                    Turned::Go => break,
+                }
+            }
             t.admitted = true;
         }
         if let Some(data) = &mut self.writing {
             while data.has_remaining() {
-                let n = ready!(Pin::new(&mut self.stream).poll_write(cx, data.chunk()))
-                    .map_err(write_error)?;
+                let n = match Pin::new(&mut self.stream).poll_write(cx, data.chunk()) {
+                    Poll::Ready(n) => n.map_err(write_error)?,
+                    Poll::Pending => {
+                        // quinn's send buffer is full: the order of what it holds is its own
+                        // scheduler's now, so the next response need not wait for this one
+                        self.release();
+                        return Poll::Pending;
+                    }
+                };
                 data.advance(n);
             }
         }
@@ -369,13 +444,13 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
         if let Some((scheduling, urgencies)) = self.prioritize.take() {
             let id = self.stream.id().index();
             let registered = urgencies.take(u64::from(self.stream.id()));
-            let urgency = registered
-                .filter(|_| scheduling.priorities)
-                .unwrap_or(crate::page::Priority::DEFAULT.urgency);
+            let priority = scheduling
+                .priorities
+                .then(|| registered.unwrap_or(Priority::DEFAULT));
             // a stream closed meanwhile has nothing left to order
             let _ = self
                 .stream
-                .set_priority(quinn_priority(urgency, id, scheduling.round_robin));
+                .set_priority(quinn_priority(priority, id, scheduling.round_robin));
         }
         self.writing = Some(data.into());
         Ok(())
@@ -506,42 +581,84 @@ mod tests {
 
     #[test]
     fn urgency_orders_first_then_request_order_or_fairness() {
-        // more urgent is always higher, whatever the request order
+        let p = |urgency, incremental| {
+            Some(Priority {
+                urgency,
+                incremental,
+            })
+        };
+        // more urgent is always higher, whatever the request order and the incremental flag
         for rr in [false, true] {
             for u in 0..7u8 {
-                assert!(
-                    quinn_priority(u, 1000, rr) > quinn_priority(u + 1, 0, rr),
-                    "{u} {rr}"
-                );
+                for (a, b) in [(false, false), (false, true), (true, false), (true, true)] {
+                    assert!(
+                        quinn_priority(p(u, a), 1000, rr) > quinn_priority(p(u + 1, b), 0, rr),
+                        "{u} {rr} {a} {b}"
+                    );
+                }
             }
         }
-        // round-robin: one level per urgency, so quinn interleaves equal urgencies
-        assert_eq!(quinn_priority(5, 0, true), quinn_priority(5, 77, true));
-        // FIFO: earlier requests first within an urgency
-        assert!(quinn_priority(5, 3, false) > quinn_priority(5, 4, false));
-        // RFC 9218's default urgency is quinn's default priority (control streams)
-        assert_eq!(quinn_priority(3, 0, true), 0);
-        assert!(quinn_priority(3, 1, false) < 0);
+        // round-robin: incremental responses of one urgency share a level (quinn interleaves
+        // them), as do all responses when priorities are not honoured
+        assert_eq!(
+            quinn_priority(p(5, true), 0, true),
+            quinn_priority(p(5, true), 77, true)
+        );
+        assert_eq!(
+            quinn_priority(None, 0, true),
+            quinn_priority(None, 77, true)
+        );
+        // non-incremental ones go one by one in request order, before the incremental ones
+        assert!(quinn_priority(p(5, false), 3, true) > quinn_priority(p(5, false), 4, true));
+        assert!(quinn_priority(p(5, false), 900, true) > quinn_priority(p(5, true), 0, true));
+        // FIFO: earlier requests first within an urgency, incremental or not
+        assert!(quinn_priority(p(5, true), 3, false) > quinn_priority(p(5, false), 4, false));
+        assert!(quinn_priority(None, 3, false) > quinn_priority(None, 4, false));
+        // RFC 9218's default urgency, shared, is quinn's default priority (control streams)
+        assert_eq!(quinn_priority(None, 0, true), 0);
     }
 
     #[test]
-    fn fifo_turns_follow_request_order_and_survive_abandoned_responses() {
+    fn responses_go_in_request_order_without_waiting_for_requests_not_read() {
         let mut cx = Context::from_waker(Waker::noop());
         let u = Urgencies::default();
-        for i in 0..4 {
+        for i in 0..5 {
             u.accepted(i);
         }
-        // the handler of request 2 runs first: it waits for 0 and 1
-        assert!(u.poll_turn(2, &mut cx).is_pending());
-        assert!(u.poll_turn(0, &mut cx).is_ready());
-        u.written(0);
-        assert!(u.poll_turn(2, &mut cx).is_pending());
-        // request 1's response is abandoned (its stream dropped): 2 goes
+        let id = |index: u64| index << 2;
+        // request 2 was read first; 0 and 1 not yet: 2 waits for them (at most ARRIVAL_WAIT)
+        u.request(id(2), None);
+        assert_eq!(u.turn(2, false, &mut cx), Turned::Unread);
+        // request 1 arrives in the meantime: its response goes first, 2 waits for it
+        u.request(
+            id(1),
+            Some(Priority {
+                urgency: 1,
+                incremental: false,
+            }),
+        );
+        assert_eq!(u.turn(2, false, &mut cx), Turned::Wait);
+        assert_eq!(
+            u.turn(1, false, &mut cx),
+            Turned::Unread,
+            "1 waits for 0 too"
+        );
+        // request 0 is never read: once 1 has waited its while it goes
+        assert_eq!(u.turn(1, true, &mut cx), Turned::Go);
+        assert_eq!(
+            u.turn(2, true, &mut cx),
+            Turned::Wait,
+            "1 is still being written"
+        );
         u.written(1);
-        assert!(u.poll_turn(2, &mut cx).is_ready());
-        assert!(u.poll_turn(3, &mut cx).is_pending());
+        assert_eq!(u.turn(2, true, &mut cx), Turned::Go);
+        // request 3's stream is dropped before it is read: 4 does not wait for it at all
+        u.written(3);
+        u.written(0);
         u.written(2);
-        assert!(u.poll_turn(3, &mut cx).is_ready());
-        assert_eq!(u.lock().waiting.len(), 0, "every waiter was woken");
+        u.request(id(4), None);
+        assert_eq!(u.turn(4, false, &mut cx), Turned::Go);
+        assert_eq!(u.take(id(1)).map(|p| p.urgency), Some(1));
+        assert_eq!(u.take(id(4)), None, "no header, no priority");
     }
 }

@@ -11,7 +11,8 @@
 //! - [`QuicServer`] serves the routes of [`crate::server`] (`GET /bytes/N`, `POST /upload`, 404
 //!   otherwise) over HTTP/3 on a UDP socket, TLS 1.3 with ALPN `h3`, accepting 0-RTT requests
 //!   (they are idempotent downloads or counted uploads, so a replay does no harm).
-//!   Optionally it writes each connection's timeline (the sender's view, every 5 ms).
+//!   Optionally it writes each connection's timeline (the sender's view, every 5 ms). Responses
+//!   are scheduled by [`crate::h3prio`]: RFC 9218 priorities, FIFO or round-robin.
 //! - [`get`] fetches URLs over HTTP/3 and returns one [`RequestRecord`] per URL, checking
 //!   `/bytes/N` bodies byte for byte against the pattern. With resumption, later connections of
 //!   a run send their request as 0-RTT; if the server refuses the early data, the request is
@@ -197,8 +198,9 @@ impl fmt::Display for QuicCongestion {
 }
 
 /// QUIC transport settings, the same for servers and clients. Defaults are quinn's, except
-/// datagrams (off: HTTP/3 downloads do not use them). Stream priorities are not reachable:
-/// h3-quinn does not expose quinn's per-stream priority, and h3 has no RFC 9218 support.
+/// datagrams (off: HTTP/3 downloads do not use them). The server reaches quinn's per-stream
+/// priorities through its own h3 transport ([`crate::h3prio`]): h3-quinn does not expose them,
+/// and h3 has no RFC 9218 support.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QuicOptions {
@@ -390,7 +392,7 @@ impl QuicOptions {
     /// A one-line summary for ready lines and logs.
     pub fn summary(&self) -> String {
         format!(
-            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; priorities {}; datagrams {}",
+            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; datagrams {}; priorities {}",
             self.congestion.label(),
             self.initial_rtt_us as f64 / 1000.0,
             on_off(self.mtu_discovery),
@@ -408,9 +410,9 @@ impl QuicOptions {
             } else {
                 "fifo"
             },
-            on_off(self.priorities),
             self.datagram_buffer
                 .map_or("off".to_string(), |n| format!("on, {n} bytes buffered")),
+            on_off(self.priorities),
         )
     }
 }
@@ -785,11 +787,13 @@ async fn serve_h3(
                     let served = async {
                         let (req, stream) = resolver.resolve_request().await?;
                         // before the response's first byte: it decides the stream's priority
-                        if let Some(p) = req.headers().get("priority").and_then(|v| v.to_str().ok())
-                        {
-                            let urgency = crate::page::Priority::parse_header(p).urgency;
-                            urgencies.set(stream.id().into_inner(), urgency);
-                        }
+                        // and its place in line
+                        let priority = req
+                            .headers()
+                            .get("priority")
+                            .and_then(|v| v.to_str().ok())
+                            .map(crate::page::Priority::parse_header);
+                        urgencies.request(stream.id().into_inner(), priority);
                         handle(req, stream, routes).await
                     };
                     if let Err(source) = served.await

@@ -40,8 +40,9 @@ pub struct QuicArgs {
     #[arg(long, value_name = "round-robin|fifo", default_value = "round-robin", value_parser = ["round-robin", "fifo"])]
     quic_scheduling: String,
     /// Whether an HTTP/3 server honours RFC 9218 `priority` request headers (e.g. `u=1` before
-    /// `u=5, i`): on sends more urgent responses first, then shares equal urgencies as
-    /// --quic-scheduling says; off answers every request at the default urgency (u=3).
+    /// `u=5, i`): on sends more urgent responses first and, with round-robin, non-incremental
+    /// responses of one urgency one by one before sharing the link between the incremental ones
+    /// (`i`); off treats every request alike (as --quic-scheduling says).
     #[arg(long, value_name = "on|off", default_value = "on")]
     quic_priorities: String,
     /// Unreliable QUIC datagrams (RFC 9221): off, or the bytes buffered for sending and for

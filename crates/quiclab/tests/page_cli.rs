@@ -7,7 +7,29 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 mod common;
-use common::{assert_root, quiclab, tmpdir};
+use common::{assert_root, quiclab};
+
+/// A test's directory, removed when the test ends, passed or failed.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        TempDir(common::tmpdir(name))
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Timing tests one at a time: two page loads side by side would share the CPU and the clock.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -22,18 +44,20 @@ fn serialise_ms(bytes: f64) -> f64 {
     bytes * 8.0 / RATE_BPS * 1000.0
 }
 
-/// A document naming a 300 kB main image first, then four 50 kB images (urgency 5,
-/// incremental, as a browser asks for images); the main image's urgency is `hero_urgency`.
-fn manifest(hero_urgency: u8) -> String {
+/// A document naming a 300 kB main image first, then four 50 kB images (urgency 5, as a
+/// browser asks for images); the main image's urgency is `hero_urgency`, and every image is
+/// `incremental` or not (a browser marks images incremental).
+fn manifest(hero_urgency: u8, incremental: bool) -> String {
     let mut s = format!(
         "name = \"hero-{hero_urgency}\"\n\n[[resource]]\nid = \"index.html\"\ntype = \"html\"\n\
          bytes = 10000\n\n[[resource]]\nid = \"hero.jpg\"\ntype = \"image\"\nbytes = 300000\n\
-         parent = \"index.html\"\nabove-fold = 4\nmain-image = true\nurgency = {hero_urgency}\n"
+         parent = \"index.html\"\nabove-fold = 4\nmain-image = true\nurgency = {hero_urgency}\n\
+         incremental = {incremental}\n"
     );
     for k in 0..4 {
         s += &format!(
             "\n[[resource]]\nid = \"img-{k}.jpg\"\ntype = \"image\"\nbytes = 50000\n\
-             parent = \"index.html\"\nabove-fold = 1\n"
+             parent = \"index.html\"\nabove-fold = 1\nincremental = {incremental}\n"
         );
     }
     s
@@ -101,30 +125,17 @@ fn images(rec: &Value) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
-fn write_manifest(dir: &std::path::Path, hero_urgency: u8) -> String {
-    let p = dir.join(format!("hero-{hero_urgency}.toml"));
-    std::fs::write(&p, manifest(hero_urgency)).unwrap();
+fn write_manifest(dir: &std::path::Path, hero_urgency: u8, incremental: bool) -> String {
+    let p = dir.join(format!("hero-{hero_urgency}-{incremental}.toml"));
+    std::fs::write(&p, manifest(hero_urgency, incremental)).unwrap();
     p.display().to_string()
 }
 
-#[test]
-fn fifo_sends_the_first_requested_image_whole_and_round_robin_interleaves() {
-    assert_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmpdir("page-fifo");
-    // the main image is requested first; with priorities off its urgency (1) is not heard
-    let page = write_manifest(&dir, 1);
-    let tol = PACKET_MS + TASK_SLACK_MS;
-
-    let fifo = load(
-        &page,
-        "3",
-        "--quic-scheduling fifo --quic-priorities off",
-        &dir,
-    );
-    let hero = times(&fifo, "hero.jpg");
-    let imgs = images(&fifo);
-    eprintln!("FIFO: hero {hero:?}, images {imgs:?}");
+/// Every image ended before the next began (within `tol`), the main image first.
+fn one_by_one(rec: &Value, tol: f64, what: &str) {
+    let hero = times(rec, "hero.jpg");
+    let imgs = images(rec);
+    eprintln!("{what}: hero {hero:?}, images {imgs:?}");
     for (k, img) in imgs.iter().enumerate() {
         // all five were requested together, right after the document
         assert!(
@@ -133,7 +144,7 @@ fn fifo_sends_the_first_requested_image_whole_and_round_robin_interleaves() {
         );
         assert!(
             img.1 >= hero.2 - tol,
-            "FIFO: img-{k}'s first byte {:.1} ms came before the main image's last {:.1} ms",
+            "{what}: img-{k}'s first byte {:.1} ms came before the main image's last {:.1} ms",
             img.1,
             hero.2
         );
@@ -141,10 +152,28 @@ fn fifo_sends_the_first_requested_image_whole_and_round_robin_interleaves() {
     for k in 1..imgs.len() {
         assert!(
             imgs[k].1 >= imgs[k - 1].2 - tol,
-            "FIFO: img-{k} began before img-{} ended: {imgs:?}",
+            "{what}: img-{k} began before img-{} ended: {imgs:?}",
             k - 1
         );
     }
+}
+
+#[test]
+fn fifo_sends_the_first_requested_image_whole_and_round_robin_interleaves() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("page-fifo");
+    // the main image is requested first; with priorities off its urgency (1) is not heard
+    let page = write_manifest(&dir, 1, true);
+    let tol = PACKET_MS + TASK_SLACK_MS;
+
+    let fifo = load(
+        &page,
+        "3",
+        "--quic-scheduling fifo --quic-priorities off",
+        &dir,
+    );
+    one_by_one(&fifo, tol, "FIFO");
 
     let rr = load(
         &page,
@@ -171,14 +200,13 @@ fn fifo_sends_the_first_requested_image_whole_and_round_robin_interleaves() {
             hero.2
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn the_main_images_urgency_decides_when_it_arrives() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmpdir("page-priority");
+    let dir = TempDir::new("page-priority");
     let tol = PACKET_MS + TASK_SLACK_MS;
     let server = "--quic-scheduling round-robin --quic-priorities on";
 
@@ -189,7 +217,7 @@ fn the_main_images_urgency_decides_when_it_arrives() {
     // ends first is the priorities' doing, and by far more than a head start.
 
     // urgency 1, before the other images' 5: it ends before any of them
-    let urgent = load(&write_manifest(&dir, 1), "3", server, &dir);
+    let urgent = load(&write_manifest(&dir, 1, true), "3", server, &dir);
     let hero_urgent = times(&urgent, "hero.jpg");
     let imgs = images(&urgent);
     eprintln!("u=1: main image {hero_urgent:?}, images {imgs:?}");
@@ -210,7 +238,7 @@ fn the_main_images_urgency_decides_when_it_arrives() {
     );
 
     // urgency 6: every other image ends first, and most of the main image follows them
-    let late = load(&write_manifest(&dir, 6), "3", server, &dir);
+    let late = load(&write_manifest(&dir, 6, true), "3", server, &dir);
     let hero_late = times(&late, "hero.jpg");
     let imgs = images(&late);
     eprintln!("u=6: main image {hero_late:?}, images {imgs:?}");
@@ -228,14 +256,33 @@ fn the_main_images_urgency_decides_when_it_arrives() {
         hero_urgent.2,
         hero_late.2
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn round_robin_sends_non_incremental_responses_one_by_one() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("page-incremental");
+    // five images of one urgency, not incremental: RFC 9218 has them sent one by one, in
+    // request order, even by a round-robin scheduler
+    let rec = load(
+        &write_manifest(&dir, 5, false),
+        "3",
+        "--quic-scheduling round-robin --quic-priorities on",
+        &dir,
+    );
+    one_by_one(
+        &rec,
+        PACKET_MS + TASK_SLACK_MS,
+        "round-robin, not incremental",
+    );
 }
 
 #[test]
 fn tcp_pages_load_whole_over_one_or_six_connections() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmpdir("page-tcp");
+    let dir = TempDir::new("page-tcp");
     for (http, connections) in [("2", 1..=1), ("1.1", 2..=6)] {
         let rec = load("small", http, "--no-quic", &dir);
         let n = rec["connections"].as_u64().unwrap();
@@ -264,5 +311,4 @@ fn tcp_pages_load_whole_over_one_or_six_connections() {
         // the study's finding: an HTTP/2 server ignores priorities, yet the header went out
         assert_eq!(rec["priorities_sent"], true);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

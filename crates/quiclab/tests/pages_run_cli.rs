@@ -2,14 +2,36 @@
 //! loads are stored with every resource's times and the report has the pages section.
 
 mod common;
-use common::{assert_root, quiclab, tmpdir};
+use common::{assert_root, quiclab};
+
+/// A test's directory, removed when the test ends, passed or failed.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        TempDir(common::tmpdir(name))
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 use quiclab_report::model::Workload;
 use quiclab_store::Store;
 
 #[test]
 fn a_pages_campaign_stores_every_resource_and_reports_waterfalls() {
     assert_root();
-    let dir = tmpdir("pages-run");
+    let dir = TempDir::new("pages-run");
     let plan = dir.join("p.toml");
     std::fs::write(
         &plan,
@@ -74,5 +96,4 @@ b = "h3-fifo"
         html.contains("id=\"heatmap-0\""),
         "the page load time heatmap"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
