@@ -1,18 +1,16 @@
 //! `quiclab get`: fetch URLs over HTTP/1.1 or HTTP/2 (TCP+TLS) or HTTP/3 (QUIC) and report every
 //! request as a record.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_stack::client::{Client, ClientOptions, ConnectionMode};
 use quiclab_stack::coded;
 use quiclab_stack::quic::{self, QuicClientOptions};
 use quiclab_stack::record::{HttpVersion, RequestRecord};
-use quiclab_stack::tls::KxGroup;
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
+use crate::trustargs::TrustArgs;
 
 /// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), over
 /// HTTP/3 on QUIC (quinn, h3), or over the network-coded transport (--http coded: RaptorQ-coded
@@ -48,14 +46,8 @@ pub struct GetCmd {
     /// Fetch the list of URLs this many times.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
-    /// PEM certificates to trust (e.g. the file `quiclab serve --write-cert` wrote); the only
-    /// trust anchors.
-    #[arg(long, value_name = "FILE")]
-    cacert: Option<PathBuf>,
-    /// Key-exchange groups in order of preference (x25519, p256, p384); the ClientHello carries
-    /// a key share for the first only.
-    #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
-    groups: String,
+    #[command(flatten)]
+    trust: TrustArgs,
     /// TCP congestion controller (one of /proc/sys/net/ipv4/tcp_available_congestion_control);
     /// default: the kernel's, which is reported. HTTP/1.1 and HTTP/2 only.
     #[arg(long, value_name = "NAME")]
@@ -100,13 +92,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
             "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
         );
     }
-    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
-    let cacert = c
-        .cacert
-        .as_ref()
-        .context("--cacert is required: give the PEM certificate of the server (or its CA)")?;
-    let ca_pem = std::fs::read_to_string(cacert)
-        .with_context(|| format!("reading --cacert {}", cacert.display()))?;
+    let (ca_pem, groups) = c.trust.load()?;
     let reuse = matches!(c.connection, ConnectionArg::Reuse);
     // One connection is used at a time: a single thread keeps scheduling out of the timings.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -165,7 +151,10 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         fast_open: c.tfo,
         path_min_rtt_us: c.record.path_min_rtt_us(),
     };
-    let mut client = Client::new(opts).with_context(|| format!("--cacert {}", cacert.display()))?;
+    let mut client = Client::new(opts).with_context(|| {
+        let file = c.trust.cacert.as_ref().map(|p| p.display().to_string());
+        format!("--cacert {}", file.unwrap_or_default())
+    })?;
     let mut records = Vec::with_capacity(urls.len());
     runtime.block_on(async {
         for url in &urls {

@@ -1,8 +1,6 @@
 //! `quiclab page`: load a web page (a manifest of resources) like a browser and report every
 //! resource's request, first and last byte.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_stack::client::{ClientOptions, ConnectionMode};
@@ -10,10 +8,10 @@ use quiclab_stack::page::{self, Page};
 use quiclab_stack::page_client::{self, PageRecord, Stack};
 use quiclab_stack::quic::QuicClientOptions;
 use quiclab_stack::record::HttpVersion;
-use quiclab_stack::tls::KxGroup;
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
+use crate::trustargs::TrustArgs;
 
 /// Load a web page like a browser: the document first, then every resource as soon as the
 /// resource naming it has arrived (the HTML names stylesheets, scripts and images; stylesheets
@@ -58,12 +56,8 @@ pub struct PageCmd {
     /// Send no `priority` headers (every request at the server's default).
     #[arg(long)]
     no_priorities: bool,
-    /// PEM certificates to trust (e.g. the file `quiclab serve --write-cert` wrote).
-    #[arg(long, value_name = "FILE")]
-    cacert: Option<PathBuf>,
-    /// Key-exchange groups in order of preference (x25519, p256, p384).
-    #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
-    groups: String,
+    #[command(flatten)]
+    trust: TrustArgs,
     /// TCP congestion controller (HTTP/1.1 and HTTP/2); default: the kernel's.
     #[arg(long, value_name = "NAME")]
     tcp_cc: Option<String>,
@@ -98,13 +92,7 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
     let Some(url) = &c.url else {
         anyhow::bail!("give the server's URL, e.g. https://$QUICLAB_SERVER");
     };
-    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
-    let cacert = c
-        .cacert
-        .as_ref()
-        .context("--cacert is required: give the PEM certificate of the server (or its CA)")?;
-    let ca_pem = std::fs::read_to_string(cacert)
-        .with_context(|| format!("reading --cacert {}", cacert.display()))?;
+    let (ca_pem, groups) = c.trust.load()?;
     let stack = match c.http {
         HttpArg::Http3 => {
             if c.tcp_cc.is_some() || c.tfo {

@@ -13,6 +13,7 @@ mod linkargs;
 mod quicargs;
 mod recordargs;
 mod signals;
+mod trustargs;
 
 use clap::{Parser, Subcommand};
 

@@ -9,28 +9,6 @@ use serde_json::Value;
 mod common;
 use common::{assert_root, quiclab};
 
-/// A test's directory, removed when the test ends, passed or failed.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        TempDir(common::tmpdir(name))
-    }
-}
-
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Timing tests one at a time: two page loads side by side would share the CPU and the clock.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -162,7 +140,7 @@ fn one_by_one(rec: &Value, tol: f64, what: &str) {
 fn fifo_sends_the_first_requested_image_whole_and_round_robin_interleaves() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = TempDir::new("page-fifo");
+    let dir = common::TempDir::new("page-fifo");
     // the main image is requested first; with priorities off its urgency (1) is not heard
     let page = write_manifest(&dir, 1, true);
     let tol = PACKET_MS + TASK_SLACK_MS;
@@ -206,7 +184,7 @@ fn fifo_sends_the_first_requested_image_whole_and_round_robin_interleaves() {
 fn the_main_images_urgency_decides_when_it_arrives() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = TempDir::new("page-priority");
+    let dir = common::TempDir::new("page-priority");
     let tol = PACKET_MS + TASK_SLACK_MS;
     let server = "--quic-scheduling round-robin --quic-priorities on";
 
@@ -262,7 +240,7 @@ fn the_main_images_urgency_decides_when_it_arrives() {
 fn round_robin_sends_non_incremental_responses_one_by_one() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = TempDir::new("page-incremental");
+    let dir = common::TempDir::new("page-incremental");
     // five images of one urgency, not incremental: RFC 9218 has them sent one by one, in
     // request order, even by a round-robin scheduler
     let rec = load(
@@ -282,7 +260,7 @@ fn round_robin_sends_non_incremental_responses_one_by_one() {
 fn tcp_pages_load_whole_over_one_or_six_connections() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = TempDir::new("page-tcp");
+    let dir = common::TempDir::new("page-tcp");
     for (http, connections) in [("2", 1..=1), ("1.1", 2..=6)] {
         let rec = load("small", http, "--no-quic", &dir);
         let n = rec["connections"].as_u64().unwrap();

@@ -4,34 +4,13 @@
 mod common;
 use common::{assert_root, quiclab};
 
-/// A test's directory, removed when the test ends, passed or failed.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        TempDir(common::tmpdir(name))
-    }
-}
-
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 use quiclab_report::model::Workload;
 use quiclab_store::Store;
 
 #[test]
 fn a_pages_campaign_stores_every_resource_and_reports_waterfalls() {
     assert_root();
-    let dir = TempDir::new("pages-run");
+    let dir = common::TempDir::new("pages-run");
     let plan = dir.join("p.toml");
     std::fs::write(
         &plan,

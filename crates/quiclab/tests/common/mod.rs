@@ -29,6 +29,28 @@ pub fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
+/// A test's directory ([`tmpdir`]), removed when the test ends, passed or failed.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        TempDir(tmpdir(name))
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs `quiclab link` with `args`, `server` and `client` (shell commands), waiting up to 10 s
 /// for the server; checks that it exits with `code` and returns its standard output.
 pub fn link_exit(args: &[&str], server: &str, client: &str, code: i32) -> String {
