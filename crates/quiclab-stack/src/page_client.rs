@@ -1,4 +1,4 @@
-//! Loads a [`Page`] like a browser: the IO around [`page::Loader`].
+//! Loads a [`Page`] like a browser: the IO around [`Loader`].
 //!
 //! Contract:
 //! - Every resource is fetched as `GET {base}/bytes/{size}` from one origin: over HTTP/2 and

@@ -41,7 +41,7 @@ use crate::trustargs::TrustArgs;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct PageCmd {
-    /// The server: https://HOST[:PORT].
+    /// The server: `https://HOST[:PORT]`.
     #[arg(value_name = "URL", required_unless_present = "print_manifest")]
     url: Option<String>,
     /// The page: small, medium, large, a TOML manifest file or a HAR file (*.har).
