@@ -283,7 +283,18 @@ impl Progress for Bar {
                         }
                     )
                 }
-                None => format!("TTLB {:.1} ms", m.ttlb_ms),
+                None => match &m.detail.bulk {
+                    Some(b) => {
+                        let (server, client) = b.cpu_per_gb();
+                        format!(
+                            "{:.2} Gbit/s, CPU {server:.2} / {client:.2} s/GB (server / clients){}",
+                            b.bps() / 1e9,
+                            b.udp_payload
+                                .map_or(String::new(), |p| format!(", UDP payload {p} B"))
+                        )
+                    }
+                    None => format!("TTLB {:.1} ms", m.ttlb_ms),
+                },
             },
             Err(e) => {
                 self.failed += 1;
