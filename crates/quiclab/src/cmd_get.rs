@@ -10,7 +10,7 @@ use quiclab_stack::record::{HttpVersion, RequestRecord};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
-use crate::trustargs::TrustArgs;
+use crate::trustargs::{TcpArgs, TrustArgs};
 
 /// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), over
 /// HTTP/3 on QUIC (quinn, h3), or over the network-coded transport (--http coded: RaptorQ-coded
@@ -48,16 +48,11 @@ pub struct GetCmd {
     repeat: u32,
     #[command(flatten)]
     trust: TrustArgs,
-    /// TCP congestion controller (one of /proc/sys/net/ipv4/tcp_available_congestion_control);
-    /// default: the kernel's, which is reported. HTTP/1.1 and HTTP/2 only.
-    #[arg(long, value_name = "NAME")]
-    tcp_cc: Option<String>,
+    #[command(flatten)]
+    tcp: TcpArgs,
     /// Resume TLS sessions with tickets from earlier connections of this run.
     #[arg(long)]
     resume: bool,
-    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT). HTTP/1.1 and HTTP/2 only.
-    #[arg(long)]
-    tfo: bool,
     /// Print one JSON record per request instead of a summary.
     #[arg(long)]
     json: bool,
@@ -87,10 +82,8 @@ enum ConnectionArg {
 }
 
 pub fn get(c: GetCmd) -> anyhow::Result<i32> {
-    if matches!(c.http, HttpArg::Http3) && (c.tcp_cc.is_some() || c.tfo) {
-        anyhow::bail!(
-            "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
-        );
+    if matches!(c.http, HttpArg::Http3) {
+        c.tcp.refuse_for_quic()?;
     }
     let (ca_pem, groups) = c.trust.load()?;
     let reuse = matches!(c.connection, ConnectionArg::Reuse);
@@ -104,11 +97,6 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         HttpArg::Http11 => HttpVersion::Http11,
         HttpArg::Http2 => HttpVersion::Http2,
         HttpArg::Http3 => {
-            if c.tcp_cc.is_some() || c.tfo {
-                anyhow::bail!(
-                    "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
-                );
-            }
             let opts = QuicClientOptions {
                 quic: c.quic.options()?,
                 ca_pem,
@@ -122,7 +110,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
             return report(&records, c.json);
         }
         HttpArg::Coded => {
-            if c.tcp_cc.is_some() || c.tfo || c.resume {
+            if c.tcp.any() || c.resume {
                 anyhow::bail!(
                     "--tcp-cc, --tfo and --resume do not apply to the coded transport (it has its \
                      own rate control, and no session resumption or 0-RTT)"
@@ -147,8 +135,8 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         groups,
         ca_pem,
         resume: c.resume,
-        tcp_congestion: c.tcp_cc.clone(),
-        fast_open: c.tfo,
+        tcp_congestion: c.tcp.tcp_cc.clone(),
+        fast_open: c.tcp.tfo,
         path_min_rtt_us: c.record.path_min_rtt_us(),
     };
     let mut client = Client::new(opts).with_context(|| {

@@ -11,7 +11,7 @@ use quiclab_stack::record::HttpVersion;
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
-use crate::trustargs::TrustArgs;
+use crate::trustargs::{TcpArgs, TrustArgs};
 
 /// Load a web page like a browser: the document first, then every resource as soon as the
 /// resource naming it has arrived (the HTML names stylesheets, scripts and images; stylesheets
@@ -58,12 +58,8 @@ pub struct PageCmd {
     no_priorities: bool,
     #[command(flatten)]
     trust: TrustArgs,
-    /// TCP congestion controller (HTTP/1.1 and HTTP/2); default: the kernel's.
-    #[arg(long, value_name = "NAME")]
-    tcp_cc: Option<String>,
-    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT). HTTP/1.1 and HTTP/2.
-    #[arg(long)]
-    tfo: bool,
+    #[command(flatten)]
+    tcp: TcpArgs,
     /// Print one JSON record (every resource's times) instead of a summary.
     #[arg(long)]
     json: bool,
@@ -95,11 +91,7 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
     let (ca_pem, groups) = c.trust.load()?;
     let stack = match c.http {
         HttpArg::Http3 => {
-            if c.tcp_cc.is_some() || c.tfo {
-                anyhow::bail!(
-                    "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
-                );
-            }
+            c.tcp.refuse_for_quic()?;
             Stack::Quic(QuicClientOptions {
                 quic: c.quic.options()?,
                 ca_pem,
@@ -120,8 +112,8 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
             groups,
             ca_pem,
             resume: false,
-            tcp_congestion: c.tcp_cc.clone(),
-            fast_open: c.tfo,
+            tcp_congestion: c.tcp.tcp_cc.clone(),
+            fast_open: c.tcp.tfo,
             path_min_rtt_us: c.record.path_min_rtt_us(),
         }),
     };

@@ -1,5 +1,5 @@
-//! Whom a client trusts and which key-exchange groups it offers: the options `quiclab get` and
-//! `quiclab page` share.
+//! The client options `quiclab get` and `quiclab page` share: whom the client trusts, which
+//! key-exchange groups it offers, and its TCP settings.
 
 use std::path::PathBuf;
 
@@ -30,5 +30,34 @@ impl TrustArgs {
         let ca_pem = std::fs::read_to_string(cacert)
             .with_context(|| format!("reading --cacert {}", cacert.display()))?;
         Ok((ca_pem, groups))
+    }
+}
+
+/// TCP settings of a client (HTTP/1.1 and HTTP/2).
+#[derive(Args)]
+pub struct TcpArgs {
+    /// TCP congestion controller (one of /proc/sys/net/ipv4/tcp_available_congestion_control);
+    /// default: the kernel's (`quiclab get` reports the one in use). HTTP/1.1 and HTTP/2 only.
+    #[arg(long, value_name = "NAME")]
+    pub tcp_cc: Option<String>,
+    /// Ask for TCP Fast Open on every connection (TCP_FASTOPEN_CONNECT). HTTP/1.1 and HTTP/2 only.
+    #[arg(long)]
+    pub tfo: bool,
+}
+
+impl TcpArgs {
+    /// Whether any TCP setting was given.
+    pub fn any(&self) -> bool {
+        self.tcp_cc.is_some() || self.tfo
+    }
+
+    /// Refuses TCP settings for an HTTP/3 client.
+    pub fn refuse_for_quic(&self) -> anyhow::Result<()> {
+        if self.any() {
+            anyhow::bail!(
+                "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
+            );
+        }
+        Ok(())
     }
 }
