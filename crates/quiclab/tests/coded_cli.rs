@@ -9,23 +9,10 @@ use serde_json::Value;
 mod common;
 use common::{QUICLAB, assert_root, json_lines, quiclab, tmpdir};
 
-/// Runs `quiclab link` with `args`; returns its standard output and the link's report lines
-/// (standard error). The client must succeed.
+/// `quiclab link` with `args` and a client that must succeed: its standard output and the
+/// link's report lines (standard error).
 fn link(args: &[&str], server: &str, client: &str) -> (String, String) {
-    let out = quiclab()
-        .arg("link")
-        .args(args)
-        .args(["--wait", "10s", "--server", server, "--client", client])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    (stdout, stderr)
+    common::link_output(args, server, client, 0)
 }
 
 /// Packets the link dropped at random in one direction ("up" or "down"), from its report.

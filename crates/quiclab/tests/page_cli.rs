@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 mod common;
-use common::{assert_root, quiclab};
+use common::assert_root;
 
 /// Timing tests one at a time: two page loads side by side would share the CPU and the clock.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -55,18 +55,11 @@ fn load(page: &str, http: &str, server_args: &str, dir: &std::path::Path) -> Val
         "exec {bin} page --json --http {http} --page {page} --cacert {} https://$QUICLAB_SERVER",
         cert.display()
     );
-    let out = quiclab()
-        .arg("link")
-        .args(["--rate", "10mbit", "--delay", "10ms", "--queue", "4mb"])
-        .args(["--wait", "10s", "--server", &server, "--client", &client])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    let (stdout, stderr) = common::link_output(
+        &["--rate", "10mbit", "--delay", "10ms", "--queue", "4mb"],
+        &server,
+        &client,
+        0,
     );
     let down = stderr
         .lines()

@@ -52,8 +52,9 @@ impl Drop for TempDir {
 }
 
 /// Runs `quiclab link` with `args`, `server` and `client` (shell commands), waiting up to 10 s
-/// for the server; checks that it exits with `code` and returns its standard output.
-pub fn link_exit(args: &[&str], server: &str, client: &str, code: i32) -> String {
+/// for the server; checks that it exits with `code` and returns its standard output and standard
+/// error (where the link's report goes).
+pub fn link_output(args: &[&str], server: &str, client: &str, code: i32) -> (String, String) {
     let out = quiclab()
         .arg("link")
         .args(args)
@@ -61,13 +62,18 @@ pub fn link_exit(args: &[&str], server: &str, client: &str, code: i32) -> String
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(
         out.status.code(),
         Some(code),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    stdout
+    (stdout, stderr)
+}
+
+/// [`link_output`]'s standard output.
+pub fn link_exit(args: &[&str], server: &str, client: &str, code: i32) -> String {
+    link_output(args, server, client, code).0
 }
 
 /// [`link_exit`] for a client that must succeed.
