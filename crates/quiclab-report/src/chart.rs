@@ -7,6 +7,7 @@
 //! widths are estimated from character counts (no font is read), with margins to spare.
 
 use crate::html::esc;
+use crate::model::Campaign;
 use crate::units;
 use std::fmt::Write;
 
@@ -118,6 +119,19 @@ pub struct LegendEntry {
     pub label: String,
     pub colour: String,
     pub mark: Mark,
+}
+
+/// A legend entry per arm of the campaign, in its colour, with `mark`.
+pub fn arm_legend(camp: &Campaign, mark: Mark) -> Vec<LegendEntry> {
+    camp.arms
+        .iter()
+        .enumerate()
+        .map(|(i, a)| LegendEntry {
+            label: a.name.clone(),
+            colour: arm_colour(i).to_string(),
+            mark,
+        })
+        .collect()
 }
 
 const LEGEND_ROW: f64 = 16.0;

@@ -11,7 +11,7 @@
 //! payload, reached after the median of their times.
 
 use crate::analysis::{Analysis, metrics};
-use crate::chart::{Bar, BarGroup, BarSpec, LegendEntry, Mark, Ticks, arm_colour, grouped_bars};
+use crate::chart::{Bar, BarGroup, BarSpec, Mark, Ticks, arm_colour, arm_legend, grouped_bars};
 use crate::html::esc;
 use crate::model::Workload;
 use crate::stats;
@@ -246,16 +246,7 @@ fn chart(an: &Analysis, cells: &[Vec<Vec<BulkCell>>], ci: usize) -> String {
         y_label: "Gbit/s".into(),
         y: Ticks::new(0.0, max.max(1e-3) * 1.05, 5),
         groups,
-        legend: camp
-            .arms
-            .iter()
-            .enumerate()
-            .map(|(ai, arm)| LegendEntry {
-                label: arm.name.clone(),
-                colour: arm_colour(ai).to_string(),
-                mark: Mark::Dot,
-            })
-            .collect(),
+        legend: arm_legend(camp, Mark::Dot),
         references: camp.conditions[ci]
             .rate_bps
             .map(|r| (r as f64 / 1e9, "#888".to_string(), "link rate".to_string()))

@@ -13,7 +13,7 @@
 
 use crate::analysis::{Analysis, metrics};
 use crate::chart::{
-    Bar, BarGroup, BarSpec, LegendEntry, Mark, Series, Ticks, arm_colour, cdf, grouped_bars,
+    Bar, BarGroup, BarSpec, Mark, Series, Ticks, arm_colour, arm_legend, cdf, grouped_bars,
 };
 use crate::html::esc;
 use crate::model::{RequestMetrics, Workload};
@@ -162,16 +162,7 @@ pub fn render(an: &Analysis) -> Option<String> {
             y_label: "Mbit/s".into(),
             y: Ticks::new(0.0, max.max(1e-3) * 1.05, 5),
             groups,
-            legend: camp
-                .arms
-                .iter()
-                .enumerate()
-                .map(|(ai, arm)| LegendEntry {
-                    label: arm.name.clone(),
-                    colour: arm_colour(ai).to_string(),
-                    mark: Mark::Dot,
-                })
-                .collect(),
+            legend: arm_legend(camp, Mark::Dot),
             references: camp.conditions[0]
                 .rate_bps
                 .filter(|&r| camp.conditions.iter().all(|c| c.rate_bps == Some(r)))

@@ -17,8 +17,8 @@ use std::fmt::Write;
 
 use crate::analysis::{Analysis, MIN_TRIALS, metrics};
 use crate::chart::{
-    self, Bar, BarGroup, BarSpec, LegendEntry, Mark, Ticks, XySpec, arm_colour, c, empty_chart,
-    polyline, reference_line, svg_close, xy_frame,
+    self, Bar, BarGroup, BarSpec, LegendEntry, Mark, Ticks, XySpec, arm_colour, arm_legend, c,
+    empty_chart, polyline, reference_line, svg_close, xy_frame,
 };
 use crate::html::esc;
 use crate::model::{Campaign, Trial, Workload};
@@ -443,18 +443,6 @@ fn detail_table(out: &mut String, an: &Analysis, rows: &[PatternRow]) {
         );
     }
     out.push_str("</tbody></table>\n");
-}
-
-fn arm_legend(camp: &Campaign, mark: Mark) -> Vec<LegendEntry> {
-    camp.arms
-        .iter()
-        .enumerate()
-        .map(|(i, a)| LegendEntry {
-            label: a.name.clone(),
-            colour: arm_colour(i).to_string(),
-            mark,
-        })
-        .collect()
 }
 
 /// The largest link rate among the conditions, Mbit/s.
