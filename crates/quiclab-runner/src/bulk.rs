@@ -2,14 +2,15 @@
 //! acknowledged between two instants, the CPU time of a process, and the UDP payload a QUIC
 //! server settled on and when.
 //!
-//! Contract: the timeline functions read the server's timeline (JSON lines of
-//! [`TimelineSample`], one sampler per connection, cumulative acknowledged bytes); lines that
-//! are not samples are errors (the server writes nothing else there). Times are CLOCK_MONOTONIC
+//! Contract: [`samples`] reads the server's timeline (JSON lines of [`TimelineSample`], one
+//! sampler per connection, cumulative acknowledged bytes); lines that are not samples are errors
+//! (the server writes nothing else there). The other timeline functions take its samples. Times are CLOCK_MONOTONIC
 //! microseconds like every record.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use quiclab_netns::Process;
 use quiclab_stack::record::TimelineSample;
 
 /// How long a bulk trial runs before it measures: a fifth of the measured interval, at most
@@ -18,8 +19,8 @@ pub fn warmup(measured: Duration) -> Duration {
     (measured / 5).min(Duration::from_secs(1))
 }
 
-/// The samples of a timeline, in file order.
-fn samples(timeline: &str) -> Result<Vec<TimelineSample>, String> {
+/// The samples of a timeline (its text), in file order.
+pub fn samples(timeline: &str) -> Result<Vec<TimelineSample>, String> {
     timeline
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -31,9 +32,9 @@ fn samples(timeline: &str) -> Result<Vec<TimelineSample>, String> {
 /// Bytes acknowledged over all connections between `t0` and `t1`: per connection, the last
 /// cumulative value at or before `t1` minus the last at or before `t0` (zero for a connection
 /// that started after `t0`).
-pub fn acked_between(timeline: &str, t0: u64, t1: u64) -> Result<u64, String> {
+pub fn acked_between(samples: &[TimelineSample], t0: u64, t1: u64) -> u64 {
     let mut per_conn: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for s in samples(timeline)? {
+    for s in samples {
         let acked = s.acked_bytes.unwrap_or(0);
         let e = per_conn.entry(s.connection).or_insert((0, 0));
         if s.t_us <= t0 {
@@ -43,24 +44,23 @@ pub fn acked_between(timeline: &str, t0: u64, t1: u64) -> Result<u64, String> {
             e.1 = acked;
         }
     }
-    Ok(per_conn.values().map(|&(a, b)| b.saturating_sub(a)).sum())
+    per_conn.values().map(|&(a, b)| b.saturating_sub(a)).sum()
 }
 
 /// The largest UDP payload any connection used at its last sample, and how long after its
 /// first sample (its start) the first connection to use it reached it, ms. `None` when the
 /// timeline has no payloads (TCP).
-pub fn udp_payload(timeline: &str) -> Result<(Option<u32>, Option<f64>), String> {
-    let samples = samples(timeline)?;
+pub fn udp_payload(samples: &[TimelineSample]) -> (Option<u32>, Option<f64>) {
     let mut first: BTreeMap<u32, u64> = BTreeMap::new();
     let mut last: BTreeMap<u32, u32> = BTreeMap::new();
-    for s in &samples {
+    for s in samples {
         first.entry(s.connection).or_insert(s.t_us);
         if let Some(p) = s.udp_payload {
             last.insert(s.connection, p);
         }
     }
     let Some(&settled) = last.values().max() else {
-        return Ok((None, None));
+        return (None, None);
     };
     let reached = samples
         .iter()
@@ -68,7 +68,13 @@ pub fn udp_payload(timeline: &str) -> Result<(Option<u32>, Option<f64>), String>
         .map(|s| s.t_us.saturating_sub(first[&s.connection]))
         .min()
         .map(|us| us as f64 / 1000.0);
-    Ok((Some(settled), reached))
+    (Some(settled), reached)
+}
+
+/// CPU seconds (user + system) the server and all clients have used so far.
+pub fn cpu_s(server: &Process, clients: &[Process]) -> (f64, f64) {
+    let of = |p: &Process| p.pid().map_or(0.0, process_cpu_s);
+    (of(server), clients.iter().map(of).sum())
 }
 
 /// CPU seconds (user + system) a live process has used so far; 0 once it is gone.
@@ -129,13 +135,10 @@ mod tests {
         ]
         .join("\n");
         // conn 0: 9000 - 5000; conn 1: 900 - 50; conn 2: 300
-        assert_eq!(acked_between(&t, 200, 300), Ok(4_000 + 850 + 300));
-        assert_eq!(acked_between(&t, 400, 500), Ok(0));
-        assert!(
-            acked_between("not json", 0, 1)
-                .unwrap_err()
-                .contains("line 1")
-        );
+        let t = samples(&t).unwrap();
+        assert_eq!(acked_between(&t, 200, 300), 4_000 + 850 + 300);
+        assert_eq!(acked_between(&t, 400, 500), 0);
+        assert!(samples("not json").unwrap_err().contains("line 1"));
     }
 
     #[test]
@@ -149,9 +152,9 @@ mod tests {
             line(0, 9_000, 0, Some(8952)),
         ]
         .join("\n");
-        assert_eq!(udp_payload(&t), Ok((Some(8952), Some(3.0))));
-        let tcp = line(0, 1_000, 5, None);
-        assert_eq!(udp_payload(&tcp), Ok((None, None)));
+        assert_eq!(udp_payload(&samples(&t).unwrap()), (Some(8952), Some(3.0)));
+        let tcp = samples(&line(0, 1_000, 5, None)).unwrap();
+        assert_eq!(udp_payload(&tcp), (None, None));
     }
 
     #[test]

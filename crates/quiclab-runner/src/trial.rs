@@ -540,11 +540,12 @@ fn bulk_metrics(
     let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
     let text = std::fs::read_to_string(timeline)
         .map_err(|e| fail(format!("reading {}: {e}", timeline.display())))?;
-    let bytes = bulk::acked_between(&text, run.t0_us, run.t1_us).map_err(fail)?;
+    let samples = bulk::samples(&text).map_err(fail)?;
+    let bytes = bulk::acked_between(&samples, run.t0_us, run.t1_us);
     if bytes == 0 {
         return Err(fail("nothing was acknowledged over the measured interval"));
     }
-    let (udp_payload, udp_payload_reached_ms) = bulk::udp_payload(&text).map_err(fail)?;
+    let (udp_payload, udp_payload_reached_ms) = bulk::udp_payload(&samples);
     let b = BulkDetail {
         connections,
         seconds: (run.t1_us - run.t0_us) as f64 / 1e6,
@@ -616,10 +617,6 @@ fn bulk_clients(
         clients.push(c);
         logs.push(log);
     }
-    let cpu = |clients: &[Process]| -> (f64, f64) {
-        let of = |p: &Process| p.pid().map_or(0.0, bulk::process_cpu_s);
-        (of(server), clients.iter().map(of).sum())
-    };
     // sleeps until `until`, failing if a client stopped or a stop was asked for
     let wait = |clients: &mut [Process], until: Instant| -> Result<(), Failure> {
         loop {
@@ -643,9 +640,9 @@ fn bulk_clients(
     };
     let started = Instant::now();
     wait(&mut clients, started + bulk::warmup(measured))?;
-    let (t0_us, (s0, c0)) = (now_us(), cpu(&clients));
+    let (t0_us, (s0, c0)) = (now_us(), bulk::cpu_s(server, &clients));
     wait(&mut clients, Instant::now() + measured)?;
-    let (t1_us, (s1, c1)) = (now_us(), cpu(&clients));
+    let (t1_us, (s1, c1)) = (now_us(), bulk::cpu_s(server, &clients));
     for c in &mut clients {
         c.stop(Duration::from_millis(200));
     }

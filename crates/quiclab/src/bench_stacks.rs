@@ -174,16 +174,17 @@ fn measure(
         .collect::<Result<Vec<_>, _>>()?;
     let warmup = bulk::warmup(d);
     std::thread::sleep(warmup);
-    let (t0, cpu0) = (now_us(), cpu(&server, &clients));
+    let (t0, cpu0) = (now_us(), bulk::cpu_s(&server, &clients));
     std::thread::sleep(d);
-    let (t1, cpu1) = (now_us(), cpu(&server, &clients));
+    let (t1, cpu1) = (now_us(), bulk::cpu_s(&server, &clients));
     for c in &mut clients {
         c.stop(Duration::from_millis(200));
     }
     server.stop(Duration::from_secs(2));
     let text = std::fs::read_to_string(&timeline)
         .with_context(|| format!("reading {}", timeline.display()))?;
-    let bytes = bulk::acked_between(&text, t0, t1).map_err(anyhow::Error::msg)?;
+    let samples = bulk::samples(&text).map_err(anyhow::Error::msg)?;
+    let bytes = bulk::acked_between(&samples, t0, t1);
     let gb = bytes as f64 / 1e9;
     if gb <= 0.0 {
         bail!(
@@ -211,10 +212,4 @@ fn wait_for(file: &Path) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     bail!("quiclab serve did not start (no {})", file.display())
-}
-
-/// CPU seconds (user + system) of the server and of all clients so far.
-fn cpu(server: &Process, clients: &[Process]) -> (f64, f64) {
-    let of = |p: &Process| p.pid().map_or(0.0, bulk::process_cpu_s);
-    (of(server), clients.iter().map(of).sum())
 }
