@@ -15,11 +15,13 @@ fn later_requests_go_zero_rtt_over_quic_and_save_one_round_trip() {
     let host_tfo = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen").unwrap();
     let before = host_tfo();
     // 25 ms each way, no loss; 20 kB objects fit in the initial windows, so a request's first
-    // byte comes a fixed number of round trips after its start
+    // byte comes a fixed number of round trips after its start. Three iterations: each trial
+    // has one first request, and the median of three keeps one slow process start (a single
+    // first request once came 6 ms late) from deciding the comparison.
     let (dir, out) = common::run_plan(
         "repeat-cli",
         r#"name = "rep"
-iterations = 1
+iterations = 3
 [workload]
 kind = "repeat"
 requests = 6
@@ -42,24 +44,30 @@ tfo = true
     );
     assert_eq!(host_tfo(), before);
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
-    assert_eq!(trials.len(), 3);
+    assert_eq!(trials.len(), 9);
     let saved_rtts = |arm: &str| -> f64 {
-        let t = trials.iter().find(|t| t.arm == arm).unwrap();
-        let m = t.outcome.as_ref().unwrap_or_else(|e| panic!("{arm}: {e}"));
-        let reqs = &m.detail.requests;
-        assert_eq!(reqs.len(), 6, "{arm}");
-        assert!(reqs.iter().all(|r| r.new_connection && r.bytes == 20_000));
-        assert!(
-            !reqs[0].resumed && reqs[1..].iter().all(|r| r.resumed),
-            "{arm}"
-        );
-        let zero_rtt = reqs[1..]
-            .iter()
-            .all(|r| r.zero_rtt_attempted && r.zero_rtt_accepted);
-        assert_eq!(zero_rtt, arm == "h3", "{arm}: 0-RTT only over QUIC");
-        assert!(!reqs[0].zero_rtt_attempted);
-        let later = median(reqs[1..].iter().map(|r| r.ttfb_ms).collect());
-        (reqs[0].ttfb_ms - later) / RTT_MS
+        let (mut first, mut later) = (Vec::new(), Vec::new());
+        for t in trials.iter().filter(|t| t.arm == arm) {
+            let m = t.outcome.as_ref().unwrap_or_else(|e| panic!("{arm}: {e}"));
+            let reqs = &m.detail.requests;
+            assert_eq!(reqs.len(), 6, "{arm}");
+            assert!(reqs.iter().all(|r| r.new_connection && r.bytes == 20_000));
+            assert!(
+                !reqs[0].resumed && reqs[1..].iter().all(|r| r.resumed),
+                "{arm}"
+            );
+            let zero_rtt = reqs[1..]
+                .iter()
+                .all(|r| r.zero_rtt_attempted && r.zero_rtt_accepted);
+            assert_eq!(zero_rtt, arm == "h3", "{arm}: 0-RTT only over QUIC");
+            assert!(!reqs[0].zero_rtt_attempted);
+            first.push(reqs[0].ttfb_ms);
+            later.extend(reqs[1..].iter().map(|r| r.ttfb_ms));
+        }
+        assert_eq!(first.len(), 3, "{arm}");
+        let (first, later) = (median(first), median(later));
+        eprintln!("{arm}: first TTFB {first:.1} ms, later {later:.1} ms (medians)");
+        (first - later) / RTT_MS
     };
     // QUIC: 2 RTT (handshake, request) against 1; TCP + Fast Open: 3 against 2 (the SYN carries
     // the ClientHello); TCP without it: 3 against 3. A few ms of processing and serialisation
@@ -72,6 +80,6 @@ tfo = true
     assert!(h2.abs() < 0.15, "h2 saved {h2:.2} RTT");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Repeated requests"));
-    assert!(html.contains("5 sent their request as 0-RTT data and 5 of those were accepted"));
+    assert!(html.contains("15 sent their request as 0-RTT data and 15 of those were accepted"));
     let _ = std::fs::remove_dir_all(&dir);
 }
