@@ -14,13 +14,15 @@
 pub mod analysis;
 mod chart;
 mod html;
-pub mod model;
-mod page_model;
 pub mod playback;
 mod sections;
 pub mod stats;
 pub mod synthetic;
-pub mod units;
+
+/// The campaign model the report reads (from quiclab-model).
+pub(crate) use quiclab_model::campaign as model;
+/// How numbers are written, shared with the rest of quiclab.
+pub(crate) use quiclab_model::units;
 
 use analysis::Analysis;
 use html::esc;

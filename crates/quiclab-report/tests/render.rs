@@ -2,8 +2,10 @@
 //! match the statistics module, the median trial's timeline, determinism, escaping and
 //! self-containment.
 
+use quiclab_model::campaign::{
+    Arm, Campaign, Comparison, Condition, Metrics, TimelinePoint, Trial,
+};
 use quiclab_report::analysis::{self, Analysis};
-use quiclab_report::model::{Arm, Campaign, Comparison, Condition, Metrics, TimelinePoint, Trial};
 use quiclab_report::stats::{self, Rng};
 use quiclab_report::{render, synthetic};
 

@@ -3,7 +3,7 @@
 //! late, holding back only itself with a stream per flush, the flushes sent during the repair on
 //! a single stream, and never arriving as a datagram.
 
-use quiclab_report::model::{
+use quiclab_model::campaign::{
     Arm, Campaign, Condition, Detail, LostPacket, Metrics, Stall, TelemetryDetail, Trial, Workload,
 };
 use quiclab_report::render;

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use quiclab_model::record::TimelineSample;
 use quiclab_netns::Process;
-use quiclab_stack::record::TimelineSample;
 
 /// How long a bulk trial runs before it measures: a fifth of the measured interval, at most
 /// 1 s (connections are open and past slow start by then).
@@ -101,7 +101,7 @@ fn cpu_ticks(stat: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quiclab_stack::record::Transport;
+    use quiclab_model::record::Transport;
 
     fn line(conn: u32, t_us: u64, acked: u64, payload: Option<u32>) -> String {
         serde_json::to_string(&TimelineSample {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use quiclab_report::model;
+use quiclab_model::campaign as model;
 use quiclab_store::{Store, StoreError, TrialRecord};
 
 use crate::expand::{TrialSpec, expand};

@@ -130,21 +130,9 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                     let mut push = |condition: usize, before: Option<usize>| {
                         let arm = &plan.arms[ai];
                         let cond = &plan.conditions[condition];
-                        let arm_config = match arm.telemetry {
-                            Some(mode) => json!({
-                                "name": arm.name,
-                                "telemetry": mode.name(),
-                                "knobs": arm.knobs,
-                            }),
-                            None => json!({
-                                "name": arm.name,
-                                "http": arm.client_args()[1],
-                                "knobs": arm.knobs,
-                            }),
-                        };
                         let mut config = json!({
                             "workload": workload,
-                            "arm": arm_config,
+                            "arm": arm.config(),
                             "condition": {"name": cond.name, "keys": cond.keys},
                             "iteration": it,
                             "seed": seed,

@@ -11,7 +11,9 @@
 pub mod bulk;
 pub mod campaign;
 pub mod expand;
+pub mod outputs;
 mod page;
 pub mod plan;
+pub mod stacks;
 pub mod telemetry;
 pub mod trial;

@@ -4,13 +4,13 @@
 use std::ops::Range;
 use std::path::Path;
 
+use quiclab_model::campaign::{Detail, Metrics, PageDetail, PageInfo, ResourceTimes, Workload};
 use quiclab_netns::DirectionReport;
-use quiclab_report::model::{Detail, Metrics, PageDetail, PageInfo, ResourceTimes, Workload};
 use quiclab_stack::page::{self, BUILTIN};
 use quiclab_stack::page_client::PageRecord;
 use toml::Spanned;
 
-use crate::trial::Sample;
+use crate::outputs::{self, Sample};
 
 /// A plan problem: where in the file (when known) and what.
 pub(crate) type Problem = (Option<Range<usize>>, String);
@@ -81,20 +81,16 @@ pub(crate) fn parse_pages(
     Ok((Workload::Pages { pages }, sizes))
 }
 
-/// Refuses arm keys `quiclab page` cannot honour: the coded transport (it is not HTTP) and
-/// session resumption (a page load makes its connections once, with nothing to resume).
+/// Refuses arm keys `quiclab page` cannot honour: session resumption (a page load makes its
+/// connections once, with nothing to resume). Stacks that load no pages are refused by the
+/// stack registry.
 pub(crate) fn check_arm(
     arm: &str,
     t: &indexmap::IndexMap<Spanned<String>, Spanned<toml::Value>>,
 ) -> Result<(), (Range<usize>, String)> {
     for (k, v) in t {
-        let refused = match (k.get_ref().as_str(), v.get_ref()) {
-            ("http", toml::Value::String(h)) if h == "coded" => {
-                "http = \"coded\": page loads are HTTP (1.1, 2 or 3)"
-            }
-            ("resume", _) => {
-                "resume: a page load opens its connections once, with no session to resume"
-            }
+        let refused = match k.get_ref().as_str() {
+            "resume" => "resume: a page load opens its connections once, with no session to resume",
             _ => continue,
         };
         return Err((
@@ -147,7 +143,7 @@ pub(crate) fn metrics(
         timeline: timeline
             .iter()
             .filter_map(|s| {
-                Some(quiclab_report::model::TimelinePoint {
+                Some(quiclab_model::campaign::TimelinePoint {
                     t_ms: s.t_ms,
                     acked_bytes: s.acked_bytes?,
                     cwnd_bytes: s.cwnd_bytes,
@@ -217,7 +213,7 @@ pub(crate) fn trial_metrics(
     let Some(rec) = rec else {
         return Err(format!(
             "the client ({status}) wrote no page record: {}",
-            crate::trial::tail(client_log, 3)
+            outputs::tail(client_log, 3)
         ));
     };
     let device_drops: u64 = reports.iter().map(|r| r.device_drops).sum();
@@ -227,7 +223,7 @@ pub(crate) fn trial_metrics(
              host could not keep up)"
         ));
     }
-    let timeline = crate::trial::read_timeline(timeline, rec.start_us);
+    let timeline = outputs::read_timeline(timeline, rec.start_us);
     metrics(&rec, &timeline, reports, min_rtt_ms)
 }
 

@@ -27,7 +27,8 @@
 //! loss = "1%"
 //! [matrix]                   # and/or every combination of these values
 //! up-loss = ["0%", "2%"]
-//! [arms.h2-cubic]            # stacks with their knobs (http = "1.1", "2", "3" or "coded")
+//! [arms.h2-cubic]            # http = "1.1", "2", "3" or "coded" (its default stack), or
+//!                            # stack = NAME (see `stacks`), with the stack's knobs
 //! http = "2"
 //! tcp-cc = "cubic"
 //! [arms.h3-cubic]
@@ -44,13 +45,13 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use quiclab_link::config::{ConfigError, KEYS};
 use quiclab_link::{LinkConfig, units};
-pub use quiclab_report::model::Workload;
-use quiclab_stack::quic::{self, QuicCongestion, QuicOptions};
-use quiclab_stack::record::HttpVersion;
-use quiclab_stack::tcpinfo;
+pub use quiclab_model::campaign::Workload;
+use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_stack::telemetry::{self, Mode};
-use quiclab_stack::tls::KxGroup;
+use std::ops::Range;
 use toml::Spanned;
+
+use crate::stacks::{self, ArmStack, Knob, STACKS, Stack};
 
 /// A plan problem with its place in the file.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,309 +156,107 @@ impl Condition {
     }
 }
 
-/// Which stack an arm knob concerns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Applies {
-    Any,
-    Tcp,
-    Quic,
-}
-
-/// How a knob reaches the endpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flag {
-    /// `--flag VALUE` on the server (`quiclab serve`), the client (`quiclab get`) or both.
-    Server(&'static str),
-    Client(&'static str),
-    Both(&'static str),
-    /// A switch without a value on the client, given when the value is true.
-    ClientSwitch(&'static str),
-    /// The same on both endpoints.
-    BothSwitch(&'static str),
-}
-
-/// One knob an arm may set.
-struct Knob {
-    key: &'static str,
-    applies: Applies,
-    flag: Flag,
-    help: &'static str,
-    /// Normalises the value or says what is allowed.
-    check: fn(&str) -> Result<String, String>,
-    /// `quiclab telemetry` and the server's telemetry side take it too.
-    telemetry: bool,
-}
-
-fn check_on_off(v: &str) -> Result<String, String> {
-    quic::parse_on_off("value", v)
-        .map(|b| if b { "on" } else { "off" }.to_string())
-        .map_err(|_| "allowed: on or off".into())
-}
-
-fn check_scheduling(v: &str) -> Result<String, String> {
-    match v {
-        "round-robin" | "fifo" => Ok(v.to_string()),
-        _ => Err("allowed: round-robin or fifo".into()),
-    }
-}
-
-fn check_bool(v: &str) -> Result<String, String> {
-    match v {
-        "true" | "false" => Ok(v.to_string()),
-        _ => Err("allowed: true or false".into()),
-    }
-}
-
-fn check_tcp_cc(v: &str) -> Result<String, String> {
-    let names = tcpinfo::available_congestion_controllers()
-        .map_err(|e| format!("cannot read {}: {e}", tcpinfo::AVAILABLE_CONGESTION))?;
-    if names.iter().any(|n| n == v) {
-        Ok(v.to_string())
-    } else {
-        Err(format!(
-            "this kernel's TCP congestion controllers are: {}",
-            names.join(", ")
-        ))
-    }
-}
-
-fn check_quic_cc(v: &str) -> Result<String, String> {
-    v.parse::<QuicCongestion>()
-        .map(|c| c.name().to_string())
-        .map_err(|_| {
-            format!(
-                "allowed: {}",
-                QuicCongestion::ALL.map(QuicCongestion::name).join(", ")
-            )
-        })
-}
-
-fn check_duration(v: &str) -> Result<String, String> {
-    units::parse_duration(v)
-        .map(|_| v.to_string())
-        .map_err(|e| e.to_string())
-}
-
-fn check_groups(v: &str) -> Result<String, String> {
-    KxGroup::parse_list(v)
-        .map(|g| g.iter().map(|g| g.name()).collect::<Vec<_>>().join(","))
-        .map_err(|e| format!("{e}; allowed: a list of x25519, p256, p384"))
-}
-
-fn check_payload(v: &str) -> Result<String, String> {
-    match v.parse::<u16>() {
-        Ok(n) if (1200..=65_527).contains(&n) => Ok(n.to_string()),
-        _ => Err("allowed: bytes from 1200 to 65527".into()),
-    }
-}
-
-fn check_record(v: &str) -> Result<String, String> {
-    match v.parse::<u16>() {
-        Ok(n) if (64..=16_384).contains(&n) => Ok(n.to_string()),
-        _ => Err("allowed: bytes from 64 to 16384".into()),
-    }
-}
-
-const KNOBS: &[Knob] = &[
-    Knob {
-        key: "tcp-cc",
-        applies: Applies::Tcp,
-        flag: Flag::Both("--tcp-cc"),
-        help: "TCP congestion controller of both endpoints (e.g. cubic, bbr, reno)",
-        telemetry: true,
-        check: check_tcp_cc,
-    },
-    Knob {
-        key: "quic-cc",
-        applies: Applies::Quic,
-        flag: Flag::Both("--quic-cc"),
-        help: "QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental)",
-        telemetry: true,
-        check: check_quic_cc,
-    },
-    Knob {
-        key: "quic-initial-rtt",
-        applies: Applies::Quic,
-        flag: Flag::Both("--quic-initial-rtt"),
-        help: "RTT assumed before the first sample, e.g. 100ms (sets the first PTO)",
-        telemetry: true,
-        check: check_duration,
-    },
-    Knob {
-        key: "quic-mtu-discovery",
-        applies: Applies::Quic,
-        flag: Flag::Both("--quic-mtu-discovery"),
-        help: "path MTU discovery: on or off",
-        telemetry: true,
-        check: check_on_off,
-    },
-    Knob {
-        key: "quic-initial-mtu",
-        applies: Applies::Quic,
-        flag: Flag::Both("--quic-initial-mtu"),
-        help: "UDP payload at the start, bytes",
-        telemetry: true,
-        check: check_payload,
-    },
-    Knob {
-        key: "quic-max-udp-payload",
-        applies: Applies::Quic,
-        flag: Flag::Both("--quic-max-udp-payload"),
-        help: "largest UDP payload (upper bound of MTU discovery), bytes",
-        telemetry: true,
-        check: check_payload,
-    },
-    Knob {
-        key: "quic-gso",
-        applies: Applies::Quic,
-        flag: Flag::Both("--quic-gso"),
-        help: "generic segmentation offload: on or off",
-        telemetry: true,
-        check: check_on_off,
-    },
-    Knob {
-        key: "groups",
-        applies: Applies::Any,
-        flag: Flag::Client("--groups"),
-        help: "client key-exchange groups in order; a key share for the first only",
-        telemetry: true,
-        check: check_groups,
-    },
-    Knob {
-        key: "server-groups",
-        applies: Applies::Any,
-        flag: Flag::Server("--groups"),
-        help: "groups the server accepts, in order of preference",
-        telemetry: true,
-        check: check_groups,
-    },
-    Knob {
-        key: "dynamic-records",
-        applies: Applies::Tcp,
-        flag: Flag::Server("--dynamic-records"),
-        help: "HTTP/2 responses start with a small frame: on or off",
-        telemetry: false,
-        check: check_on_off,
-    },
-    Knob {
-        key: "tls-max-record",
-        applies: Applies::Tcp,
-        flag: Flag::Server("--tls-max-record"),
-        help: "largest TLS record payload over TCP, bytes",
-        telemetry: false,
-        check: check_record,
-    },
-    Knob {
-        key: "quic-scheduling",
-        applies: Applies::Quic,
-        flag: Flag::Server("--quic-scheduling"),
-        help: "how the server shares its sending side between streams: round-robin or fifo",
-        telemetry: false,
-        check: check_scheduling,
-    },
-    Knob {
-        key: "quic-priorities",
-        applies: Applies::Quic,
-        flag: Flag::Server("--quic-priorities"),
-        help: "the server honours RFC 9218 priority headers: on or off",
-        telemetry: false,
-        check: check_on_off,
-    },
-    Knob {
-        key: "resume",
-        applies: Applies::Any,
-        flag: Flag::ClientSwitch("--resume"),
-        help: "resume TLS sessions (and 0-RTT over QUIC) across connections: true or false",
-        telemetry: false,
-        check: check_bool,
-    },
-    Knob {
-        key: "tfo",
-        applies: Applies::Tcp,
-        flag: Flag::BothSwitch("--tfo"),
-        help: "TCP Fast Open: true or false",
-        telemetry: false,
-        check: check_bool,
-    },
-];
-
-/// A stack with its knobs.
+/// A stack (or a pair: one serving, one fetching) with its knobs.
 #[derive(Debug, Clone)]
 pub struct Arm {
     pub name: String,
     pub label: String,
-    /// The HTTP version; for a telemetry arm (no HTTP spoken), the one whose transport its mode
-    /// uses (2 for TCP, 3 for QUIC).
+    /// The HTTP version; for a telemetry arm (no HTTP spoken), the newest its stack speaks.
     pub http: HttpVersion,
     /// How a telemetry arm's flushes travel (telemetry plans only).
     pub telemetry: Option<Mode>,
-    /// Knobs as normalised, in the table's order.
+    /// The stack that serves and the stack that fetches: the same one unless the plan pairs two
+    /// (`server-stack`, `client-stack`).
+    pub server_stack: &'static dyn Stack,
+    pub client_stack: &'static dyn Stack,
+    /// Knobs as normalised, in the stacks' order.
     pub knobs: Vec<(String, String)>,
     /// Notes that must travel with this arm's results.
     pub caveats: Vec<String>,
 }
 
 impl Arm {
-    fn flags(&self, server: bool) -> Vec<String> {
-        let mut out = Vec::new();
-        for (key, value) in &self.knobs {
-            let Some(k) = KNOBS.iter().find(|k| k.key == key) else {
-                continue;
-            };
-            match (k.flag, server) {
-                (Flag::Both(f), _) | (Flag::Server(f), true) | (Flag::Client(f), false) => {
-                    out.push(f.to_string());
-                    out.push(value.clone());
-                }
-                (Flag::ClientSwitch(f), false) | (Flag::BothSwitch(f), _) if value == "true" => {
-                    out.push(f.to_string())
-                }
-                _ => {}
-            }
+    /// What the arm asks of its stacks.
+    pub fn stack_args(&self) -> ArmStack<'_> {
+        ArmStack {
+            http: self.http,
+            mode: self.telemetry,
+            knobs: &self.knobs,
         }
-        out
     }
 
-    /// Arguments of `quiclab serve` for this arm.
+    /// The server stack's own arguments for this arm.
     pub fn server_args(&self) -> Vec<String> {
-        self.flags(true)
+        self.server_stack.server_args(&self.stack_args())
     }
 
-    /// True when the arm runs over QUIC.
-    pub fn is_quic(&self) -> bool {
-        self.http == HttpVersion::Http3
-    }
-
-    /// Arguments of the client (`quiclab get`, or `quiclab telemetry` for a telemetry arm) for
-    /// this arm, without URLs and output options.
+    /// The client stack's own arguments for this arm (what it speaks and its knobs), without
+    /// the trial's files and the workload's URLs.
     pub fn client_args(&self) -> Vec<String> {
-        if let Some(mode) = self.telemetry {
-            let mut out = vec!["--mode".to_string(), mode.name().to_string()];
-            out.extend(self.flags(false));
-            return out;
-        }
-        let mut out = vec!["--http".to_string(), self.http.name().to_string()];
-        out.extend(self.flags(false));
-        out
+        self.client_stack.client_args(&self.stack_args())
+    }
+
+    /// The transport the arm runs over.
+    pub fn transport(&self) -> Transport {
+        self.server_stack.transport()
     }
 
     /// The value of a knob, if set.
     pub fn knob(&self, key: &str) -> Option<&str> {
-        self.knobs
+        stacks::knob(&self.knobs, key)
+    }
+
+    /// The arm as a trial's configuration names it (hashed into the trial's id). An arm of the
+    /// default stacks is named by its HTTP version or telemetry mode alone, as before stacks had
+    /// names; explicit stacks add themselves.
+    pub fn config(&self) -> serde_json::Value {
+        let mut c = match self.telemetry {
+            Some(mode) => serde_json::json!({
+                "name": self.name,
+                "telemetry": mode.name(),
+                "knobs": self.knobs,
+            }),
+            None => serde_json::json!({
+                "name": self.name,
+                "http": self.http.name(),
+                "knobs": self.knobs,
+            }),
+        };
+        let default = match self.telemetry {
+            Some(mode) => stacks::for_mode(mode),
+            None => stacks::for_http(self.http),
+        }
+        .map(|s| s.name());
+        if [self.server_stack, self.client_stack]
             .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+            .any(|s| Some(s.name()) != default)
+        {
+            c["server-stack"] = self.server_stack.name().into();
+            c["client-stack"] = self.client_stack.name().into();
+        }
+        c
     }
 }
 
 /// Every key an arm accepts, with its help (for errors and `--help`).
 pub fn arm_keys_help() -> String {
     let mut s = format!(
-        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3), 3 (over QUIC), or coded (the network-coded transport)\n  telemetry  in telemetry plans instead of http, how flushes travel: {}\n  label  a description for the report\n",
+        "  http  HTTP version: 1.1, 2 (over TCP and TLS 1.3), 3 (over QUIC), or coded (the network-coded transport)\n  stack  the stack that serves and fetches (default: the first that speaks the HTTP version): {}\n  server-stack, client-stack  two stacks paired, one serving, one fetching\n  telemetry  in telemetry plans instead of http, how flushes travel: {}\n  label  a description for the report\n",
+        stacks::names(),
         Mode::allowed()
     );
-    for k in KNOBS {
-        s.push_str(&format!("  {}  {}\n", k.key, k.help));
+    for k in stacks::all_knobs() {
+        let takers: Vec<_> = STACKS
+            .iter()
+            .filter(|st| st.knobs().iter().any(|o| o.key == k.key))
+            .map(|st| st.name())
+            .collect();
+        s.push_str(&format!(
+            "  {}  {} (stacks: {})\n",
+            k.key,
+            k.help,
+            takers.join(", ")
+        ));
     }
     s
 }
@@ -677,16 +476,78 @@ fn resolve_condition(
     })
 }
 
+/// Keys of an arm that are not knobs.
+const ARM_KEYS: [&str; 6] = [
+    "http",
+    "telemetry",
+    "stack",
+    "server-stack",
+    "client-stack",
+    "label",
+];
+
+/// "a", "a and b", "a, b and c".
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// What a stack speaks, for messages: "HTTP/1.1 and HTTP/2 over TCP (stack \"tcp\")".
+fn speaks(s: &dyn Stack) -> String {
+    let versions: Vec<String> = s.http().iter().map(|h| h.title().to_string()).collect();
+    format!(
+        "{} over {} (stack {:?})",
+        and_list(&versions),
+        s.transport().title(),
+        s.name()
+    )
+}
+
+/// A stack an arm names, and where.
+type Placed = (&'static dyn Stack, Range<usize>);
+
 fn parse_arm(
     ctx: &Ctx,
     name: &Spanned<String>,
     t: &Table,
-    telemetry_plan: bool,
+    workload_kind: &str,
 ) -> Result<Arm, PlanError> {
+    let telemetry_plan = workload_kind == "telemetry";
     let arm = name.get_ref();
     let get = |key: &str| t.iter().find(|(k, _)| k.get_ref() == key);
     let modes = || Mode::ALL.map(|m| format!("{:?}", m.name())).join(", ");
-    let (http, mode) = if telemetry_plan {
+    // stacks the arm names, with the place of the name
+    let named = |key: &str| -> Result<Option<Placed>, PlanError> {
+        let Some((_, v)) = get(key) else {
+            return Ok(None);
+        };
+        let raw = scalar(ctx, v)?;
+        match stacks::find(&raw) {
+            Some(s) => Ok(Some((s, v.span()))),
+            None => Err(ctx.err(
+                v.span(),
+                format!(
+                    "arm {arm:?}: {key} = {raw:?}: no such stack; allowed: {}",
+                    stacks::names()
+                ),
+            )),
+        }
+    };
+    let stack = named("stack")?;
+    let (server_named, client_named) = (named("server-stack")?, named("client-stack")?);
+    if let (Some((_, at)), true) = (&stack, server_named.is_some() || client_named.is_some()) {
+        return Err(ctx.err(
+            at.clone(),
+            format!(
+                "arm {arm:?}: stack names the stack of both ends; to pair two, give \
+                 server-stack and client-stack instead"
+            ),
+        ));
+    }
+    let (http, mode, http_at) = if telemetry_plan {
         if let Some((k, _)) = get("http") {
             return Err(ctx.err(
                 k.span(),
@@ -710,12 +571,19 @@ fn parse_arm(
                 format!("arm {arm:?}: telemetry = {raw:?}; allowed: {}", modes()),
             )
         })?;
-        let http = if mode.is_quic() {
-            HttpVersion::Http3
-        } else {
-            HttpVersion::Http2
-        };
-        (http, Some(mode))
+        let carrier = stack
+            .as_ref()
+            .or(server_named.as_ref())
+            .map(|(s, _)| *s)
+            .or_else(|| stacks::for_mode(mode))
+            .ok_or_else(|| {
+                ctx.err(
+                    v.span(),
+                    format!("arm {arm:?}: no stack carries telemetry = {raw:?}"),
+                )
+            })?;
+        let http = *carrier.http().last().unwrap_or(&HttpVersion::Http2);
+        (http, Some(mode), v.span())
     } else {
         if let Some((k, _)) = get("telemetry") {
             return Err(ctx.err(
@@ -725,153 +593,196 @@ fn parse_arm(
                 ),
             ));
         }
-        let (_, http_v) = get("http").ok_or_else(|| {
-            ctx.err(
-                name.span(),
-                format!("arm {arm:?} needs http = \"1.1\", \"2\", \"3\" or \"coded\""),
-            )
-        })?;
-        let http = match scalar(ctx, http_v)?.as_str() {
-            "1.1" | "1" => HttpVersion::Http11,
-            "2" => HttpVersion::Http2,
-            "3" => HttpVersion::Http3,
-            "coded" => HttpVersion::Coded,
-            other => {
-                return Err(ctx.err(
-                    http_v.span(),
-                    format!(
-                        "arm {arm:?}: http = {other:?}; allowed: \"1.1\", \"2\", \"3\" or \"coded\""
-                    ),
-                ));
+        let allowed = HttpVersion::ALL
+            .map(|h| format!("{:?}", h.name()))
+            .join(", ");
+        match get("http") {
+            Some((_, http_v)) => {
+                let raw = scalar(ctx, http_v)?;
+                let http = HttpVersion::from_name(&raw).ok_or_else(|| {
+                    ctx.err(
+                        http_v.span(),
+                        format!("arm {arm:?}: http = {raw:?}; allowed: {allowed}"),
+                    )
+                })?;
+                (http, None, http_v.span())
             }
-        };
-        (http, None)
+            None => {
+                // a named stack that speaks one version needs no http
+                let (s, at) = stack
+                    .as_ref()
+                    .or(server_named.as_ref())
+                    .cloned()
+                    .ok_or_else(|| {
+                        ctx.err(
+                            name.span(),
+                            format!("arm {arm:?} needs http = {allowed} (or stack = NAME)"),
+                        )
+                    })?;
+                match s.http() {
+                    [one] => (*one, None, at),
+                    several => {
+                        let v: Vec<String> =
+                            several.iter().map(|h| format!("{:?}", h.name())).collect();
+                        return Err(ctx.err(
+                            at,
+                            format!(
+                                "arm {arm:?}: stack {:?} speaks several HTTP versions; say which \
+                                 with http = {}",
+                                s.name(),
+                                v.join(" or ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
     };
-    let is_quic = http == HttpVersion::Http3;
-    let is_coded = http == HttpVersion::Coded;
+    let default = match mode {
+        Some(m) => stacks::for_mode(m),
+        None => stacks::for_http(http),
+    };
+    let pick = |own: &Option<Placed>| {
+        own.clone()
+            .or_else(|| stack.clone())
+            .or_else(|| default.map(|s| (s, http_at.clone())))
+    };
+    let (Some(server), Some(client)) = (pick(&server_named), pick(&client_named)) else {
+        return Err(ctx.err(
+            http_at,
+            format!("arm {arm:?}: no stack speaks {}", http.title()),
+        ));
+    };
+    for (s, at) in [&server, &client] {
+        let fits = match mode {
+            Some(m) => s.telemetry_modes().contains(&m),
+            None => s.http().contains(&http),
+        };
+        if !fits {
+            let what = match mode {
+                Some(m) => format!("telemetry = {:?}", m.name()),
+                None => http.title().to_string(),
+            };
+            return Err(ctx.err(
+                at.clone(),
+                format!(
+                    "arm {arm:?}: stack {:?} does not carry {what}; it speaks {}",
+                    s.name(),
+                    speaks(*s)
+                ),
+            ));
+        }
+        if !s.workloads().contains(&workload_kind) {
+            return Err(ctx.err(
+                at.clone(),
+                format!(
+                    "arm {arm:?}: stack {:?} does not run the {workload_kind} workload; its \
+                     workloads: {}",
+                    s.name(),
+                    s.workloads().join(", ")
+                ),
+            ));
+        }
+    }
+    let (server, client) = (server.0, client.0);
+    // the knobs the arm's stacks take, server's first
+    let mut taken: Vec<&'static Knob> = server.knobs().to_vec();
+    for k in client.knobs() {
+        if !taken.iter().any(|o| o.key == k.key) {
+            taken.push(k);
+        }
+    }
+    let takes = |k: &Knob| k.telemetry || !telemetry_plan;
     let mut label = None;
     let mut given = Vec::new();
     for (k, v) in t {
         let key = k.get_ref().as_str();
-        match key {
-            "http" | "telemetry" => continue,
-            "label" => {
-                label = Some(scalar(ctx, v)?);
-                continue;
-            }
-            _ => {}
+        if key == "label" {
+            label = Some(scalar(ctx, v)?);
+            continue;
         }
-        let Some(knob) = KNOBS
-            .iter()
-            .find(|kn| kn.key == key && (kn.telemetry || !telemetry_plan))
-        else {
-            let names: Vec<_> = [if telemetry_plan { "telemetry" } else { "http" }, "label"]
-                .into_iter()
-                .chain(
-                    KNOBS
+        if ARM_KEYS.contains(&key) {
+            continue;
+        }
+        let Some(knob) = taken.iter().copied().find(|kn| kn.key == key && takes(kn)) else {
+            let everywhere = stacks::all_knobs();
+            let problem = match everywhere.iter().find(|kn| kn.key == key) {
+                Some(kn) if !takes(kn) => format!("{key} does not apply to telemetry arms"),
+                Some(_) => {
+                    let takers = STACKS
                         .iter()
-                        .filter(|k| k.telemetry || !telemetry_plan)
-                        .map(|k| k.key),
-                )
-                .collect();
-            let what = if KNOBS.iter().any(|kn| kn.key == key) {
-                format!("{key} does not apply to telemetry arms")
-            } else {
-                format!("unknown key {key:?}")
+                        .filter(|s| s.knobs().iter().any(|kn| kn.key == key));
+                    let only: Vec<String> = if telemetry_plan {
+                        takers
+                            .flat_map(|s| s.telemetry_modes())
+                            .map(|m| m.name().to_string())
+                            .collect()
+                    } else {
+                        takers.map(|s| speaks(*s)).collect()
+                    };
+                    return Err(ctx.err(
+                        k.span(),
+                        format!(
+                            "arm {arm:?}: {key} applies to {} arms only",
+                            and_list(&only)
+                        ),
+                    ));
+                }
+                None => format!("unknown key {key:?}"),
             };
+            let names: Vec<&str> = ARM_KEYS
+                .into_iter()
+                .filter(|k| *k != if telemetry_plan { "http" } else { "telemetry" })
+                .chain(taken.iter().filter(|k| takes(k)).map(|k| k.key))
+                .collect();
             return Err(ctx.err(
                 k.span(),
-                format!("arm {arm:?}: {what}; allowed: {}", names.join(", ")),
+                format!("arm {arm:?}: {problem}; allowed: {}", names.join(", ")),
             ));
         };
-        let wrong = match (knob.applies, mode) {
-            (Applies::Tcp, Some(_)) if is_quic => Some("tcp"),
-            (Applies::Quic, Some(_)) if !is_quic => {
-                Some("quic-stream, quic-streams and quic-datagrams")
-            }
-            (Applies::Tcp, None) if is_quic || is_coded => Some("HTTP/1.1 and HTTP/2 (TCP)"),
-            (Applies::Quic, None) if !is_quic => Some("HTTP/3 (QUIC)"),
-            // the coded transport has no session resumption and no 0-RTT
-            (Applies::Any, None) if is_coded && key == "resume" => {
-                Some("HTTP/1.1, HTTP/2 and HTTP/3 (the coded transport has no resumption)")
-            }
-            _ => None,
-        };
-        if let Some(only) = wrong {
-            return Err(ctx.err(
-                k.span(),
-                format!("arm {arm:?}: {key} applies to {only} arms only"),
-            ));
-        }
         let raw = scalar(ctx, v)?;
         let value = (knob.check)(&raw)
             .map_err(|why| ctx.err(v.span(), format!("{key} = {raw:?}: {why}")))?;
-        given.push((knob, value, v.span()));
+        given.push((knob, value));
     }
-    // table order, so that equal arms resolve (and hash) equally however they are written
-    given.sort_by_key(|(knob, _, _)| KNOBS.iter().position(|k| k.key == knob.key));
+    // the stacks' order, so that equal arms resolve (and hash) equally however they are written
+    given.sort_by_key(|(knob, _)| taken.iter().position(|k| k.key == knob.key));
     let knobs: Vec<(String, String)> = given
         .iter()
-        .map(|(k, v, _)| (k.key.to_string(), v.clone()))
+        .map(|(k, v)| (k.key.to_string(), v.clone()))
         .collect();
-    let mut caveats = Vec::new();
-    let mut arm_out = Arm {
-        name: arm.clone(),
-        label: String::new(),
-        http,
-        telemetry: mode,
-        knobs,
-        caveats: Vec::new(),
-    };
-    if is_quic {
-        // combinations (e.g. GSO with a jumbo payload) are checked by the stack itself
-        let mut o = QuicOptions::default();
-        if let Some(c) = arm_out.knob("quic-cc") {
-            o.congestion = c.parse().unwrap_or_default();
-        }
-        if let Some(v) = arm_out.knob("quic-max-udp-payload") {
-            o.max_udp_payload = v.parse().unwrap_or(o.max_udp_payload);
-        }
-        if let Some(v) = arm_out.knob("quic-initial-mtu") {
-            o.initial_mtu = v.parse().unwrap_or(o.initial_mtu);
-        }
-        if let Some(v) = arm_out.knob("quic-gso") {
-            o.gso = v == "on";
-        }
-        if let Err(e) = o.validate() {
-            return Err(ctx.err(name.span(), format!("arm {arm:?}: {e}")));
-        }
-        if o.congestion.experimental() {
-            caveats.push("quinn's BBR is experimental (BBRv1, pacing rate not applied)".into());
+    let mut caveats = server
+        .check(&knobs)
+        .map_err(|e| ctx.err(name.span(), format!("arm {arm:?}: {e}")))?;
+    if client.name() != server.name() {
+        for c in client
+            .check(&knobs)
+            .map_err(|e| ctx.err(name.span(), format!("arm {arm:?}: {e}")))?
+        {
+            if !caveats.contains(&c) {
+                caveats.push(c);
+            }
         }
     }
-    let cc = arm_out
-        .knob(if is_quic { "quic-cc" } else { "tcp-cc" })
-        .map(str::to_string);
-    arm_out.label = label.unwrap_or_else(|| {
-        let stack = match (mode, http) {
-            (Some(Mode::Tcp), _) => "telemetry over TCP+TLS 1.3 (one ordered stream)",
-            (Some(Mode::QuicStream), _) => "telemetry over one QUIC stream (quinn)",
-            (Some(Mode::QuicStreams), _) => "telemetry over a QUIC stream per flush (quinn)",
-            (Some(Mode::QuicDatagrams), _) => "telemetry in QUIC datagrams, one per flush (quinn)",
-            (None, HttpVersion::Http11) => "HTTP/1.1 over TCP+TLS 1.3",
-            (None, HttpVersion::Http2) => "HTTP/2 over TCP+TLS 1.3",
-            (None, HttpVersion::Http3) => "HTTP/3 over QUIC (quinn)",
-            (None, HttpVersion::Coded) => return CODED_LABEL.to_string(),
-        };
-        match &cc {
-            Some(cc) => format!("{stack}, {cc}"),
-            // the telemetry client sets cubic when its arm does not say
-            None if is_quic || mode.is_some() => format!("{stack}, cubic"),
-            None => format!("{stack}, kernel default congestion control"),
+    let label = label.unwrap_or_else(|| {
+        let own = server.label(http, mode, &knobs);
+        if client.name() == server.name() {
+            own
+        } else {
+            format!("{own}; fetched by {}", client.label(http, mode, &knobs))
         }
     });
-    arm_out.caveats = caveats;
-    Ok(arm_out)
+    Ok(Arm {
+        name: arm.clone(),
+        label,
+        http,
+        telemetry: mode,
+        server_stack: server,
+        client_stack: client,
+        knobs,
+        caveats,
+    })
 }
-
-/// The default label of a `coded` arm.
-pub const CODED_LABEL: &str = "network-coded transport (RaptorQ, goodput-following rate)";
 
 /// Keys of `[workload]` per kind (besides `kind`).
 const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
@@ -1032,7 +943,7 @@ fn parse_workload(
                         Err(e) => return Err(ctx.err(v.span(), format!("stream-rate: {e}"))),
                     }
                 }
-                None => quiclab_report::model::DEFAULT_STREAM_RATE_BPS,
+                None => quiclab_model::campaign::DEFAULT_STREAM_RATE_BPS,
             };
             let player_buffer_ms = match t.get_key_value("player-buffer") {
                 Some((_, v)) => {
@@ -1048,7 +959,7 @@ fn parse_workload(
                         Err(e) => return Err(ctx.err(v.span(), format!("player-buffer: {e}"))),
                     }
                 }
-                None => quiclab_report::model::DEFAULT_PLAYER_BUFFER_MS,
+                None => quiclab_model::campaign::DEFAULT_PLAYER_BUFFER_MS,
             };
             (
                 Workload::Segments {
@@ -1332,12 +1243,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
             crate::page::check_arm(aname.get_ref(), t)
                 .map_err(|(at, message)| ctx.err(at, message))?;
         }
-        arms.push(parse_arm(
-            &ctx,
-            aname,
-            t,
-            matches!(workload, Workload::Telemetry { .. }),
-        )?);
+        arms.push(parse_arm(&ctx, aname, t, workload.kind())?);
     }
     let mut comparisons = Vec::new();
     for c in &raw.compare {
@@ -1702,11 +1608,18 @@ http = "2"
         let coded = GOOD.replace("quic-cc = \"bbr\"\nhttp = \"3\"", "http = \"coded\"");
         let p = parse(&coded, "t.toml", Profile::Full).unwrap();
         assert_eq!(p.arms[1].client_args(), ["--http", "coded"]);
-        assert_eq!(p.arms[1].label, CODED_LABEL);
+        assert_eq!(
+            p.arms[1].label,
+            "network-coded transport (RaptorQ, goodput-following rate)"
+        );
         for (knob, only) in [
             ("tcp-cc = \"cubic\"", "TCP"),
             ("quic-cc = \"cubic\"", "QUIC"),
-            ("resume = true", "no resumption"),
+            // the coded transport has no resumption: the stacks that have it are named
+            (
+                "resume = true",
+                "over TCP (stack \"tcp\") and HTTP/3 over QUIC",
+            ),
         ] {
             let e = parse(
                 &coded.replace("http = \"coded\"", &format!("http = \"coded\"\n{knob}")),
@@ -1732,6 +1645,86 @@ http = "2"
             e.to_string().starts_with(&format!("t.toml:{}:", e.line)),
             "{e}"
         );
+    }
+
+    #[test]
+    fn arms_name_their_stacks_by_http_version_or_by_name() {
+        let p = parse(GOOD, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.arms[0].server_stack.name(), "tcp");
+        assert_eq!(p.arms[1].client_stack.name(), "quinn");
+        // the default stacks' arms are named as they always were: their trial ids stay
+        assert_eq!(
+            p.arms[1].config(),
+            serde_json::json!({"name": "h3", "http": "3", "knobs": [["quic-cc", "bbr"]]})
+        );
+        // naming the default stack is the same arm, whichever way it is written
+        for named in [
+            "stack = \"quinn\"",
+            "stack = \"quinn\"\nhttp = \"3\"",
+            "server-stack = \"quinn\"\nclient-stack = \"quinn\"\nhttp = \"3\"",
+        ] {
+            let q = parse(
+                &GOOD.replace("http = \"3\"", named),
+                "t.toml",
+                Profile::Full,
+            )
+            .unwrap();
+            assert_eq!(q.arms[1].config(), p.arms[1].config(), "{named}");
+            assert_eq!(q.arms[1].label, p.arms[1].label, "{named}");
+            assert_eq!(q.arms[1].caveats, p.arms[1].caveats, "{named}");
+        }
+        // a stack of several versions needs http; an unknown stack is named with the allowed
+        let e = broken("http = \"2\"", "stack = \"tcp\"");
+        assert!(
+            e.message.contains("several HTTP versions") && e.message.contains("\"1.1\" or \"2\""),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("http = \"2\"", GOOD), "{e}");
+        let e = broken("http = \"2\"", "stack = \"nginx\"");
+        assert!(
+            e.message.contains("no such stack") && e.message.contains("\"quinn\""),
+            "{e}"
+        );
+        // a pair must speak the arm's version at both ends
+        let e = broken(
+            "http = \"3\"",
+            "http = \"3\"\nserver-stack = \"quinn\"\nclient-stack = \"tcp\"",
+        );
+        assert!(
+            e.message.contains("stack \"tcp\" does not carry HTTP/3")
+                && e.message.contains("HTTP/1.1 and HTTP/2 over TCP"),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("http = \"3\"", GOOD) + 2, "{e}");
+        let e = broken(
+            "http = \"3\"",
+            "stack = \"quinn\"\nserver-stack = \"quinn\"",
+        );
+        assert!(e.message.contains("server-stack and client-stack"), "{e}");
+        // a knob belongs to the stacks that take it
+        let e = broken("tcp-cc = \"cubic\"", "quic-gso = \"on\"");
+        assert!(
+            e.message
+                .contains("quic-gso applies to HTTP/3 over QUIC (stack \"quinn\") arms only"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_stack_runs_only_the_workloads_it_supports() {
+        let pages = GOOD
+            .replace(
+                "kind = \"single-object\"\nsizes = [\"100kb\", 1000000]",
+                "kind = \"pages\"\npages = [\"small\"]",
+            )
+            .replace("quic-cc = \"bbr\"\nhttp = \"3\"", "http = \"coded\"");
+        let e = parse(&pages, "t.toml", Profile::Full).unwrap_err();
+        assert!(
+            e.message
+                .contains("stack \"coded\" does not run the pages workload"),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("http = \"coded\"", &pages), "{e}");
     }
 
     const TELEMETRY: &str = r#"
@@ -1779,7 +1772,10 @@ groups = "p256"
         // the trial's bytes: 10,000 units of 8
         assert_eq!(p.sizes, [80_000]);
         assert_eq!(p.arms[0].telemetry, Some(Mode::Tcp));
-        assert!(!p.arms[0].is_quic() && p.arms[1].is_quic());
+        assert_eq!(
+            (p.arms[0].transport(), p.arms[1].transport()),
+            (Transport::Tcp, Transport::Quic)
+        );
         assert_eq!(
             p.arms[1].client_args(),
             [
@@ -1828,7 +1824,9 @@ groups = "p256"
         let e = telemetry_broken("tcp-cc = \"cubic\"", "tfo = true");
         assert!(
             e.message.contains("tfo does not apply to telemetry arms")
-                && e.message.contains("quic-cc"),
+                // what the arm's stack takes, and only that
+                && e.message.contains("tcp-cc")
+                && !e.message.contains("quic-cc"),
             "{e}"
         );
         let e = telemetry_broken("quic-cc = \"newreno\"", "tcp-cc = \"reno\"");

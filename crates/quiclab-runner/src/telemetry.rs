@@ -23,7 +23,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use quiclab_report::model::{LostPacket, Stall, TelemetryDetail};
+use quiclab_model::campaign::{LostPacket, Stall, TelemetryDetail};
 use quiclab_stack::telemetry::{
     ClientRecord, ConnectionEnd, ReceivedUnit, Schedule, SenderSummary, SentFlush, ServerRecord,
     UnitOutcome, outcomes,
@@ -206,7 +206,7 @@ pub fn detail(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quiclab_stack::record::TransportStats;
+    use quiclab_model::record::TransportStats;
     use quiclab_stack::telemetry::Mode;
 
     fn summary(schedule: Schedule) -> SenderSummary {

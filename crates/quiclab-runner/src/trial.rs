@@ -9,21 +9,22 @@
 //! packet capture of the client's side (`capture.pcap`, decryptable with the key log) and the
 //! emulator's packet events (`events.jsonl`).
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use quiclab_model::campaign::{BulkDetail, Detail, Metrics, RequestMetrics, TimelinePoint};
+use quiclab_model::record::{RequestRecord, now_us};
 use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
-use quiclab_report::model::{BulkDetail, Detail, Metrics, RequestMetrics, TimelinePoint};
-use quiclab_stack::record::{HttpVersion, RequestRecord, now_us};
-use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
 use quiclab_store::TrialRecord;
 use serde_json::json;
 
 use crate::expand::TrialSpec;
+use crate::outputs::{Sample, read_records, read_timeline, tail};
 use crate::plan::{Plan, Workload};
+use crate::stacks::{ClientRequest, Endpoint, Launch, ServerOutput};
 use crate::{bulk, telemetry};
 
 /// What trials need from their surroundings.
@@ -140,24 +141,27 @@ fn sh(word: &str) -> String {
     }
 }
 
-fn command(bin: &Path, args: &[String], out: &Path, err: &Path) -> String {
-    let mut s = format!("exec {}", sh(&bin.display().to_string()));
-    for a in args {
+/// The shell command that starts `launch` with its output and errors in files.
+fn command(launch: &Launch, out: &Path, err: &Path) -> String {
+    let mut s = format!("exec {}", sh(&launch.program.display().to_string()));
+    for a in &launch.args {
         s.push(' ');
         s.push_str(&sh(a));
     }
-    format!(
+    let s = format!(
         "{s} >{} 2>{}",
         sh(&out.display().to_string()),
         sh(&err.display().to_string())
-    )
+    );
+    match &launch.before {
+        Some(before) => format!("{before} && {s}"),
+        None => s,
+    }
 }
 
-/// The last lines of a log, for failure reasons.
-pub(crate) fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    all[all.len().saturating_sub(lines)..].join(" | ")
+/// The trial's variables and the launch's own.
+fn with_env(vars: &[(String, String)], launch: &Launch) -> Vec<(String, String)> {
+    vars.iter().chain(&launch.env).cloned().collect()
 }
 
 /// The longest a trial's client may run: generous against the ideal transfer time of all its
@@ -240,77 +244,41 @@ fn execute(
         "SSLKEYLOGFILE".into(),
         dir.join("keys.log").display().to_string(),
     ));
-    let quic = arm.is_quic();
     let telemetry = matches!(plan.workload, Workload::Telemetry { .. });
     let timeline = dir.join("server-timeline.jsonl");
     let units_log = dir.join("units.jsonl");
     let cert = dir.join("cert.pem");
-    let mut server_args = vec![
-        "serve".to_string(),
-        "--listen".into(),
-        "[::]:443".into(),
-        "--write-cert".into(),
-        cert.display().to_string(),
-    ];
-    if telemetry {
-        // the server receives: its own sending side (acknowledgements) says nothing
-        server_args.extend(["--telemetry-log".into(), units_log.display().to_string()]);
+    let endpoint = Endpoint {
+        bin: &env.bin,
+        cert: &cert,
+        path_min_rtt: cond.link.min_rtt(),
+        // a bulk trial's qlogs would be gigabytes
+        qlog_dir: bulk.is_none().then_some(dir),
+    };
+    let server_out = if telemetry {
+        ServerOutput::Units(&units_log)
     } else {
-        server_args.extend([
-            match arm.http {
-                HttpVersion::Http3 => "--quic-timeline",
-                HttpVersion::Coded => "--coded-timeline",
-                _ => "--tcp-timeline",
-            }
-            .into(),
-            timeline.display().to_string(),
-        ]);
-    }
-    if !quic {
-        server_args.push("--no-quic".into());
-    }
-    if arm.http == HttpVersion::Coded {
-        // the coded transport takes HTTP/3's place on UDP 443, so URLs stay the same
-        server_args.extend(["--coded-listen".into(), "[::]:443".into()]);
-    }
-    // what both endpoints record: impossible RTT samples against the path's physical minimum,
-    // and a qlog per QUIC connection
-    let mut record_args = Vec::new();
-    let min_rtt = cond.link.min_rtt();
-    if !min_rtt.is_zero() {
-        record_args.push("--path-min-rtt".to_string());
-        record_args.push(format!("{}us", min_rtt.as_micros()));
-    }
-    if quic && bulk.is_none() {
-        record_args.push("--qlog-dir".into());
-        record_args.push(dir.display().to_string());
-    }
-    server_args.extend(record_args.iter().cloned());
-    server_args.extend(arm.server_args());
+        ServerOutput::Timeline(&timeline)
+    };
+    let server_launch = arm
+        .server_stack
+        .server(&arm.stack_args(), &endpoint, server_out);
     let server_log = dir.join("server.log");
-    let mut server_cmd = command(&env.bin, &server_args, &server_log, &server_log);
-    if arm.knob("tfo") == Some("true") {
-        // the namespace is this trial's own: enable Fast Open for clients and servers in it
-        server_cmd = format!("echo 3 > {FASTOPEN_SYSCTL} && {server_cmd}");
-    }
     let mut server = Process::spawn(
         topo.ns(Side::Server),
         "server",
-        &server_cmd,
-        &vars,
+        &command(&server_launch, &server_log, &server_log),
+        &with_env(&vars, &server_launch),
         Mode::Background,
     )
     .map_err(|e| fail(format!("cannot start the server: {e}")))?;
-    // `quiclab serve` prints one line once it listens
+    // the server's log tells when it listens
     let deadline = Instant::now() + SERVER_READY;
     loop {
         if stop.load(Ordering::Relaxed) {
             return Err(Failure::Interrupted);
         }
-        if std::fs::read_to_string(&server_log)
-            .map(|t| t.contains("listening"))
-            .unwrap_or(false)
-        {
+        if std::fs::read_to_string(&server_log).is_ok_and(|t| arm.server_stack.ready(&t)) {
             break;
         }
         if let Ok(Some(st)) = server.try_wait() {
@@ -331,22 +299,21 @@ fn execute(
     // a bulk trial's clients run for a set time; any other trial's client runs to its end
     let connections = u32::try_from(spec.size).unwrap_or(u32::MAX);
     let bulk_run = bulk.map(|measured| {
-        let mut args = vec![
-            "get".to_string(),
-            "--cacert".into(),
-            cert.display().to_string(),
-        ];
-        args.extend(record_args.iter().cloned());
-        args.extend(arm.client_args());
-        args.push(format!(
-            "https://{SERVER_V4}/bytes/{}",
-            quiclab_stack::server::MAX_BYTES
-        ));
+        let request = ClientRequest {
+            command: "get",
+            json: false,
+            args: vec![format!(
+                "https://{SERVER_V4}/bytes/{}",
+                quiclab_stack::server::MAX_BYTES
+            )],
+        };
+        let launch = arm
+            .client_stack
+            .client(&arm.stack_args(), &endpoint, &request);
         bulk_clients(
-            env,
             &topo,
             &vars,
-            &args,
+            &launch,
             connections,
             dir,
             measured,
@@ -355,27 +322,25 @@ fn execute(
         )
     });
     let pages = matches!(plan.workload, Workload::Pages { .. });
-    let mut client_args = vec![
-        match (telemetry, pages) {
+    let request = ClientRequest {
+        command: match (telemetry, pages) {
             (true, _) => "telemetry",
             (_, true) => "page",
             _ => "get",
-        }
-        .to_string(),
-        "--json".into(),
-        "--cacert".into(),
-        cert.display().to_string(),
-    ];
-    client_args.extend(record_args);
-    client_args.extend(arm.client_args());
-    client_args.extend(workload_args(plan, spec));
+        },
+        json: true,
+        args: workload_args(plan, spec),
+    };
     let (client_out, client_log) = (dir.join("client.jsonl"), dir.join("client.log"));
     let timeout = client_timeout(plan, spec);
     let status = if bulk_run.is_some() {
         None
     } else {
-        let client_cmd = command(&env.bin, &client_args, &client_out, &client_log);
-        run_client(&topo, &vars, &client_cmd, timeout, stop)?
+        let launch = arm
+            .client_stack
+            .client(&arm.stack_args(), &endpoint, &request);
+        let client_cmd = command(&launch, &client_out, &client_log);
+        run_client(&topo, &with_env(&vars, &launch), &client_cmd, timeout, stop)?
     };
     let client_ms = lap.ms();
     // SIGTERM lets the server write its last timeline samples
@@ -586,16 +551,15 @@ struct BulkRun {
     client_cpu_s: f64,
 }
 
-/// Starts `connections` clients (one process and connection each, `args` their command), lets
+/// Starts `connections` clients (one process and connection each, `launch` their command), lets
 /// them warm up, then measures for `measured`: the interval's ends and the CPU time the server
 /// and the clients used in it. Every client is still downloading at the end (one that stopped
 /// early fails the trial); they are stopped before this returns.
 #[allow(clippy::too_many_arguments)]
 fn bulk_clients(
-    env: &TrialEnv,
     topo: &Topology,
     vars: &[(String, String)],
-    args: &[String],
+    launch: &Launch,
     connections: u32,
     dir: &Path,
     measured: Duration,
@@ -609,8 +573,8 @@ fn bulk_clients(
         let c = Process::spawn(
             topo.ns(Side::Client),
             &format!("client {i}"),
-            &command(&env.bin, args, Path::new("/dev/null"), &log),
-            vars,
+            &command(launch, Path::new("/dev/null"), &log),
+            &with_env(vars, launch),
             Mode::Background,
         )
         .map_err(|e| fail(format!("cannot start client {i}: {e}")))?;
@@ -785,7 +749,7 @@ fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
             args.extend(["--connection".into(), "new".into()]);
             // resumption is the workload's point; an arm may still turn it off explicitly
             let arm = &plan.arms[spec.arm];
-            if arm.knob("resume").is_none() && arm.http != HttpVersion::Coded {
+            if arm.knob("resume").is_none() && arm.client_stack.resumes() {
                 args.push("--resume".into());
             }
             args.extend(["--repeat".into(), requests.to_string(), url(spec.size)]);
@@ -802,93 +766,6 @@ fn workload_args(plan: &Plan, spec: &TrialSpec) -> Vec<String> {
         }
     }
     args
-}
-
-fn read_records(path: &Path) -> Vec<RequestRecord> {
-    let Ok(f) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    std::io::BufReader::new(f)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str(&l).ok())
-        .collect()
-}
-
-/// A timeline sample with what the runner uses of it (read leniently: fields a stack does not
-/// fill are absent or null).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Sample {
-    pub t_ms: f64,
-    pub acked_bytes: Option<u64>,
-    pub cwnd_bytes: Option<u64>,
-    pub rtt_ms: Option<f64>,
-    pub congestion_event: bool,
-    pub retransmits: Option<u64>,
-    pub impossible_rtt_samples: Option<u64>,
-    /// Where the sender's first lost data was, in bytes of the stream (as the stack reports it).
-    pub first_loss_offset: Option<u64>,
-}
-
-/// The sender's timeline, times relative to the client's first packet (`start_us`). A trial
-/// of several connections gets one timeline: its cumulative counts (acknowledged bytes,
-/// retransmissions, impossible RTT samples) add up every connection's latest value, and the
-/// first loss is the first connection's that had one.
-pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
-    let Ok(f) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    let mut raw: Vec<(u64, Sample)> = std::io::BufReader::new(f)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
-        .filter_map(|v| {
-            let t_us = v["t_us"].as_u64()?;
-            Some((
-                v["connection"].as_u64().unwrap_or(0),
-                Sample {
-                    t_ms: (t_us as f64 - start_us as f64) / 1000.0,
-                    acked_bytes: v["acked_bytes"].as_u64(),
-                    cwnd_bytes: v["cwnd_bytes"].as_u64(),
-                    rtt_ms: v["rtt_us"].as_u64().map(|r| r as f64 / 1000.0),
-                    congestion_event: v["congestion_event"].as_bool().unwrap_or(false),
-                    retransmits: v["retransmits"].as_u64(),
-                    impossible_rtt_samples: v["impossible_rtt_samples"].as_u64(),
-                    first_loss_offset: v["first_loss_offset"].as_u64(),
-                },
-            ))
-        })
-        .collect();
-    raw.sort_by(|a, b| a.1.t_ms.total_cmp(&b.1.t_ms));
-    if raw.iter().all(|(c, _)| *c == raw[0].0) {
-        return raw.into_iter().map(|(_, s)| s).collect();
-    }
-    // latest cumulative values per connection
-    let mut latest: std::collections::BTreeMap<u64, [Option<u64>; 3]> = Default::default();
-    let mut first_loss = None;
-    raw.into_iter()
-        .map(|(conn, mut s)| {
-            let slot = latest.entry(conn).or_default();
-            for (i, v) in [s.acked_bytes, s.retransmits, s.impossible_rtt_samples]
-                .into_iter()
-                .enumerate()
-            {
-                if v.is_some() {
-                    slot[i] = v;
-                }
-            }
-            let total = |i: usize| -> Option<u64> {
-                let vals: Vec<u64> = latest.values().filter_map(|v| v[i]).collect();
-                (!vals.is_empty()).then(|| vals.iter().sum())
-            };
-            s.acked_bytes = s.acked_bytes.and(total(0));
-            s.retransmits = s.retransmits.and(total(1));
-            s.impossible_rtt_samples = s.impossible_rtt_samples.and(total(2));
-            first_loss = first_loss.or(s.first_loss_offset);
-            s.first_loss_offset = first_loss;
-            s
-        })
-        .collect()
 }
 
 /// A trial's metrics from the client's records (at least one, in order), the sender's
@@ -1041,33 +918,5 @@ mod tests {
         .unwrap();
         let t = client_timeout(&one, &crate::expand::expand(&one)[0]).as_secs_f64();
         assert!((t - (30.0 + 20.0 * 1.0 + 50.0 * 0.12)).abs() < 1e-6, "{t}");
-    }
-
-    #[test]
-    fn a_timeline_of_several_connections_adds_their_counts() {
-        let dir = std::env::temp_dir().join(format!("quiclab-timeline-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("t.jsonl");
-        // connection 0 finishes with 1000 bytes and one retransmission, then connection 1 starts
-        let lines = [
-            r#"{"connection":0,"t_us":1000,"acked_bytes":400,"retransmits":0}"#,
-            r#"{"connection":0,"t_us":3000,"acked_bytes":1000,"retransmits":1,"first_loss_offset":600}"#,
-            r#"{"connection":1,"t_us":2000,"acked_bytes":0,"retransmits":0}"#,
-            r#"{"connection":1,"t_us":5000,"acked_bytes":700,"retransmits":2,"first_loss_offset":100}"#,
-        ];
-        std::fs::write(&p, lines.join("\n")).unwrap();
-        let t = read_timeline(&p, 1000);
-        let acked: Vec<_> = t.iter().map(|s| s.acked_bytes.unwrap()).collect();
-        // in time order: 400 (c0), 400 + 0 (c1), 1000 + 0, 1000 + 700
-        assert_eq!(acked, [400, 400, 1000, 1700]);
-        assert_eq!(t.last().unwrap().retransmits, Some(3));
-        assert_eq!(t[0].t_ms, 0.0);
-        // the first loss in time is connection 0's
-        assert_eq!(t.last().unwrap().first_loss_offset, Some(600));
-        // one connection: the samples as written
-        std::fs::write(&p, lines[..2].join("\n")).unwrap();
-        let one = read_timeline(&p, 0);
-        assert_eq!(one[1].acked_bytes, Some(1000));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

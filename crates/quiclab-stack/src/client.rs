@@ -43,13 +43,13 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::record::{Handshake, HttpVersion, RequestRecord, now_us};
 use crate::server::{PATTERN_PERIOD, fill_pattern};
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, TcpInfo, apply_congestion, fast_open_enabled,
     impossible_min_rtt, set_tcp_option,
 };
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
+use quiclab_model::record::{Handshake, HttpVersion, RequestRecord, now_us};
 
 /// Errors from setting up a client or from one request.
 #[derive(Debug, thiserror::Error)]

@@ -46,12 +46,12 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::files::Lookup;
-use crate::record::{
-    Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
-};
 use crate::server::{PATTERN_PERIOD, ServeStats, fill_pattern, parse_size};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
+use quiclab_model::record::{
+    Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
+};
 
 /// The name records and timelines give the rate control of the coded transport.
 pub const RATE_CONTROL: &str = "goodput-following";

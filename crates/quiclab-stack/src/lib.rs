@@ -2,20 +2,19 @@
 //!
 //! - [`tls`]: certificates and rustls configurations (ring provider, TLS 1.3, chosen key-exchange
 //!   groups).
-//! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills [`record`]s.
+//! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills request records (`quiclab_model::record`).
 //! - [`coded`]: the network-coded transport (`quiclab-coded`) with the same routes and
 //!   records: a server and a client.
 //! - [`files`]: static files under a root directory, served without escaping it.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
 //! - [`qlog`]: one qlog file per QUIC connection.
-//! - [`record`]: the JSON-lines records every client writes (requests, timeline samples).
 //! - [`recording`]: a QUIC congestion controller wrapper that counts what quinn does not
 //!   expose (acknowledged bytes, bytes in flight, RTT samples).
 //! - [`timeline`]: the file servers write their connections' timelines to.
 //! - [`server`]: an HTTP/1.1 and HTTP/2 server over TCP and TLS with fixed-size downloads and
 //!   uploads.
 //! - [`quic`]: HTTP/3 over QUIC (quinn, h3): options, a server with the same routes, a client that
-//!   fills [`record`]s.
+//!   fills request records (`quiclab_model::record`).
 //! - [`telemetry`]: timestamped units sent at a constant rate in flushes over TLS/TCP, one QUIC
 //!   stream, a QUIC stream per flush or QUIC datagrams, and received with their latency (the
 //!   head-of-line blocking workload).
@@ -29,7 +28,6 @@ pub mod page;
 pub mod page_client;
 pub mod qlog;
 pub mod quic;
-pub mod record;
 pub mod recording;
 pub mod server;
 pub mod tcpinfo;

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use crate::client::{Client, ClientOptions, Connection, Sender};
 use crate::page::{Kind, Loader, Page, PageMetrics};
 use crate::quic::{self, QuicClientOptions};
-use crate::record::{Handshake, HttpVersion, now_us};
+use quiclab_model::record::{Handshake, HttpVersion, now_us};
 
 /// Connections per origin a browser opens over HTTP/1.1.
 pub const H1_CONNECTIONS: usize = 6;

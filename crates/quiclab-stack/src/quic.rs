@@ -44,14 +44,14 @@ use tokio::task::JoinSet;
 
 use crate::files::Lookup;
 use crate::qlog::QlogFile;
-use crate::record::{
-    Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
-};
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
+use quiclab_model::record::{
+    Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
+};
 
 /// ALPN protocol identifier of HTTP/3.
 pub const ALPN_H3: &[u8] = b"h3";

@@ -146,7 +146,7 @@ pub struct ServerOptions {
     /// server socket's TCP_INFO every [`TIMELINE_INTERVAL`] and when the connection ends;
     /// connections numbered from 0 in the order they are accepted).
     ///
-    /// [`TimelineSample`]: crate::record::TimelineSample
+    /// [`TimelineSample`]: quiclab_model::record::TimelineSample
     pub timeline: Option<TimelineWriter>,
     /// The emulated path's minimum RTT in microseconds: a smaller RTT is impossible and counted.
     pub path_min_rtt_us: Option<u64>,

@@ -12,7 +12,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
-use crate::record::{TimelineSample, Transport, now_us};
+use quiclab_model::record::{TimelineSample, Transport, now_us};
 
 /// Where the kernel lists the TCP congestion controllers it has.
 pub const AVAILABLE_CONGESTION: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";

@@ -3,7 +3,7 @@
 //!
 //! Contract:
 //! - A **unit** is [`UNIT_BYTES`] bytes: its generation time in microseconds of the host's
-//!   CLOCK_MONOTONIC ([`crate::record::now_us`], shared by every namespace), as a big-endian
+//!   CLOCK_MONOTONIC ([`quiclab_model::record::now_us`], shared by every namespace), as a big-endian
 //!   `u64`. Generation times are the [`Schedule`]'s times, never the moment the code ran: unit
 //!   `i` is generated at `epoch_us + floor(i * 1e6 / units_per_second)`, so generation times are
 //!   unique and a unit's index follows from its time ([`Schedule::unit_index`]).
@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::TransportStats;
+use quiclab_model::record::TransportStats;
 
 /// ALPN protocol identifier of the telemetry workload, over TLS/TCP and QUIC alike.
 pub const ALPN_TELEMETRY: &[u8] = b"quiclab-telemetry";

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::record::TimelineSample;
+use quiclab_model::record::TimelineSample;
 
 /// How often a server samples each connection for its timeline. Timelines promise a sample at
 /// least every 5 ms; sampling every 4 ms keeps that promise when ticks come late on a busy host

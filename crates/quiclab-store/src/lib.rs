@@ -10,9 +10,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use quiclab_report::model::{Campaign, Metrics, TimelinePoint, Trial};
+use quiclab_model::campaign::{Campaign, Metrics, TimelinePoint, Trial};
 #[cfg(test)]
-use quiclab_report::model::{Detail, RequestMetrics};
+use quiclab_model::campaign::{Detail, RequestMetrics};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
@@ -863,7 +863,7 @@ mod tests {
         let mut s = Store::open(&d).unwrap();
         let mut m = metrics(5000.0, 0);
         m.detail = Detail {
-            telemetry: Some(quiclab_report::model::TelemetryDetail {
+            telemetry: Some(quiclab_model::campaign::TelemetryDetail {
                 mode: "quic-streams".into(),
                 units_per_second: 1000,
                 flush_units: 10,

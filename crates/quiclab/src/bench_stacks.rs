@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use quiclab_model::record::now_us;
 use quiclab_netns::Topology;
 use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{Mode, Netns, Process, Side};
 use quiclab_runner::bulk;
 use quiclab_stack::quic::GSO_MAX_PAYLOAD;
-use quiclab_stack::record::now_us;
 
 use crate::signals::Signals;
 

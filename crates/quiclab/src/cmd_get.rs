@@ -3,10 +3,10 @@
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use quiclab_model::record::{HttpVersion, RequestRecord};
 use quiclab_stack::client::{Client, ClientOptions, ConnectionMode};
 use quiclab_stack::coded;
 use quiclab_stack::quic::{self, QuicClientOptions};
-use quiclab_stack::record::{HttpVersion, RequestRecord};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
@@ -170,12 +170,7 @@ fn report(records: &[RequestRecord], json: bool) -> anyhow::Result<i32> {
 /// One readable line for a request.
 fn summary(r: &RequestRecord) -> String {
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ms"));
-    let http = match r.http {
-        HttpVersion::Http11 => "HTTP/1.1",
-        HttpVersion::Http2 => "HTTP/2",
-        HttpVersion::Http3 => "HTTP/3",
-        HttpVersion::Coded => "coded transport",
-    };
+    let http = r.http.title();
     let mut s = format!(
         "{} {}: status {}, {} bytes, {http}, connection {}{}",
         r.method,

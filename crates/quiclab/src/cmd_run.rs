@@ -133,7 +133,7 @@ fn cell(plan: &Plan, spec: &TrialSpec) -> String {
     }
     format!(
         "{cond}{before} / {} / {arm} #{}",
-        quiclab_report::units::size(spec.size),
+        quiclab_model::units::size(spec.size),
         spec.iteration + 1
     )
 }
@@ -365,8 +365,8 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             ..
         } => format!(
             "{count} segments of {} to {}",
-            quiclab_report::units::size(min_bytes),
-            quiclab_report::units::size(max_bytes)
+            quiclab_model::units::size(min_bytes),
+            quiclab_model::units::size(max_bytes)
         ),
         Workload::Telemetry {
             units_per_second,
@@ -379,7 +379,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         Workload::Bulk { duration_ms } => format!(
             "{} connection counts ({} s each)",
             plan.sizes.len(),
-            quiclab_report::units::number(duration_ms as f64 / 1000.0, 1)
+            quiclab_model::units::number(duration_ms as f64 / 1000.0, 1)
         ),
         _ => format!("{} sizes", plan.sizes.len()),
     };
@@ -397,8 +397,17 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             eprintln!("  condition {:?}: {}", cond.name, cond.label());
         }
         for arm in &plan.arms {
+            let stacks = if arm.server_stack.name() == arm.client_stack.name() {
+                format!("stack {}", arm.server_stack.name())
+            } else {
+                format!(
+                    "stacks {} serving, {} fetching",
+                    arm.server_stack.name(),
+                    arm.client_stack.name()
+                )
+            };
             eprintln!(
-                "  arm {:?}: {} (serve {}; {} {})",
+                "  arm {:?}: {} ({stacks}; serve {}; {} {})",
                 arm.name,
                 arm.label,
                 arm.server_args().join(" "),

@@ -4,7 +4,7 @@
 //! and beats one whose payload is fixed at 1252 bytes; at MTU 1500 the same arm stops at the
 //! standard frame. The report shows the table.
 
-use quiclab_report::model::BulkDetail;
+use quiclab_model::campaign::BulkDetail;
 use quiclab_store::Store;
 
 mod common;

@@ -4,7 +4,7 @@
 mod common;
 use common::{assert_root, quiclab};
 
-use quiclab_report::model::Workload;
+use quiclab_model::campaign::Workload;
 use quiclab_store::Store;
 
 #[test]

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use quiclab_report::model::TelemetryDetail;
+use quiclab_model::campaign::TelemetryDetail;
 use quiclab_report::stats::quantile;
 use quiclab_store::Store;
 

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinSet;
 
 use super::{ConnectionEnd, ReceivedUnit, RecordLog, ServerRecord, UNIT_BYTES, UnitDecoder};
-use crate::record::now_us;
+use quiclab_model::record::now_us;
 
 /// Reads units from a TLS stream (over TCP) until the client closes it.
 pub async fn serve_stream<S: AsyncRead + Unpin>(

@@ -39,9 +39,9 @@ use super::{
 };
 use crate::client::{ClientError, error_chain, tcp_connect, tls_client_config};
 use crate::quic::{self, Instrumented, QuicClientOptions, QuicError, QuicOptions};
-use crate::record::{TransportStats, now_us};
 use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion, impossible_min_rtt};
 use crate::tls::{KxGroup, KxLog};
+use quiclab_model::record::{TransportStats, now_us};
 
 /// Time from the end of the handshake to the schedule's epoch.
 pub const LEAD: Duration = Duration::from_millis(5);
@@ -606,7 +606,7 @@ fn spawn_clock(
 /// a spin.
 fn sleep_until_us(deadline_us: u64) {
     let wake = deadline_us.saturating_sub(SPIN.as_micros() as u64);
-    if crate::record::now_us() < wake {
+    if quiclab_model::record::now_us() < wake {
         let ts = libc::timespec {
             tv_sec: (wake / 1_000_000) as libc::time_t,
             tv_nsec: ((wake % 1_000_000) * 1000) as libc::c_long,
@@ -627,7 +627,7 @@ fn sleep_until_us(deadline_us: u64) {
             }
         }
     }
-    while crate::record::now_us() < deadline_us {
+    while quiclab_model::record::now_us() < deadline_us {
         std::hint::spin_loop();
     }
 }

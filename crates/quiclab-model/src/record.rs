@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which HTTP version carried a request (or, for `Coded`, the network-coded transport's own
-/// request/response framing, see [`crate::coded`]).
+/// request/response framing, see quiclab-stack's `coded` module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HttpVersion {
     #[serde(rename = "1.1")]
@@ -23,6 +23,31 @@ pub enum HttpVersion {
 }
 
 impl HttpVersion {
+    pub const ALL: [HttpVersion; 4] = [
+        HttpVersion::Http11,
+        HttpVersion::Http2,
+        HttpVersion::Http3,
+        HttpVersion::Coded,
+    ];
+
+    /// The version a plan or `--http` names ("1" is HTTP/1.1 too).
+    pub fn from_name(name: &str) -> Option<HttpVersion> {
+        match name {
+            "1" => Some(HttpVersion::Http11),
+            _ => Self::ALL.into_iter().find(|h| h.name() == name),
+        }
+    }
+
+    /// How people write it: "HTTP/1.1", "HTTP/2", "HTTP/3", "coded transport".
+    pub fn title(self) -> &'static str {
+        match self {
+            HttpVersion::Http11 => "HTTP/1.1",
+            HttpVersion::Http2 => "HTTP/2",
+            HttpVersion::Http3 => "HTTP/3",
+            HttpVersion::Coded => "coded transport",
+        }
+    }
+
     pub fn transport(self) -> Transport {
         match self {
             HttpVersion::Http11 | HttpVersion::Http2 => Transport::Tcp,
@@ -47,8 +72,19 @@ impl HttpVersion {
 pub enum Transport {
     Tcp,
     Quic,
-    /// RaptorQ-coded data over UDP ([`crate::coded`]).
+    /// RaptorQ-coded data over UDP (quiclab-stack's `coded` module).
     Coded,
+}
+
+impl Transport {
+    /// How people write it: "TCP", "QUIC", "coded UDP".
+    pub fn title(self) -> &'static str {
+        match self {
+            Transport::Tcp => "TCP",
+            Transport::Quic => "QUIC",
+            Transport::Coded => "coded UDP",
+        }
+    }
 }
 
 /// How the TLS handshake went.

@@ -1,0 +1,14 @@
+//! quiclab's shared vocabulary: what a campaign is made of ([`campaign`]: arms, conditions,
+//! workloads, trials and their metrics), what endpoints write ([`record`]: one request record
+//! per request, timeline samples of the sending side), what a page load stores ([`page`]), and
+//! how numbers are written for people ([`units`]).
+//!
+//! Contract: plain data with serde, read and written by the stacks, the runner, the store and
+//! the report alike, so that none of them depends on another for its types. It must never run
+//! a trial, touch a database or draw a chart; the one clock it reads is
+//! [`record::now_us`], the time base every record shares.
+
+pub mod campaign;
+pub mod page;
+pub mod record;
+pub mod units;

@@ -1,0 +1,74 @@
+//! `coded`: quiclab's network-coded transport (RaptorQ over UDP, quiclab-coded) with the same
+//! routes as HTTP, served by `quiclab serve --coded-listen` on HTTP/3's port.
+
+use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_stack::telemetry::Mode;
+
+use super::{
+    ArmStack, ClientRequest, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS, ServerOutput, Stack,
+    path_min_rtt_args, quiclab_client, quiclab_server,
+};
+
+pub struct Coded;
+
+/// The label of a `coded` arm when the plan gives none.
+pub const LABEL: &str = "network-coded transport (RaptorQ, goodput-following rate)";
+
+static KNOBS: [&Knob; 2] = [&GROUPS, &SERVER_GROUPS];
+
+impl Stack for Coded {
+    fn name(&self) -> &'static str {
+        "coded"
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Coded
+    }
+
+    fn http(&self) -> &'static [HttpVersion] {
+        &[HttpVersion::Coded]
+    }
+
+    fn implementation(&self) -> &'static str {
+        "quiclab-coded (RaptorQ repair symbols over UDP, TLS 1.3 key schedule from rustls)"
+    }
+
+    fn knobs(&self) -> &'static [&'static Knob] {
+        &KNOBS
+    }
+
+    fn workloads(&self) -> &'static [&'static str] {
+        // not HTTP, so no page loads; no telemetry modes
+        &["single-object", "repeat", "segments", "bulk"]
+    }
+
+    fn resumes(&self) -> bool {
+        false
+    }
+
+    fn label(&self, _: HttpVersion, _: Option<Mode>, _: &[(String, String)]) -> String {
+        LABEL.to_string()
+    }
+
+    fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
+        let mut own = Vec::new();
+        if let ServerOutput::Timeline(p) = out {
+            own.extend(["--coded-timeline".to_string(), p.display().to_string()]);
+        }
+        // it takes HTTP/3's place on UDP 443, so URLs stay the same
+        own.extend([
+            "--no-quic".to_string(),
+            "--coded-listen".into(),
+            "[::]:443".into(),
+        ]);
+        own.extend(path_min_rtt_args(t));
+        own.extend(self.server_args(arm));
+        quiclab_server(t, out, own)
+    }
+
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+        let mut own = path_min_rtt_args(t);
+        own.extend(self.client_args(arm));
+        quiclab_client(t, request, own)
+    }
+}

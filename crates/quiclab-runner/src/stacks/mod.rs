@@ -1,0 +1,409 @@
+//! The stack registry: every stack an arm can name, what it speaks, the knobs it takes, the
+//! workloads it runs, and how a trial starts its server and its client.
+//!
+//! A stack is one module here behind the [`Stack`] trait and one line in [`STACKS`]. Nothing
+//! outside a stack's own module asks which stack it is: the plan parser checks an arm's keys
+//! against the stack's [`Stack::knobs`] and [`Stack::workloads`], the trial asks the stack for
+//! its [`Launch`]es, and the report reads the labels and caveats the stack gave the arm.
+//!
+//! Plans name a stack by its HTTP version (`http = "3"` is the default HTTP/3 stack, see
+//! [`for_http`]) or explicitly (`stack = "quinn"`); an arm may pair a `server-stack` with a
+//! different `client-stack` when both speak its HTTP version.
+
+mod coded;
+mod quinn;
+mod tcp;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_stack::quic;
+use quiclab_stack::telemetry::Mode;
+use quiclab_stack::tls::KxGroup;
+
+/// Every stack, in the order help texts list them. The first stack that speaks an HTTP
+/// version is that version's default (what `http = "..."` alone means).
+pub static STACKS: &[&dyn Stack] = &[&tcp::Tcp, &quinn::Quinn, &coded::Coded];
+
+/// The stack called `name`.
+pub fn find(name: &str) -> Option<&'static dyn Stack> {
+    STACKS.iter().copied().find(|s| s.name() == name)
+}
+
+/// The default stack for an HTTP version (`http = "3"` alone).
+pub fn for_http(http: HttpVersion) -> Option<&'static dyn Stack> {
+    STACKS.iter().copied().find(|s| s.http().contains(&http))
+}
+
+/// The stack that carries a telemetry mode when the arm names none.
+pub fn for_mode(mode: Mode) -> Option<&'static dyn Stack> {
+    STACKS
+        .iter()
+        .copied()
+        .find(|s| s.telemetry_modes().contains(&mode))
+}
+
+/// Every stack's name, for messages.
+pub fn names() -> String {
+    STACKS
+        .iter()
+        .map(|s| format!("{:?}", s.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A transport stack: an implementation of a transport and the HTTP versions it speaks.
+pub trait Stack: Sync {
+    /// The name plans use (`stack = "NAME"`).
+    fn name(&self) -> &'static str;
+    fn transport(&self) -> Transport;
+    /// The HTTP versions it speaks (for the coded transport, its own request framing).
+    fn http(&self) -> &'static [HttpVersion];
+    /// What it is made of, with versions, for the report and `--help`.
+    fn implementation(&self) -> &'static str;
+    /// The knobs an arm of this stack may set, in the order a trial's configuration lists them.
+    fn knobs(&self) -> &'static [&'static Knob];
+    /// Workload kinds it runs.
+    fn workloads(&self) -> &'static [&'static str];
+    /// How telemetry flushes may travel over it (none: it does not run telemetry).
+    fn telemetry_modes(&self) -> &'static [Mode] {
+        &[]
+    }
+    /// It resumes TLS sessions (and sends 0-RTT where its transport has it) when asked.
+    fn resumes(&self) -> bool;
+    /// Checks an arm's knobs together (each was checked alone already); the caveats that must
+    /// travel with the arm's results.
+    fn check(&self, _knobs: &[(String, String)]) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
+    /// The arm's label when the plan gives none.
+    fn label(&self, http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String;
+    /// The stack's own arguments to quiclab's server: its knobs' server flags.
+    fn server_args(&self, arm: &ArmStack) -> Vec<String> {
+        knob_flags(self.knobs(), arm.knobs, true)
+    }
+    /// The stack's own arguments to quiclab's client: what it speaks (`--http`, or `--mode` for
+    /// telemetry) and its knobs' client flags.
+    fn client_args(&self, arm: &ArmStack) -> Vec<String> {
+        let mut out = match arm.mode {
+            Some(mode) => vec!["--mode".to_string(), mode.name().to_string()],
+            None => vec!["--http".to_string(), arm.http.name().to_string()],
+        };
+        out.extend(knob_flags(self.knobs(), arm.knobs, false));
+        out
+    }
+    /// How a trial starts the server.
+    fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch;
+    /// How a trial starts the client for a workload's request.
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch;
+    /// The server is ready for clients once its log says this.
+    fn ready(&self, log: &str) -> bool {
+        log.contains("listening")
+    }
+}
+
+impl fmt::Debug for dyn Stack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What an arm asks of a stack: the HTTP version, the telemetry mode (telemetry arms) and the
+/// knobs as normalised.
+#[derive(Debug, Clone, Copy)]
+pub struct ArmStack<'a> {
+    pub http: HttpVersion,
+    pub mode: Option<Mode>,
+    pub knobs: &'a [(String, String)],
+}
+
+impl ArmStack<'_> {
+    pub fn knob(&self, key: &str) -> Option<&str> {
+        knob(self.knobs, key)
+    }
+}
+
+/// The value of `key` among normalised knobs.
+pub fn knob<'a>(knobs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    knobs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// What a trial gives both endpoints.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint<'a> {
+    /// The quiclab binary (quiclab's own endpoints are its subcommands).
+    pub bin: &'a Path,
+    /// The server writes its certificate here; the client trusts it.
+    pub cert: &'a Path,
+    /// The path's physical minimum RTT: RTT samples below it are impossible.
+    pub path_min_rtt: Duration,
+    /// Where a qlog per QUIC connection goes; `None` keeps none.
+    pub qlog_dir: Option<&'a Path>,
+}
+
+/// What the server writes for the trial.
+#[derive(Debug, Clone, Copy)]
+pub enum ServerOutput<'a> {
+    /// Its sending side's timeline (JSON lines of timeline samples).
+    Timeline(&'a Path),
+    /// The telemetry units it received (JSON lines).
+    Units(&'a Path),
+}
+
+/// What a workload asks the client to do: quiclab's client subcommand for it ("get", "page"
+/// or "telemetry"), whether records go to standard output, and the workload's arguments
+/// (URLs and what to do with them).
+#[derive(Debug, Clone)]
+pub struct ClientRequest {
+    pub command: &'static str,
+    pub json: bool,
+    pub args: Vec<String>,
+}
+
+/// A process to start in a namespace.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Variables set for it besides the trial's own.
+    pub env: Vec<(String, String)>,
+    /// A shell command run in its namespace just before it (e.g. a sysctl of that namespace).
+    pub before: Option<String>,
+}
+
+/// How a knob reaches quiclab's endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    /// `--flag VALUE` on the server (`quiclab serve`), the client or both.
+    Server(&'static str),
+    Client(&'static str),
+    Both(&'static str),
+    /// A switch without a value on the client, given when the value is true.
+    ClientSwitch(&'static str),
+    /// The same on both endpoints.
+    BothSwitch(&'static str),
+}
+
+/// One knob an arm may set.
+#[derive(Debug)]
+pub struct Knob {
+    pub key: &'static str,
+    pub flag: Flag,
+    pub help: &'static str,
+    /// Normalises the value or says what is allowed.
+    pub check: fn(&str) -> Result<String, String>,
+    /// Telemetry arms take it too.
+    pub telemetry: bool,
+}
+
+/// Every knob of every stack, once each, in registry order.
+pub fn all_knobs() -> Vec<&'static Knob> {
+    let mut out: Vec<&'static Knob> = Vec::new();
+    for s in STACKS {
+        for k in s.knobs() {
+            if !out.iter().any(|o| o.key == k.key) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// The `--flag value` arguments of an arm's `knobs` for one side, from the knobs a stack
+/// takes (`taken`).
+pub fn knob_flags(taken: &[&Knob], knobs: &[(String, String)], server: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, value) in knobs {
+        let Some(k) = taken.iter().find(|k| k.key == key) else {
+            continue;
+        };
+        match (k.flag, server) {
+            (Flag::Both(f), _) | (Flag::Server(f), true) | (Flag::Client(f), false) => {
+                out.push(f.to_string());
+                out.push(value.clone());
+            }
+            (Flag::ClientSwitch(f), false) | (Flag::BothSwitch(f), _) if value == "true" => {
+                out.push(f.to_string())
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `quiclab serve` in the trial's server namespace, with the arguments every quiclab stack
+/// shares (listen on port 443, write the certificate and the output, record against the path's
+/// minimum RTT) and the stack's own.
+pub(crate) fn quiclab_server(t: &Endpoint, out: ServerOutput, own: Vec<String>) -> Launch {
+    let mut args = vec![
+        "serve".to_string(),
+        "--listen".into(),
+        "[::]:443".into(),
+        "--write-cert".into(),
+        t.cert.display().to_string(),
+    ];
+    // the server receives telemetry: its own sending side (acknowledgements) says nothing
+    if let ServerOutput::Units(p) = out {
+        args.extend(["--telemetry-log".into(), p.display().to_string()]);
+    }
+    args.extend(own);
+    Launch {
+        program: t.bin.to_path_buf(),
+        args,
+        ..Launch::default()
+    }
+}
+
+/// A quiclab client subcommand in the trial's client namespace: the workload's command, the
+/// certificate to trust, the stack's own arguments, then the workload's.
+pub(crate) fn quiclab_client(t: &Endpoint, request: &ClientRequest, own: Vec<String>) -> Launch {
+    let mut args = vec![request.command.to_string()];
+    if request.json {
+        args.push("--json".into());
+    }
+    args.extend(["--cacert".into(), t.cert.display().to_string()]);
+    args.extend(own);
+    args.extend(request.args.iter().cloned());
+    Launch {
+        program: t.bin.to_path_buf(),
+        args,
+        ..Launch::default()
+    }
+}
+
+/// `--path-min-rtt` for a path with a minimum RTT (both ends count impossible samples).
+pub(crate) fn path_min_rtt_args(t: &Endpoint) -> Vec<String> {
+    if t.path_min_rtt.is_zero() {
+        Vec::new()
+    } else {
+        vec![
+            "--path-min-rtt".to_string(),
+            format!("{}us", t.path_min_rtt.as_micros()),
+        ]
+    }
+}
+
+/// A stack's label with the arm's congestion controller, or what runs without one.
+pub(crate) fn with_cc(stack: &str, cc: Option<&str>, default: &str) -> String {
+    format!("{stack}, {}", cc.unwrap_or(default))
+}
+
+// ---- knobs shared by the stacks that use TLS ----
+
+pub(crate) fn check_on_off(v: &str) -> Result<String, String> {
+    quic::parse_on_off("value", v)
+        .map(|b| if b { "on" } else { "off" }.to_string())
+        .map_err(|_| "allowed: on or off".into())
+}
+
+pub(crate) fn check_bool(v: &str) -> Result<String, String> {
+    match v {
+        "true" | "false" => Ok(v.to_string()),
+        _ => Err("allowed: true or false".into()),
+    }
+}
+
+fn check_groups(v: &str) -> Result<String, String> {
+    KxGroup::parse_list(v)
+        .map(|g| g.iter().map(|g| g.name()).collect::<Vec<_>>().join(","))
+        .map_err(|e| format!("{e}; allowed: a list of x25519, p256, p384"))
+}
+
+pub(crate) static GROUPS: Knob = Knob {
+    key: "groups",
+    flag: Flag::Client("--groups"),
+    help: "client key-exchange groups in order; a key share for the first only",
+    telemetry: true,
+    check: check_groups,
+};
+
+pub(crate) static SERVER_GROUPS: Knob = Knob {
+    key: "server-groups",
+    flag: Flag::Server("--groups"),
+    help: "groups the server accepts, in order of preference",
+    telemetry: true,
+    check: check_groups,
+};
+
+pub(crate) static RESUME: Knob = Knob {
+    key: "resume",
+    flag: Flag::ClientSwitch("--resume"),
+    help: "resume TLS sessions (and 0-RTT over QUIC) across connections: true or false",
+    telemetry: false,
+    check: check_bool,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_http_version_and_telemetry_mode_has_a_default_stack() {
+        for http in [
+            HttpVersion::Http11,
+            HttpVersion::Http2,
+            HttpVersion::Http3,
+            HttpVersion::Coded,
+        ] {
+            let s = for_http(http).expect("a stack");
+            assert!(s.http().contains(&http), "{}", s.name());
+        }
+        for mode in Mode::ALL {
+            let s = for_mode(mode).expect("a stack");
+            assert_eq!(s.transport() == Transport::Quic, mode.is_quic(), "{mode:?}");
+        }
+        assert_eq!(for_http(HttpVersion::Http3).unwrap().name(), "quinn");
+    }
+
+    #[test]
+    fn names_are_unique_and_knobs_of_one_key_are_one_knob() {
+        for (i, s) in STACKS.iter().enumerate() {
+            assert!(
+                STACKS[..i].iter().all(|o| o.name() != s.name()),
+                "{} twice",
+                s.name()
+            );
+            assert!(find(s.name()).is_some());
+        }
+        // a key means the same wherever it is taken (same flag, same check)
+        for a in STACKS.iter().flat_map(|s| s.knobs()) {
+            for b in STACKS.iter().flat_map(|s| s.knobs()) {
+                if a.key == b.key {
+                    assert!(std::ptr::eq(*a, *b), "{} defined twice", a.key);
+                }
+            }
+        }
+        assert!(find("nope").is_none());
+    }
+
+    #[test]
+    fn knob_flags_follow_each_knobs_side() {
+        let tcp = find("tcp").unwrap();
+        let knobs = vec![
+            ("tcp-cc".to_string(), "cubic".to_string()),
+            ("groups".to_string(), "p256".to_string()),
+            ("server-groups".to_string(), "x25519".to_string()),
+            ("resume".to_string(), "true".to_string()),
+            ("tfo".to_string(), "false".to_string()),
+        ];
+        assert_eq!(
+            knob_flags(tcp.knobs(), &knobs, true),
+            ["--tcp-cc", "cubic", "--groups", "x25519"]
+        );
+        assert_eq!(
+            knob_flags(tcp.knobs(), &knobs, false),
+            ["--tcp-cc", "cubic", "--groups", "p256", "--resume"]
+        );
+        // a knob the stack does not take reaches neither side
+        let quinn = find("quinn").unwrap();
+        assert_eq!(
+            knob_flags(quinn.knobs(), &knobs[..1], true),
+            Vec::<String>::new()
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! `quinn`: HTTP/3 over QUIC from quinn and h3, quiclab's own `serve` and clients (with its
+//! scheduler for RFC 9218 priorities); telemetry over one QUIC stream, a stream per flush or
+//! datagrams.
+
+use quiclab_link::units;
+use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_stack::quic::{QuicCongestion, QuicOptions};
+use quiclab_stack::telemetry::Mode;
+
+use super::{
+    ArmStack, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
+    ServerOutput, Stack, check_on_off, path_min_rtt_args, quiclab_client, quiclab_server, with_cc,
+};
+
+pub struct Quinn;
+
+fn check_quic_cc(v: &str) -> Result<String, String> {
+    v.parse::<QuicCongestion>()
+        .map(|c| c.name().to_string())
+        .map_err(|_| {
+            format!(
+                "allowed: {}",
+                QuicCongestion::ALL.map(QuicCongestion::name).join(", ")
+            )
+        })
+}
+
+fn check_duration(v: &str) -> Result<String, String> {
+    units::parse_duration(v)
+        .map(|_| v.to_string())
+        .map_err(|e| e.to_string())
+}
+
+fn check_payload(v: &str) -> Result<String, String> {
+    match v.parse::<u16>() {
+        Ok(n) if (1200..=65_527).contains(&n) => Ok(n.to_string()),
+        _ => Err("allowed: bytes from 1200 to 65527".into()),
+    }
+}
+
+fn check_scheduling(v: &str) -> Result<String, String> {
+    match v {
+        "round-robin" | "fifo" => Ok(v.to_string()),
+        _ => Err("allowed: round-robin or fifo".into()),
+    }
+}
+
+static QUIC_CC: Knob = Knob {
+    key: "quic-cc",
+    flag: Flag::Both("--quic-cc"),
+    help: "QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental)",
+    telemetry: true,
+    check: check_quic_cc,
+};
+
+static INITIAL_RTT: Knob = Knob {
+    key: "quic-initial-rtt",
+    flag: Flag::Both("--quic-initial-rtt"),
+    help: "RTT assumed before the first sample, e.g. 100ms (sets the first PTO)",
+    telemetry: true,
+    check: check_duration,
+};
+
+static MTU_DISCOVERY: Knob = Knob {
+    key: "quic-mtu-discovery",
+    flag: Flag::Both("--quic-mtu-discovery"),
+    help: "path MTU discovery: on or off",
+    telemetry: true,
+    check: check_on_off,
+};
+
+static INITIAL_MTU: Knob = Knob {
+    key: "quic-initial-mtu",
+    flag: Flag::Both("--quic-initial-mtu"),
+    help: "UDP payload at the start, bytes",
+    telemetry: true,
+    check: check_payload,
+};
+
+static MAX_UDP_PAYLOAD: Knob = Knob {
+    key: "quic-max-udp-payload",
+    flag: Flag::Both("--quic-max-udp-payload"),
+    help: "largest UDP payload (upper bound of MTU discovery), bytes",
+    telemetry: true,
+    check: check_payload,
+};
+
+static GSO: Knob = Knob {
+    key: "quic-gso",
+    flag: Flag::Both("--quic-gso"),
+    help: "generic segmentation offload: on or off",
+    telemetry: true,
+    check: check_on_off,
+};
+
+static SCHEDULING: Knob = Knob {
+    key: "quic-scheduling",
+    flag: Flag::Server("--quic-scheduling"),
+    help: "how the server shares its sending side between streams: round-robin or fifo",
+    telemetry: false,
+    check: check_scheduling,
+};
+
+static PRIORITIES: Knob = Knob {
+    key: "quic-priorities",
+    flag: Flag::Server("--quic-priorities"),
+    help: "the server honours RFC 9218 priority headers: on or off",
+    telemetry: false,
+    check: check_on_off,
+};
+
+static KNOBS: [&Knob; 11] = [
+    &QUIC_CC,
+    &INITIAL_RTT,
+    &MTU_DISCOVERY,
+    &INITIAL_MTU,
+    &MAX_UDP_PAYLOAD,
+    &GSO,
+    &GROUPS,
+    &SERVER_GROUPS,
+    &SCHEDULING,
+    &PRIORITIES,
+    &RESUME,
+];
+
+/// The QUIC arguments both ends share: the path's floor and, where kept, a qlog per
+/// connection.
+fn record_args(t: &Endpoint) -> Vec<String> {
+    let mut out = path_min_rtt_args(t);
+    if let Some(dir) = t.qlog_dir {
+        out.extend(["--qlog-dir".to_string(), dir.display().to_string()]);
+    }
+    out
+}
+
+impl Stack for Quinn {
+    fn name(&self) -> &'static str {
+        "quinn"
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Quic
+    }
+
+    fn http(&self) -> &'static [HttpVersion] {
+        &[HttpVersion::Http3]
+    }
+
+    fn implementation(&self) -> &'static str {
+        "quinn 0.11, h3 0.0.8, rustls 0.23 (ring)"
+    }
+
+    fn knobs(&self) -> &'static [&'static Knob] {
+        &KNOBS
+    }
+
+    fn workloads(&self) -> &'static [&'static str] {
+        &[
+            "single-object",
+            "repeat",
+            "segments",
+            "telemetry",
+            "bulk",
+            "pages",
+        ]
+    }
+
+    fn telemetry_modes(&self) -> &'static [Mode] {
+        &[Mode::QuicStream, Mode::QuicStreams, Mode::QuicDatagrams]
+    }
+
+    fn resumes(&self) -> bool {
+        true
+    }
+
+    fn check(&self, knobs: &[(String, String)]) -> Result<Vec<String>, String> {
+        // combinations (e.g. GSO with a jumbo payload) are the stack's own rules
+        let knob = |k| super::knob(knobs, k);
+        let mut o = QuicOptions::default();
+        if let Some(c) = knob("quic-cc") {
+            o.congestion = c.parse().unwrap_or_default();
+        }
+        if let Some(v) = knob("quic-max-udp-payload") {
+            o.max_udp_payload = v.parse().unwrap_or(o.max_udp_payload);
+        }
+        if let Some(v) = knob("quic-initial-mtu") {
+            o.initial_mtu = v.parse().unwrap_or(o.initial_mtu);
+        }
+        if let Some(v) = knob("quic-gso") {
+            o.gso = v == "on";
+        }
+        o.validate().map_err(|e| e.to_string())?;
+        Ok(if o.congestion.experimental() {
+            vec!["quinn's BBR is experimental (BBRv1, pacing rate not applied)".into()]
+        } else {
+            Vec::new()
+        })
+    }
+
+    fn label(&self, _http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String {
+        let stack = match mode {
+            Some(Mode::QuicStream) => "telemetry over one QUIC stream (quinn)",
+            Some(Mode::QuicStreams) => "telemetry over a QUIC stream per flush (quinn)",
+            Some(_) => "telemetry in QUIC datagrams, one per flush (quinn)",
+            None => "HTTP/3 over QUIC (quinn)",
+        };
+        // quiclab's QUIC endpoints run cubic unless told otherwise
+        with_cc(stack, super::knob(knobs, "quic-cc"), "cubic")
+    }
+
+    fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
+        let mut own = Vec::new();
+        if let ServerOutput::Timeline(p) = out {
+            own.extend(["--quic-timeline".to_string(), p.display().to_string()]);
+        }
+        own.extend(record_args(t));
+        own.extend(self.server_args(arm));
+        quiclab_server(t, out, own)
+    }
+
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+        let mut own = record_args(t);
+        own.extend(self.client_args(arm));
+        quiclab_client(t, request, own)
+    }
+}

@@ -1,0 +1,160 @@
+//! `tcp`: kernel TCP with TLS 1.3 (rustls, ring) and HTTP/1.1 or HTTP/2 (hyper), quiclab's
+//! own `serve` and clients; telemetry as one ordered TLS stream.
+
+use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_stack::tcpinfo::{self, FASTOPEN_SYSCTL};
+use quiclab_stack::telemetry::Mode;
+
+use super::{
+    ArmStack, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
+    ServerOutput, Stack, check_bool, check_on_off, path_min_rtt_args, quiclab_client,
+    quiclab_server, with_cc,
+};
+
+pub struct Tcp;
+
+fn check_tcp_cc(v: &str) -> Result<String, String> {
+    let names = tcpinfo::available_congestion_controllers()
+        .map_err(|e| format!("cannot read {}: {e}", tcpinfo::AVAILABLE_CONGESTION))?;
+    if names.iter().any(|n| n == v) {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "this kernel's TCP congestion controllers are: {}",
+            names.join(", ")
+        ))
+    }
+}
+
+fn check_record(v: &str) -> Result<String, String> {
+    match v.parse::<u16>() {
+        Ok(n) if (64..=16_384).contains(&n) => Ok(n.to_string()),
+        _ => Err("allowed: bytes from 64 to 16384".into()),
+    }
+}
+
+pub(crate) static TCP_CC: Knob = Knob {
+    key: "tcp-cc",
+    flag: Flag::Both("--tcp-cc"),
+    help: "TCP congestion controller of both endpoints (e.g. cubic, bbr, reno)",
+    telemetry: true,
+    check: check_tcp_cc,
+};
+
+static DYNAMIC_RECORDS: Knob = Knob {
+    key: "dynamic-records",
+    flag: Flag::Server("--dynamic-records"),
+    help: "HTTP/2 responses start with a small frame: on or off",
+    telemetry: false,
+    check: check_on_off,
+};
+
+static TLS_MAX_RECORD: Knob = Knob {
+    key: "tls-max-record",
+    flag: Flag::Server("--tls-max-record"),
+    help: "largest TLS record payload over TCP, bytes",
+    telemetry: false,
+    check: check_record,
+};
+
+static TFO: Knob = Knob {
+    key: "tfo",
+    flag: Flag::BothSwitch("--tfo"),
+    help: "TCP Fast Open: true or false",
+    telemetry: false,
+    check: check_bool,
+};
+
+static KNOBS: [&Knob; 7] = [
+    &TCP_CC,
+    &GROUPS,
+    &SERVER_GROUPS,
+    &DYNAMIC_RECORDS,
+    &TLS_MAX_RECORD,
+    &RESUME,
+    &TFO,
+];
+
+impl Stack for Tcp {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Tcp
+    }
+
+    fn http(&self) -> &'static [HttpVersion] {
+        &[HttpVersion::Http11, HttpVersion::Http2]
+    }
+
+    fn implementation(&self) -> &'static str {
+        "kernel TCP, rustls 0.23 (ring), hyper 1"
+    }
+
+    fn knobs(&self) -> &'static [&'static Knob] {
+        &KNOBS
+    }
+
+    fn workloads(&self) -> &'static [&'static str] {
+        &[
+            "single-object",
+            "repeat",
+            "segments",
+            "telemetry",
+            "bulk",
+            "pages",
+        ]
+    }
+
+    fn telemetry_modes(&self) -> &'static [Mode] {
+        &[Mode::Tcp]
+    }
+
+    fn resumes(&self) -> bool {
+        true
+    }
+
+    fn label(&self, http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String {
+        let cc = super::knob(knobs, "tcp-cc");
+        match mode {
+            // the telemetry client sets cubic when its arm does not say
+            Some(_) => with_cc(
+                "telemetry over TCP+TLS 1.3 (one ordered stream)",
+                cc,
+                "cubic",
+            ),
+            None => with_cc(
+                if http == HttpVersion::Http11 {
+                    "HTTP/1.1 over TCP+TLS 1.3"
+                } else {
+                    "HTTP/2 over TCP+TLS 1.3"
+                },
+                cc,
+                "kernel default congestion control",
+            ),
+        }
+    }
+
+    fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
+        let mut own = Vec::new();
+        if let ServerOutput::Timeline(p) = out {
+            own.extend(["--tcp-timeline".to_string(), p.display().to_string()]);
+        }
+        own.push("--no-quic".into());
+        own.extend(path_min_rtt_args(t));
+        own.extend(self.server_args(arm));
+        let mut launch = quiclab_server(t, out, own);
+        if arm.knob("tfo") == Some("true") {
+            // the namespace is the trial's own: Fast Open for its clients and servers
+            launch.before = Some(format!("echo 3 > {FASTOPEN_SYSCTL}"));
+        }
+        launch
+    }
+
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+        let mut own = path_min_rtt_args(t);
+        own.extend(self.client_args(arm));
+        quiclab_client(t, request, own)
+    }
+}
