@@ -118,7 +118,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
 /// link is slow (each trial then needs a few percent of a core), one when any link is fast.
 pub fn auto_jobs(plan: &Plan) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if let model::Workload::Telemetry { .. } = plan.workload {
+    if crate::workloads::of(&plan.workload).timing_sensitive() {
         // a hundred small packets a second: a trial needs little CPU, but its endpoints' timing
         // is the measurement, so no more trials than cores
         return cores;

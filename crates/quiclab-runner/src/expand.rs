@@ -19,7 +19,8 @@ use serde_json::json;
 
 use quiclab_store::CONFIG_BEFORE;
 
-use crate::plan::{Plan, Workload};
+use crate::plan::Plan;
+use crate::workloads;
 
 /// One trial to run.
 #[derive(Debug, Clone)]
@@ -46,67 +47,6 @@ pub fn iteration_seed(plan_seed: u64, i: u32) -> u64 {
     mix(mix(plan_seed) ^ u64::from(i))
 }
 
-/// Segment sizes of an iteration: `count` sizes drawn uniformly from `min..=max` by a stream
-/// seeded with the iteration's seed, so every arm and condition of the iteration fetches the same.
-pub fn segment_sizes(seed: u64, count: u32, min: u64, max: u64) -> Vec<u64> {
-    let mut state = mix(seed ^ 0x5e9_u64);
-    (0..count)
-        .map(|_| {
-            state = mix(state);
-            min + state % (max - min + 1)
-        })
-        .collect()
-}
-
-/// The trial's requests and how the configuration names its workload.
-fn workload_of(plan: &Plan, size: u64, seed: u64) -> (Vec<u64>, serde_json::Value) {
-    match plan.workload {
-        // the trial's size is its connection count; each connection makes one GET
-        Workload::Bulk { duration_ms } => (
-            Vec::new(),
-            json!({"kind": "bulk", "connections": size, "duration_ms": duration_ms}),
-        ),
-        Workload::SingleObject => (
-            vec![size],
-            json!({"kind": "single-object", "size": size, "connection": "new"}),
-        ),
-        Workload::Repeat { requests } => (
-            vec![size; requests as usize],
-            json!({"kind": "repeat", "size": size, "requests": requests,
-                   "connection": "new", "resume": true}),
-        ),
-        Workload::Segments {
-            count,
-            min_bytes,
-            max_bytes,
-            ..
-        } => {
-            let sizes = segment_sizes(seed, count, min_bytes, max_bytes);
-            let config = json!({"kind": "segments", "sizes": sizes, "connection": "reuse"});
-            (sizes, config)
-        }
-        // one page load: its requests are the client's to discover
-        Workload::Pages { .. } => {
-            let page = crate::page::page_for(&plan.workload, size);
-            (
-                Vec::new(),
-                json!({"kind": "pages", "page": page.map(|p| &p.name),
-                       "source": page.map(|p| &p.source), "bytes": size}),
-            )
-        }
-        // no requests: units, whose bytes are the trial's size
-        Workload::Telemetry {
-            units_per_second,
-            flush_units,
-            duration_ms,
-        } => (
-            Vec::new(),
-            json!({"kind": "telemetry", "units_per_second": units_per_second,
-                   "flush_units": flush_units, "duration_ms": duration_ms}),
-        ),
-    }
-}
-
 /// Every trial of the plan, in execution order.
 pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
     let mut out = Vec::new();
@@ -125,7 +65,8 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                     state = mix(state);
                     order.swap(k, (state % (k as u64 + 1)) as usize);
                 }
-                let (requests, workload) = workload_of(plan, size, seed);
+                let (requests, workload) =
+                    workloads::of(&plan.workload).trial(&plan.workload, size, seed);
                 for ai in order {
                     let mut push = |condition: usize, before: Option<usize>| {
                         let arm = &plan.arms[ai];
@@ -175,6 +116,7 @@ fn hash_id(config: &serde_json::Value) -> String {
 mod tests {
     use super::*;
     use crate::plan::{Profile, parse};
+    use crate::workloads::segment_sizes;
 
     const PLAN: &str = r#"
 name = "t"

@@ -11,9 +11,11 @@
 pub mod bulk;
 pub mod campaign;
 pub mod expand;
+mod keys;
 pub mod outputs;
 mod page;
 pub mod plan;
 pub mod stacks;
 pub mod telemetry;
 pub mod trial;
+pub mod workloads;

@@ -39,7 +39,6 @@
 //! b = "h3-cubic"
 //! ```
 
-use std::fmt;
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -47,37 +46,14 @@ use quiclab_link::config::{ConfigError, KEYS};
 use quiclab_link::{LinkConfig, units};
 pub use quiclab_model::campaign::Workload;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::telemetry::{self, Mode};
+use quiclab_stack::telemetry::Mode;
 use std::ops::Range;
 use toml::Spanned;
 
+pub use crate::keys::PlanError;
+use crate::keys::{Ctx, Table, Value, WorkloadKeys, line_col, scalar};
 use crate::stacks::{self, ArmStack, Knob, STACKS, Stack};
-
-/// A plan problem with its place in the file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanError {
-    pub file: String,
-    /// 1-based line and column, when the problem has a place.
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-}
-
-impl fmt::Display for PlanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 0 {
-            write!(
-                f,
-                "{}:{}:{}: {}",
-                self.file, self.line, self.column, self.message
-            )
-        } else {
-            write!(f, "{}: {}", self.file, self.message)
-        }
-    }
-}
-
-impl std::error::Error for PlanError {}
+use crate::workloads::{self, WorkloadKind};
 
 /// Which profile of a plan to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,9 +239,6 @@ pub fn arm_keys_help() -> String {
 
 // ---- parsing ----
 
-type Value = Spanned<toml::Value>;
-type Table = IndexMap<Spanned<String>, Value>;
-
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPlan {
@@ -310,60 +283,6 @@ struct RawQuick {
 struct RawCompare {
     a: Spanned<String>,
     b: Spanned<String>,
-}
-
-struct Ctx<'a> {
-    file: &'a str,
-    text: &'a str,
-}
-
-impl Ctx<'_> {
-    fn err(&self, at: std::ops::Range<usize>, message: impl Into<String>) -> PlanError {
-        let (line, column) = line_col(self.text, at.start);
-        PlanError {
-            file: self.file.to_string(),
-            line,
-            column,
-            message: message.into(),
-        }
-    }
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-    (line, column)
-}
-
-/// A TOML scalar as the string the key parsers take (`1400` and `"1400"` alike).
-fn scalar(ctx: &Ctx, v: &Value) -> Result<String, PlanError> {
-    match v.get_ref() {
-        toml::Value::String(s) => Ok(s.clone()),
-        toml::Value::Integer(i) => Ok(i.to_string()),
-        toml::Value::Float(f) => Ok(f.to_string()),
-        toml::Value::Boolean(b) => Ok(b.to_string()),
-        other => Err(ctx.err(
-            v.span(),
-            format!(
-                "expected a string, number or boolean, found a {}",
-                other.type_str()
-            ),
-        )),
-    }
-}
-
-fn parse_size(ctx: &Ctx, v: &Value) -> Result<u64, PlanError> {
-    // a bare TOML integer is a number of bytes
-    let n = match v.get_ref() {
-        toml::Value::Integer(i) => u64::try_from(*i).unwrap_or(0),
-        _ => units::parse_bytes(&scalar(ctx, v)?)
-            .map_err(|e| ctx.err(v.span(), format!("size: {e}")))?,
-    };
-    if n == 0 || n > 10_000_000_000 {
-        return Err(ctx.err(v.span(), "size: allowed: 1 byte to 10 GB"));
-    }
-    Ok(n)
 }
 
 fn is_link_key(k: &str) -> bool {
@@ -784,273 +703,40 @@ fn parse_arm(
     })
 }
 
-/// Keys of `[workload]` per kind (besides `kind`).
-const WORKLOAD_KEYS: &[(&str, &[&str])] = &[
-    ("single-object", &["sizes"]),
-    ("repeat", &["sizes", "requests"]),
-    (
-        "segments",
-        &[
-            "segments",
-            "segment-min",
-            "segment-max",
-            "stream-rate",
-            "player-buffer",
-        ],
-    ),
-    ("telemetry", &["units-per-second", "flush", "duration"]),
-    ("bulk", &["connections", "duration"]),
-    ("pages", &["pages"]),
-];
-
-/// The most parallel connections a bulk trial may open (one client process each).
-pub const MAX_BULK_CONNECTIONS: i64 = 256;
-
-/// `duration` of `[workload]`: required, at most an hour.
-fn workload_duration(
-    ctx: &Ctx,
-    at: std::ops::Range<usize>,
-    t: &Table,
-) -> Result<(Duration, std::ops::Range<usize>), PlanError> {
-    let Some((_, v)) = t.get_key_value("duration") else {
-        return Err(ctx.err(at, "[workload] needs duration, e.g. \"10s\""));
-    };
-    let d = units::parse_duration(&scalar(ctx, v)?)
-        .map_err(|e| ctx.err(v.span(), format!("duration: {e}")))?;
-    if d > Duration::from_secs(3600) {
-        return Err(ctx.err(v.span(), "duration: allowed: at most 1 hour"));
-    }
-    Ok((d, v.span()))
-}
-
-fn workload_int(
-    ctx: &Ctx,
-    at: std::ops::Range<usize>,
-    t: &Table,
-    key: &str,
-    range: (i64, i64),
-) -> Result<u32, PlanError> {
-    let Some((_, v)) = t.get_key_value(key) else {
-        return Err(ctx.err(at, format!("[workload] needs {key}")));
-    };
-    match v.get_ref() {
-        toml::Value::Integer(n) if (range.0..=range.1).contains(n) => Ok(*n as u32),
-        _ => Err(ctx.err(
-            v.span(),
-            format!(
-                "{key}: allowed: a whole number from {} to {}",
-                range.0, range.1
-            ),
-        )),
-    }
-}
-
-/// `[workload]` (with the profile's overrides applied): the kind and the trial sizes.
+/// `[workload]` (with the profile's overrides applied): its kind's module parses the rest.
 fn parse_workload(
     ctx: &Ctx,
-    at: std::ops::Range<usize>,
+    at: Range<usize>,
     t: &Table,
-) -> Result<(Workload, Vec<u64>), PlanError> {
-    let kinds = || {
-        WORKLOAD_KEYS
-            .iter()
-            .map(|(k, _)| format!("{k:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+) -> Result<(&'static dyn WorkloadKind, Workload, Vec<u64>), PlanError> {
     let Some((_, kind_v)) = t.get_key_value("kind") else {
-        return Err(ctx.err(at, format!("[workload] needs kind: allowed: {}", kinds())));
+        return Err(ctx.err(
+            at,
+            format!("[workload] needs kind: allowed: {}", workloads::kinds()),
+        ));
     };
     let kind = scalar(ctx, kind_v)?;
-    let Some((_, keys)) = WORKLOAD_KEYS.iter().find(|(k, _)| *k == kind) else {
+    let Some(module) = workloads::find(&kind) else {
         return Err(ctx.err(
             kind_v.span(),
-            format!("workload kind {kind:?}: allowed: {}", kinds()),
+            format!("workload kind {kind:?}: allowed: {}", workloads::kinds()),
         ));
     };
     for k in t.keys() {
-        if k.get_ref() != "kind" && !keys.contains(&k.get_ref().as_str()) {
+        if k.get_ref() != "kind" && !module.keys().contains(&k.get_ref().as_str()) {
             return Err(ctx.err(
                 k.span(),
                 format!(
                     "[workload] key {:?} does not apply to kind {kind:?}; its keys: {}",
                     k.get_ref(),
-                    keys.join(", ")
+                    module.keys().join(", ")
                 ),
             ));
         }
     }
-    let sizes = |t: &Table| -> Result<Vec<u64>, PlanError> {
-        let Some((_, v)) = t.get_key_value("sizes") else {
-            return Err(ctx.err(
-                at.clone(),
-                "[workload] needs sizes, e.g. [\"100kb\", \"1mb\"]",
-            ));
-        };
-        let toml::Value::Array(items) = v.get_ref() else {
-            return Err(ctx.err(v.span(), "sizes: allowed: a list of sizes"));
-        };
-        if items.is_empty() {
-            return Err(ctx.err(v.span(), "sizes: give at least one size"));
-        }
-        let mut out = Vec::new();
-        for item in items {
-            // the items of a replaced list carry the list's place
-            let item = Spanned::new(v.span(), item.clone());
-            let n = parse_size(ctx, &item)?;
-            if out.contains(&n) {
-                return Err(ctx.err(v.span(), format!("size {n} bytes is listed twice")));
-            }
-            out.push(n);
-        }
-        Ok(out)
-    };
-    Ok(match kind.as_str() {
-        "single-object" => (Workload::SingleObject, sizes(t)?),
-        "repeat" => (
-            Workload::Repeat {
-                requests: workload_int(ctx, at.clone(), t, "requests", (1, 1000))?,
-            },
-            sizes(t)?,
-        ),
-        "segments" => {
-            let count = workload_int(ctx, at.clone(), t, "segments", (1, 1000))?;
-            let size = |key: &str| -> Result<(u64, std::ops::Range<usize>), PlanError> {
-                match t.get_key_value(key) {
-                    Some((_, v)) => Ok((parse_size(ctx, v)?, v.span())),
-                    None => Err(ctx.err(at.clone(), format!("[workload] needs {key}"))),
-                }
-            };
-            let (min, _) = size("segment-min")?;
-            let (max, max_at) = size("segment-max")?;
-            if max < min {
-                return Err(ctx.err(
-                    max_at,
-                    format!("segment-max ({max} bytes) is below segment-min ({min} bytes)"),
-                ));
-            }
-            let stream_rate_bps = match t.get_key_value("stream-rate") {
-                Some((_, v)) => {
-                    let raw = scalar(ctx, v)?;
-                    match raw.parse::<units::Rate>() {
-                        Ok(r) if r.bps() >= 1000 => r.bps(),
-                        Ok(_) => {
-                            return Err(ctx.err(
-                                v.span(),
-                                format!("stream-rate = {raw:?}: allowed: 1kbit or more"),
-                            ));
-                        }
-                        Err(e) => return Err(ctx.err(v.span(), format!("stream-rate: {e}"))),
-                    }
-                }
-                None => quiclab_model::campaign::DEFAULT_STREAM_RATE_BPS,
-            };
-            let player_buffer_ms = match t.get_key_value("player-buffer") {
-                Some((_, v)) => {
-                    let raw = scalar(ctx, v)?;
-                    match units::parse_duration(&raw) {
-                        Ok(d) if d <= Duration::from_secs(600) => d.as_millis() as u64,
-                        Ok(_) => {
-                            return Err(ctx.err(
-                                v.span(),
-                                format!("player-buffer = {raw:?}: allowed: 0 to 10min"),
-                            ));
-                        }
-                        Err(e) => return Err(ctx.err(v.span(), format!("player-buffer: {e}"))),
-                    }
-                }
-                None => quiclab_model::campaign::DEFAULT_PLAYER_BUFFER_MS,
-            };
-            (
-                Workload::Segments {
-                    count,
-                    min_bytes: min,
-                    max_bytes: max,
-                    stream_rate_bps,
-                    player_buffer_ms,
-                },
-                vec![min + (max - min) / 2],
-            )
-        }
-        "telemetry" => {
-            let units_per_second = workload_int(
-                ctx,
-                at.clone(),
-                t,
-                "units-per-second",
-                (1, i64::from(telemetry::MAX_UNITS_PER_SECOND)),
-            )?;
-            let flush_units = workload_int(
-                ctx,
-                at.clone(),
-                t,
-                "flush",
-                (1, i64::from(telemetry::MAX_FLUSH_UNITS)),
-            )?;
-            let (d, d_at) = workload_duration(ctx, at, t)?;
-            let units = (d.as_secs_f64() * f64::from(units_per_second)).round() as u64;
-            if units == 0 {
-                return Err(ctx.err(d_at, "duration: allowed: from one unit interval to 1 hour"));
-            }
-            (
-                Workload::Telemetry {
-                    units_per_second,
-                    flush_units,
-                    duration_ms: d.as_millis() as u64,
-                },
-                // the trial's bytes: every unit's
-                vec![units * telemetry::UNIT_BYTES as u64],
-            )
-        }
-        "bulk" => {
-            let (d, d_at) = workload_duration(ctx, at.clone(), t)?;
-            if d < Duration::from_secs(1) {
-                return Err(ctx.err(d_at, "duration: allowed: from 1s to 1 hour"));
-            }
-            let Some((_, v)) = t.get_key_value("connections") else {
-                return Err(ctx.err(at, "[workload] needs connections, e.g. [1, 8, 64]"));
-            };
-            let toml::Value::Array(items) = v.get_ref() else {
-                return Err(ctx.err(
-                    v.span(),
-                    "connections: allowed: a list of connection counts, e.g. [1, 8, 64]",
-                ));
-            };
-            let mut counts = Vec::new();
-            for item in items {
-                match item {
-                    toml::Value::Integer(n) if (1..=MAX_BULK_CONNECTIONS).contains(n) => {
-                        if counts.contains(&(*n as u64)) {
-                            return Err(
-                                ctx.err(v.span(), format!("connections: {n} is listed twice"))
-                            );
-                        }
-                        counts.push(*n as u64);
-                    }
-                    other => {
-                        return Err(ctx.err(
-                            v.span(),
-                            format!(
-                                "connections: {other}: allowed: whole numbers from 1 to {MAX_BULK_CONNECTIONS}"
-                            ),
-                        ));
-                    }
-                }
-            }
-            if counts.is_empty() {
-                return Err(ctx.err(v.span(), "connections: give at least one count"));
-            }
-            (
-                Workload::Bulk {
-                    duration_ms: d.as_millis() as u64,
-                },
-                counts,
-            )
-        }
-        "pages" => crate::page::parse_pages(t.get_key_value("pages").map(|(_, v)| v), ctx.file)
-            .map_err(|(span, message)| ctx.err(span.unwrap_or(at), message))?,
-        _ => unreachable!("kinds are listed in WORKLOAD_KEYS"),
-    })
+    let keys = WorkloadKeys { ctx, at, table: t };
+    let (w, sizes) = module.parse(&keys)?;
+    Ok((module, w, sizes))
 }
 
 /// Parses and validates a plan. `file` names it in errors.
@@ -1123,7 +809,8 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         ),
         None => None,
     };
-    let (workload, sizes) = parse_workload(&ctx, raw.workload.span(), &workload_table)?;
+    let (workload_kind, workload, sizes) =
+        parse_workload(&ctx, raw.workload.span(), &workload_table)?;
 
     let base = link_table(&ctx, &raw.network)?;
     let mut conditions = Vec::new();
@@ -1238,11 +925,13 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         return Err(ctx.err(raw.arms.span(), "arms: give at least one arm"));
     }
     let mut arms = Vec::new();
+    let workload_keys = WorkloadKeys {
+        ctx: &ctx,
+        at: raw.workload.span(),
+        table: &workload_table,
+    };
     for (aname, t) in raw.arms.get_ref() {
-        if let Workload::Pages { .. } = workload {
-            crate::page::check_arm(aname.get_ref(), t)
-                .map_err(|(at, message)| ctx.err(at, message))?;
-        }
+        workload_kind.check_arm(&workload_keys, aname.get_ref(), t)?;
         arms.push(parse_arm(&ctx, aname, t, workload.kind())?);
     }
     let mut comparisons = Vec::new();

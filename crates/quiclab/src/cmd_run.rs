@@ -12,7 +12,8 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use quiclab_runner::campaign::{self, Progress, RunOptions};
 use quiclab_runner::expand::TrialSpec;
-use quiclab_runner::plan::{self, Plan, Profile, Workload};
+use quiclab_runner::plan::{self, Plan, Profile};
+use quiclab_runner::workloads;
 use quiclab_store::{Store, TrialRecord};
 
 use crate::signals::Signals;
@@ -348,7 +349,8 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
-    let trials = quiclab_runner::expand::expand(&plan).len();
+    let specs = quiclab_runner::expand::expand(&plan);
+    let trials = specs.len();
     let conditions = match plan.interleave {
         Some(b) => format!(
             "({} conditions, each after a run of {:?})",
@@ -357,32 +359,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         ),
         None => format!("{} conditions", plan.conditions.len()),
     };
-    let sizes = match plan.workload {
-        Workload::Segments {
-            count,
-            min_bytes,
-            max_bytes,
-            ..
-        } => format!(
-            "{count} segments of {} to {}",
-            quiclab_model::units::size(min_bytes),
-            quiclab_model::units::size(max_bytes)
-        ),
-        Workload::Telemetry {
-            units_per_second,
-            flush_units,
-            duration_ms,
-        } => format!(
-            "{} units ({units_per_second}/s in flushes of {flush_units})",
-            u64::from(units_per_second) * duration_ms / 1000
-        ),
-        Workload::Bulk { duration_ms } => format!(
-            "{} connection counts ({} s each)",
-            plan.sizes.len(),
-            quiclab_model::units::number(duration_ms as f64 / 1000.0, 1)
-        ),
-        _ => format!("{} sizes", plan.sizes.len()),
-    };
+    let sizes = workloads::of(&plan.workload).grid(&plan.workload, &plan.sizes);
     eprintln!(
         "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
         plan.name,
@@ -396,7 +373,8 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         for cond in &plan.conditions {
             eprintln!("  condition {:?}: {}", cond.name, cond.label());
         }
-        for arm in &plan.arms {
+        let bin = std::env::current_exe().context("finding the quiclab binary")?;
+        for (i, arm) in plan.arms.iter().enumerate() {
             let stacks = if arm.server_stack.name() == arm.client_stack.name() {
                 format!("stack {}", arm.server_stack.name())
             } else {
@@ -406,18 +384,14 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
                     arm.client_stack.name()
                 )
             };
-            eprintln!(
-                "  arm {:?}: {} ({stacks}; serve {}; {} {})",
-                arm.name,
-                arm.label,
-                arm.server_args().join(" "),
-                match (&arm.telemetry, &plan.workload) {
-                    (Some(_), _) => "telemetry",
-                    (None, quiclab_runner::plan::Workload::Pages { .. }) => "page",
-                    _ => "get",
-                },
-                arm.client_args().join(" ")
-            );
+            eprintln!("  arm {:?}: {} ({stacks})", arm.name, arm.label);
+            // what its first trial would start
+            if let Some(spec) = specs.iter().find(|s| s.arm == i) {
+                let dir = out.join(quiclab_runner::trial::trial_folder(&spec.id));
+                let (server, client) =
+                    quiclab_runner::trial::command_lines(&bin, &dir, &plan, spec);
+                eprintln!("    server: {server}\n    client: {client}");
+            }
         }
         return Ok(0);
     }
@@ -536,6 +510,7 @@ pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
     use quiclab_runner::expand::expand;
+    use quiclab_runner::plan::Workload;
 
     #[test]
     fn built_in_plans_parse_and_their_quick_profiles_keep_every_condition_and_arm() {

@@ -1,0 +1,73 @@
+//! `pages`: one web page per trial, loaded like a browser loads it (`quiclab page`); each page's
+//! total bytes are its trial size, and TTLB is the page load time (study S1's pages; manifests
+//! and metrics in docs/pages.md).
+
+use quiclab_model::campaign::{Metrics, Workload};
+use quiclab_netns::topology::SERVER_V4;
+use serde_json::json;
+
+use super::{ClientPhase, Ran, TrialCtx, WorkloadKind};
+use crate::keys::{PlanError, Table, WorkloadKeys};
+use crate::page;
+use crate::stacks::ClientRequest;
+
+pub struct Pages;
+
+impl WorkloadKind for Pages {
+    fn kind(&self) -> &'static str {
+        "pages"
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["pages"]
+    }
+
+    fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError> {
+        page::parse_pages(keys.get("pages"), keys.file())
+            .map_err(|(span, message)| keys.err(span, message))
+    }
+
+    fn check_arm(&self, keys: &WorkloadKeys, arm: &str, t: &Table) -> Result<(), PlanError> {
+        page::check_arm(arm, t).map_err(|(at, message)| keys.err(Some(at), message))
+    }
+
+    fn trial(&self, w: &Workload, size: u64, _seed: u64) -> (Vec<u64>, serde_json::Value) {
+        // one page load: its requests are the client's to discover
+        let page = page::page_for(w, size);
+        (
+            Vec::new(),
+            json!({"kind": "pages", "page": page.map(|p| &p.name),
+                   "source": page.map(|p| &p.source), "bytes": size}),
+        )
+    }
+
+    fn client(&self, t: &TrialCtx) -> ClientPhase {
+        let mut args = Vec::new();
+        if let Some(p) = page::page_for(t.workload, t.size) {
+            args.extend(["--page".to_string(), p.source.clone()]);
+        }
+        args.push(format!("https://{SERVER_V4}"));
+        ClientPhase::Once(ClientRequest {
+            command: "page",
+            json: true,
+            args,
+        })
+    }
+
+    fn metrics(
+        &self,
+        t: &TrialCtx,
+        ran: &Ran,
+        requests_out: &mut serde_json::Value,
+    ) -> Result<Metrics, String> {
+        page::trial_metrics(
+            ran.client_out,
+            ran.client_log,
+            ran.server_output,
+            ran.status.ok_or(ran.timeout),
+            ran.reports,
+            t.min_rtt_ms(),
+            requests_out,
+        )
+    }
+}

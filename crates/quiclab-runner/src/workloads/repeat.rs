@@ -1,0 +1,73 @@
+//! `repeat`: `requests` GETs of the trial's size one after another, each on a new connection
+//! resuming the last TLS session (0-RTT over QUIC; study S4).
+
+use quiclab_model::campaign::{Metrics, Workload};
+use serde_json::json;
+
+use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, bytes_url, requests};
+use crate::keys::{PlanError, WorkloadKeys};
+use crate::stacks::ClientRequest;
+
+pub struct Repeat;
+
+fn requests_of(w: &Workload) -> u32 {
+    match w {
+        Workload::Repeat { requests } => *requests,
+        _ => 1,
+    }
+}
+
+impl WorkloadKind for Repeat {
+    fn kind(&self) -> &'static str {
+        "repeat"
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["sizes", "requests"]
+    }
+
+    fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError> {
+        Ok((
+            Workload::Repeat {
+                requests: keys.int("requests", (1, 1000))?,
+            },
+            keys.sizes()?,
+        ))
+    }
+
+    fn trial(&self, w: &Workload, size: u64, _seed: u64) -> (Vec<u64>, serde_json::Value) {
+        let requests = requests_of(w);
+        (
+            vec![size; requests as usize],
+            json!({"kind": "repeat", "size": size, "requests": requests,
+                   "connection": "new", "resume": true}),
+        )
+    }
+
+    fn client(&self, t: &TrialCtx) -> ClientPhase {
+        let mut args = vec!["--connection".to_string(), "new".into()];
+        // resumption is the workload's point; an arm may still turn it off explicitly
+        if t.resume_by_default {
+            args.push("--resume".into());
+        }
+        args.extend([
+            "--repeat".into(),
+            requests_of(t.workload).to_string(),
+            bytes_url(t.size),
+        ]);
+        ClientPhase::Once(ClientRequest {
+            command: "get",
+            json: true,
+            args,
+        })
+    }
+
+    fn metrics(
+        &self,
+        t: &TrialCtx,
+        ran: &Ran,
+        requests_out: &mut serde_json::Value,
+    ) -> Result<Metrics, String> {
+        requests::trial_metrics(t, ran, requests_out)
+    }
+}
