@@ -235,6 +235,7 @@ fn trial_ctx<'a>(plan: &'a Plan, spec: &'a TrialSpec) -> TrialCtx<'a> {
         link: &plan.conditions[spec.condition].link,
         trial_timeout: plan.trial_timeout,
         resume_by_default: arm.knob("resume").is_none() && arm.client_stack.resumes(),
+        scheme: arm.client_stack.scheme(),
     }
 }
 

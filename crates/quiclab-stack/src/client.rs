@@ -16,6 +16,8 @@
 //!   carries the name the socket reports back; an unknown controller is an error naming the
 //!   available ones. TCP Fast Open (`TCP_FASTOPEN_CONNECT`) is requested only when asked for, and
 //!   is an error where the kernel does not offer it to clients.
+//! - An `http://` URL is fetched over plain TCP, HTTP/1.1 only (no TLS: the record's handshake
+//!   is the TCP connection alone).
 //! - Bodies of `/bytes/N` are checked against the server's pattern ([`server::fill_pattern`])
 //!   and their length against N; a difference is recorded as an error.
 //!
@@ -104,6 +106,8 @@ pub enum ClientError {
         #[source]
         source: io::Error,
     },
+    #[error("an http:// URL (no TLS) is HTTP/1.1 only, not HTTP/{}; allowed: --http 1.1, or an https:// URL", version_name(*version))]
+    PlainNotHttp11 { version: HttpVersion },
     #[error("the server chose ALPN {got:?}, not {wanted:?}")]
     Alpn { wanted: String, got: Option<String> },
     #[error("HTTP/{} handshake", version_name(*version))]
@@ -151,7 +155,8 @@ pub struct ClientOptions {
     /// Key-exchange groups in the client's order of preference (a key share goes only for the
     /// first).
     pub groups: Vec<KxGroup>,
-    /// PEM certificates to trust (the only trust anchors).
+    /// PEM certificates to trust (the only trust anchors); empty for a client of `http://`
+    /// URLs only.
     pub ca_pem: String,
     /// Keep TLS session tickets (in memory, for this client only) and resume with them.
     pub resume: bool,
@@ -236,6 +241,8 @@ pub(crate) enum Sender {
 /// An open connection.
 pub(crate) struct Connection {
     authority: String,
+    /// Over TLS (an `https://` origin), or plain TCP.
+    tls: bool,
     pub(crate) index: u32,
     pub(crate) sender: Sender,
     /// A duplicate of the TCP socket, for TCP_INFO while hyper owns the stream.
@@ -265,6 +272,8 @@ impl Connection {
 pub(crate) struct Target {
     host: String,
     port: u16,
+    /// `https://` (TLS) or `http://` (plain TCP, HTTP/1.1 only).
+    pub(crate) tls: bool,
     pub(crate) authority: String,
     pub(crate) path: String,
     pub(crate) uri: Uri,
@@ -279,9 +288,15 @@ impl Target {
         let uri: Uri = url
             .parse()
             .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
-        if uri.scheme_str() != Some("https") {
-            return Err(bad("only https:// URLs are supported"));
-        }
+        let tls = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => {
+                return Err(bad(
+                    "allowed: https:// URLs, or http:// for HTTP/1.1 without TLS",
+                ));
+            }
+        };
         let host = uri.host().ok_or_else(|| bad("no host"))?;
         // An IPv6 literal comes with its brackets, which neither name resolution nor the TLS
         // server name take.
@@ -289,7 +304,7 @@ impl Target {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        let port = uri.port_u16().unwrap_or(443);
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let authority = if host.contains(':') {
             format!("[{host}]:{port}")
         } else {
@@ -302,6 +317,7 @@ impl Target {
         Ok(Target {
             host,
             port,
+            tls,
             authority,
             path,
             uri,
@@ -318,7 +334,8 @@ impl Target {
 /// An HTTP/1.1 or HTTP/2 client for one run.
 pub struct Client {
     opts: ClientOptions,
-    tls: TlsConnector,
+    /// `None` without certificates to trust: `http://` URLs only.
+    tls: Option<TlsConnector>,
     conn: Option<Connection>,
     next_connection: u32,
     /// The `/bytes` pattern from phase 0, one period longer than the longest slice compared.
@@ -351,19 +368,26 @@ impl Client {
                 })?;
             apply_congestion(&probe, Some(name))?;
         }
-        let config = tls_client_config(&opts.ca_pem, &opts.groups, &[alpn], opts.resume)?;
+        // no certificate, no TLS: the client then fetches http:// URLs only
+        let tls = if opts.ca_pem.is_empty() {
+            None
+        } else {
+            let config = tls_client_config(&opts.ca_pem, &opts.groups, &[alpn], opts.resume)?;
+            Some(TlsConnector::from(config))
+        };
         let mut pattern = vec![0; VERIFY_SLICE + PATTERN_PERIOD as usize];
         fill_pattern(0, &mut pattern);
         Ok(Client {
             opts,
-            tls: TlsConnector::from(config),
+            tls,
             conn: None,
             next_connection: 0,
             pattern,
         })
     }
 
-    /// GETs `url` (https only) and reports how it went.
+    /// GETs `url` (`https://`, or `http://` for HTTP/1.1 over plain TCP) and reports how it
+    /// went.
     pub async fn fetch(&mut self, url: &str) -> RequestRecord {
         let mut record = RequestRecord::get(self.opts.http, url, 0, false, now_us());
         if let Err(e) = self.fetch_into(url, &mut record).await {
@@ -383,10 +407,9 @@ impl Client {
     ) -> Result<(), ClientError> {
         let target = Target::parse(url)?;
         let reusable = self.opts.connection == ConnectionMode::Reuse
-            && self
-                .conn
-                .as_ref()
-                .is_some_and(|c| c.authority == target.authority && c.is_open());
+            && self.conn.as_ref().is_some_and(|c| {
+                c.authority == target.authority && c.tls == target.tls && c.is_open()
+            });
         if !reusable {
             // Closed before the new one opens, so that two connections never compete.
             self.conn = None;
@@ -533,13 +556,32 @@ impl Client {
                 source,
             })?;
         let (tcp, socket, congestion) = self.tcp_connect(addr).await?;
+        let version = self.opts.http;
+        if !target.tls {
+            if version != HttpVersion::Http11 {
+                return Err(ClientError::PlainNotHttp11 { version });
+            }
+            let (sender, driver) = http_handshake(TokioIo::new(tcp), version).await?;
+            return Ok(Connection {
+                authority: target.authority.clone(),
+                tls: false,
+                index,
+                sender,
+                socket,
+                handshake: Handshake::default(),
+                congestion,
+                driver,
+            });
+        }
         let server_name =
             ServerName::try_from(target.host.clone()).map_err(|e| ClientError::BadUrl {
                 url: target.uri.to_string(),
                 reason: format!("not a TLS server name: {e}"),
             })?;
-        let tls: TlsStream<TcpStream> = self
-            .tls
+        let Some(connector) = &self.tls else {
+            return Err(ClientError::NoCa);
+        };
+        let tls: TlsStream<TcpStream> = connector
             .connect(server_name, tcp)
             .await
             .map_err(|source| ClientError::Tls { addr, source })?;
@@ -557,7 +599,7 @@ impl Client {
                 .alpn_protocol()
                 .map(|p| String::from_utf8_lossy(p).into_owned()),
         };
-        let wanted = match self.opts.http {
+        let wanted = match version {
             HttpVersion::Http2 => ALPN_H2,
             _ => ALPN_HTTP11,
         };
@@ -567,36 +609,10 @@ impl Client {
                 got: handshake.alpn,
             });
         }
-        let io = TokioIo::new(tls);
-        let version = self.opts.http;
-        let hs_err = |source| ClientError::HttpHandshake { version, source };
-        let (sender, driver) = match version {
-            HttpVersion::Http2 => {
-                let (s, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-                    .await
-                    .map_err(hs_err)?;
-                // The connection's errors surface in the requests it carries.
-                (
-                    Sender::H2(s),
-                    tokio::spawn(async move {
-                        let _ = conn.await;
-                    }),
-                )
-            }
-            _ => {
-                let (s, conn) = hyper::client::conn::http1::handshake(io)
-                    .await
-                    .map_err(hs_err)?;
-                (
-                    Sender::H1(s),
-                    tokio::spawn(async move {
-                        let _ = conn.await;
-                    }),
-                )
-            }
-        };
+        let (sender, driver) = http_handshake(TokioIo::new(tls), version).await?;
         Ok(Connection {
             authority: target.authority.clone(),
+            tls: true,
             index,
             sender,
             socket,
@@ -617,6 +633,42 @@ impl Client {
         )
         .await
     }
+}
+
+/// The HTTP handshake over an open connection (TLS or plain), and the task that drives the
+/// connection; its errors surface in the requests it carries.
+async fn http_handshake<I>(
+    io: TokioIo<I>,
+    version: HttpVersion,
+) -> Result<(Sender, JoinHandle<()>), ClientError>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let hs_err = |source| ClientError::HttpHandshake { version, source };
+    Ok(match version {
+        HttpVersion::Http2 => {
+            let (s, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .map_err(hs_err)?;
+            (
+                Sender::H2(s),
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                }),
+            )
+        }
+        _ => {
+            let (s, conn) = hyper::client::conn::http1::handshake(io)
+                .await
+                .map_err(hs_err)?;
+            (
+                Sender::H1(s),
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                }),
+            )
+        }
+    })
 }
 
 /// Connects a TCP socket with the chosen congestion controller (and Fast Open) and TCP_NODELAY
@@ -684,6 +736,15 @@ mod tests {
         F: FnOnce(Arc<Identity>, SocketAddr) -> Fut,
         Fut: Future<Output = ()>,
     {
+        serve(Some(groups), f)
+    }
+
+    /// Runs `f` against a loopback server: TLS accepting `groups`, or plain HTTP/1.1 without.
+    fn serve<F, Fut>(groups: Option<&[KxGroup]>, f: F)
+    where
+        F: FnOnce(Arc<Identity>, SocketAddr) -> Fut,
+        Fut: Future<Output = ()>,
+    {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -693,7 +754,7 @@ mod tests {
             let id = Arc::new(Identity::self_signed().unwrap());
             let server = Server::bind(ServerOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),
-                tls: server_config(&id, groups).unwrap(),
+                tls: groups.map(|g| server_config(&id, g).unwrap()),
                 tcp_congestion: None,
                 first_write: None,
                 timeline: None,
@@ -714,6 +775,38 @@ mod tests {
             f(id, addr).await;
             let _ = stop_tx.send(());
             task.await.unwrap();
+        });
+    }
+
+    #[test]
+    fn http_urls_go_over_plain_tcp_as_http11_only() {
+        serve(None, |_, addr| async move {
+            let mut opts = options(
+                &Identity::self_signed().unwrap(),
+                HttpVersion::Http11,
+                ConnectionMode::Reuse,
+            );
+            // nothing to trust without TLS
+            opts.ca_pem = String::new();
+            let mut c = Client::new(opts.clone()).unwrap();
+            let a = c.fetch(&format!("http://{addr}/bytes/300000")).await;
+            assert_eq!(a.error, None, "{a:?}");
+            assert_eq!((a.status, a.bytes), (200, 300_000));
+            // no TLS: no group, no ALPN, and the handshake is the TCP connection's
+            assert_eq!(a.handshake, Handshake::default());
+            assert!(a.new_connection && a.handshake_done_us.is_some());
+            let b = c.fetch(&format!("http://{addr}/bytes/10")).await;
+            assert_eq!((b.status, b.bytes, b.new_connection), (200, 10, false));
+            // an https URL needs certificates this client was not given
+            let e = c.fetch(&format!("https://{addr}/bytes/10")).await;
+            assert!(e.error.unwrap().contains("no certificate to trust"));
+            // HTTP/2 needs TLS here
+            opts.http = HttpVersion::Http2;
+            let e = Client::new(opts)
+                .unwrap()
+                .fetch(&format!("http://{addr}/bytes/10"))
+                .await;
+            assert!(e.error.unwrap().contains("HTTP/1.1 only"));
         });
     }
 
@@ -785,8 +878,8 @@ mod tests {
             );
             opts.tcp_congestion = None;
             let mut c = Client::new(opts).unwrap();
-            let e = c.fetch(&format!("http://{addr}/")).await.error.unwrap();
-            assert!(e.contains("only https:// URLs"), "{e}");
+            let e = c.fetch(&format!("ftp://{addr}/")).await.error.unwrap();
+            assert!(e.contains("allowed: https:// URLs"), "{e}");
         });
         let id = Identity::self_signed().unwrap();
         let e = Client::new(options(&id, HttpVersion::Http3, ConnectionMode::New))

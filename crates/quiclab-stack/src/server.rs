@@ -131,7 +131,9 @@ pub enum ConnectionError {
 /// What a server needs to start.
 pub struct ServerOptions {
     pub listen: SocketAddr,
-    pub tls: Arc<rustls::ServerConfig>,
+    /// TLS for every connection (HTTP/2 or HTTP/1.1 by ALPN); `None` serves HTTP/1.1 over plain
+    /// TCP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// TCP congestion controller for every connection (e.g. "cubic", "bbr", "reno"); `None`
     /// keeps the kernel's default.
     pub tcp_congestion: Option<String>,
@@ -188,7 +190,8 @@ pub struct Server {
     listener: TcpListener,
     local_addr: SocketAddr,
     congestion: String,
-    acceptor: TlsAcceptor,
+    /// `None`: plain HTTP/1.1.
+    acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
 }
 
@@ -233,19 +236,19 @@ impl Server {
         // Digits, a colon and quotes only: always a valid header value.
         let alt_svc = HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
             .expect("a port number is a valid header value");
-        let tls = match &opts.telemetry {
-            Some(_) => {
-                let mut tls = (*opts.tls).clone();
+        let tls = match (opts.tls, &opts.telemetry) {
+            (Some(tls), Some(_)) => {
+                let mut tls = (*tls).clone();
                 tls.alpn_protocols.push(ALPN_TELEMETRY.to_vec());
-                Arc::new(tls)
+                Some(Arc::new(tls))
             }
-            None => opts.tls,
+            (tls, _) => tls,
         };
         Ok(Server {
             listener,
             local_addr,
             congestion,
-            acceptor: TlsAcceptor::from(tls),
+            acceptor: tls.map(TlsAcceptor::from),
             state: Arc::new(State {
                 alt_svc,
                 pattern: pattern.into(),
@@ -333,7 +336,7 @@ async fn serve_connection(
     tcp: TcpStream,
     peer: SocketAddr,
     index: u32,
-    acceptor: TlsAcceptor,
+    acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
 ) -> Result<(), ConnectionError> {
     let Some(w) = state.timeline.clone() else {
@@ -380,11 +383,18 @@ async fn serve_tls(
     tcp: TcpStream,
     peer: SocketAddr,
     index: u32,
-    acceptor: TlsAcceptor,
+    acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
 ) -> Result<(), ConnectionError> {
     // Responses are written whole by hyper; Nagle would only hold back the tail of each.
     let _ = tcp.set_nodelay(true);
+    let Some(acceptor) = acceptor else {
+        let service = service_fn(move |req| handle(req, state.clone()));
+        return hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(tcp), service)
+            .await
+            .map_err(|source| ConnectionError::Http { peer, source });
+    };
     let tls = acceptor
         .accept(tcp)
         .await
@@ -628,7 +638,7 @@ mod tests {
         let tls = crate::tls::server_config(&id, &[crate::tls::KxGroup::X25519]).unwrap();
         let opts = |cc: &str| ServerOptions {
             listen: "127.0.0.1:0".parse().unwrap(),
-            tls: tls.clone(),
+            tls: Some(tls.clone()),
             tcp_congestion: Some(cc.to_string()),
             first_write: None,
             timeline: None,

@@ -48,7 +48,7 @@ fn every_mode_delivers_every_unit_within_a_few_ms_on_loopback() {
             let records = RecordLog::new(Box::new(log.clone()));
             let tcp = Server::bind(ServerOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),
-                tls: tls.clone(),
+                tls: Some(tls.clone()),
                 tcp_congestion: None,
                 first_write: None,
                 timeline: None,

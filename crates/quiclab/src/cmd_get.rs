@@ -85,7 +85,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
     if matches!(c.http, HttpArg::Http3) {
         c.tcp.refuse_for_quic()?;
     }
-    let (ca_pem, groups) = c.trust.load()?;
+    let (ca_pem, groups) = c.trust.load_for(&c.urls)?;
     let reuse = matches!(c.connection, ConnectionArg::Reuse);
     // One connection is used at a time: a single thread keeps scheduling out of the timings.
     let runtime = tokio::runtime::Builder::new_current_thread()

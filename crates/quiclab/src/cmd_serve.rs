@@ -72,6 +72,10 @@ pub struct ServeCmd {
     /// by --tls-max-record.
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
     dynamic_records: bool,
+    /// Serve HTTP/1.1 over plain TCP on --listen, without TLS (for `http://` URLs: a baseline
+    /// without encryption). HTTP/2 and telemetry need TLS and are not offered then.
+    #[arg(long, conflicts_with_all = ["telemetry_log", "tls_max_record"])]
+    plain: bool,
     /// Do not serve HTTP/3 over QUIC.
     #[arg(long)]
     no_quic: bool,
@@ -238,7 +242,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         };
         let server = Server::bind(ServerOptions {
             listen: c.listen,
-            tls,
+            tls: (!c.plain).then_some(tls),
             tcp_congestion: c.tcp_cc.clone(),
             first_write: c.dynamic_records.then_some(DYNAMIC_FIRST_WRITE),
             timeline: timeline_file(c.tcp_timeline.as_ref(), "TCP")?,
@@ -295,10 +299,14 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         } else {
             ""
         };
+        let tcp = if c.plain {
+            "TCP without TLS, HTTP/1.1".to_string()
+        } else {
+            format!("TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}", groups.join(","))
+        };
         println!(
-            "quiclab serve: listening on {} (TCP, TLS 1.3, HTTP/2 and HTTP/1.1; groups {}; tcp congestion {}; {record}{quic}{tele}; certificate sha256 {} {cert})",
+            "quiclab serve: listening on {} ({tcp}; tcp congestion {}; {record}{quic}{tele}; certificate sha256 {} {cert})",
             server.local_addr(),
-            groups.join(","),
             server.congestion(),
             identity.fingerprint_sha256(),
         );

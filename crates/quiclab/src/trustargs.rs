@@ -31,6 +31,16 @@ impl TrustArgs {
             .with_context(|| format!("reading --cacert {}", cacert.display()))?;
         Ok((ca_pem, groups))
     }
+
+    /// As [`TrustArgs::load`], but with no certificate needed (none loaded unless given) when
+    /// every URL is `http://`: nothing is encrypted, so nothing is trusted.
+    pub fn load_for(&self, urls: &[String]) -> anyhow::Result<(String, Vec<KxGroup>)> {
+        if self.cacert.is_some() || !urls.iter().all(|u| u.starts_with("http://")) {
+            return self.load();
+        }
+        let groups = KxGroup::parse_list(&self.groups).context("--groups")?;
+        Ok((String::new(), groups))
+    }
 }
 
 /// TCP settings of a client (HTTP/1.1 and HTTP/2).

@@ -98,6 +98,11 @@ pub trait Stack: Sync {
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch;
     /// How a trial starts the client for a workload's request.
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch;
+    /// The scheme of the URLs its client is given: `https` (TLS, and QUIC's), or `http` for a
+    /// stack without TLS.
+    fn scheme(&self) -> &'static str {
+        "https"
+    }
     /// The server is ready for clients once its log says this.
     fn ready(&self, log: &str) -> bool {
         log.contains("listening")

@@ -8,7 +8,7 @@ use std::time::Duration;
 use quiclab_model::campaign::{BulkDetail, Detail, Metrics, Workload};
 use serde_json::json;
 
-use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, bytes_url, link_drops, link_ok};
+use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, link_drops, link_ok};
 use crate::bulk as measure;
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::stacks::ClientRequest;
@@ -112,7 +112,7 @@ impl WorkloadKind for Bulk {
             request: ClientRequest {
                 command: "get",
                 json: false,
-                args: vec![bytes_url(quiclab_stack::server::MAX_BYTES)],
+                args: vec![t.bytes_url(quiclab_stack::server::MAX_BYTES)],
             },
             connections: u32::try_from(t.size).unwrap_or(u32::MAX),
             measured,

@@ -75,6 +75,8 @@ pub struct TrialCtx<'a> {
     /// The client resumes sessions unless told otherwise: the arm sets no `resume` and its
     /// client stack resumes.
     pub resume_by_default: bool,
+    /// The scheme of the client stack's URLs ("https", or "http" without TLS).
+    pub scheme: &'static str,
 }
 
 impl TrialCtx<'_> {
@@ -85,6 +87,20 @@ impl TrialCtx<'_> {
             .flatten()
             .map(|r| r.bps())
             .min()
+    }
+
+    /// The URL of `path` (e.g. "/bytes/1000", or "" for the origin) on the trial's server.
+    pub fn url(&self, path: &str) -> String {
+        format!(
+            "{}://{}{path}",
+            self.scheme,
+            quiclab_netns::topology::SERVER_V4
+        )
+    }
+
+    /// The URL of `size` bytes on the trial's server.
+    pub fn bytes_url(&self, size: u64) -> String {
+        self.url(&format!("/bytes/{size}"))
     }
 
     /// The path's minimum RTT, ms.
@@ -255,14 +271,6 @@ pub(crate) fn host_kept_up(reports: &[DirectionReport]) -> Result<(), String> {
 /// Packets the emulator dropped, both directions.
 pub(crate) fn link_drops(reports: &[DirectionReport]) -> u64 {
     reports.iter().map(|r| r.counters.dropped_total()).sum()
-}
-
-/// The URL of `size` bytes on the trial's server.
-pub(crate) fn bytes_url(size: u64) -> String {
-    format!(
-        "https://{}/bytes/{size}",
-        quiclab_netns::topology::SERVER_V4
-    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! and metrics in docs/pages.md).
 
 use quiclab_model::campaign::{Metrics, Workload};
-use quiclab_netns::topology::SERVER_V4;
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind};
@@ -46,7 +45,7 @@ impl WorkloadKind for Pages {
         if let Some(p) = page::page_for(t.workload, t.size) {
             args.extend(["--page".to_string(), p.source.clone()]);
         }
-        args.push(format!("https://{SERVER_V4}"));
+        args.push(t.url(""));
         ClientPhase::Once(ClientRequest {
             command: "page",
             json: true,

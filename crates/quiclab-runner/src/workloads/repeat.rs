@@ -4,7 +4,7 @@
 use quiclab_model::campaign::{Metrics, Workload};
 use serde_json::json;
 
-use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, bytes_url, requests};
+use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::stacks::ClientRequest;
 
@@ -53,7 +53,7 @@ impl WorkloadKind for Repeat {
         args.extend([
             "--repeat".into(),
             requests_of(t.workload).to_string(),
-            bytes_url(t.size),
+            t.bytes_url(t.size),
         ]);
         ClientPhase::Once(ClientRequest {
             command: "get",

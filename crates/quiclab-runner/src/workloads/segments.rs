@@ -11,7 +11,7 @@ use quiclab_model::campaign::{
 };
 use serde_json::json;
 
-use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, bytes_url, requests};
+use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::stacks::ClientRequest;
 
@@ -138,7 +138,7 @@ impl WorkloadKind for Segments {
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
         let mut args = vec!["--connection".to_string(), "reuse".into()];
-        args.extend(t.requests.iter().map(|&s| bytes_url(s)));
+        args.extend(t.requests.iter().map(|&s| t.bytes_url(s)));
         ClientPhase::Once(ClientRequest {
             command: "get",
             json: true,

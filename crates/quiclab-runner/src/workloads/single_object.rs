@@ -3,7 +3,7 @@
 use quiclab_model::campaign::{Metrics, Workload};
 use serde_json::json;
 
-use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, bytes_url, requests};
+use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::stacks::ClientRequest;
 
@@ -33,7 +33,7 @@ impl WorkloadKind for SingleObject {
         ClientPhase::Once(ClientRequest {
             command: "get",
             json: true,
-            args: vec!["--connection".into(), "new".into(), bytes_url(t.size)],
+            args: vec!["--connection".into(), "new".into(), t.bytes_url(t.size)],
         })
     }
 

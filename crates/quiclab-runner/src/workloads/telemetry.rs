@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use quiclab_model::campaign::{Detail, Metrics, Workload};
-use quiclab_netns::topology::SERVER_V4;
 use quiclab_stack::telemetry::{MAX_FLUSH_UNITS, MAX_UNITS_PER_SECOND, UNIT_BYTES};
 use serde_json::json;
 
@@ -104,7 +103,7 @@ impl WorkloadKind for Telemetry {
                 flush_units.to_string(),
                 "--duration".into(),
                 format!("{duration_ms}ms"),
-                format!("https://{SERVER_V4}"),
+                t.url(""),
             ],
         })
     }
