@@ -13,6 +13,7 @@
 mod coded;
 mod quinn;
 mod tcp;
+mod tcp_plain;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,12 @@ use quiclab_stack::tls::KxGroup;
 
 /// Every stack, in the order help texts list them. The first stack that speaks an HTTP
 /// version is that version's default (what `http = "..."` alone means).
-pub static STACKS: &[&dyn Stack] = &[&tcp::Tcp, &quinn::Quinn, &coded::Coded];
+pub static STACKS: &[&dyn Stack] = &[
+    &tcp::Tcp,
+    &quinn::Quinn,
+    &coded::Coded,
+    &tcp_plain::TcpPlain,
+];
 
 /// The stack called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Stack> {
@@ -242,13 +248,23 @@ pub fn knob_flags(taken: &[&Knob], knobs: &[(String, String)], server: bool) -> 
 }
 
 /// `quiclab serve` in the trial's server namespace, with the arguments every quiclab stack
-/// shares (listen on port 443, write the certificate and the output, record against the path's
+/// shares (listen on port 443 (HTTPS and QUIC), write the certificate and the output, record against the path's
 /// minimum RTT) and the stack's own.
 pub(crate) fn quiclab_server(t: &Endpoint, out: ServerOutput, own: Vec<String>) -> Launch {
+    quiclab_server_on("[::]:443", t, out, own)
+}
+
+/// [`quiclab_server`] listening on another address (e.g. port 80 for `http://` URLs).
+pub(crate) fn quiclab_server_on(
+    listen: &str,
+    t: &Endpoint,
+    out: ServerOutput,
+    own: Vec<String>,
+) -> Launch {
     let mut args = vec![
         "serve".to_string(),
         "--listen".into(),
-        "[::]:443".into(),
+        listen.into(),
         "--write-cert".into(),
         t.cert.display().to_string(),
     ];

@@ -57,7 +57,7 @@ static TLS_MAX_RECORD: Knob = Knob {
     check: check_record,
 };
 
-static TFO: Knob = Knob {
+pub(crate) static TFO: Knob = Knob {
     key: "tfo",
     flag: Flag::BothSwitch("--tfo"),
     help: "TCP Fast Open: true or false",

@@ -1,0 +1,82 @@
+//! `tcp-plain`: HTTP/1.1 over kernel TCP without TLS (quiclab's `serve --plain` on port 80 and
+//! `get` with `http://` URLs): the baseline with the encryption taken out, so that what TLS
+//! costs (a round trip, records, CPU) can be told apart from what TCP does.
+
+use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
+use quiclab_stack::telemetry::Mode;
+
+use super::tcp::{TCP_CC, TFO};
+use super::{
+    ArmStack, ClientRequest, Endpoint, Knob, Launch, ServerOutput, Stack, path_min_rtt_args,
+    quiclab_client, quiclab_server_on, with_cc,
+};
+
+pub struct TcpPlain;
+
+static KNOBS: [&Knob; 2] = [&TCP_CC, &TFO];
+
+impl Stack for TcpPlain {
+    fn name(&self) -> &'static str {
+        "tcp-plain"
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Tcp
+    }
+
+    fn http(&self) -> &'static [HttpVersion] {
+        &[HttpVersion::Http11]
+    }
+
+    fn implementation(&self) -> &'static str {
+        "kernel TCP, hyper 1, no TLS"
+    }
+
+    fn knobs(&self) -> &'static [&'static Knob] {
+        &KNOBS
+    }
+
+    fn workloads(&self) -> &'static [&'static str] {
+        // page loads and telemetry speak TLS
+        &["single-object", "repeat", "segments", "bulk"]
+    }
+
+    fn resumes(&self) -> bool {
+        // no TLS session to resume
+        false
+    }
+
+    fn label(&self, _: HttpVersion, _: Option<Mode>, knobs: &[(String, String)]) -> String {
+        with_cc(
+            "HTTP/1.1 over TCP without TLS",
+            super::knob(knobs, "tcp-cc"),
+            "kernel default congestion control",
+        )
+    }
+
+    fn scheme(&self) -> &'static str {
+        "http"
+    }
+
+    fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
+        let mut own = vec!["--plain".to_string(), "--no-quic".into()];
+        if let ServerOutput::Timeline(p) = out {
+            own.extend(["--tcp-timeline".to_string(), p.display().to_string()]);
+        }
+        own.extend(path_min_rtt_args(t));
+        own.extend(self.server_args(arm));
+        // http:// URLs name no port: 80
+        let mut launch = quiclab_server_on("[::]:80", t, out, own);
+        if arm.knob("tfo") == Some("true") {
+            launch.before = Some(format!("echo 3 > {FASTOPEN_SYSCTL}"));
+        }
+        launch
+    }
+
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+        let mut own = path_min_rtt_args(t);
+        own.extend(self.client_args(arm));
+        quiclab_client(t, request, own)
+    }
+}
