@@ -79,6 +79,10 @@ pub enum Workload {
     /// A web page loaded like a browser loads it (see `quiclab page`), one page per size: each
     /// page's total bytes are its trial size. TTLB is the page load time.
     Pages { pages: Vec<PageInfo> },
+    /// HTTP requests timed by their TTLB, of a kind with no report section of its own (the
+    /// TTLB sections show it): the kind as plans name it, and the line the report's header
+    /// gives it.
+    Requests { name: String, description: String },
 }
 
 /// The stream rate of a segments workload when the plan names none: 6 Mbit/s, HD video as in
@@ -97,8 +101,9 @@ fn default_player_buffer_ms() -> u64 {
 
 impl Workload {
     /// The kind's name as plans spell it.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         match self {
+            Workload::Requests { name, .. } => name,
             Workload::SingleObject => "single-object",
             Workload::Repeat { .. } => "repeat",
             Workload::Segments { .. } => "segments",
@@ -139,6 +144,7 @@ impl Workload {
                  connections (one GET of a huge object each)",
                 crate::units::number(*duration_ms as f64 / 1000.0, 1)
             ),
+            Workload::Requests { description, .. } => description.clone(),
             Workload::Pages { pages } => format!(
                 "one page load per trial ({}), every resource requested as a browser discovers it",
                 pages
@@ -159,6 +165,7 @@ impl Workload {
                 | Workload::Repeat { .. }
                 | Workload::Segments { .. }
                 | Workload::Pages { .. }
+                | Workload::Requests { .. }
         )
     }
 }

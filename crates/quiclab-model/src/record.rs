@@ -147,6 +147,9 @@ pub struct RequestRecord {
     pub last_byte_us: Option<u64>,
     /// Response body bytes received.
     pub bytes: u64,
+    /// Request body bytes sent (an upload's), 0 for a GET.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sent_bytes: u64,
     /// Time to first byte of the body, from `start_us`.
     pub ttfb_ms: Option<f64>,
     /// Time to last byte, from `start_us` (the WWW'21 study's TTLB).
@@ -182,6 +185,7 @@ impl RequestRecord {
             first_byte_us: None,
             last_byte_us: None,
             bytes: 0,
+            sent_bytes: 0,
             ttfb_ms: None,
             ttlb_ms: None,
             goodput_bps: None,
@@ -242,6 +246,10 @@ pub struct TimelineSample {
     pub udp_payload: Option<u32>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// CLOCK_MONOTONIC now in microseconds (the clock of every record).
 pub fn now_us() -> u64 {
     let mut ts = libc::timespec {
@@ -272,6 +280,7 @@ mod tests {
             first_byte_us: Some(1_060_000),
             last_byte_us: Some(1_860_000),
             bytes: 1_000_000,
+            sent_bytes: 0,
             ttfb_ms: None,
             ttlb_ms: None,
             goodput_bps: None,

@@ -52,7 +52,7 @@ use toml::Spanned;
 
 pub use crate::keys::PlanError;
 use crate::keys::{Ctx, Table, Value, WorkloadKeys, line_col, scalar};
-use crate::stacks::{self, ArmStack, Knob, STACKS, Stack};
+use crate::stacks::{self, ArmStack, Capability, Knob, STACKS, Stack};
 use crate::workloads::{self, WorkloadKind};
 
 /// Which profile of a plan to run.
@@ -432,9 +432,9 @@ fn parse_arm(
     ctx: &Ctx,
     name: &Spanned<String>,
     t: &Table,
-    workload_kind: &str,
+    workload: &dyn WorkloadKind,
 ) -> Result<Arm, PlanError> {
-    let telemetry_plan = workload_kind == "telemetry";
+    let telemetry_plan = workload.needs() == Capability::Telemetry;
     let arm = name.get_ref();
     let get = |key: &str| t.iter().find(|(k, _)| k.get_ref() == key);
     let modes = || Mode::ALL.map(|m| format!("{:?}", m.name())).join(", ");
@@ -591,14 +591,19 @@ fn parse_arm(
                 ),
             ));
         }
-        if !s.workloads().contains(&workload_kind) {
+        if !s.capabilities().contains(&workload.needs()) {
+            let runs: Vec<&str> = workloads::WORKLOADS
+                .iter()
+                .filter(|w| s.capabilities().contains(&w.needs()))
+                .map(|w| w.kind())
+                .collect();
             return Err(ctx.err(
                 at.clone(),
                 format!(
-                    "arm {arm:?}: stack {:?} does not run the {workload_kind} workload; its \
-                     workloads: {}",
+                    "arm {arm:?}: stack {:?} does not run the {} workload; its workloads: {}",
                     s.name(),
-                    s.workloads().join(", ")
+                    workload.kind(),
+                    runs.join(", ")
                 ),
             ));
         }
@@ -932,7 +937,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
     };
     for (aname, t) in raw.arms.get_ref() {
         workload_kind.check_arm(&workload_keys, aname.get_ref(), t)?;
-        arms.push(parse_arm(&ctx, aname, t, workload.kind())?);
+        arms.push(parse_arm(&ctx, aname, t, workload_kind)?);
     }
     let mut comparisons = Vec::new();
     for c in &raw.compare {

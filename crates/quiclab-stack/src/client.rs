@@ -30,7 +30,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Either, Empty};
 use hyper::body::Incoming;
 use hyper::{Request, Response, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::server::{PATTERN_PERIOD, fill_pattern};
+use crate::server::{PATTERN_PERIOD, PatternBody, fill_pattern};
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, TcpInfo, apply_congestion, fast_open_enabled,
     impossible_min_rtt, set_tcp_option,
@@ -124,6 +124,8 @@ pub enum ClientError {
     BodyMismatch { offset: u64, expected: u8, got: u8 },
     #[error("body has {got} bytes, expected {expected}")]
     BodyLength { expected: u64, got: u64 },
+    #[error("uploaded {sent} bytes, the server answered that it received {}", .received.map_or("an unreadable count".to_string(), |r| r.to_string()))]
+    UploadCount { sent: u64, received: Option<u64> },
 }
 
 fn version_name(v: HttpVersion) -> &'static str {
@@ -167,6 +169,9 @@ pub struct ClientOptions {
     /// The emulated path's minimum RTT in microseconds: a smaller minimum RTT is impossible and
     /// counted.
     pub path_min_rtt_us: Option<u64>,
+    /// POST this many bytes of the pattern to every URL instead of a GET (to `/upload`, which
+    /// answers with the count it received; a different count is an error).
+    pub upload: Option<u64>,
 }
 
 /// A rustls client configuration: ring provider, TLS 1.3 only, exactly `groups` in that order,
@@ -233,9 +238,12 @@ pub(crate) fn error_chain(e: &dyn StdError) -> String {
     s
 }
 
+/// A request's body: none (GET), or an upload of the pattern (POST).
+pub(crate) type ReqBody = Either<Empty<Bytes>, PatternBody>;
+
 pub(crate) enum Sender {
-    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
+    H1(hyper::client::conn::http1::SendRequest<ReqBody>),
+    H2(hyper::client::conn::http2::SendRequest<ReqBody>),
 }
 
 /// An open connection.
@@ -342,6 +350,9 @@ pub struct Client {
     pattern: Vec<u8>,
 }
 
+/// The most of an answer kept for reading (an upload's count is a few digits).
+const KEPT_ANSWER: usize = 64;
+
 /// The longest piece of a body compared against the pattern at once.
 const VERIFY_SLICE: usize = 64 * 1024;
 
@@ -428,11 +439,21 @@ impl Client {
         record.handshake = conn.handshake.clone();
         record.transport_stats.congestion_control = Some(conn.congestion.clone());
 
+        let (method, body) = match self.opts.upload {
+            Some(n) => {
+                record.method = "POST".into();
+                record.sent_bytes = n;
+                (hyper::Method::POST, Either::Right(PatternBody::of_len(n)))
+            }
+            None => (hyper::Method::GET, Either::Left(Empty::new())),
+        };
         let response = match &mut conn.sender {
             Sender::H1(s) => {
-                let req = Request::get(target.path.as_str())
+                let req = Request::builder()
+                    .method(method)
+                    .uri(target.path.as_str())
                     .header(hyper::header::HOST, target.authority.as_str())
-                    .body(Empty::new())
+                    .body(body)
                     .expect("a path from a parsed URI and its authority make a valid request");
                 s.ready().await.map_err(ClientError::Request)?;
                 if !record.new_connection {
@@ -441,8 +462,10 @@ impl Client {
                 s.send_request(req).await
             }
             Sender::H2(s) => {
-                let req = Request::get(target.uri.clone())
-                    .body(Empty::new())
+                let req = Request::builder()
+                    .method(method)
+                    .uri(target.uri.clone())
+                    .body(body)
                     .expect("a parsed URI makes a valid request");
                 s.ready().await.map_err(ClientError::Request)?;
                 if !record.new_connection {
@@ -453,10 +476,23 @@ impl Client {
         };
         let response = response.map_err(ClientError::Request)?;
         record.status = response.status().as_u16();
-        let expected = (response.status() == hyper::StatusCode::OK)
-            .then(|| target.pattern_len())
-            .flatten();
-        let body = self.read_body(response, record, expected).await;
+        let ok = response.status() == hyper::StatusCode::OK;
+        let expected = ok.then(|| target.pattern_len()).flatten();
+        let upload = self.opts.upload.filter(|_| ok);
+        let body = self
+            .read_body(response, record, expected, upload.is_some())
+            .await
+            .and_then(|answer| match upload {
+                // `/upload` answers with the count it received
+                Some(sent) => {
+                    let received = String::from_utf8_lossy(&answer).trim().parse().ok();
+                    match received {
+                        Some(r) if r == sent => Ok(()),
+                        _ => Err(ClientError::UploadCount { sent, received }),
+                    }
+                }
+                None => Ok(()),
+            });
         if let Some(conn) = &self.conn
             && let Ok(info) = TcpInfo::read(conn.socket.as_fd())
         {
@@ -478,15 +514,17 @@ impl Client {
     }
 
     /// Reads the body to its end, timing the first and last byte and checking `/bytes/N`
-    /// against the pattern.
+    /// against the pattern; with `keep`, returns its first bytes (a short answer's text).
     async fn read_body(
         &self,
         response: Response<Incoming>,
         record: &mut RequestRecord,
         pattern_len: Option<u64>,
-    ) -> Result<(), ClientError> {
+        keep: bool,
+    ) -> Result<Vec<u8>, ClientError> {
         let mut body = response.into_body();
         let mut mismatch = None;
+        let mut kept = Vec::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(ClientError::Body)?;
             let Some(data) = frame.data_ref() else {
@@ -501,6 +539,9 @@ impl Client {
             if pattern_len.is_some() && mismatch.is_none() {
                 mismatch = self.check_pattern(record.bytes, data);
             }
+            if keep && kept.len() < KEPT_ANSWER {
+                kept.extend_from_slice(&data[..data.len().min(KEPT_ANSWER - kept.len())]);
+            }
             record.bytes += data.len() as u64;
         }
         record.last_byte_us = Some(now_us());
@@ -512,7 +553,7 @@ impl Client {
                 expected: n,
                 got: record.bytes,
             }),
-            _ => Ok(()),
+            _ => Ok(kept),
         }
     }
 
@@ -727,6 +768,7 @@ mod tests {
             tcp_congestion: Some("reno".to_string()),
             fast_open: false,
             path_min_rtt_us: None,
+            upload: None,
         }
     }
 
@@ -836,6 +878,19 @@ mod tests {
                     assert_eq!(b.connection, u32::from(mode == ConnectionMode::New));
                     let nf = c.fetch(&format!("https://{addr}/nothing")).await;
                     assert_eq!((nf.status, nf.error), (404, None));
+                    // an upload: every byte reaches /upload, whose answer counts them
+                    let mut up = options(&id, http, mode);
+                    up.upload = Some(300_000);
+                    let r = Client::new(up)
+                        .unwrap()
+                        .fetch(&format!("https://{addr}/upload"))
+                        .await;
+                    assert_eq!(r.error, None, "{r:?}");
+                    assert_eq!(
+                        (r.method.as_str(), r.status, r.sent_bytes),
+                        ("POST", 200, 300_000)
+                    );
+                    assert!(r.ttlb_ms.unwrap() >= r.ttfb_ms.unwrap());
                 }
             }
         });

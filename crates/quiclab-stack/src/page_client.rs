@@ -460,7 +460,7 @@ async fn read_body(
 
 /// Queues a request on an HTTP/2 connection; the future resolves to its response.
 async fn h2_send(
-    s: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    s: &mut hyper::client::conn::http2::SendRequest<crate::client::ReqBody>,
     uri: String,
     priority: Option<String>,
 ) -> Result<
@@ -472,7 +472,7 @@ async fn h2_send(
         req = req.header("priority", p);
     }
     let req = req
-        .body(Empty::new())
+        .body(http_body_util::Either::Left(Empty::new()))
         .map_err(|e| format!("building the request: {e}"))?;
     s.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
     Ok(s.send_request(req))
@@ -494,7 +494,7 @@ async fn h1_get(
         req = req.header("priority", p);
     }
     let req = req
-        .body(Empty::new())
+        .body(http_body_util::Either::Left(Empty::new()))
         .map_err(|e| format!("building the request: {e}"))?;
     s.ready().await.map_err(|e| format!("HTTP/1.1: {e}"))?;
     let response = s

@@ -45,7 +45,7 @@ use tokio::task::JoinSet;
 use crate::files::Lookup;
 use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
-use crate::server::{CHUNK, ServeStats, fill_pattern, parse_size, pattern_byte};
+use crate::server::{CHUNK, PATTERN_PERIOD, ServeStats, fill_pattern, parse_size, pattern_byte};
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
@@ -1000,6 +1000,9 @@ pub struct QuicClientOptions {
     pub path_min_rtt_us: Option<u64>,
     /// A directory for one qlog file per connection (`client-N.sqlog`, N as in the records).
     pub qlog_dir: Option<PathBuf>,
+    /// POST this many bytes of the pattern to every URL instead of a GET (to `/upload`, which
+    /// answers with the count it received; a different count is an error).
+    pub upload: Option<u64>,
 }
 
 /// What every connection of a client run shares: the trust anchors and, with resumption, one
@@ -1227,16 +1230,25 @@ async fn open_h3(
     Ok((send, driver))
 }
 
-/// Sends one GET on `c` and receives the body, checking a `/bytes/N` body against the pattern.
+/// Sends one request on `c` (a GET, or a POST of `rec.sent_bytes` pattern bytes when that is
+/// set) and receives the body, checking a `/bytes/N` body against the pattern and an upload's
+/// answer against the count sent.
 async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Result<(), String> {
-    let req = Request::get(t.uri.clone())
-        .body(())
-        .map_err(|e| format!("building the request: {e}"))?;
+    let upload = (rec.sent_bytes > 0).then_some(rec.sent_bytes);
+    let req = match upload {
+        Some(_) => Request::post(t.uri.clone()),
+        None => Request::get(t.uri.clone()),
+    }
+    .body(())
+    .map_err(|e| format!("building the request: {e}"))?;
     let mut stream = c
         .send
         .send_request(req)
         .await
         .map_err(|e| format!("sending the request: {e}"))?;
+    if let Some(n) = upload {
+        send_pattern(&mut stream, n).await?;
+    }
     // A server may stop reading a request it has enough of, and the FIN then fails; a client
     // must not discard the response for that (RFC 9114, 4.1.2), so this only explains a response
     // that fails too.
@@ -1253,6 +1265,7 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
         .and_then(|n| parse_size(n).ok())
         .filter(|_| rec.status == 200);
     let mut mismatch: Option<String> = None;
+    let mut answer = Vec::new();
     while let Some(mut chunk) = stream
         .recv_data()
         .await
@@ -1278,6 +1291,9 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
                     ));
                 }
             }
+            if upload.is_some() && answer.len() < 64 {
+                answer.extend_from_slice(&part[..part.len().min(64 - answer.len())]);
+            }
             let n = part.len();
             rec.bytes += n as u64;
             chunk.advance(n);
@@ -1295,8 +1311,39 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
             rec.bytes
         ));
     }
+    if let Some(sent) = upload.filter(|_| rec.status == 200) {
+        // `/upload` answers with the count it received
+        let text = String::from_utf8_lossy(&answer);
+        if text.trim().parse::<u64>().ok() != Some(sent) {
+            return Err(format!(
+                "uploaded {sent} bytes, the server answered {:?}",
+                text.trim()
+            ));
+        }
+    }
     Ok(())
 }
+
+/// Sends `n` bytes of the pattern on a request stream, as slices of one shared chunk.
+async fn send_pattern(stream: &mut H3ClientStream, n: u64) -> Result<(), String> {
+    let mut chunk = vec![0; CHUNK];
+    fill_pattern(0, &mut chunk);
+    let chunk = Bytes::from(chunk);
+    let largest = (CHUNK - PATTERN_PERIOD as usize) as u64;
+    let mut sent = 0;
+    while sent < n {
+        let len = (n - sent).min(largest) as usize;
+        let phase = (sent % PATTERN_PERIOD) as usize;
+        stream
+            .send_data(chunk.slice(phase..phase + len))
+            .await
+            .map_err(|e| format!("sending the body after {sent} bytes: {e}"))?;
+        sent += len as u64;
+    }
+    Ok(())
+}
+
+type H3ClientStream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 pub(crate) fn transport_stats(
     conn: &quinn::Connection,
@@ -1380,6 +1427,10 @@ pub async fn get(
         }
         let start_us = now_us();
         let mut rec = RequestRecord::get(HttpVersion::Http3, url, next_index, !reuse, start_us);
+        if let Some(n) = opts.upload {
+            rec.method = "POST".into();
+            rec.sent_bytes = n;
+        }
         if !reuse {
             match connect(&endpoint, &tls, opts, &t, next_index).await {
                 Ok(c) => {
@@ -1601,6 +1652,7 @@ mod tests {
                 resume: true,
                 path_min_rtt_us: None,
                 qlog_dir: None,
+                upload: None,
             };
             let recs = get(&urls, &opts).await.unwrap();
             for (r, n) in recs.iter().zip([100_000, 1, 0, 300_000]) {
@@ -1618,6 +1670,26 @@ mod tests {
             assert_eq!(
                 recs.iter().map(|r| r.connection).collect::<Vec<_>>(),
                 [0, 1, 2, 3, 4]
+            );
+            // uploads: every byte reaches /upload, whose answer counts them
+            let upload = QuicClientOptions {
+                upload: Some(300_000),
+                ..opts.clone()
+            };
+            let up = get(&[format!("https://127.0.0.1:{port}/upload")], &upload)
+                .await
+                .unwrap();
+            assert_eq!(up[0].error, None, "{:?}", up[0]);
+            assert_eq!((up[0].method.as_str(), up[0].status), ("POST", 200));
+            assert_eq!(up[0].sent_bytes, 300_000);
+            // a path that counts nothing answers with no count: refused by the check
+            let wrong = get(&[format!("https://127.0.0.1:{port}/bytes/10")], &upload)
+                .await
+                .unwrap();
+            assert!(
+                wrong[0].status != 200 || wrong[0].error.is_some(),
+                "{:?}",
+                wrong[0]
             );
 
             // A second server (its own session cache) behind the same name: the ticket from the
@@ -1670,7 +1742,8 @@ mod tests {
             assert_eq!((recs[1].connection, recs[1].new_connection), (0, false));
             stop_tx.send(()).unwrap();
             let stats = served.await.unwrap();
-            assert_eq!((stats.connections, stats.failed), (7, 0));
+            // five downloads, two uploads, the 0-RTT pair
+            assert_eq!((stats.connections, stats.failed), (9, 0));
         });
     }
 }

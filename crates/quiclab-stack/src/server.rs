@@ -495,8 +495,8 @@ fn text(status: StatusCode, body: String) -> Response<ResponseBody> {
 }
 
 /// A `/bytes/N` body: N pattern bytes as slices of one shared chunk, so serving any size
-/// allocates nothing per request.
-struct PatternBody {
+/// allocates nothing per request. Clients upload the same pattern.
+pub(crate) struct PatternBody {
     remaining: u64,
     sent: u64,
     /// Size of the next write.
@@ -508,6 +508,13 @@ struct PatternBody {
 const LARGEST_WRITE: usize = CHUNK - PATTERN_PERIOD as usize;
 
 impl PatternBody {
+    /// `len` pattern bytes from offset 0, each write as large as possible.
+    pub(crate) fn of_len(len: u64) -> Self {
+        let mut chunk = vec![0; CHUNK];
+        fill_pattern(0, &mut chunk);
+        PatternBody::new(len, chunk.into(), None)
+    }
+
     fn new(len: u64, chunk: Bytes, first_write: Option<usize>) -> Self {
         PatternBody {
             remaining: len,

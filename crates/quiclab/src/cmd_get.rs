@@ -25,6 +25,12 @@ use crate::trustargs::{TcpArgs, TrustArgs};
 /// handshake; --resume is refused) and serves on UDP (`quiclab serve --coded-listen`). Bodies of
 /// /bytes/N are checked byte by byte against the server's pattern.
 ///
+/// With --upload N every request is a POST of N bytes (the server's pattern) instead of a GET,
+/// e.g. to /upload, which answers with the count it received; its time to last byte is the
+/// upload's, ending when that answer arrives. A count other than N fails the request.
+///
+/// http:// URLs go over plain TCP, HTTP/1.1 only, without TLS (`quiclab serve --plain`).
+///
 /// The URLs are fetched in order, --repeat times. Exits with 1 if any request failed (an error,
 /// or a status other than 2xx).
 ///
@@ -34,7 +40,7 @@ use crate::trustargs::{TcpArgs, TrustArgs};
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct GetCmd {
-    /// https:// URLs to fetch.
+    /// https:// URLs to fetch (http:// for HTTP/1.1 without TLS).
     #[arg(required = true, value_name = "URL")]
     urls: Vec<String>,
     /// HTTP version, or `coded` for the network-coded transport.
@@ -53,6 +59,9 @@ pub struct GetCmd {
     /// Resume TLS sessions with tickets from earlier connections of this run.
     #[arg(long)]
     resume: bool,
+    /// POST this many bytes (e.g. 1mb) to each URL instead of a GET; HTTP/1.1, 2 and 3.
+    #[arg(long, value_name = "BYTES", value_parser = parse_upload)]
+    upload: Option<u64>,
     /// Print one JSON record per request instead of a summary.
     #[arg(long)]
     json: bool,
@@ -105,6 +114,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
                 resume: c.resume,
                 path_min_rtt_us: c.record.path_min_rtt_us(),
                 qlog_dir: c.record.qlog_dir()?,
+                upload: c.upload,
             };
             let records = runtime.block_on(quic::get(&urls, &opts))?;
             return report(&records, c.json);
@@ -114,6 +124,11 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
                 anyhow::bail!(
                     "--tcp-cc, --tfo and --resume do not apply to the coded transport (it has its \
                      own rate control, and no session resumption or 0-RTT)"
+                );
+            }
+            if c.upload.is_some() {
+                anyhow::bail!(
+                    "--upload: the coded transport's client only downloads; allowed with --http 1.1, 2 or 3"
                 );
             }
             let opts = coded::CodedClientOptions {
@@ -138,6 +153,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         tcp_congestion: c.tcp.tcp_cc.clone(),
         fast_open: c.tcp.tfo,
         path_min_rtt_us: c.record.path_min_rtt_us(),
+        upload: c.upload,
     };
     let mut client = Client::new(opts).with_context(|| {
         let file = c.trust.cacert.as_ref().map(|p| p.display().to_string());
@@ -165,6 +181,15 @@ fn report(records: &[RequestRecord], json: bool) -> anyhow::Result<i32> {
         }
     }
     Ok(i32::from(failed))
+}
+
+/// `--upload`'s size: bytes, or a size such as 1mb (1 byte to 10 GB).
+fn parse_upload(s: &str) -> Result<u64, String> {
+    match quiclab_link::units::parse_bytes(s) {
+        Ok(n) if (1..=10_000_000_000).contains(&n) => Ok(n),
+        Ok(_) => Err("allowed: 1 byte to 10 GB".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// One readable line for a request.

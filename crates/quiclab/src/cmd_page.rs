@@ -100,6 +100,7 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
                 resume: false,
                 path_min_rtt_us: c.record.path_min_rtt_us(),
                 qlog_dir: c.record.qlog_dir()?,
+                upload: None,
             })
         }
         HttpArg::Http11 | HttpArg::Http2 => Stack::Tcp(ClientOptions {
@@ -115,6 +116,7 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
             tcp_congestion: c.tcp.tcp_cc.clone(),
             fast_open: c.tcp.tfo,
             path_min_rtt_us: c.record.path_min_rtt_us(),
+            upload: None,
         }),
     };
     // Requests run concurrently but are light: one thread keeps the host's scheduling out of

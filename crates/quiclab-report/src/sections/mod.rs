@@ -91,7 +91,9 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
         Workload::Segments { count, .. } => format!("{count} × {}", units::size(bytes)),
         Workload::Repeat { requests } => format!("{requests} × {}", units::size(bytes)),
         // every unit's bytes: the TTLB sections do not render for it
-        Workload::SingleObject | Workload::Telemetry { .. } => units::size(bytes),
+        Workload::SingleObject | Workload::Telemetry { .. } | Workload::Requests { .. } => {
+            units::size(bytes)
+        }
         // the trial's size is its number of parallel connections
         Workload::Bulk { .. } => match bytes {
             1 => "1 connection".to_string(),
@@ -104,10 +106,12 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
 /// A paragraph saying what TTLB measures when a trial is more than one request (empty for
 /// single objects), for the sections built on it.
 pub fn ttlb_note(c: &Campaign) -> String {
-    let what = match c.workload {
+    let what = match &c.workload {
         Workload::SingleObject | Workload::Telemetry { .. } | Workload::Bulk { .. } => {
             return String::new();
         }
+        // the header's line says what it is
+        Workload::Requests { .. } => return String::new(),
         Workload::Repeat { requests } => {
             format!("each trial makes {requests} requests, each on a new connection")
         }

@@ -5,8 +5,8 @@ use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_stack::telemetry::Mode;
 
 use super::{
-    ArmStack, ClientRequest, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS, ServerOutput, Stack,
-    path_min_rtt_args, quiclab_client, quiclab_server,
+    ArmStack, Capability, ClientRequest, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS,
+    ServerOutput, Stack, path_min_rtt_args, quiclab_client, quiclab_server,
 };
 
 pub struct Coded;
@@ -37,9 +37,9 @@ impl Stack for Coded {
         &KNOBS
     }
 
-    fn workloads(&self) -> &'static [&'static str] {
-        // not HTTP, so no page loads; no telemetry modes
-        &["single-object", "repeat", "segments", "bulk"]
+    fn capabilities(&self) -> &'static [Capability] {
+        // not HTTP, so no page loads; its client only downloads; no telemetry modes
+        &[Capability::Get]
     }
 
     fn resumes(&self) -> bool {

@@ -71,8 +71,8 @@ pub trait Stack: Sync {
     fn implementation(&self) -> &'static str;
     /// The knobs an arm of this stack may set, in the order a trial's configuration lists them.
     fn knobs(&self) -> &'static [&'static Knob];
-    /// Workload kinds it runs.
-    fn workloads(&self) -> &'static [&'static str];
+    /// What its client can do (so which workloads it runs: each needs one of these).
+    fn capabilities(&self) -> &'static [Capability];
     /// How telemetry flushes may travel over it (none: it does not run telemetry).
     fn telemetry_modes(&self) -> &'static [Mode] {
         &[]
@@ -119,6 +119,19 @@ impl fmt::Debug for dyn Stack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// What a stack's client can do; a workload needs one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    /// GET URLs in order, on one connection or a new one each (timed per request).
+    Get,
+    /// POST a number of bytes to a URL instead.
+    Upload,
+    /// Load a web page as a browser does (`quiclab page`).
+    PageLoad,
+    /// Send telemetry units in one of its telemetry modes (`quiclab telemetry`).
+    Telemetry,
 }
 
 /// What an arm asks of a stack: the HTTP version, the telemetry mode (telemetry arms) and the

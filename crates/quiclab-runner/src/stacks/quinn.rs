@@ -8,8 +8,9 @@ use quiclab_stack::quic::{QuicCongestion, QuicOptions};
 use quiclab_stack::telemetry::Mode;
 
 use super::{
-    ArmStack, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
-    ServerOutput, Stack, check_on_off, path_min_rtt_args, quiclab_client, quiclab_server, with_cc,
+    ArmStack, Capability, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
+    SERVER_GROUPS, ServerOutput, Stack, check_on_off, path_min_rtt_args, quiclab_client,
+    quiclab_server, with_cc,
 };
 
 pub struct Quinn;
@@ -154,14 +155,12 @@ impl Stack for Quinn {
         &KNOBS
     }
 
-    fn workloads(&self) -> &'static [&'static str] {
+    fn capabilities(&self) -> &'static [Capability] {
         &[
-            "single-object",
-            "repeat",
-            "segments",
-            "telemetry",
-            "bulk",
-            "pages",
+            Capability::Get,
+            Capability::Upload,
+            Capability::PageLoad,
+            Capability::Telemetry,
         ]
     }
 

@@ -6,9 +6,9 @@ use quiclab_stack::tcpinfo::{self, FASTOPEN_SYSCTL};
 use quiclab_stack::telemetry::Mode;
 
 use super::{
-    ArmStack, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
-    ServerOutput, Stack, check_bool, check_on_off, path_min_rtt_args, quiclab_client,
-    quiclab_server, with_cc,
+    ArmStack, Capability, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
+    SERVER_GROUPS, ServerOutput, Stack, check_bool, check_on_off, path_min_rtt_args,
+    quiclab_client, quiclab_server, with_cc,
 };
 
 pub struct Tcp;
@@ -96,14 +96,12 @@ impl Stack for Tcp {
         &KNOBS
     }
 
-    fn workloads(&self) -> &'static [&'static str] {
+    fn capabilities(&self) -> &'static [Capability] {
         &[
-            "single-object",
-            "repeat",
-            "segments",
-            "telemetry",
-            "bulk",
-            "pages",
+            Capability::Get,
+            Capability::Upload,
+            Capability::PageLoad,
+            Capability::Telemetry,
         ]
     }
 

@@ -8,8 +8,8 @@ use quiclab_stack::telemetry::Mode;
 
 use super::tcp::{TCP_CC, TFO};
 use super::{
-    ArmStack, ClientRequest, Endpoint, Knob, Launch, ServerOutput, Stack, path_min_rtt_args,
-    quiclab_client, quiclab_server_on, with_cc,
+    ArmStack, Capability, ClientRequest, Endpoint, Knob, Launch, ServerOutput, Stack,
+    path_min_rtt_args, quiclab_client, quiclab_server_on, with_cc,
 };
 
 pub struct TcpPlain;
@@ -37,9 +37,9 @@ impl Stack for TcpPlain {
         &KNOBS
     }
 
-    fn workloads(&self) -> &'static [&'static str] {
+    fn capabilities(&self) -> &'static [Capability] {
         // page loads and telemetry speak TLS
-        &["single-object", "repeat", "segments", "bulk"]
+        &[Capability::Get, Capability::Upload]
     }
 
     fn resumes(&self) -> bool {

@@ -24,7 +24,7 @@ use quiclab_model::campaign::{Metrics, Workload};
 use quiclab_netns::DirectionReport;
 
 use crate::keys::{PlanError, Table, WorkloadKeys};
-use crate::stacks::ClientRequest;
+use crate::stacks::{Capability, ClientRequest};
 
 pub use bulk::MAX_CONNECTIONS as MAX_BULK_CONNECTIONS;
 pub use segments::segment_sizes;
@@ -171,6 +171,10 @@ pub trait WorkloadKind: Sync {
     fn kind(&self) -> &'static str;
     /// Its `[workload]` keys besides `kind`.
     fn keys(&self) -> &'static [&'static str];
+    /// What it needs the client stack to do: stacks without it cannot run it.
+    fn needs(&self) -> Capability {
+        Capability::Get
+    }
     /// The workload and the trial sizes from `[workload]`.
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError>;
     /// Refuses an arm's keys the workload cannot honour.

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind};
 use crate::keys::{PlanError, Table, WorkloadKeys};
 use crate::page;
-use crate::stacks::ClientRequest;
+use crate::stacks::{Capability, ClientRequest};
 
 pub struct Pages;
 
@@ -19,6 +19,10 @@ impl WorkloadKind for Pages {
 
     fn keys(&self) -> &'static [&'static str] {
         &["pages"]
+    }
+
+    fn needs(&self) -> Capability {
+        Capability::PageLoad
     }
 
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError> {

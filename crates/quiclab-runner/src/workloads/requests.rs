@@ -9,13 +9,25 @@ use quiclab_netns::DirectionReport;
 use super::{Ran, TrialCtx, exited_ok, finished, host_kept_up, link_ok};
 use crate::outputs::{Sample, read_records, read_timeline, tail};
 
-/// A request trial's metrics: every request must have come back whole (status 200, the bytes
-/// asked for), the client must have ended well and the host kept up. The records go to
-/// `requests_out` either way.
+/// A request of `size` bytes came back whole: status 200 and the bytes asked for.
+pub(crate) fn downloaded(rec: &RequestRecord, size: u64) -> Result<(), String> {
+    if rec.status != 200 || rec.bytes != size {
+        return Err(format!(
+            "status {} with {} of {size} bytes",
+            rec.status, rec.bytes
+        ));
+    }
+    Ok(())
+}
+
+/// A request trial's metrics: every request must have succeeded (no error, and `check` of the
+/// record against its size), the client must have ended well and the host kept up. The records
+/// go to `requests_out` either way.
 pub(crate) fn trial_metrics(
     t: &TrialCtx,
     ran: &Ran,
     requests_out: &mut serde_json::Value,
+    check: fn(&RequestRecord, u64) -> Result<(), String>,
 ) -> Result<Metrics, String> {
     let records = read_records(ran.client_out);
     *requests_out = serde_json::Value::Array(
@@ -42,12 +54,7 @@ pub(crate) fn trial_metrics(
         if let Some(e) = &rec.error {
             return Err(format!("{which}request failed: {e}"));
         }
-        if rec.status != 200 || rec.bytes != size {
-            return Err(format!(
-                "{which}status {} with {} of {size} bytes",
-                rec.status, rec.bytes
-            ));
-        }
+        check(rec, size).map_err(|e| format!("{which}{e}"))?;
     }
     if records.len() != t.requests.len() {
         return Err(format!(

@@ -152,7 +152,7 @@ impl WorkloadKind for Segments {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        let mut m = requests::trial_metrics(t, ran, requests_out)?;
+        let mut m = requests::trial_metrics(t, ran, requests_out, requests::downloaded)?;
         if m.detail.is_empty() {
             // a sequence of one segment is still a sequence: the report reads segments from here
             let records = crate::outputs::read_records(ran.client_out);

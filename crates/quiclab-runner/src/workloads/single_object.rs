@@ -43,6 +43,6 @@ impl WorkloadKind for SingleObject {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        requests::trial_metrics(t, ran, requests_out)
+        requests::trial_metrics(t, ran, requests_out, requests::downloaded)
     }
 }

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::outputs::tail;
-use crate::stacks::ClientRequest;
+use crate::stacks::{Capability, ClientRequest};
 use crate::telemetry as units;
 
 pub struct Telemetry;
@@ -39,6 +39,10 @@ impl WorkloadKind for Telemetry {
 
     fn keys(&self) -> &'static [&'static str] {
         &["units-per-second", "flush", "duration"]
+    }
+
+    fn needs(&self) -> Capability {
+        Capability::Telemetry
     }
 
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError> {

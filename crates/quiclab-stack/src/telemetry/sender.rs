@@ -182,6 +182,7 @@ pub async fn run(
             resume: false,
             path_min_rtt_us: opts.path_min_rtt_us,
             qlog_dir: opts.qlog_dir.clone(),
+            upload: None,
         };
         let tls = quic::client_tls(&q)?;
         Setup::Quic(Box::new((q, tls)))
