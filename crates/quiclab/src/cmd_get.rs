@@ -183,9 +183,13 @@ fn report(records: &[RequestRecord], json: bool) -> anyhow::Result<i32> {
     Ok(i32::from(failed))
 }
 
-/// `--upload`'s size: bytes, or a size such as 1mb (1 byte to 10 GB).
+/// `--upload`'s size: a number of bytes, or a size such as 1mb (1 byte to 10 GB).
 fn parse_upload(s: &str) -> Result<u64, String> {
-    match quiclab_link::units::parse_bytes(s) {
+    let n = match s.parse::<u64>() {
+        Ok(n) => Ok(n),
+        Err(_) => quiclab_link::units::parse_bytes(s),
+    };
+    match n {
         Ok(n) if (1..=10_000_000_000).contains(&n) => Ok(n),
         Ok(_) => Err("allowed: 1 byte to 10 GB".into()),
         Err(e) => Err(e.to_string()),
