@@ -18,7 +18,9 @@
 //!                            # (`units-per-second` 8-byte units in flushes of `flush` units
 //!                            # for `duration`; arms say `telemetry = MODE`, not `http`),
 //!                            # "pages" (`pages` = built-in page names or manifest files, each
-//!                            # loaded like a browser by `quiclab page`; see docs/pages.md)
+//!                            # loaded like a browser by `quiclab page`; see docs/pages.md),
+//!                            # "bulk" (`connections`, `duration`), "upload" (`sizes`: one
+//!                            # POST of each per trial); every kind is a module of `workloads`
 //! [network]                  # applied to every condition (link keys as in `quiclab link`)
 //! rate = "10mbit"
 //! delay = "10ms"
