@@ -1,24 +1,23 @@
 //! `quiclab bench stacks`: bulk throughput and CPU cost per byte of HTTP/2 over TLS/TCP and
 //! HTTP/3 over QUIC on a direct veth pair, the NTT study's comparison on one machine.
 
-use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use quiclab_model::record::now_us;
-use quiclab_netns::Topology;
-use quiclab_netns::topology::SERVER_V4;
-use quiclab_netns::{Mode, Netns, Process, Side};
-use quiclab_runner::bulk;
+use quiclab_runner::plan::{self, Profile};
+use quiclab_runner::trial::{self, TrialEnd, TrialEnv};
 use quiclab_stack::quic::GSO_MAX_PAYLOAD;
 
 use crate::signals::Signals;
 
 /// Bulk download throughput and CPU per GB: HTTP/2 over TLS/TCP against HTTP/3 over QUIC.
 ///
+/// Runs bulk trials, as a `bulk` campaign does (a plan per MTU, printed with --print-plans).
 /// On a direct veth pair (no emulator, offloads on) at MTU 1500 and 9000, `quiclab serve` sends
-/// a 10 GB object to 1 and N `quiclab get` clients (one connection each) for --duration: H2
+/// a huge object to 1 and N `quiclab get` clients (one connection each) for --duration: H2
 /// over TLS/TCP (cubic), and H3 (quinn, cubic) with the UDP payload fixed at 1252 bytes and at
 /// the MTU's maximum (1472 or 8972; with GSO on at most 6550, since 10 datagrams per send must
 /// fit in 65,507 bytes), GSO on and off. Throughput is the bytes the server's connections had
@@ -34,31 +33,61 @@ pub struct StacksBench {
     /// N, the number of parallel connections of the multi-connection rows.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
     connections: u32,
+    /// Print the plans the benchmark runs (TOML, one per MTU) and stop.
+    #[arg(long)]
+    print_plans: bool,
 }
 
-/// One configuration measured.
-struct Case {
-    quic: Option<Quic>,
-    conns: u32,
-}
-
-#[derive(Clone, Copy)]
-struct Quic {
-    payload: u16,
-    gso: bool,
-}
-
-struct Measured {
-    gbps: f64,
-    server_cpu_per_gb: f64,
-    client_cpu_per_gb: f64,
+/// The bulk plan of one MTU: H2 over TLS/TCP, then H3 with the payload fixed at 1252 bytes and
+/// at the MTU's largest, GSO on and off (with GSO, 10 datagrams per send must fit in 65,507
+/// bytes, so the payload is at most 6550).
+fn plan_text(mtu: u32, duration: Duration, connections: u32) -> String {
+    let mut s = format!(
+        "name = \"bench-stacks-{mtu}\"\niterations = 1\n[workload]\nkind = \"bulk\"\n\
+         connections = [1, {connections}]\nduration = \"{}ms\"\n[conditions.mtu{mtu}]\n\
+         direct = true\nmtu = {mtu}\n[arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n\
+         label = \"H2, TLS/TCP\"\n",
+        duration.as_millis()
+    );
+    let max = (mtu - 28) as u16;
+    for payload in [1252, max] {
+        for gso in [true, false] {
+            let p = if gso {
+                payload.min(GSO_MAX_PAYLOAD)
+            } else {
+                payload
+            };
+            let on = if gso { "on" } else { "off" };
+            s += &format!(
+                "[arms.h3-{p}-gso-{on}]\nhttp = \"3\"\nquic-cc = \"cubic\"\n\
+                 quic-mtu-discovery = \"off\"\nquic-initial-mtu = {p}\n\
+                 quic-max-udp-payload = {p}\nquic-gso = \"{on}\"\n\
+                 label = \"H3, payload {p}, GSO {on}\"\n"
+            );
+        }
+    }
+    s
 }
 
 pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
+    let plans = [1500u32, 9000].map(|mtu| (mtu, plan_text(mtu, b.duration, b.connections)));
+    if b.print_plans {
+        for (_, text) in &plans {
+            println!("{text}");
+        }
+        return Ok(0);
+    }
+    if !quiclab_netns::sys::is_root() {
+        bail!("quiclab bench stacks creates network namespaces: run it as root");
+    }
     let signals = Signals::install()?;
-    let bin = std::env::current_exe().context("finding the quiclab binary")?;
-    let dir = std::env::temp_dir().join(format!("quiclab-bench-stacks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let env = TrialEnv {
+        bin: std::env::current_exe().context("finding the quiclab binary")?,
+        dir: std::env::temp_dir().join(format!("quiclab-bench-stacks-{}", std::process::id())),
+        events: false,
+    };
+    std::fs::create_dir_all(&env.dir).with_context(|| format!("creating {}", env.dir.display()))?;
     println!(
         "Bulk download on a direct veth pair, {:.1} s per row (H2: TLS 1.3 over TCP, cubic; H3: quinn, cubic)",
         b.duration.as_secs_f64()
@@ -68,148 +97,49 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
         "MTU", "stack", "conns", "Gbit/s", "server CPU s/GB", "client CPU s/GB", "QUIC/TCP"
     );
     let result = (|| {
-        for mtu in [1500u32, 9000] {
-            let veth = Topology::direct(mtu, true)?;
-            let max = (mtu - 28) as u16;
-            for conns in [1, b.connections] {
-                let mut cases = vec![Case { quic: None, conns }];
-                for payload in [1252, max] {
-                    for gso in [true, false] {
-                        let payload = if gso {
-                            payload.min(GSO_MAX_PAYLOAD)
-                        } else {
-                            payload
-                        };
-                        cases.push(Case {
-                            quic: Some(Quic { payload, gso }),
-                            conns,
-                        });
-                    }
-                }
+        for (mtu, text) in &plans {
+            let plan = plan::parse(text, &format!("bench stacks (MTU {mtu})"), Profile::Full)?;
+            let specs = quiclab_runner::expand::expand(&plan);
+            // one connection count at a time, every arm of it, printed in the plan's order
+            for &conns in &plan.sizes {
                 let mut tcp = None;
-                for case in cases {
+                for (ai, arm) in plan.arms.iter().enumerate() {
+                    let Some(spec) = specs.iter().find(|s| s.arm == ai && s.size == conns) else {
+                        continue;
+                    };
                     if signals.any() {
+                        stop.store(true, Ordering::Relaxed);
                         bail!("interrupted");
                     }
-                    let m = measure(&veth, &bin, &dir, &case, b.duration)?;
-                    let (label, ratio) = match case.quic {
+                    let record = match trial::run(&env, &plan, spec, &stop) {
+                        TrialEnd::Done(r) => r,
+                        TrialEnd::Interrupted => bail!("interrupted"),
+                    };
+                    let m = record.outcome.as_ref().map_err(|e| {
+                        anyhow::anyhow!("{} with {conns} connections: {e}", arm.name)
+                    })?;
+                    let Some(bulk) = &m.detail.bulk else {
+                        bail!("{}: the trial measured no bulk transfer", arm.name);
+                    };
+                    let gbps = bulk.bps() / 1e9;
+                    let (server_cpu, client_cpu) = bulk.cpu_per_gb();
+                    // the plan's first arm (H2) is the baseline of the rows after it
+                    let ratio = match tcp {
                         None => {
-                            tcp = Some(m.gbps);
-                            ("H2, TLS/TCP".to_string(), "-".to_string())
+                            tcp = Some(gbps);
+                            "-".to_string()
                         }
-                        Some(q) => (
-                            format!(
-                                "H3, payload {}, GSO {}",
-                                q.payload,
-                                if q.gso { "on" } else { "off" }
-                            ),
-                            tcp.map_or("-".into(), |t| format!("{:.2}", m.gbps / t)),
-                        ),
+                        Some(t) => format!("{:.2}", gbps / t),
                     };
                     println!(
-                        "{mtu:<6} {label:<34} {conns:>6} {:>9.2} {:>15.2} {:>15.2} {ratio:>10}",
-                        m.gbps, m.server_cpu_per_gb, m.client_cpu_per_gb
+                        "{mtu:<6} {:<34} {conns:>6} {gbps:>9.2} {server_cpu:>15.2} {client_cpu:>15.2} {ratio:>10}",
+                        arm.label
                     );
                 }
             }
         }
         Ok(0)
     })();
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&env.dir);
     result
-}
-
-fn measure(
-    veth: &Topology,
-    bin: &Path,
-    dir: &Path,
-    case: &Case,
-    d: Duration,
-) -> anyhow::Result<Measured> {
-    let cert = dir.join("cert.pem");
-    let timeline = dir.join("timeline.jsonl");
-    let _ = std::fs::remove_file(&cert);
-    let quic_args = match case.quic {
-        Some(q) => format!(
-            "--quic-cc cubic --quic-mtu-discovery off --quic-initial-mtu {p} --quic-max-udp-payload {p} --quic-gso {}",
-            if q.gso { "on" } else { "off" },
-            p = q.payload
-        ),
-        None => String::new(),
-    };
-    let (kind, http) = match case.quic {
-        Some(_) => ("quic", "3"),
-        None => ("tcp", "2 --tcp-cc cubic"),
-    };
-    let server_cmd = format!(
-        "exec {} serve --listen 0.0.0.0:443 --write-cert {} --tcp-cc cubic --{kind}-timeline {} {quic_args} >/dev/null 2>&1",
-        bin.display(),
-        cert.display(),
-        timeline.display()
-    );
-    let mut server = Process::spawn(
-        veth.ns(Side::Server),
-        "quiclab serve",
-        &server_cmd,
-        &[],
-        Mode::Background,
-    )?;
-    wait_for(&cert)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let client_cmd = format!(
-        "exec {} get --http {http} {quic_args} --cacert {} https://{SERVER_V4}/bytes/10000000000 >/dev/null 2>&1",
-        bin.display(),
-        cert.display()
-    );
-    let mut clients = (0..case.conns)
-        .map(|i| {
-            Process::spawn(
-                veth.ns(Side::Client),
-                &format!("quiclab get {i}"),
-                &client_cmd,
-                &[],
-                Mode::Background,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let warmup = bulk::warmup(d);
-    std::thread::sleep(warmup);
-    let (t0, cpu0) = (now_us(), bulk::cpu_s(&server, &clients));
-    std::thread::sleep(d);
-    let (t1, cpu1) = (now_us(), bulk::cpu_s(&server, &clients));
-    for c in &mut clients {
-        c.stop(Duration::from_millis(200));
-    }
-    server.stop(Duration::from_secs(2));
-    let text = std::fs::read_to_string(&timeline)
-        .with_context(|| format!("reading {}", timeline.display()))?;
-    let samples = bulk::samples(&text).map_err(anyhow::Error::msg)?;
-    let bytes = bulk::acked_between(&samples, t0, t1);
-    let gb = bytes as f64 / 1e9;
-    if gb <= 0.0 {
-        bail!(
-            "nothing was acknowledged: is the server running in {}?",
-            ns_name(veth)
-        );
-    }
-    Ok(Measured {
-        gbps: bytes as f64 * 8.0 / ((t1 - t0) as f64 / 1e6) / 1e9,
-        server_cpu_per_gb: (cpu1.0 - cpu0.0) / gb,
-        client_cpu_per_gb: (cpu1.1 - cpu0.1) / gb,
-    })
-}
-
-fn ns_name(veth: &Topology) -> &str {
-    let ns: &Netns = veth.ns(Side::Server);
-    ns.name()
-}
-
-fn wait_for(file: &Path) -> anyhow::Result<()> {
-    for _ in 0..100 {
-        if file.exists() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    bail!("quiclab serve did not start (no {})", file.display())
 }
