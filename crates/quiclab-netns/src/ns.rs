@@ -118,7 +118,8 @@ pub fn destroy(name: &str) -> Result<()> {
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = destroy(&self.name) {
-            eprintln!("quiclab: could not remove namespace {}: {e}", self.name);
+            // a drop cannot fail: the program decides whether and where this is said
+            log::warn!("could not remove namespace {}: {e}", self.name);
         }
     }
 }

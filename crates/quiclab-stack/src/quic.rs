@@ -1520,7 +1520,7 @@ pub(crate) async fn close(c: ClientConn) {
     // The qlog gets the close too when it is flushed after it.
     c.conn.closed().await;
     if let Err(e) = c.inst.flush() {
-        eprintln!("quiclab: writing a qlog file: {e}");
+        log::warn!("writing a qlog file: {e}");
     }
 }
 

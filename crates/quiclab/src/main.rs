@@ -51,7 +51,34 @@ enum Cmd {
     Telemetry(cmd_telemetry::TelemetryCmd),
 }
 
+/// Where the libraries' warnings go: standard error, as `quiclab: warning: ...`.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::Level::Warn
+    }
+
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            eprintln!(
+                "quiclab: {}: {}",
+                r.level().as_str().to_lowercase(),
+                r.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOG: StderrLog = StderrLog;
+
 fn main() {
+    // set once, before anything that could warn
+    if log::set_logger(&LOG).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Run(c) => cmd_run::run(c),

@@ -570,7 +570,7 @@ impl Link {
                 q.conn.close(0u32.into(), b"done");
                 let _ = tokio::time::timeout(quic::CLOSE_LINGER, q.endpoint.wait_idle()).await;
                 if let Err(e) = q.inst.flush() {
-                    eprintln!("quiclab: writing a qlog file: {e}");
+                    log::warn!("writing a qlog file: {e}");
                 }
                 Closed {
                     alpn,
