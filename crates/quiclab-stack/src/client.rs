@@ -18,10 +18,10 @@
 //!   is an error where the kernel does not offer it to clients.
 //! - An `http://` URL is fetched over plain TCP, HTTP/1.1 only (no TLS: the record's handshake
 //!   is the TCP connection alone).
-//! - Bodies of `/bytes/N` are checked against the server's pattern ([`server::fill_pattern`])
+//! - Bodies of `/bytes/N` are checked against the server's pattern ([`routes::fill_pattern`])
 //!   and their length against N; a difference is recorded as an error.
 //!
-//! [`server::fill_pattern`]: crate::server::fill_pattern
+//! [`routes::fill_pattern`]: crate::routes::fill_pattern
 
 use std::error::Error as StdError;
 use std::io;
@@ -45,7 +45,8 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::server::{PATTERN_PERIOD, PatternBody, fill_pattern};
+use crate::routes::{PATTERN_PERIOD, fill_pattern};
+use crate::server::PatternBody;
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, TcpInfo, apply_congestion, fast_open_enabled,
     impossible_min_rtt, set_tcp_option,
@@ -334,8 +335,7 @@ impl Target {
 
     /// N for a `/bytes/N` path.
     fn pattern_len(&self) -> Option<u64> {
-        let path = self.uri.path();
-        path.strip_prefix("/bytes/")?.parse().ok()
+        crate::routes::expected_bytes(self.uri.path())
     }
 }
 

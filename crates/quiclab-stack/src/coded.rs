@@ -11,7 +11,7 @@
 //!   content length): the end of a body is the end of its stream. Records call it
 //!   [`HttpVersion::Coded`].
 //! - **Routes** (as over TCP and QUIC): `GET /bytes/N` answers with exactly N bytes of the
-//!   pattern [`crate::server::pattern_byte`] (N at most [`crate::server::MAX_BYTES`]), written to
+//!   pattern [`crate::routes::pattern_byte`] (N at most [`crate::routes::MAX_BYTES`]), written to
 //!   the connection as it drains, so no body is held whole; `POST /upload` reads the body and
 //!   answers with its length in bytes; other `GET` paths are files under the server's root if
 //!   it has one; anything else is 404, a malformed head 400.
@@ -46,7 +46,8 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::files::Lookup;
-use crate::server::{PATTERN_PERIOD, ServeStats, fill_pattern, parse_size};
+use crate::routes::{PATTERN_PERIOD, Route, fill_pattern};
+use crate::server::ServeStats;
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use quiclab_model::record::{
@@ -336,19 +337,26 @@ fn route(
 ) -> Exchange {
     let (method, target) = line.split_once(' ').unwrap_or((line, ""));
     let path = target.split('?').next().unwrap_or_default();
-    match (method, path.strip_prefix("/bytes/")) {
-        ("GET", Some(n)) => match parse_size(n) {
-            Ok(n) => {
-                let _ = conn.write(id, b"200\n");
-                Exchange::Pattern {
-                    offset: 0,
-                    remaining: n,
-                }
+    if method != "GET" && method != "POST" {
+        // not a request head of this framing at all
+        return answer(
+            conn,
+            id,
+            400,
+            format!("bad request head {line:?}; allowed: GET PATH or POST /upload\n").as_bytes(),
+        );
+    }
+    match crate::routes::route(method, path, root.is_some()) {
+        Route::Bytes(n) => {
+            let _ = conn.write(id, b"200\n");
+            Exchange::Pattern {
+                offset: 0,
+                remaining: n,
             }
-            Err(msg) => answer(conn, id, 400, msg.as_bytes()),
-        },
-        ("POST", _) if path == "/upload" => Exchange::Upload { received: 0 },
-        ("GET", None) => match root {
+        }
+        Route::BadRequest(msg) => answer(conn, id, 400, msg.as_bytes()),
+        Route::Upload => Exchange::Upload { received: 0 },
+        Route::File => match root {
             Some(root) if path.starts_with('/') => match crate::files::lookup(root, path) {
                 Lookup::Found { body, .. } => answer(conn, id, 200, &body),
                 Lookup::Forbidden => answer(conn, id, 403, b"forbidden\n"),
@@ -356,13 +364,7 @@ fn route(
             },
             _ => answer(conn, id, 404, b"not found\n"),
         },
-        ("POST", _) => answer(conn, id, 404, b"not found\n"),
-        _ => answer(
-            conn,
-            id,
-            400,
-            format!("bad request head {line:?}; allowed: GET PATH or POST /upload\n").as_bytes(),
-        ),
+        Route::NotFound => answer(conn, id, 404, b"not found\n"),
     }
 }
 
@@ -633,10 +635,7 @@ fn fetch(
     pattern: &[u8],
     rec: &mut RequestRecord,
 ) -> Result<(), String> {
-    let expected = t
-        .path
-        .strip_prefix("/bytes/")
-        .and_then(|n| parse_size(n).ok());
+    let expected = crate::routes::expected_bytes(&t.path);
     let id = c.conn.open_stream().map_err(|e| e.to_string())?;
     c.conn
         .write(id, format!("GET {}\n", t.path).as_bytes())

@@ -5,6 +5,7 @@
 //! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills request records (`quiclab_model::record`).
 //! - [`coded`]: the network-coded transport (`quiclab-coded`) with the same routes and
 //!   records: a server and a client.
+//! - [`routes`]: what every server answers to which request, and the `/bytes` pattern.
 //! - [`files`]: static files under a root directory, served without escaping it.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
 //! - [`qlog`]: one qlog file per QUIC connection.
@@ -29,6 +30,7 @@ pub mod page_client;
 pub mod qlog;
 pub mod quic;
 pub mod recording;
+pub mod routes;
 pub mod server;
 pub mod tcpinfo;
 pub mod telemetry;

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use http::{Method, Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode, Uri};
 use quinn::congestion::{self, ControllerFactory};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{MtuDiscoveryConfig, TransportConfig, VarInt};
@@ -45,7 +45,8 @@ use tokio::task::JoinSet;
 use crate::files::Lookup;
 use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
-use crate::server::{CHUNK, PATTERN_PERIOD, ServeStats, fill_pattern, parse_size, pattern_byte};
+use crate::routes::{CHUNK, PATTERN_PERIOD, Route, fill_pattern, pattern_byte, route};
+use crate::server::ServeStats;
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
@@ -892,33 +893,33 @@ async fn handle(
         root,
         ..
     } = &*routes;
-    let path = req.uri().path();
+    let path = req.uri().path().to_string();
     let respond = |status: StatusCode| {
         Response::builder()
             .status(status)
             .header(http::header::ALT_SVC, alt_svc.clone())
     };
-    match (req.method(), path.strip_prefix("/bytes/")) {
-        (&Method::GET, Some(n)) => match parse_size(n) {
-            Ok(n) => {
-                // A builder from valid parts only: status, a valid header value, a number.
-                let head = respond(StatusCode::OK)
-                    .header(http::header::CONTENT_LENGTH, n)
-                    .body(())
-                    .expect("valid response head");
-                stream.send_response(head).await?;
-                let mut remaining = n;
-                while remaining > 0 {
-                    // Every chunk but the last is whole, so each one starts at pattern phase 0.
-                    let k = remaining.min(pattern.len() as u64) as usize;
-                    stream.send_data(pattern.slice(..k)).await?;
-                    remaining -= k as u64;
-                }
-                stream.finish().await
+    match route(req.method().as_str(), &path, root.is_some()) {
+        Route::Bytes(n) => {
+            // A builder from valid parts only: status, a valid header value, a number.
+            let head = respond(StatusCode::OK)
+                .header(http::header::CONTENT_LENGTH, n)
+                .body(())
+                .expect("valid response head");
+            stream.send_response(head).await?;
+            let mut remaining = n;
+            while remaining > 0 {
+                // Every chunk but the last is whole, so each one starts at pattern phase 0.
+                let k = remaining.min(pattern.len() as u64) as usize;
+                stream.send_data(pattern.slice(..k)).await?;
+                remaining -= k as u64;
             }
-            Err(msg) => send_text(&mut stream, respond(StatusCode::BAD_REQUEST), msg).await,
-        },
-        _ if req.method() == Method::POST && path == "/upload" => {
+            stream.finish().await
+        }
+        Route::BadRequest(msg) => {
+            send_text(&mut stream, respond(StatusCode::BAD_REQUEST), msg).await
+        }
+        Route::Upload => {
             let mut received: u64 = 0;
             while let Some(chunk) = stream.recv_data().await? {
                 received += chunk.remaining() as u64;
@@ -930,8 +931,8 @@ async fn handle(
             )
             .await
         }
-        (&Method::GET, None) if root.is_some() => {
-            let (root, path) = (root.clone(), path.to_string());
+        Route::File => {
+            let root = root.clone();
             let found =
                 tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
                     .await;
@@ -956,7 +957,7 @@ async fn handle(
             };
             send_text(&mut stream, respond(status), msg.into()).await
         }
-        _ => {
+        Route::NotFound => {
             send_text(
                 &mut stream,
                 respond(StatusCode::NOT_FOUND),
@@ -1258,12 +1259,7 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
         Err(f) => format!("finishing the request: {f}; receiving the response head: {e}"),
     })?;
     rec.status = response.status().as_u16();
-    let expected = t
-        .uri
-        .path()
-        .strip_prefix("/bytes/")
-        .and_then(|n| parse_size(n).ok())
-        .filter(|_| rec.status == 200);
+    let expected = crate::routes::expected_bytes(t.uri.path()).filter(|_| rec.status == 200);
     let mut mismatch: Option<String> = None;
     let mut answer = Vec::new();
     while let Some(mut chunk) = stream

@@ -32,7 +32,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{ALT_SVC, CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
@@ -40,40 +40,14 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
+pub use crate::routes::MAX_BYTES;
+use crate::routes::{CHUNK, PATTERN_PERIOD, Route, fill_pattern, route};
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, Sampler, apply_congestion, fast_open_enabled, set_tcp_option,
 };
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
-
-/// The largest body `GET /bytes/N` serves: 1 TB (bulk downloads run for a time, not to the end).
-pub const MAX_BYTES: u64 = 1_000_000_000_000;
-
-/// The period of the `/bytes` pattern: a prime, so that the pattern does not line up with
-/// power-of-two record, frame or packet sizes and a misplaced chunk shows up when compared.
-pub const PATTERN_PERIOD: u64 = 251;
-
-/// Byte `i` of every `/bytes/N` body.
-pub fn pattern_byte(i: u64) -> u8 {
-    (i % PATTERN_PERIOD) as u8
-}
-
-/// Fills `buf` with the pattern bytes starting at body offset `offset`.
-pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
-    let mut v = offset % PATTERN_PERIOD;
-    for b in buf {
-        *b = v as u8;
-        v += 1;
-        if v == PATTERN_PERIOD {
-            v = 0;
-        }
-    }
-}
-
-/// Size of the chunks a `/bytes` body is sent in: a whole number of pattern periods (so every
-/// chunk starts at phase 0 and is a slice of one shared buffer) just under 64 KiB.
-pub(crate) const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PERIOD as usize;
 
 /// Errors from setting up a server.
 #[derive(Debug, thiserror::Error)]
@@ -430,15 +404,13 @@ async fn handle(
     req: Request<Incoming>,
     state: Arc<State>,
 ) -> Result<Response<ResponseBody>, hyper::Error> {
-    let path = req.uri().path();
-    let mut response = match (req.method(), path.strip_prefix("/bytes/")) {
-        (&Method::GET, Some(n)) => match parse_size(n) {
-            Ok(n) => {
-                Response::new(PatternBody::new(n, state.pattern.clone(), state.first_write).boxed())
-            }
-            Err(msg) => text(StatusCode::BAD_REQUEST, msg),
-        },
-        _ if req.method() == Method::POST && path == "/upload" => {
+    let path = req.uri().path().to_string();
+    let mut response = match route(req.method().as_str(), &path, state.root.is_some()) {
+        Route::Bytes(n) => {
+            Response::new(PatternBody::new(n, state.pattern.clone(), state.first_write).boxed())
+        }
+        Route::BadRequest(msg) => text(StatusCode::BAD_REQUEST, msg),
+        Route::Upload => {
             let mut body = req.into_body();
             let mut received: u64 = 0;
             while let Some(frame) = body.frame().await {
@@ -448,8 +420,8 @@ async fn handle(
             }
             text(StatusCode::OK, format!("{received}\n"))
         }
-        (&Method::GET, None) if state.root.is_some() => {
-            let (root, path) = (state.root.clone(), path.to_string());
+        Route::File => {
+            let root = state.root.clone();
             let found =
                 tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
                     .await;
@@ -464,26 +436,12 @@ async fn handle(
                 _ => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
             }
         }
-        _ => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
+        Route::NotFound => text(StatusCode::NOT_FOUND, "not found\n".to_string()),
     };
     response
         .headers_mut()
         .insert(ALT_SVC, state.alt_svc.clone());
     Ok(response)
-}
-
-/// The N of `/bytes/N`: decimal digits only, at most [`MAX_BYTES`].
-pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    let too_big = || format!("/bytes/N: N is at most {MAX_BYTES}\n");
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "/bytes/N: N must be a number of bytes in decimal digits, got {s:?}\n"
-        ));
-    }
-    match s.parse::<u64>() {
-        Ok(n) if n <= MAX_BYTES => Ok(n),
-        _ => Err(too_big()),
-    }
 }
 
 fn text(status: StatusCode, body: String) -> Response<ResponseBody> {
@@ -558,21 +516,7 @@ impl Body for PatternBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pattern_is_i_mod_251_from_any_offset() {
-        assert_eq!(pattern_byte(0), 0);
-        assert_eq!(pattern_byte(250), 250);
-        assert_eq!(pattern_byte(251), 0);
-        assert_eq!(pattern_byte(9_999_999_999), (9_999_999_999u64 % 251) as u8);
-        for offset in [0, 1, 250, 251, 1_000_003] {
-            let mut buf = vec![0xAA; 1000];
-            fill_pattern(offset, &mut buf);
-            for (i, &b) in buf.iter().enumerate() {
-                assert_eq!(b, pattern_byte(offset + i as u64), "offset {offset} + {i}");
-            }
-        }
-    }
+    use crate::routes::pattern_byte;
 
     #[test]
     fn pattern_body_streams_exactly_n_bytes_in_phase() {
@@ -612,25 +556,6 @@ mod tests {
                     assert_eq!(w, expected, "write {k} of n = {n}, first {first:?}");
                 }
             }
-        }
-    }
-
-    #[test]
-    fn sizes_are_plain_decimal_up_to_10_gb() {
-        assert_eq!(parse_size("0"), Ok(0));
-        assert_eq!(parse_size("5000000"), Ok(5_000_000));
-        assert_eq!(parse_size("1000000000000"), Ok(MAX_BYTES));
-        assert!(parse_size("1000000000001").unwrap_err().contains("at most"));
-        assert!(
-            parse_size("99999999999999999999999")
-                .unwrap_err()
-                .contains("at most")
-        );
-        for bad in ["", "1k", "-1", "+1", "1.5", " 1"] {
-            assert!(
-                parse_size(bad).unwrap_err().contains("decimal digits"),
-                "{bad:?}"
-            );
         }
     }
 

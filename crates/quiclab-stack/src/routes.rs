@@ -1,0 +1,152 @@
+//! The routes every quiclab server serves, whatever carries them (HTTP/1.1 and HTTP/2 over TCP,
+//! HTTP/3 over QUIC, the coded transport): which request gets which answer, decided here once,
+//! and the `/bytes` pattern their bodies and uploads are made of.
+//!
+//! - `GET /bytes/N`: exactly N bytes (N in decimal digits, at most [`MAX_BYTES`]) of the pattern
+//!   [`pattern_byte`]; a bad N is a 400 with the reason.
+//! - `POST /upload`: the body is read to its end and answered with its length in decimal.
+//! - `GET` of any other path: a file under the server's root, if it has one ([`crate::files`]).
+//! - Anything else: 404.
+//!
+//! Each server turns a [`Route`] into its own protocol's answer; none matches paths itself.
+
+/// The largest body `GET /bytes/N` serves: 1 TB (bulk downloads run for a time, not to the end).
+pub const MAX_BYTES: u64 = 1_000_000_000_000;
+
+/// The period of the `/bytes` pattern: a prime, so that the pattern does not line up with
+/// power-of-two record, frame or packet sizes and a misplaced chunk shows up when compared.
+pub const PATTERN_PERIOD: u64 = 251;
+
+/// Byte `i` of every `/bytes/N` body.
+pub fn pattern_byte(i: u64) -> u8 {
+    (i % PATTERN_PERIOD) as u8
+}
+
+/// Fills `buf` with the pattern bytes starting at body offset `offset`.
+pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
+    let mut v = offset % PATTERN_PERIOD;
+    for b in buf {
+        *b = v as u8;
+        v += 1;
+        if v == PATTERN_PERIOD {
+            v = 0;
+        }
+    }
+}
+
+/// Size of the chunks a `/bytes` body is sent in: a whole number of pattern periods (so every
+/// chunk starts at phase 0 and is a slice of one shared buffer) just under 64 KiB.
+pub const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PERIOD as usize;
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /bytes/N`: N pattern bytes.
+    Bytes(u64),
+    /// `POST /upload`: count the body.
+    Upload,
+    /// `GET` of another path on a server with a root: that file.
+    File,
+    /// A malformed request for a route (e.g. `/bytes/x`): 400 with this text.
+    BadRequest(String),
+    /// Nothing here: 404.
+    NotFound,
+}
+
+/// The route of a request: its method ("GET", "POST", ...) and path, on a server that does or
+/// does not serve files.
+pub fn route(method: &str, path: &str, serves_files: bool) -> Route {
+    match (method, path.strip_prefix("/bytes/")) {
+        ("GET", Some(n)) => match parse_size(n) {
+            Ok(n) => Route::Bytes(n),
+            Err(msg) => Route::BadRequest(msg),
+        },
+        ("POST", _) if path == "/upload" => Route::Upload,
+        ("GET", None) if serves_files => Route::File,
+        _ => Route::NotFound,
+    }
+}
+
+/// How many bytes a GET of `path` must bring back when it succeeds: N for `/bytes/N`, nothing
+/// known for any other path (clients check downloads against this).
+pub fn expected_bytes(path: &str) -> Option<u64> {
+    match route("GET", path, false) {
+        Route::Bytes(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// The N of `/bytes/N`: decimal digits only, at most [`MAX_BYTES`].
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let too_big = || format!("/bytes/N: N is at most {MAX_BYTES}\n");
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "/bytes/N: N must be a number of bytes in decimal digits, got {s:?}\n"
+        ));
+    }
+    match s.parse::<u64>() {
+        Ok(n) if n <= MAX_BYTES => Ok(n),
+        _ => Err(too_big()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_is_i_mod_251_from_any_offset() {
+        assert_eq!(pattern_byte(0), 0);
+        assert_eq!(pattern_byte(250), 250);
+        assert_eq!(pattern_byte(251), 0);
+        assert_eq!(pattern_byte(9_999_999_999), (9_999_999_999u64 % 251) as u8);
+        for offset in [0, 1, 250, 251, 1_000_003] {
+            let mut buf = vec![0xAA; 1000];
+            fill_pattern(offset, &mut buf);
+            for (i, &b) in buf.iter().enumerate() {
+                assert_eq!(b, pattern_byte(offset + i as u64), "offset {offset} + {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_are_plain_decimal_up_to_10_gb() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("5000000"), Ok(5_000_000));
+        assert_eq!(parse_size("1000000000000"), Ok(MAX_BYTES));
+        assert!(parse_size("1000000000001").unwrap_err().contains("at most"));
+        assert!(
+            parse_size("99999999999999999999999")
+                .unwrap_err()
+                .contains("at most")
+        );
+        for bad in ["", "1k", "-1", "+1", "1.5", " 1"] {
+            assert!(
+                parse_size(bad).unwrap_err().contains("decimal digits"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_request_has_one_route() {
+        assert_eq!(route("GET", "/bytes/1000", false), Route::Bytes(1000));
+        assert_eq!(route("GET", "/bytes/0", false), Route::Bytes(0));
+        assert!(
+            matches!(route("GET", "/bytes/1e3", false), Route::BadRequest(m) if m.contains("decimal"))
+        );
+        assert!(matches!(
+            route("GET", &format!("/bytes/{}", MAX_BYTES + 1), false),
+            Route::BadRequest(m) if m.contains("at most")
+        ));
+        assert_eq!(route("POST", "/upload", false), Route::Upload);
+        // an upload is a POST, a download a GET
+        assert_eq!(route("GET", "/upload", false), Route::NotFound);
+        assert_eq!(route("POST", "/bytes/10", true), Route::NotFound);
+        assert_eq!(route("GET", "/index.html", true), Route::File);
+        assert_eq!(route("GET", "/index.html", false), Route::NotFound);
+        assert_eq!(expected_bytes("/bytes/77"), Some(77));
+        assert_eq!(expected_bytes("/bytes/x"), None);
+        assert_eq!(expected_bytes("/upload"), None);
+    }
+}
