@@ -23,7 +23,6 @@
 //!
 //! [`routes::fill_pattern`]: crate::routes::fill_pattern
 
-use std::error::Error as StdError;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -45,6 +44,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+use crate::errors::error_chain;
 use crate::routes::{PATTERN_PERIOD, fill_pattern};
 use crate::server::PatternBody;
 use crate::tcpinfo::{
@@ -52,6 +52,7 @@ use crate::tcpinfo::{
     impossible_min_rtt, set_tcp_option,
 };
 use crate::tls::{ALPN_H2, ALPN_HTTP11, KxGroup};
+use crate::url::{Url, UrlError};
 use quiclab_model::record::{Handshake, HttpVersion, RequestRecord, now_us};
 
 /// Errors from setting up a client or from one request.
@@ -75,6 +76,8 @@ pub enum ClientError {
     Config(#[source] rustls::Error),
     #[error("URL {url:?}: {reason}")]
     BadUrl { url: String, reason: String },
+    #[error(transparent)]
+    Url(#[from] UrlError),
     #[error("resolving {authority}")]
     Resolve {
         authority: String,
@@ -227,18 +230,6 @@ fn group_name(g: NamedGroup) -> String {
     }
 }
 
-/// An error with all its causes, for a record.
-pub(crate) fn error_chain(e: &dyn StdError) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    s
-}
-
 /// A request's body: none (GET), or an upload of the pattern (POST).
 pub(crate) type ReqBody = Either<Empty<Bytes>, PatternBody>;
 
@@ -290,46 +281,14 @@ pub(crate) struct Target {
 
 impl Target {
     pub(crate) fn parse(url: &str) -> Result<Target, ClientError> {
-        let bad = |reason: &str| ClientError::BadUrl {
-            url: url.to_string(),
-            reason: reason.to_string(),
-        };
-        let uri: Uri = url
-            .parse()
-            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
-        let tls = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => {
-                return Err(bad(
-                    "allowed: https:// URLs, or http:// for HTTP/1.1 without TLS",
-                ));
-            }
-        };
-        let host = uri.host().ok_or_else(|| bad("no host"))?;
-        // An IPv6 literal comes with its brackets, which neither name resolution nor the TLS
-        // server name take.
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let authority = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        let path = uri
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_else(|| "/".to_string());
+        let u = Url::parse(url)?;
         Ok(Target {
-            host,
-            port,
-            tls,
-            authority,
-            path,
-            uri,
+            host: u.host,
+            port: u.port,
+            tls: u.tls,
+            authority: u.authority,
+            path: u.path,
+            uri: u.uri,
         })
     }
 

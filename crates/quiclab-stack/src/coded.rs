@@ -31,13 +31,12 @@
 //!   (within the driver's longest wait, 20 ms).
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use http::Uri;
 pub use quiclab_coded::Config;
 use quiclab_coded::udp::{Clock, run_connection, run_endpoint};
 use quiclab_coded::{ConnectionError, Endpoint, Event};
@@ -45,11 +44,13 @@ use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use crate::errors::error_chain;
 use crate::files::Lookup;
 use crate::routes::{PATTERN_PERIOD, Route, fill_pattern};
 use crate::server::ServeStats;
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
+use crate::url::Url;
 use quiclab_model::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
@@ -406,32 +407,12 @@ struct Target {
 }
 
 fn target(url: &str) -> Result<Target, String> {
-    let uri: Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
-    if uri.scheme_str() != Some("https") {
-        return Err(format!(
-            "the coded transport needs an https URL (it is TLS 1.3), got {url:?}"
-        ));
-    }
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("no host in URL {url:?}"))?;
-    let name = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(443);
-    let addr = (name.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {name}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{name} has no address"))?;
-    let path = uri
-        .path_and_query()
-        .map_or("/".to_string(), |p| p.as_str().to_string());
+    let u = Url::parse_tls(url, "the coded transport").map_err(|e| error_chain(&e))?;
+    let addr = u.resolve().map_err(|e| error_chain(&e))?;
     Ok(Target {
-        server_name: name,
+        server_name: u.host,
         addr,
-        path,
+        path: u.path,
     })
 }
 

@@ -6,6 +6,7 @@
 //! - [`coded`]: the network-coded transport (`quiclab-coded`) with the same routes and
 //!   records: a server and a client.
 //! - [`routes`]: what every server answers to which request, and the `/bytes` pattern.
+//! - [`url`]: the request URL every client parses.
 //! - [`files`]: static files under a root directory, served without escaping it.
 //! - [`tcpinfo`]: TCP_INFO of a socket, once or sampled as a timeline.
 //! - [`qlog`]: one qlog file per QUIC connection.
@@ -22,6 +23,7 @@
 
 pub mod client;
 pub mod coded;
+pub mod errors;
 pub mod files;
 pub mod h3prio;
 pub mod har;
@@ -36,3 +38,4 @@ pub mod tcpinfo;
 pub mod telemetry;
 pub mod timeline;
 pub mod tls;
+pub mod url;

@@ -203,7 +203,7 @@ async fn run_h3(
     send_priorities: bool,
     record: &mut PageRecord,
 ) -> Result<(), String> {
-    let tls = quic::client_tls(opts).map_err(|e| crate::client::error_chain(&e))?;
+    let tls = quic::client_tls(opts).map_err(|e| crate::errors::error_chain(&e))?;
     let t = quic::target(base)?;
     let mut endpoints = Vec::new();
     let endpoint = quic::endpoint_for(&mut endpoints, t.addr, &opts.quic)?;
@@ -315,8 +315,8 @@ async fn run_tcp(
     record: &mut PageRecord,
     carried: &mut [u32],
 ) -> Result<(), String> {
-    let client = Arc::new(Client::new(opts.clone()).map_err(|e| crate::client::error_chain(&e))?);
-    let target = crate::client::Target::parse(base).map_err(|e| crate::client::error_chain(&e))?;
+    let client = Arc::new(Client::new(opts.clone()).map_err(|e| crate::errors::error_chain(&e))?);
+    let target = crate::client::Target::parse(base).map_err(|e| crate::errors::error_chain(&e))?;
     let h2 = opts.http == HttpVersion::Http2;
     // HTTP/2: one connection, opened before the document's request; HTTP/1.1: opened on demand
     let mut shared: Option<Connection> = None;
@@ -326,7 +326,7 @@ async fn run_tcp(
         let c = client
             .connect(&target, 0)
             .await
-            .map_err(|e| crate::client::error_chain(&e))?;
+            .map_err(|e| crate::errors::error_chain(&e))?;
         opened = 1;
         record.handshake = c.handshake.clone();
         record.handshake_ms = Some(now_us().saturating_sub(record.start_us) as f64 / 1000.0);
@@ -388,8 +388,8 @@ async fn run_tcp(
                             .inspect(|_| {
                                 let _ = tx.send(Event::Connected(now_us()));
                             })
-                            .map_err(|e| crate::client::error_chain(&e)),
-                        Err(e) => Err(crate::client::error_chain(&e)),
+                            .map_err(|e| crate::errors::error_chain(&e)),
+                        Err(e) => Err(crate::errors::error_chain(&e)),
                     },
                 };
                 let (result, conn) = match conn {

@@ -23,7 +23,7 @@
 //!   experimental in records: it is BBRv1 and quinn's pacer does not apply its pacing rate.
 
 use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -42,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::task::JoinSet;
 
+use crate::errors::error_chain;
 use crate::files::Lookup;
 use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
@@ -50,6 +51,7 @@ use crate::server::ServeStats;
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
+use crate::url::Url;
 use quiclab_model::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
@@ -1100,27 +1102,12 @@ pub(crate) struct Target {
 }
 
 pub(crate) fn target(url: &str) -> Result<Target, String> {
-    let uri: Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
-    if uri.scheme_str() != Some("https") {
-        return Err(format!("HTTP/3 needs an https URL, got {url:?}"));
-    }
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("no host in URL {url:?}"))?;
-    let name = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(443);
-    let addr = (name.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {name}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{name} has no address"))?;
+    let u = Url::parse_tls(url, "HTTP/3").map_err(|e| error_chain(&e))?;
+    let addr = u.resolve().map_err(|e| error_chain(&e))?;
     Ok(Target {
-        server_name: name,
+        server_name: u.host,
         addr,
-        uri,
+        uri: u.uri,
     })
 }
 
@@ -1161,10 +1148,10 @@ pub(crate) async fn connect(
     let inst = opts
         .quic
         .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)
-        .map_err(|e| crate::client::error_chain(&e))?;
+        .map_err(|e| crate::errors::error_chain(&e))?;
     let kx = Arc::new(KxLog::default());
     let mut config =
-        client_config(opts, tls, &kx, ALPN_H3).map_err(|e| crate::client::error_chain(&e))?;
+        client_config(opts, tls, &kx, ALPN_H3).map_err(|e| crate::errors::error_chain(&e))?;
     config.transport_config(inst.transport.clone());
     let connecting = endpoint
         .connect_with(config, t.addr, &t.server_name)

@@ -37,10 +37,12 @@ use tokio_rustls::client::TlsStream;
 use super::{
     ALPN_TELEMETRY, ClientRecord, InvalidSetting, Mode, Schedule, SenderSummary, SentFlush,
 };
-use crate::client::{ClientError, error_chain, tcp_connect, tls_client_config};
+use crate::client::{ClientError, tcp_connect, tls_client_config};
+use crate::errors::error_chain;
 use crate::quic::{self, Instrumented, QuicClientOptions, QuicError, QuicOptions};
 use crate::tcpinfo::{CongestionError, TcpInfo, apply_congestion, impossible_min_rtt};
 use crate::tls::{KxGroup, KxLog};
+use crate::url::Url;
 use quiclab_model::record::{TransportStats, now_us};
 
 /// Time from the end of the handshake to the schedule's epoch.
@@ -88,8 +90,8 @@ pub struct SenderOptions {
 pub enum SenderError {
     #[error(transparent)]
     Setting(#[from] InvalidSetting),
-    #[error("URL {url:?}: {reason}")]
-    BadUrl { url: String, reason: String },
+    #[error(transparent)]
+    Url(#[from] crate::url::UrlError),
     #[error("TLS configuration")]
     Tls(#[source] ClientError),
     #[error(transparent)]
@@ -128,29 +130,10 @@ struct Target {
 }
 
 async fn target(url: &str) -> Result<Target, SenderError> {
-    let bad = |reason: String| SenderError::BadUrl {
-        url: url.to_string(),
-        reason,
-    };
-    let uri: http::Uri = url.parse().map_err(|e| bad(format!("{e}")))?;
-    if uri.scheme_str() != Some("https") {
-        return Err(bad("allowed: https://HOST or https://HOST:PORT".into()));
-    }
-    let host = uri
-        .host()
-        .ok_or_else(|| bad("no host".into()))?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(443);
-    let addr = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| bad(format!("resolving {host}: {e}")))?
-        .next()
-        .ok_or_else(|| bad(format!("{host} has no address")))?;
+    let u = Url::parse_tls(url, "telemetry")?;
     Ok(Target {
-        server_name: host,
-        addr,
+        addr: u.resolve()?,
+        server_name: u.host,
     })
 }
 
