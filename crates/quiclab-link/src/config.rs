@@ -422,6 +422,15 @@ impl LinkConfig {
     pub fn min_rtt(&self) -> Duration {
         self.up.delay + self.down.delay
     }
+
+    /// The bottleneck rate: the slower direction's, bit/s; `None` when neither has a rate.
+    pub fn bottleneck_bps(&self) -> Option<u64> {
+        [self.up.rate, self.down.rate]
+            .into_iter()
+            .flatten()
+            .map(|r| r.bps())
+            .min()
+    }
 }
 
 #[cfg(test)]

@@ -126,11 +126,7 @@ impl Condition {
 
     /// The bottleneck rate (the smaller direction's), if any.
     pub fn rate_bps(&self) -> Option<u64> {
-        [self.link.up.rate, self.link.down.rate]
-            .into_iter()
-            .flatten()
-            .map(|r| r.bps())
-            .min()
+        self.link.bottleneck_bps()
     }
 }
 

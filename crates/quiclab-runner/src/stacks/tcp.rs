@@ -13,6 +13,15 @@ use super::{
 
 pub struct Tcp;
 
+/// With `tfo = true`, Fast Open is switched on in the server's namespace (the trial's own, for
+/// its clients and servers) before the server starts.
+pub(crate) fn with_fast_open(arm: &ArmStack, mut launch: Launch) -> Launch {
+    if arm.knob("tfo") == Some("true") {
+        launch.before = Some(format!("echo 3 > {FASTOPEN_SYSCTL}"));
+    }
+    launch
+}
+
 fn check_tcp_cc(v: &str) -> Result<String, String> {
     let names = tcpinfo::available_congestion_controllers()
         .map_err(|e| format!("cannot read {}: {e}", tcpinfo::AVAILABLE_CONGESTION))?;
@@ -142,12 +151,7 @@ impl Stack for Tcp {
         own.push("--no-quic".into());
         own.extend(path_min_rtt_args(t));
         own.extend(self.server_args(arm));
-        let mut launch = quiclab_server(t, out, own);
-        if arm.knob("tfo") == Some("true") {
-            // the namespace is the trial's own: Fast Open for its clients and servers
-            launch.before = Some(format!("echo 3 > {FASTOPEN_SYSCTL}"));
-        }
-        launch
+        with_fast_open(arm, quiclab_server(t, out, own))
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {

@@ -3,10 +3,9 @@
 //! costs (a round trip, records, CPU) can be told apart from what TCP does.
 
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::tcpinfo::FASTOPEN_SYSCTL;
 use quiclab_stack::telemetry::Mode;
 
-use super::tcp::{TCP_CC, TFO};
+use super::tcp::{TCP_CC, TFO, with_fast_open};
 use super::{
     ArmStack, Capability, ClientRequest, Endpoint, Knob, Launch, ServerOutput, Stack,
     path_min_rtt_args, quiclab_client, quiclab_server_on, with_cc,
@@ -67,11 +66,7 @@ impl Stack for TcpPlain {
         own.extend(path_min_rtt_args(t));
         own.extend(self.server_args(arm));
         // http:// URLs name no port: 80
-        let mut launch = quiclab_server_on("[::]:80", t, out, own);
-        if arm.knob("tfo") == Some("true") {
-            launch.before = Some(format!("echo 3 > {FASTOPEN_SYSCTL}"));
-        }
-        launch
+        with_fast_open(arm, quiclab_server_on("[::]:80", t, out, own))
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {

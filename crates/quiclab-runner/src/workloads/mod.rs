@@ -84,11 +84,7 @@ pub struct TrialCtx<'a> {
 impl TrialCtx<'_> {
     /// The path's bottleneck rate (the slower direction's), bit/s.
     pub fn rate_bps(&self) -> Option<u64> {
-        [self.link.up.rate, self.link.down.rate]
-            .into_iter()
-            .flatten()
-            .map(|r| r.bps())
-            .min()
+        self.link.bottleneck_bps()
     }
 
     /// The URL of `path` (e.g. "/bytes/1000", or "" for the origin) on the trial's server.
