@@ -9,10 +9,10 @@
 //! - [`Server::run_until`] accepts connections until the shutdown future completes, then closes
 //!   the listener and every open connection and returns. Each connection does a TLS handshake and
 //!   is served as HTTP/2 if ALPN chose `h2`, otherwise as HTTP/1.1.
-//! - Routes: `GET /bytes/N` answers with exactly N bytes (a decimal number, at most
-//!   [`MAX_BYTES`]) of the pattern [`pattern_byte`], streamed in chunks without holding N bytes;
-//!   `POST /upload` reads the whole body and answers with its length in bytes; anything else is
-//!   404. Every response carries `Alt-Svc: h3=":PORT"` with the listening port, where an HTTP/3
+//! - Routes as [`crate::routes`] decides them: `GET /bytes/N` answers with exactly N bytes of
+//!   the pattern, streamed in chunks without holding N bytes; `POST /upload` reads the whole
+//!   body and answers with its length in bytes; anything else is 404. Without TLS
+//!   ([`ServerOptions::tls`] `None`) it serves HTTP/1.1 over plain TCP. Every response carries `Alt-Svc: h3=":PORT"` with the listening port, where an HTTP/3
 //!   server can be found.
 //! - With a telemetry log, connections that negotiate ALPN `quiclab-telemetry` carry units
 //!   instead of HTTP (see [`crate::telemetry`]).

@@ -3,8 +3,9 @@
 //!
 //! A stack is one module here behind the [`Stack`] trait and one line in [`STACKS`]. Nothing
 //! outside a stack's own module asks which stack it is: the plan parser checks an arm's keys
-//! against the stack's [`Stack::knobs`] and [`Stack::workloads`], the trial asks the stack for
-//! its [`Launch`]es, and the report reads the labels and caveats the stack gave the arm.
+//! against the stack's [`Stack::knobs`] and its workload against [`Stack::capabilities`], the
+//! trial asks the stack for its [`Launch`]es, and the report reads the labels and caveats the
+//! stack gave the arm.
 //!
 //! Plans name a stack by its HTTP version (`http = "3"` is the default HTTP/3 stack, see
 //! [`for_http`]) or explicitly (`stack = "quinn"`); an arm may pair a `server-stack` with a
