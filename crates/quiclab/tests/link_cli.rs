@@ -5,7 +5,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::tmpdir;
 
 fn quiclab() -> Command {
     common::assert_root();
@@ -65,7 +64,7 @@ fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn exit_code_and_environment_come_through_and_nothing_is_left() {
-    let d = tmpdir("env");
+    let d = common::TempDir::new("env");
     let spid = d.join("server.pid");
     let out = quiclab()
         .args(["link", "--delay", "1ms", "--wait", "0s", "--server"])
@@ -128,7 +127,7 @@ fn bad_values_are_reported_with_the_flag_and_what_is_allowed() {
 #[test]
 fn signals_stop_the_run_cleanly() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        let d = tmpdir(&format!("sig{sig}"));
+        let d = common::TempDir::new(&format!("sig{sig}"));
         let cpid = d.join("client.pid");
         let mut child = quiclab()
             .args(["link", "--wait", "0s", "--client"])
@@ -152,7 +151,7 @@ fn signals_stop_the_run_cleanly() {
 /// live runs alone.
 #[test]
 fn clean_removes_what_a_killed_run_left_and_spares_live_runs() {
-    let d = tmpdir("kill");
+    let d = common::TempDir::new("kill");
     let (spid, cpid, lpid) = (
         d.join("server.pid"),
         d.join("client.pid"),
