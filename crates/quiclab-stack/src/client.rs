@@ -31,7 +31,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Either, Empty};
 use hyper::body::Incoming;
-use hyper::{Request, Response, Uri};
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::client::Resumption;
 use rustls::crypto::{CryptoProvider, ring as ring_provider};
@@ -268,36 +268,6 @@ impl Connection {
     }
 }
 
-/// The parts of a request URL the client needs.
-pub(crate) struct Target {
-    host: String,
-    port: u16,
-    /// `https://` (TLS) or `http://` (plain TCP, HTTP/1.1 only).
-    pub(crate) tls: bool,
-    pub(crate) authority: String,
-    pub(crate) path: String,
-    pub(crate) uri: Uri,
-}
-
-impl Target {
-    pub(crate) fn parse(url: &str) -> Result<Target, ClientError> {
-        let u = Url::parse(url)?;
-        Ok(Target {
-            host: u.host,
-            port: u.port,
-            tls: u.tls,
-            authority: u.authority,
-            path: u.path,
-            uri: u.uri,
-        })
-    }
-
-    /// N for a `/bytes/N` path.
-    fn pattern_len(&self) -> Option<u64> {
-        crate::routes::expected_bytes(self.uri.path())
-    }
-}
-
 /// An HTTP/1.1 or HTTP/2 client for one run.
 pub struct Client {
     opts: ClientOptions,
@@ -375,7 +345,7 @@ impl Client {
         url: &str,
         record: &mut RequestRecord,
     ) -> Result<(), ClientError> {
-        let target = Target::parse(url)?;
+        let target = Url::parse(url)?;
         let reusable = self.opts.connection == ConnectionMode::Reuse
             && self.conn.as_ref().is_some_and(|c| {
                 c.authority == target.authority && c.tls == target.tls && c.is_open()
@@ -436,7 +406,9 @@ impl Client {
         let response = response.map_err(ClientError::Request)?;
         record.status = response.status().as_u16();
         let ok = response.status() == hyper::StatusCode::OK;
-        let expected = ok.then(|| target.pattern_len()).flatten();
+        let expected = ok
+            .then(|| crate::routes::expected_bytes(target.uri.path()))
+            .flatten();
         let upload = self.opts.upload.filter(|_| ok);
         let body = self
             .read_body(response, record, expected, upload.is_some())
@@ -542,7 +514,7 @@ impl Client {
     /// Opens a TCP connection, does the TLS and HTTP handshakes.
     pub(crate) async fn connect(
         &self,
-        target: &Target,
+        target: &Url,
         index: u32,
     ) -> Result<Connection, ClientError> {
         let addr = tokio::net::lookup_host((target.host.as_str(), target.port))

@@ -316,7 +316,7 @@ async fn run_tcp(
     carried: &mut [u32],
 ) -> Result<(), String> {
     let client = Arc::new(Client::new(opts.clone()).map_err(|e| crate::errors::error_chain(&e))?);
-    let target = crate::client::Target::parse(base).map_err(|e| crate::errors::error_chain(&e))?;
+    let target = crate::url::Url::parse(base).map_err(|e| crate::errors::error_chain(&e))?;
     let h2 = opts.http == HttpVersion::Http2;
     // HTTP/2: one connection, opened before the document's request; HTTP/1.1: opened on demand
     let mut shared: Option<Connection> = None;
@@ -381,7 +381,7 @@ async fn run_tcp(
             tasks.spawn(async move {
                 let conn = match reuse {
                     Some(c) => Ok(c),
-                    None => match crate::client::Target::parse(&base) {
+                    None => match crate::url::Url::parse(&base) {
                         Ok(t) => client
                             .connect(&t, index)
                             .await

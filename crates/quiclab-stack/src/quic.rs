@@ -46,12 +46,14 @@ use crate::errors::error_chain;
 use crate::files::Lookup;
 use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
-use crate::routes::{CHUNK, PATTERN_PERIOD, Route, fill_pattern, pattern_byte, route};
+use crate::routes::{CHUNK, Route, pattern_byte, pattern_chunk, route};
+use crate::server::PatternBody;
 use crate::server::ServeStats;
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use crate::url::Url;
+use http_body_util::BodyExt;
 use quiclab_model::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
@@ -581,8 +583,6 @@ impl QuicServer {
         )
         .map_err(socket_err)?;
         let local_addr = endpoint.local_addr().map_err(socket_err)?;
-        let mut pattern = vec![0; CHUNK];
-        fill_pattern(0, &mut pattern);
         // Digits, a colon and quotes only: always a valid header value.
         let alt_svc = http::HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
             .expect("a port number is a valid header value");
@@ -590,7 +590,7 @@ impl QuicServer {
             endpoint,
             local_addr,
             routes: Arc::new(Routes {
-                pattern: pattern.into(),
+                pattern: pattern_chunk(),
                 alt_svc,
                 root: opts.root,
                 telemetry: opts.telemetry,
@@ -1307,21 +1307,22 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
     Ok(())
 }
 
-/// Sends `n` bytes of the pattern on a request stream, as slices of one shared chunk.
+/// Sends `n` bytes of the pattern on a request stream: the frames of the body an HTTP/1.1 or
+/// HTTP/2 client uploads ([`PatternBody`]), as slices of one shared chunk.
 async fn send_pattern(stream: &mut H3ClientStream, n: u64) -> Result<(), String> {
-    let mut chunk = vec![0; CHUNK];
-    fill_pattern(0, &mut chunk);
-    let chunk = Bytes::from(chunk);
-    let largest = (CHUNK - PATTERN_PERIOD as usize) as u64;
+    let mut body = PatternBody::of_len(n);
     let mut sent = 0;
-    while sent < n {
-        let len = (n - sent).min(largest) as usize;
-        let phase = (sent % PATTERN_PERIOD) as usize;
+    while let Some(frame) = body.frame().await {
+        // a pattern body yields data frames and never an error
+        let Some(data) = frame.ok().and_then(|f| f.into_data().ok()) else {
+            break;
+        };
+        let len = data.len() as u64;
         stream
-            .send_data(chunk.slice(phase..phase + len))
+            .send_data(data)
             .await
             .map_err(|e| format!("sending the body after {sent} bytes: {e}"))?;
-        sent += len as u64;
+        sent += len;
     }
     Ok(())
 }

@@ -38,6 +38,14 @@ pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
 /// chunk starts at phase 0 and is a slice of one shared buffer) just under 64 KiB.
 pub const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PERIOD as usize;
 
+/// [`CHUNK`] bytes of the pattern from phase 0: the one buffer a `/bytes` body or an upload is
+/// sliced from.
+pub fn pattern_chunk() -> bytes::Bytes {
+    let mut chunk = vec![0; CHUNK];
+    fill_pattern(0, &mut chunk);
+    chunk.into()
+}
+
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {

@@ -41,7 +41,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
 pub use crate::routes::MAX_BYTES;
-use crate::routes::{CHUNK, PATTERN_PERIOD, Route, fill_pattern, route};
+use crate::routes::{CHUNK, PATTERN_PERIOD, Route, pattern_chunk, route};
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, Sampler, apply_congestion, fast_open_enabled, set_tcp_option,
 };
@@ -205,8 +205,6 @@ impl Server {
         let listener = TcpListener::from_std(socket.into()).map_err(socket_err)?;
         let local_addr = listener.local_addr().map_err(socket_err)?;
 
-        let mut pattern = vec![0; CHUNK];
-        fill_pattern(0, &mut pattern);
         // Digits, a colon and quotes only: always a valid header value.
         let alt_svc = HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
             .expect("a port number is a valid header value");
@@ -225,7 +223,7 @@ impl Server {
             acceptor: tls.map(TlsAcceptor::from),
             state: Arc::new(State {
                 alt_svc,
-                pattern: pattern.into(),
+                pattern: pattern_chunk(),
                 first_write: opts.first_write,
                 timeline: opts.timeline,
                 path_min_rtt_us: opts.path_min_rtt_us,
@@ -468,9 +466,7 @@ const LARGEST_WRITE: usize = CHUNK - PATTERN_PERIOD as usize;
 impl PatternBody {
     /// `len` pattern bytes from offset 0, each write as large as possible.
     pub(crate) fn of_len(len: u64) -> Self {
-        let mut chunk = vec![0; CHUNK];
-        fill_pattern(0, &mut chunk);
-        PatternBody::new(len, chunk.into(), None)
+        PatternBody::new(len, pattern_chunk(), None)
     }
 
     fn new(len: u64, chunk: Bytes, first_write: Option<usize>) -> Self {
@@ -520,9 +516,7 @@ mod tests {
 
     #[test]
     fn pattern_body_streams_exactly_n_bytes_in_phase() {
-        let mut chunk = vec![0; CHUNK];
-        fill_pattern(0, &mut chunk);
-        let chunk = Bytes::from(chunk);
+        let chunk = pattern_chunk();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

@@ -375,13 +375,16 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         }
         let bin = std::env::current_exe().context("finding the quiclab binary")?;
         for (i, arm) in plan.arms.iter().enumerate() {
-            let stacks = if arm.server_stack.name() == arm.client_stack.name() {
-                format!("stack {}", arm.server_stack.name())
+            let (server, client) = (arm.server_stack, arm.client_stack);
+            let stacks = if server.name() == client.name() {
+                format!("stack {}: {}", server.name(), server.implementation())
             } else {
                 format!(
-                    "stacks {} serving, {} fetching",
-                    arm.server_stack.name(),
-                    arm.client_stack.name()
+                    "stacks {} serving ({}), {} fetching ({})",
+                    server.name(),
+                    server.implementation(),
+                    client.name(),
+                    client.implementation()
                 )
             };
             eprintln!("  arm {:?}: {} ({stacks})", arm.name, arm.label);

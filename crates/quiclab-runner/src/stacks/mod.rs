@@ -68,7 +68,7 @@ pub trait Stack: Sync {
     fn transport(&self) -> Transport;
     /// The HTTP versions it speaks (for the coded transport, its own request framing).
     fn http(&self) -> &'static [HttpVersion];
-    /// What it is made of, with versions, for the report and `--help`.
+    /// What it is made of, with versions (a dry run names it beside each arm).
     fn implementation(&self) -> &'static str;
     /// The knobs an arm of this stack may set, in the order a trial's configuration lists them.
     fn knobs(&self) -> &'static [&'static Knob];

@@ -29,6 +29,17 @@ pub(crate) fn trial_metrics(
     requests_out: &mut serde_json::Value,
     check: fn(&RequestRecord, u64) -> Result<(), String>,
 ) -> Result<Metrics, String> {
+    let records = checked_records(t, ran, requests_out, check)?;
+    Ok(records_metrics(t, ran, &records))
+}
+
+/// The client's records (at least one), checked as [`trial_metrics`] says.
+pub(crate) fn checked_records(
+    t: &TrialCtx,
+    ran: &Ran,
+    requests_out: &mut serde_json::Value,
+    check: fn(&RequestRecord, u64) -> Result<(), String>,
+) -> Result<Vec<RequestRecord>, String> {
     let records = read_records(ran.client_out);
     *requests_out = serde_json::Value::Array(
         records
@@ -66,12 +77,17 @@ pub(crate) fn trial_metrics(
     }
     exited_ok(status, ran)?;
     host_kept_up(ran.reports)?;
-    Ok(metrics(
-        &records,
+    Ok(records)
+}
+
+/// A trial's metrics from its checked records (at least one) and the sender's timeline.
+pub(crate) fn records_metrics(t: &TrialCtx, ran: &Ran, records: &[RequestRecord]) -> Metrics {
+    metrics(
+        records,
         &read_timeline(ran.server_output, records[0].start_us),
         ran.reports,
         t.min_rtt_ms(),
-    ))
+    )
 }
 
 /// A trial's metrics from the client's records (at least one, in order), the sender's

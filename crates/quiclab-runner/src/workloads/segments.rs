@@ -152,10 +152,10 @@ impl WorkloadKind for Segments {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        let mut m = requests::trial_metrics(t, ran, requests_out, requests::downloaded)?;
+        let records = requests::checked_records(t, ran, requests_out, requests::downloaded)?;
+        let mut m = requests::records_metrics(t, ran, &records);
         if m.detail.is_empty() {
             // a sequence of one segment is still a sequence: the report reads segments from here
-            let records = crate::outputs::read_records(ran.client_out);
             m.detail = requests::detail(&records);
         }
         Ok(m)
