@@ -23,7 +23,7 @@ use quiclab_stack::telemetry::{
 };
 
 mod common;
-use common::{assert_root, json_lines, link, tmpdir};
+use common::{TempDir, assert_root, json_lines, link};
 
 const ONE_WAY_US: u64 = 25_000;
 const RTT_MS: f64 = 2.0 * ONE_WAY_US as f64 / 1000.0;
@@ -97,7 +97,8 @@ fn ms(us: u64) -> f64 {
 fn without_loss_p50_and_p98_lie_within_1_ms_of_delay_plus_wait_in_the_flush() {
     assert_root();
     let _alone = alone();
-    let dir = tmpdir("telemetry-model");
+    // removed when the test ends, passed or failed
+    let dir = TempDir::new("telemetry-model");
     for mode in Mode::ALL {
         let r = run(
             &dir,
@@ -128,7 +129,6 @@ fn without_loss_p50_and_p98_lie_within_1_ms_of_delay_plus_wait_in_the_flush() {
         // no unit arrives before the path allows
         assert!(lat[0] >= ms(ONE_WAY_US), "{mode}: {} ms", lat[0]);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Flushes with a unit more than half a round trip late (a repair takes at least a round
@@ -153,7 +153,7 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
  {
     assert_root();
     let _alone = alone();
-    let dir = tmpdir("telemetry-loss");
+    let dir = TempDir::new("telemetry-loss");
     // Two packets from the client, 1.5 s and 4 s into a 6 s run (a packet per flush, once the
     // handshake is over). Without MTU probes, every packet then carries a flush.
     let link_args = [
@@ -234,7 +234,6 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Flushes late for no loss (a busy host can hold a process for tens of milliseconds) are
