@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, link, tmpdir};
+use common::{QUICLAB, assert_root, link};
 
 /// The secrets of a key log (NSS format) with the given label, as (client random, secret).
 fn secrets(path: &Path, label: &str) -> BTreeSet<String> {
@@ -60,7 +60,7 @@ fn tshark(pcap: &Path, keys: Option<&Path>, filter: &str, field: &str) -> Vec<St
 #[test]
 fn key_logs_qlogs_and_a_capture_that_tshark_decrypts() {
     assert_root();
-    let d = tmpdir("artifacts");
+    let d = common::TempDir::new("artifacts");
     let p = |name: &str| d.join(name);
     let server = format!(
         "SSLKEYLOGFILE={} exec {QUICLAB} serve --listen '[::]:443' --write-cert {} \

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, json_lines, quiclab, tmpdir};
+use common::{QUICLAB, assert_root, json_lines, quiclab};
 
 /// `quiclab link` with `args` and a client that must succeed: its standard output and the
 /// link's report lines (standard error).
@@ -51,7 +51,7 @@ fn us(r: &Value, field: &str) -> u64 {
 fn gets_are_byte_exact_through_2_and_5_percent_loss() {
     assert_root();
     for (loss, seed) in [("2%", "11"), ("5%", "12")] {
-        let d = tmpdir(&format!("coded-loss-{}", loss.trim_end_matches('%')));
+        let d = common::TempDir::new(&format!("coded-loss-{}", loss.trim_end_matches('%')));
         let timeline = d.join("timeline.jsonl");
         let server = format!(
             "exec {QUICLAB} serve --listen '[::]:443' --no-quic --coded-listen '[::]:443' \
@@ -141,7 +141,7 @@ fn delivered(pcap: &Path, dst: [u8; 4], from: f64, to: f64) -> std::collections:
 #[test]
 fn a_coded_flow_and_a_cubic_flow_share_a_10_mbit_bottleneck() {
     assert_root();
-    let d = tmpdir("coded-fair");
+    let d = common::TempDir::new("coded-fair");
     let cert = d.join("cert.pem");
     let pcap = d.join("link.pcap");
     let server = format!(

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, json_lines, link, tmpdir};
+use common::{QUICLAB, assert_root, json_lines, link};
 
 const RTT_MS: f64 = 50.0;
 const REPEAT: usize = 7;
@@ -20,7 +20,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[test]
 fn h3_beats_h2_by_about_one_round_trip_on_a_new_connection() {
     assert_root();
-    let d = tmpdir("compare");
+    let d = common::TempDir::new("compare");
     let cert = d.join("cert.pem");
     let server = format!(
         "exec {QUICLAB} serve --listen '[::]:443' --write-cert {} --tcp-cc cubic --quic-cc cubic",

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, tmpdir};
+use common::{QUICLAB, assert_root};
 
 /// The timing assertions compare round trips: runs must not compete for the two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -63,7 +63,7 @@ fn handshake_ms(r: &Value) -> f64 {
 fn get_downloads_exact_bodies_over_http1_and_http2_with_the_chosen_controller() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let d = tmpdir("get");
+    let d = common::TempDir::new("get");
     let cert = d.join("cert.pem");
     let mut client = String::from("set -e\n");
     for (http, cc) in [("1.1", "reno"), ("2", "cubic")] {
@@ -117,7 +117,7 @@ fn get_downloads_exact_bodies_over_http1_and_http2_with_the_chosen_controller() 
 fn hello_retry_costs_a_round_trip_and_resumed_tcp_still_needs_two_before_data() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let d = tmpdir("get-hrr");
+    let d = common::TempDir::new("get-hrr");
     let cert = d.join("cert.pem");
     let get = format!(
         "{QUICLAB} get --json --tcp-cc cubic --cacert {} --connection new",
@@ -218,7 +218,7 @@ fn tcp_options_with_http3_and_bad_groups_fail_with_clear_messages() {
 fn small_first_records_and_frames_keep_the_first_byte_at_three_round_trips() {
     assert_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let d = tmpdir("get-records");
+    let d = common::TempDir::new("get-records");
     let cert = d.join("cert.pem");
     const RTT: f64 = 50.0;
     for (http, serve_args, round_trips) in [

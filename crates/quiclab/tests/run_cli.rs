@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{median, tmpdir};
+use common::median;
 use quiclab_store::Store;
 
 fn quiclab() -> Command {
@@ -49,7 +49,7 @@ fn no_namespaces_left_by(pid: u32) -> bool {
 
 #[test]
 fn a_plan_with_an_error_is_refused_before_any_trial_runs() {
-    let dir = tmpdir("run-bad-plan");
+    let dir = common::TempDir::new("run-bad-plan");
     let p = plan(
         &dir,
         "bad",
@@ -88,7 +88,7 @@ http = "2"
 
 #[test]
 fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
-    let dir = tmpdir("run-resume");
+    let dir = common::TempDir::new("run-resume");
     let p = plan(
         &dir,
         "resume",
@@ -202,7 +202,7 @@ fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
 
 #[test]
 fn concurrent_trials_measure_what_sequential_ones_do() {
-    let dir = tmpdir("run-jobs");
+    let dir = common::TempDir::new("run-jobs");
     let p = plan(
         &dir,
         "jobs",
@@ -291,7 +291,7 @@ fn percent(s: &str) -> f64 {
 
 #[test]
 fn a_segments_campaign_alternates_normal_and_impaired_runs_and_reports_the_drop() {
-    let dir = tmpdir("run-segments");
+    let dir = common::TempDir::new("run-segments");
     // 5 % loss rather than the study's 1 %: with 3 segments of 1 MB and one round, the drop must
     // stand out from chance. Cubic's steady state under 5 % loss at a 20 ms RTT is about
     // 1448 B x 8 / 20 ms x 1.22 / sqrt(0.05) = 3.2 Mbit/s, a sixth of the 20 Mbit/s link.

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 mod common;
-use common::{assert_root, json_lines, link_exit, quiclab, tmpdir};
+use common::{assert_root, json_lines, link_exit, quiclab};
 
 /// Checks that `file` holds exactly `len` bytes of the /bytes pattern (byte i = i mod 251).
 fn assert_pattern(file: &Path, len: usize) {
@@ -22,7 +22,7 @@ fn assert_pattern(file: &Path, len: usize) {
 #[test]
 fn curl_downloads_exact_bodies_over_http1_and_http2_through_the_link() {
     assert_root();
-    let d = tmpdir("serve");
+    let d = common::TempDir::new("serve");
     let cert = d.join("cert.pem");
     let server = format!(
         "exec {} serve --listen '[::]:443' --groups x25519,p256 --tcp-cc cubic --write-cert {}",
@@ -135,7 +135,7 @@ fn bad_groups_and_congestion_controllers_say_what_is_allowed() {
 #[test]
 fn static_files_over_every_version_stay_under_the_root_and_quic_knobs_are_reported() {
     assert_root();
-    let d = tmpdir("serve-root");
+    let d = common::TempDir::new("serve-root");
     let root = d.join("www");
     std::fs::create_dir_all(root.join("css")).unwrap();
     std::fs::write(root.join("index.html"), "<p>hello</p>\n").unwrap();

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, json_lines, link, tmpdir};
+use common::{QUICLAB, assert_root, json_lines, link};
 
 const SIZE: u64 = 1_000_000;
 /// The link: 10 Mbit/s, 25 ms each way.
@@ -91,7 +91,7 @@ fn check_timeline(samples: &[Value], transport: &str, ttlb_ms: f64) {
 #[test]
 fn final_acked_bytes_equal_the_object_and_its_overhead_for_tcp_and_quic() {
     assert_root();
-    let d = tmpdir("timeline");
+    let d = common::TempDir::new("timeline");
     let (h2, h3, tcp, quic) = run(&d, "50ms");
 
     check_timeline(&tcp, "tcp", h2["ttlb_ms"].as_f64().unwrap());
@@ -149,7 +149,7 @@ fn final_acked_bytes_equal_the_object_and_its_overhead_for_tcp_and_quic() {
 #[test]
 fn rtt_samples_below_the_path_minimum_are_counted_as_impossible() {
     assert_root();
-    let d = tmpdir("timeline-floor");
+    let d = common::TempDir::new("timeline-floor");
     // A floor of 1 s on a 50 ms path: every sample is below it. QUIC takes at least one
     // sample per round trip of the transfer; TCP reports its minimum, which counts as one.
     let (h2, h3, tcp, quic) = run(&d, "1s");

@@ -45,6 +45,12 @@ impl std::ops::Deref for TempDir {
     }
 }
 
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -102,9 +108,10 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Writes `plan` (TOML) to a fresh directory named after `name`, runs `quiclab run` on it with
-/// `args` into `DIR/out`, checks that it succeeded, and returns (DIR, DIR/out).
-pub fn run_plan(name: &str, plan: &str, args: &[&str]) -> (PathBuf, PathBuf) {
-    let dir = tmpdir(name);
+/// `args` into `DIR/out`, checks that it succeeded, and returns (DIR, DIR/out); DIR is removed
+/// when the test ends, passed or failed.
+pub fn run_plan(name: &str, plan: &str, args: &[&str]) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(name);
     let file = dir.join("plan.toml");
     std::fs::write(&file, plan).unwrap();
     let out = dir.join("out");
