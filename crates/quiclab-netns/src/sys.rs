@@ -204,6 +204,52 @@ pub fn realtime_priority(priority: i32) -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
+/// Maps every page of this process's program and libraries (its file-backed mappings) now and
+/// keeps them in memory: locked where permitted (root), else at least populated.
+///
+/// Why: a thread that touches a code page for the first time mid-measurement takes a page
+/// fault, and when the page cache has dropped that page (hosts that reclaim idle cache do so
+/// within a minute) the fault waits for the disk or for the reclaimer's locks, tens of
+/// milliseconds in which a real-time endpoint or forwarding thread does not run. Pages mapped
+/// in a process's page tables are not dropped while it lives. Returns the bytes kept.
+pub fn keep_program_resident() -> io::Result<u64> {
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let mut kept = 0;
+    for line in maps.lines() {
+        let Some((start, end)) = file_mapping(line) else {
+            continue;
+        };
+        let (addr, len) = (start as *mut libc::c_void, (end - start) as usize);
+        // SAFETY: the range is one of this process's mappings as the kernel listed it; locking
+        // or populating it changes residency only, never contents.
+        let ok = unsafe {
+            libc::mlock(addr, len) == 0 || libc::madvise(addr, len, libc::MADV_POPULATE_READ) == 0
+        };
+        if !ok {
+            return Err(io::Error::last_os_error());
+        }
+        kept += end - start;
+    }
+    Ok(kept)
+}
+
+/// The address range of a `/proc/PID/maps` line that maps a file readably (program text, read-only
+/// data, libraries); `None` for anonymous memory, special mappings and inaccessible ranges.
+fn file_mapping(line: &str) -> Option<(u64, u64)> {
+    let mut f = line.split_whitespace();
+    let (range, perms) = (f.next()?, f.next()?);
+    let (_offset, _dev, inode) = (f.next()?, f.next()?, f.next()?);
+    let path = f.next()?;
+    if inode == "0" || !path.starts_with('/') || !perms.starts_with('r') {
+        return None;
+    }
+    let (a, b) = range.split_once('-')?;
+    Some((
+        u64::from_str_radix(a, 16).ok()?,
+        u64::from_str_radix(b, 16).ok()?,
+    ))
+}
+
 /// Sleeps until absolute CLOCK_MONOTONIC time `ns`.
 pub fn sleep_until(ns: u64) {
     let ts = libc::timespec {
@@ -219,4 +265,45 @@ pub fn sleep_until(ns: u64) {
             std::ptr::null_mut(),
         )
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_readable_file_mappings_are_kept() {
+        let text = "55d0c0a00000-55d0c1000000 r-xp 00200000 fd:01 1234 /usr/bin/quiclab";
+        assert_eq!(
+            file_mapping(text),
+            Some((0x55d0_c0a0_0000, 0x55d0_c100_0000))
+        );
+        for other in [
+            // anonymous, the heap, the stack, the vDSO, a guard, a deleted file's inode 0
+            "7f00-8f00 rw-p 00000000 00:00 0 ",
+            "55d0c2000000-55d0c2100000 rw-p 00000000 00:00 0 [heap]",
+            "7ffd0000-7ffd1000 rw-p 00000000 00:00 0 [stack]",
+            "7ffd2000-7ffd3000 r-xp 00000000 00:00 0 [vdso]",
+            "7f10-7f20 ---p 00000000 fd:01 99 /usr/lib/libc.so.6",
+        ] {
+            assert_eq!(file_mapping(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_program_is_kept_resident() {
+        let kept = keep_program_resident().unwrap();
+        // at least this test program's own text, which is megabytes
+        assert!(kept > 1 << 20, "{kept} bytes");
+        if is_root() {
+            // as root every kept page is locked, and the kernel counts them
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let locked_kb: u64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmLck:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap();
+            assert!(locked_kb * 1024 >= kept, "{locked_kb} kB locked of {kept}");
+        }
+    }
 }

@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, mpsc};
 
 use serde::{Deserialize, Serialize};
 
@@ -491,37 +491,95 @@ pub fn model_latencies_ms(schedule: &Schedule, one_way_us: u64) -> Vec<f64> {
         .collect()
 }
 
-/// A JSON-lines file shared by a server's connections; each record is written whole under a
-/// lock.
+/// A JSON-lines file shared by a server's connections, written by a thread of its own.
+///
+/// The receiving threads stamp a unit when they read it and hand the record over here, so a
+/// write that blocks (a file system committing its journal can hold a writer for tens of
+/// milliseconds) never holds back the reading of the next flush. Records are written in the
+/// order they are handed over, each whole on its line.
 #[derive(Clone)]
-pub struct RecordLog(Arc<Mutex<Box<dyn Write + Send>>>);
+pub struct RecordLog {
+    tx: mpsc::Sender<LogMessage>,
+    /// The first write error; once set, later records are dropped.
+    failed: Arc<Mutex<Option<std::io::Error>>>,
+}
+
+enum LogMessage {
+    Records(Vec<ServerRecord>),
+    /// Write out everything handed over so far, then answer with the first error, if any.
+    Flush(mpsc::SyncSender<std::io::Result<()>>),
+}
 
 impl RecordLog {
-    pub fn new(w: Box<dyn Write + Send>) -> RecordLog {
-        RecordLog(Arc::new(Mutex::new(w)))
+    /// Starts the writer thread; it ends when every clone of the log is dropped.
+    pub fn new(w: Box<dyn Write + Send>) -> std::io::Result<RecordLog> {
+        let (tx, rx) = mpsc::channel();
+        let failed = Arc::new(Mutex::new(None));
+        let shared = failed.clone();
+        std::thread::Builder::new()
+            .name("quiclab-records".into())
+            .spawn(move || write_records(w, rx, &shared))?;
+        Ok(RecordLog { tx, failed })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Box<dyn Write + Send>> {
-        // A writer whose holder panicked mid-line is still usable: at worst one line is cut.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn error(&self) -> Option<std::io::Error> {
+        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        failed
+            .as_ref()
+            .map(|e| std::io::Error::new(e.kind(), e.to_string()))
     }
 
-    /// Writes records, one line each, under one lock.
-    pub fn write_all<'a>(
-        &self,
-        records: impl IntoIterator<Item = &'a ServerRecord>,
-    ) -> std::io::Result<()> {
-        let mut w = self.lock();
-        for r in records {
-            let line = serde_json::to_string(r).map_err(std::io::Error::other)?;
-            writeln!(w, "{line}")?;
+    /// Hands records over to be written, one line each, together; fails once a write has
+    /// failed.
+    pub fn write_all(&self, records: Vec<ServerRecord>) -> std::io::Result<()> {
+        if let Some(e) = self.error() {
+            return Err(e);
         }
-        Ok(())
+        self.tx
+            .send(LogMessage::Records(records))
+            .map_err(|_| std::io::Error::other("the record writer has stopped"))
     }
 
+    /// Waits until every record handed over so far is written and flushed.
     pub fn flush(&self) -> std::io::Result<()> {
-        self.lock().flush()
+        let (tx, rx) = mpsc::sync_channel(1);
+        let stopped = || std::io::Error::other("the record writer has stopped");
+        self.tx.send(LogMessage::Flush(tx)).map_err(|_| stopped())?;
+        rx.recv().map_err(|_| stopped())?
     }
+}
+
+fn write_records(
+    mut w: Box<dyn Write + Send>,
+    rx: mpsc::Receiver<LogMessage>,
+    failed: &Mutex<Option<std::io::Error>>,
+) {
+    let mut first_error: Option<std::io::Error> = None;
+    let copy = |e: &std::io::Error| std::io::Error::new(e.kind(), e.to_string());
+    for m in rx {
+        match m {
+            LogMessage::Records(records) if first_error.is_none() => {
+                let written = records.iter().try_for_each(|r| {
+                    let line = serde_json::to_string(r).map_err(std::io::Error::other)?;
+                    writeln!(w, "{line}")
+                });
+                if let Err(e) = written {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy(&e));
+                    first_error = Some(e);
+                }
+            }
+            LogMessage::Records(_) => {}
+            LogMessage::Flush(answer) => {
+                let result = match &first_error {
+                    Some(e) => Err(copy(e)),
+                    None => w.flush(),
+                };
+                let _ = answer.send(result);
+            }
+        }
+    }
+    // Every handle is gone: write out what is buffered; nobody is left to hear an error.
+    let _ = w.flush();
 }
 
 #[cfg(test)]
@@ -708,6 +766,60 @@ mod tests {
                 stream: None,
                 datagram: Some(4),
             })
+        );
+    }
+
+    fn unit(gen_us: u64) -> ServerRecord {
+        ServerRecord::Unit(ReceivedUnit {
+            connection: 0,
+            gen_us,
+            recv_us: gen_us + 1,
+            stream: None,
+            datagram: None,
+        })
+    }
+
+    /// A writer whose every write fails after `ok` bytes.
+    struct Breaks(Arc<Mutex<Vec<u8>>>, usize);
+
+    impl Write for Breaks {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let mut v = self.0.lock().unwrap();
+            if v.len() + b.len() > self.1 {
+                return Err(std::io::Error::other("disk full"));
+            }
+            v.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_record_log_writes_lines_in_hand_over_order_and_reports_its_first_error() {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let log = RecordLog::new(Box::new(Breaks(out.clone(), 10_000))).unwrap();
+        let other = log.clone();
+        log.write_all(vec![unit(1), unit(2)]).unwrap();
+        other.write_all(vec![unit(3)]).unwrap();
+        log.flush().unwrap();
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let read: Vec<ServerRecord> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(read, vec![unit(1), unit(2), unit(3)]);
+
+        // past the writer's capacity: the flush reports the write's error, and so does every
+        // later hand-over
+        let many: Vec<ServerRecord> = (0..200).map(unit).collect();
+        log.write_all(many).unwrap();
+        let e = log.flush().unwrap_err();
+        assert_eq!(e.to_string(), "disk full");
+        assert_eq!(
+            log.write_all(vec![unit(9)]).unwrap_err().to_string(),
+            "disk full"
         );
     }
 }

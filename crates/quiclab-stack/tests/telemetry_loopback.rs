@@ -45,7 +45,7 @@ fn every_mode_delivers_every_unit_within_a_few_ms_on_loopback() {
         let tls = server_config(&id, &[KxGroup::X25519]).unwrap();
         for mode in Mode::ALL {
             let log = Shared::default();
-            let records = RecordLog::new(Box::new(log.clone()));
+            let records = RecordLog::new(Box::new(log.clone())).unwrap();
             let tcp = Server::bind(ServerOptions {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 tls: Some(tls.clone()),

@@ -197,7 +197,9 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         Some(path) => {
             let file = std::fs::File::create(path)
                 .with_context(|| format!("creating the telemetry log {}", path.display()))?;
-            Some(RecordLog::new(Box::new(std::io::BufWriter::new(file))))
+            let log = RecordLog::new(Box::new(std::io::BufWriter::new(file)))
+                .context("starting the telemetry log's writer")?;
+            Some(log)
         }
         None => None,
     };

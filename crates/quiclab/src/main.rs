@@ -51,6 +51,14 @@ enum Cmd {
     Telemetry(cmd_telemetry::TelemetryCmd),
 }
 
+impl Cmd {
+    /// Whether the command times something (a trial, a link, an endpoint), so that its code
+    /// must not wait on the disk mid-run.
+    fn measures(&self) -> bool {
+        !matches!(self, Cmd::Report(_) | Cmd::Export(_) | Cmd::Clean(_))
+    }
+}
+
 /// Where the libraries' warnings go: standard error, as `quiclab: warning: ...`.
 struct StderrLog;
 
@@ -80,6 +88,14 @@ fn main() {
         log::set_max_level(log::LevelFilter::Warn);
     }
     let cli = Cli::parse();
+    if cli.cmd.measures() {
+        // Before any thread starts: see keep_program_resident for why.
+        if let Err(e) = quiclab_netns::sys::keep_program_resident() {
+            log::warn!(
+                "cannot keep the program's pages in memory ({e}): a page fault on its code can delay a measurement"
+            );
+        }
+    }
     let result = match cli.cmd {
         Cmd::Run(c) => cmd_run::run(c),
         Cmd::Report(c) => cmd_run::report(c),

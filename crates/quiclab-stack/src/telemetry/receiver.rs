@@ -49,10 +49,9 @@ pub async fn serve_stream<S: AsyncRead + Unpin>(
             }))
         });
         units += records.len() as u64;
-        if let Err(e) = log.write_all(&records) {
+        if let Err(e) = log.write_all(std::mem::take(&mut records)) {
             break Some(format!("writing the telemetry log: {e}"));
         }
-        records.clear();
     };
     let end = ConnectionEnd {
         connection,
@@ -64,7 +63,7 @@ pub async fn serve_stream<S: AsyncRead + Unpin>(
         partial_bytes: decoder.pending() as u64,
         error,
     };
-    let _ = log.write_all([&ServerRecord::Connection(end.clone())]);
+    let _ = log.write_all(vec![ServerRecord::Connection(end.clone())]);
     end
 }
 
@@ -122,7 +121,7 @@ pub async fn serve_quic(
                     });
                     partial.fetch_add(decoder.pending() as u64, Ordering::Relaxed);
                     units.fetch_add(records.len() as u64, Ordering::Relaxed);
-                    if let Err(e) = log.write_all(&records) {
+                    if let Err(e) = log.write_all(std::mem::take(&mut records)) {
                         error = Some(format!("writing the telemetry log: {e}"));
                         break;
                     }
@@ -156,7 +155,7 @@ pub async fn serve_quic(
         partial_bytes: partial.load(Ordering::Relaxed),
         error,
     };
-    let _ = log.write_all([&ServerRecord::Connection(end.clone())]);
+    let _ = log.write_all(vec![ServerRecord::Connection(end.clone())]);
     end
 }
 
@@ -185,10 +184,9 @@ async fn read_stream(
                     }))
                 });
                 units.fetch_add(records.len() as u64, Ordering::Relaxed);
-                if let Err(e) = log.write_all(&records) {
+                if let Err(e) = log.write_all(std::mem::take(&mut records)) {
                     break Some(format!("writing the telemetry log: {e}"));
                 }
-                records.clear();
             }
             Ok(None) => break None,
             // The connection closing with streams still open ends them: the connection's end
