@@ -8,10 +8,11 @@
 //!   certificates of a PEM file as the only trust anchors, ALPN offering only the chosen HTTP
 //!   version. With resumption on, session tickets go to an in-memory store that belongs to this
 //!   client alone, so a run never resumes a session from an earlier run.
-//! - [`Client::fetch`] never fails: whatever goes wrong ends up in [`RequestRecord::error`]. With
-//!   [`ConnectionMode::Reuse`] a request goes over the previous request's connection when it is
-//!   to the same host and port and still open; with [`ConnectionMode::New`] every request opens
-//!   (and afterwards closes) its own connection.
+//! - [`Client`] is a [`Connector`]: [`Client::requests`] runs it in the one request loop
+//!   ([`crate::requests`]), where nothing fails: whatever goes wrong ends up in
+//!   [`RequestRecord::error`]. With [`ConnectionMode::Reuse`] a request goes over the previous
+//!   request's connection when it is to the same host and port and still open; with
+//!   [`ConnectionMode::New`] every request opens (and afterwards closes) its own connection.
 //! - Each TCP socket gets the chosen congestion controller before it connects, and the record
 //!   carries the name the socket reports back; an unknown controller is an error naming the
 //!   available ones. TCP Fast Open (`TCP_FASTOPEN_CONNECT`) is requested only when asked for, and
@@ -44,7 +45,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::errors::error_chain;
+use crate::requests::{Connector, Requests};
 use crate::routes::{PATTERN_PERIOD, fill_pattern};
 use crate::server::PatternBody;
 use crate::tcpinfo::{
@@ -239,7 +240,7 @@ pub(crate) enum Sender {
 }
 
 /// An open connection.
-pub(crate) struct Connection {
+pub struct Connection {
     authority: String,
     /// Over TLS (an `https://` origin), or plain TCP.
     tls: bool,
@@ -273,8 +274,6 @@ pub struct Client {
     opts: ClientOptions,
     /// `None` without certificates to trust: `http://` URLs only.
     tls: Option<TlsConnector>,
-    conn: Option<Connection>,
-    next_connection: u32,
     /// The `/bytes` pattern from phase 0, one period longer than the longest slice compared.
     pattern: Vec<u8>,
 }
@@ -317,63 +316,29 @@ impl Client {
         };
         let mut pattern = vec![0; VERIFY_SLICE + PATTERN_PERIOD as usize];
         fill_pattern(0, &mut pattern);
-        Ok(Client {
-            opts,
-            tls,
-            conn: None,
-            next_connection: 0,
-            pattern,
-        })
+        Ok(Client { opts, tls, pattern })
     }
 
-    /// GETs `url` (`https://`, or `http://` for HTTP/1.1 over plain TCP) and reports how it
-    /// went.
-    pub async fn fetch(&mut self, url: &str) -> RequestRecord {
-        let mut record = RequestRecord::get(self.opts.http, url, 0, false, now_us());
-        if let Err(e) = self.fetch_into(url, &mut record).await {
-            record.error = Some(error_chain(&e));
-        }
-        if self.opts.connection == ConnectionMode::New {
-            self.conn = None;
-        }
-        record.derive();
-        record
+    /// A run of requests with this client, as its options say (connection reuse, upload).
+    pub fn requests(self) -> Requests<Client> {
+        let reuse = self.opts.connection == ConnectionMode::Reuse;
+        let upload = self.opts.upload;
+        Requests::new(self, reuse, upload)
     }
 
-    async fn fetch_into(
-        &mut self,
-        url: &str,
+    /// Sends the request `record` describes on `conn` and reads the answer into it.
+    async fn fetch_on(
+        &self,
+        conn: &mut Connection,
+        target: &Url,
         record: &mut RequestRecord,
     ) -> Result<(), ClientError> {
-        let target = Url::parse(url)?;
-        let reusable = self.opts.connection == ConnectionMode::Reuse
-            && self.conn.as_ref().is_some_and(|c| {
-                c.authority == target.authority && c.tls == target.tls && c.is_open()
-            });
-        if !reusable {
-            // Closed before the new one opens, so that two connections never compete.
-            self.conn = None;
-            record.start_us = now_us();
-            record.new_connection = true;
-            let index = self.next_connection;
-            self.next_connection += 1;
-            let conn = self.connect(&target, index).await?;
-            record.handshake_done_us = Some(now_us());
-            self.conn = Some(conn);
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            unreachable!("a connection was just opened or reused");
-        };
-        record.connection = conn.index;
         record.handshake = conn.handshake.clone();
         record.transport_stats.congestion_control = Some(conn.congestion.clone());
 
-        let (method, body) = match self.opts.upload {
-            Some(n) => {
-                record.method = "POST".into();
-                record.sent_bytes = n;
-                (hyper::Method::POST, Either::Right(PatternBody::of_len(n)))
-            }
+        let upload = (record.sent_bytes > 0).then_some(record.sent_bytes);
+        let (method, body) = match upload {
+            Some(n) => (hyper::Method::POST, Either::Right(PatternBody::of_len(n))),
             None => (hyper::Method::GET, Either::Left(Empty::new())),
         };
         let response = match &mut conn.sender {
@@ -409,7 +374,7 @@ impl Client {
         let expected = ok
             .then(|| crate::routes::expected_bytes(target.uri.path()))
             .flatten();
-        let upload = self.opts.upload.filter(|_| ok);
+        let upload = upload.filter(|_| ok);
         let body = self
             .read_body(response, record, expected, upload.is_some())
             .await
@@ -424,9 +389,7 @@ impl Client {
                 }
                 None => Ok(()),
             });
-        if let Some(conn) = &self.conn
-            && let Ok(info) = TcpInfo::read(conn.socket.as_fd())
-        {
+        if let Ok(info) = TcpInfo::read(conn.socket.as_fd()) {
             let stats = &mut record.transport_stats;
             stats.min_rtt_us = info.min_rtt_us.map(u64::from);
             stats.smoothed_rtt_us = info.rtt_us.map(u64::from);
@@ -512,11 +475,7 @@ impl Client {
     }
 
     /// Opens a TCP connection, does the TLS and HTTP handshakes.
-    pub(crate) async fn connect(
-        &self,
-        target: &Url,
-        index: u32,
-    ) -> Result<Connection, ClientError> {
+    pub(crate) async fn open(&self, target: &Url, index: u32) -> Result<Connection, ClientError> {
         let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
             .and_then(|mut a| {
@@ -604,6 +563,49 @@ impl Client {
             self.opts.fast_open,
         )
         .await
+    }
+}
+
+impl Connector for Client {
+    type Target = Url;
+    type Conn = Connection;
+    type Error = ClientError;
+
+    fn http(&self) -> HttpVersion {
+        self.opts.http
+    }
+
+    fn target(&self, url: &str) -> Result<Url, ClientError> {
+        Ok(Url::parse(url)?)
+    }
+
+    fn can_reuse(&self, c: &Connection, target: &Url) -> bool {
+        c.authority == target.authority && c.tls == target.tls && c.is_open()
+    }
+
+    async fn connect(
+        &mut self,
+        target: &Url,
+        index: u32,
+        rec: &mut RequestRecord,
+    ) -> Result<Connection, ClientError> {
+        let c = self.open(target, index).await?;
+        rec.handshake_done_us = Some(now_us());
+        Ok(c)
+    }
+
+    async fn fetch(
+        &mut self,
+        conn: &mut Connection,
+        target: &Url,
+        rec: &mut RequestRecord,
+    ) -> Result<(), ClientError> {
+        self.fetch_on(conn, target, rec).await
+    }
+
+    /// Dropping the connection ends its driver task, which closes it.
+    async fn close(&mut self, conn: Connection) {
+        drop(conn);
     }
 }
 
@@ -761,7 +763,7 @@ mod tests {
             );
             // nothing to trust without TLS
             opts.ca_pem = String::new();
-            let mut c = Client::new(opts.clone()).unwrap();
+            let mut c = Client::new(opts.clone()).unwrap().requests();
             let a = c.fetch(&format!("http://{addr}/bytes/300000")).await;
             assert_eq!(a.error, None, "{a:?}");
             assert_eq!((a.status, a.bytes), (200, 300_000));
@@ -777,6 +779,7 @@ mod tests {
             opts.http = HttpVersion::Http2;
             let e = Client::new(opts)
                 .unwrap()
+                .requests()
                 .fetch(&format!("http://{addr}/bytes/10"))
                 .await;
             assert!(e.error.unwrap().contains("HTTP/1.1 only"));
@@ -788,7 +791,7 @@ mod tests {
         with_server(&[KxGroup::X25519, KxGroup::P256], |id, addr| async move {
             for http in [HttpVersion::Http11, HttpVersion::Http2] {
                 for mode in [ConnectionMode::Reuse, ConnectionMode::New] {
-                    let mut c = Client::new(options(&id, http, mode)).unwrap();
+                    let mut c = Client::new(options(&id, http, mode)).unwrap().requests();
                     let url = format!("https://{addr}/bytes/300000");
                     let a = c.fetch(&url).await;
                     let b = c.fetch(&url).await;
@@ -814,6 +817,7 @@ mod tests {
                     up.upload = Some(300_000);
                     let r = Client::new(up)
                         .unwrap()
+                        .requests()
                         .fetch(&format!("https://{addr}/upload"))
                         .await;
                     assert_eq!(r.error, None, "{r:?}");
@@ -832,7 +836,7 @@ mod tests {
         with_server(&[KxGroup::P256], |id, addr| async move {
             let mut opts = options(&id, HttpVersion::Http2, ConnectionMode::New);
             opts.resume = true;
-            let mut c = Client::new(opts).unwrap();
+            let mut c = Client::new(opts).unwrap().requests();
             let url = format!("https://{addr}/bytes/10");
             let first = c.fetch(&url).await;
             assert_eq!(first.error, None);
@@ -849,8 +853,9 @@ mod tests {
     fn wrong_trust_bad_urls_and_unknown_controllers_are_errors() {
         with_server(&[KxGroup::X25519], |id, addr| async move {
             let other = Identity::self_signed().unwrap();
-            let mut c =
-                Client::new(options(&other, HttpVersion::Http11, ConnectionMode::Reuse)).unwrap();
+            let mut c = Client::new(options(&other, HttpVersion::Http11, ConnectionMode::Reuse))
+                .unwrap()
+                .requests();
             let r = c.fetch(&format!("https://{addr}/bytes/1")).await;
             let e = r.error.unwrap();
             assert!(e.starts_with(&format!("TLS handshake with {addr}")), "{e}");
@@ -863,7 +868,7 @@ mod tests {
                 "{e}"
             );
             opts.tcp_congestion = None;
-            let mut c = Client::new(opts).unwrap();
+            let mut c = Client::new(opts).unwrap().requests();
             let e = c.fetch(&format!("ftp://{addr}/")).await.error.unwrap();
             assert!(e.contains("allowed: https:// URLs"), "{e}");
         });
@@ -891,7 +896,7 @@ mod tests {
         with_server(&[KxGroup::X25519], |id, addr| async move {
             let mut opts = options(&id, HttpVersion::Http11, ConnectionMode::New);
             opts.fast_open = true;
-            let mut c = Client::new(opts).unwrap();
+            let mut c = Client::new(opts).unwrap().requests();
             for _ in 0..2 {
                 let r = c.fetch(&format!("https://{addr}/bytes/5000")).await;
                 assert_eq!((r.error, r.status, r.bytes), (None, 200, 5000));

@@ -44,13 +44,13 @@ use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::errors::error_chain;
 use crate::files::Lookup;
+use crate::requests::{Connector, Requests};
 use crate::routes::{PATTERN_PERIOD, Route, fill_pattern};
 use crate::server::ServeStats;
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
-use crate::url::Url;
+use crate::url::{Url, UrlError};
 use quiclab_model::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
@@ -87,6 +87,47 @@ pub enum CodedError {
     Config(#[from] quiclab_coded::ConfigError),
     #[error("the coded server's socket: {0}")]
     Io(#[from] std::io::Error),
+    #[error("starting the client's runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Why a request over the coded transport failed; a record keeps it with its causes.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error(transparent)]
+    Setup(#[from] CodedError),
+    #[error("binding UDP {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("connecting UDP to {addr}")]
+    ConnectUdp {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Connection(#[from] quiclab_coded::ConnectionError),
+    #[error(transparent)]
+    Stream(#[from] quiclab_coded::StreamError),
+    #[error("connection closed: {0}")]
+    Closed(quiclab_coded::ConnectionError),
+    #[error("the answer ended before its status line")]
+    NoStatusLine,
+    #[error("bad status line {0:?}")]
+    BadStatusLine(String),
+    #[error("the UDP socket")]
+    Socket(#[source] std::io::Error),
+    #[error("the answer did not complete")]
+    Incomplete,
+    #[error("body of {got} bytes; expected {expected}")]
+    BodyLength { expected: u64, got: u64 },
+    #[error("body byte {offset} is {got}, the pattern has {expected}")]
+    BodyMismatch { offset: u64, got: u8, expected: u8 },
 }
 
 /// The server configuration of the coded transport from the TCP server's (same certificate,
@@ -390,25 +431,24 @@ pub struct CodedClientOptions {
 }
 
 /// An open connection of the client.
-struct ClientConn {
+pub struct ClientConn {
     socket: UdpSocket,
     conn: quiclab_coded::Connection,
-    index: u32,
     addr: SocketAddr,
     server_name: String,
     kx: Arc<KxLog>,
     handshake_done_us: Option<u64>,
 }
 
-struct Target {
+pub struct Target {
     server_name: String,
     addr: SocketAddr,
     path: String,
 }
 
-fn target(url: &str) -> Result<Target, String> {
-    let u = Url::parse_tls(url, "the coded transport").map_err(|e| error_chain(&e))?;
-    let addr = u.resolve().map_err(|e| error_chain(&e))?;
+fn target(url: &str) -> Result<Target, RequestError> {
+    let u = Url::parse_tls(url, "the coded transport")?;
+    let addr = u.resolve()?;
     Ok(Target {
         server_name: u.host,
         addr,
@@ -470,26 +510,29 @@ fn connect(
     shared: &ClientTls,
     clock: &Clock,
     t: &Target,
-    index: u32,
-) -> Result<ClientConn, String> {
+) -> Result<ClientConn, RequestError> {
     let kx: Arc<KxLog> = Arc::default();
-    let tls = client_config(opts, shared, &kx).map_err(|e| e.to_string())?;
+    let tls = client_config(opts, shared, &kx)?;
     let local: SocketAddr = if t.addr.is_ipv6() {
         "[::]:0".parse().expect("a valid address")
     } else {
         "0.0.0.0:0".parse().expect("a valid address")
     };
-    let socket = UdpSocket::bind(local).map_err(|e| format!("binding UDP {local}: {e}"))?;
+    let socket = UdpSocket::bind(local).map_err(|source| RequestError::Bind {
+        addr: local,
+        source,
+    })?;
     socket
         .connect(t.addr)
-        .map_err(|e| format!("connecting UDP to {}: {e}", t.addr))?;
+        .map_err(|source| RequestError::ConnectUdp {
+            addr: t.addr,
+            source,
+        })?;
     let conn =
-        quiclab_coded::Connection::connect(clock.now(), opts.config.clone(), tls, &t.server_name)
-            .map_err(|e| e.to_string())?;
+        quiclab_coded::Connection::connect(clock.now(), opts.config.clone(), tls, &t.server_name)?;
     Ok(ClientConn {
         socket,
         conn,
-        index,
         addr: t.addr,
         server_name: t.server_name.clone(),
         kx,
@@ -517,49 +560,73 @@ fn close(mut c: ClientConn, clock: &Clock) {
 /// packet numbers it received; the server's repair symbols made up for them). The sender's view
 /// is the server's timeline.
 pub fn get(urls: &[String], opts: &CodedClientOptions) -> Result<Vec<RequestRecord>, CodedError> {
-    opts.config.validate()?;
-    let tls = client_tls(opts)?;
-    let clock = Clock::start();
-    let pattern = pattern_buffer();
-    let mut records = Vec::with_capacity(urls.len());
-    let mut open: Option<ClientConn> = None;
-    let mut next_index = 0u32;
-    for url in urls {
-        let t = match target(url) {
-            Ok(t) => t,
-            Err(e) => {
-                let mut r =
-                    RequestRecord::get(HttpVersion::Coded, url, next_index, false, now_us());
-                r.error = Some(e);
-                records.push(r);
-                continue;
-            }
-        };
-        let reuse = opts.reuse_connection
-            && open.as_ref().is_some_and(|c| {
-                c.addr == t.addr && c.server_name == t.server_name && !c.conn.is_closed()
-            });
-        if !reuse && let Some(c) = open.take() {
-            close(c, &clock);
-        }
-        let start_us = now_us();
-        let mut rec = RequestRecord::get(HttpVersion::Coded, url, next_index, !reuse, start_us);
-        if !reuse {
-            let index = next_index;
-            next_index += 1;
-            match connect(opts, &tls, &clock, &t, index) {
-                Ok(c) => open = Some(c),
-                Err(e) => {
-                    rec.error = Some(e);
-                    rec.derive();
-                    records.push(rec);
-                    continue;
-                }
-            }
-        }
-        let c = open.as_mut().expect("a connection is open");
-        rec.connection = c.index;
-        let result = fetch(c, &clock, &t, &pattern, &mut rec);
+    let client = CodedClient::new(opts.clone())?;
+    // The client's I/O is blocking on its own socket; the loop only needs a future driven.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(CodedError::Runtime)?;
+    let requests = Requests::new(client, opts.reuse_connection, None);
+    Ok(runtime.block_on(requests.run(urls)))
+}
+
+/// The coded transport's client: a [`Connector`] for the one request loop. Its I/O blocks (one
+/// UDP socket per connection, driven until the answer is complete), so its futures finish
+/// without yielding.
+pub struct CodedClient {
+    opts: CodedClientOptions,
+    tls: ClientTls,
+    clock: Clock,
+    pattern: Vec<u8>,
+}
+
+impl CodedClient {
+    /// Checks the options and builds the TLS configuration.
+    pub fn new(opts: CodedClientOptions) -> Result<CodedClient, CodedError> {
+        opts.config.validate()?;
+        let tls = client_tls(&opts)?;
+        Ok(CodedClient {
+            opts,
+            tls,
+            clock: Clock::start(),
+            pattern: pattern_buffer(),
+        })
+    }
+}
+
+impl Connector for CodedClient {
+    type Target = Target;
+    type Conn = ClientConn;
+    type Error = RequestError;
+
+    fn http(&self) -> HttpVersion {
+        HttpVersion::Coded
+    }
+
+    fn target(&self, url: &str) -> Result<Target, RequestError> {
+        target(url)
+    }
+
+    fn can_reuse(&self, c: &ClientConn, t: &Target) -> bool {
+        c.addr == t.addr && c.server_name == t.server_name && !c.conn.is_closed()
+    }
+
+    async fn connect(
+        &mut self,
+        t: &Target,
+        _index: u32,
+        _rec: &mut RequestRecord,
+    ) -> Result<ClientConn, RequestError> {
+        connect(&self.opts, &self.tls, &self.clock, t)
+    }
+
+    /// The request, then the connection's TLS facts and statistics.
+    async fn fetch(
+        &mut self,
+        c: &mut ClientConn,
+        t: &Target,
+        rec: &mut RequestRecord,
+    ) -> Result<(), RequestError> {
+        let result = fetch(c, &self.clock, t, &self.pattern, rec);
         if rec.new_connection {
             rec.handshake_done_us = c.handshake_done_us;
         }
@@ -580,24 +647,15 @@ pub fn get(urls: &[String], opts: &CodedClientOptions) -> Result<Vec<RequestReco
             packets_lost: Some(s.missing_packets),
             min_rtt_us: c.conn.min_rtt().map(|r| r.as_micros() as u64),
             smoothed_rtt_us: Some(c.conn.srtt().as_micros() as u64),
-            max_udp_payload: Some(opts.config.max_datagram as u64),
+            max_udp_payload: Some(self.opts.config.max_datagram as u64),
             ..TransportStats::default()
         };
-        if let Err(e) = result {
-            rec.error = Some(e);
-        }
-        rec.derive();
-        records.push(rec);
-        if !opts.reuse_connection
-            && let Some(c) = open.take()
-        {
-            close(c, &clock);
-        }
+        result
     }
-    if let Some(c) = open.take() {
-        close(c, &clock);
+
+    async fn close(&mut self, c: ClientConn) {
+        close(c, &self.clock);
     }
-    Ok(records)
 }
 
 /// The pattern from phase 0, one period longer than the longest piece compared at once.
@@ -615,23 +673,22 @@ fn fetch(
     t: &Target,
     pattern: &[u8],
     rec: &mut RequestRecord,
-) -> Result<(), String> {
+) -> Result<(), RequestError> {
     let expected = crate::routes::expected_bytes(&t.path);
-    let id = c.conn.open_stream().map_err(|e| e.to_string())?;
+    let id = c.conn.open_stream()?;
     c.conn
         .write(id, format!("GET {}\n", t.path).as_bytes())
-        .and_then(|()| c.conn.finish(id))
-        .map_err(|e| e.to_string())?;
+        .and_then(|()| c.conn.finish(id))?;
     let mut head: Option<Vec<u8>> = Some(Vec::new());
     let mut done = false;
-    let mut failure: Option<String> = None;
+    let mut failure: Option<RequestError> = None;
     let mut handshake_done = c.handshake_done_us;
     run_connection(&c.socket, &mut c.conn, clock, Duration::MAX, |conn| {
         while let Some(ev) = conn.poll_event() {
             match ev {
                 Event::Connected => handshake_done = Some(now_us()),
                 Event::Closed(e) => {
-                    failure.get_or_insert_with(|| format!("connection closed: {e}"));
+                    failure.get_or_insert(RequestError::Closed(e));
                 }
                 Event::StreamReadable(s) if s == id => {
                     let Ok((mut data, fin)) = conn.read(id) else {
@@ -641,7 +698,7 @@ fn fetch(
                         h.extend_from_slice(&data);
                         let Some(end) = h.iter().position(|&b| b == b'\n') else {
                             if fin {
-                                failure = Some("the answer ended before its status line".into());
+                                failure = Some(RequestError::NoStatusLine);
                                 done = true;
                             }
                             continue;
@@ -650,7 +707,7 @@ fn fetch(
                         match line.trim().parse::<u16>() {
                             Ok(s) if (100..=599).contains(&s) => rec.status = s,
                             _ => {
-                                failure = Some(format!("bad status line {line:?}"));
+                                failure = Some(RequestError::BadStatusLine(line));
                                 done = true;
                                 return false;
                             }
@@ -680,29 +737,32 @@ fn fetch(
         }
         !done && failure.is_none()
     })
-    .map_err(|e| format!("the UDP socket: {e}"))?;
+    .map_err(RequestError::Socket)?;
     c.handshake_done_us = handshake_done;
     if let Some(f) = failure {
         return Err(f);
     }
     if !done {
         return Err(match c.conn.close_reason() {
-            Some(e) => format!("connection closed: {e}"),
-            None => "the answer did not complete".into(),
+            Some(e) => RequestError::Closed(e.clone()),
+            None => RequestError::Incomplete,
         });
     }
     if let Some(n) = expected
         && rec.status == 200
         && rec.bytes != n
     {
-        return Err(format!("body of {} bytes; expected {n}", rec.bytes));
+        return Err(RequestError::BodyLength {
+            expected: n,
+            got: rec.bytes,
+        });
     }
     Ok(())
 }
 
 /// Compares `data`, found at body offset `offset`, with the pattern; says where it first
 /// differs.
-fn check_pattern(offset: u64, data: &[u8], pattern: &[u8]) -> Option<String> {
+fn check_pattern(offset: u64, data: &[u8], pattern: &[u8]) -> Option<RequestError> {
     let mut at = 0usize;
     while at < data.len() {
         let n = (data.len() - at).min(FEED_CHUNK);
@@ -715,12 +775,11 @@ fn check_pattern(offset: u64, data: &[u8], pattern: &[u8]) -> Option<String> {
                 .zip(want)
                 .position(|(a, b)| a != b)
                 .unwrap_or_default();
-            return Some(format!(
-                "body byte {} is {}, the pattern has {}",
-                offset + (at + i) as u64,
-                got[i],
-                want[i]
-            ));
+            return Some(RequestError::BodyMismatch {
+                offset: offset + (at + i) as u64,
+                got: got[i],
+                expected: want[i],
+            });
         }
         at += n;
     }
@@ -860,7 +919,7 @@ mod tests {
         let opts = options(ca, true);
         let tls = client_tls(&opts).unwrap();
         let t = target(&format!("https://localhost:{}/", addr.port())).unwrap();
-        let mut c = connect(&opts, &tls, &clock, &t, 0).unwrap();
+        let mut c = connect(&opts, &tls, &clock, &t).unwrap();
         let body = vec![7u8; 123_456];
         let up = c.conn.open_stream().unwrap();
         c.conn.write(up, b"POST /upload\n").unwrap();
@@ -901,9 +960,13 @@ mod tests {
         let p = pattern_buffer();
         let mut body = vec![0u8; 1000];
         fill_pattern(500, &mut body);
-        assert_eq!(check_pattern(500, &body, &p), None);
+        assert!(check_pattern(500, &body, &p).is_none());
         body[17] ^= 1;
         let e = check_pattern(500, &body, &p).unwrap();
-        assert!(e.starts_with("body byte 517 is"), "{e}");
+        assert!(
+            matches!(e, RequestError::BodyMismatch { offset: 517, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with("body byte 517 is"), "{e}");
     }
 }

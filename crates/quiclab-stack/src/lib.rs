@@ -5,6 +5,8 @@
 //! - [`client`]: an HTTP/1.1 and HTTP/2 over TCP and TLS client that fills request records (`quiclab_model::record`).
 //! - [`coded`]: the network-coded transport (`quiclab-coded`) with the same routes and
 //!   records: a server and a client.
+//! - [`requests`]: the one request loop every client runs: a stack's client is a
+//!   [`requests::Connector`].
 //! - [`routes`]: what every server answers to which request, and the `/bytes` pattern.
 //! - [`url`]: the request URL every client parses.
 //! - [`files`]: static files under a root directory, served without escaping it.
@@ -32,6 +34,7 @@ pub mod page_client;
 pub mod qlog;
 pub mod quic;
 pub mod recording;
+pub mod requests;
 pub mod routes;
 pub mod server;
 pub mod tcpinfo;

@@ -68,6 +68,66 @@ pub struct PageRecord {
     pub error: Option<String>,
 }
 
+/// Why a page load failed; the record keeps it with its causes.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
+    #[error(transparent)]
+    Url(#[from] crate::url::UrlError),
+    #[error(transparent)]
+    Quic(#[from] quic::QuicError),
+    #[error(transparent)]
+    QuicRequest(#[from] quic::RequestError),
+    #[error("bad URL from {base:?}")]
+    BadUrl {
+        base: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error("the request tasks ended early")]
+    TasksEnded,
+    #[error("resource {id:?} ({bytes} bytes): the body had {got} bytes")]
+    BodyLength { id: String, bytes: u64, got: u64 },
+    #[error("resource {id:?} ({bytes} bytes)")]
+    Resource {
+        id: String,
+        bytes: u64,
+        #[source]
+        source: Box<PageError>,
+    },
+    #[error("building the request")]
+    Request(#[source] http::Error),
+    #[error("sending the request")]
+    H3Send(#[source] h3::error::StreamError),
+    #[error("receiving the response head")]
+    H3ResponseHead(#[source] h3::error::StreamError),
+    #[error("receiving the body after {received} bytes")]
+    H3Body {
+        received: u64,
+        #[source]
+        source: h3::error::StreamError,
+    },
+    #[error("status {0}")]
+    Status(http::StatusCode),
+    #[error("sending the request")]
+    Send(#[source] hyper::Error),
+    #[error("receiving the body after {received} bytes")]
+    Body {
+        received: u64,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("{version}")]
+    NotReady {
+        version: &'static str,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("an HTTP/1.1 connection was expected")]
+    NotHttp11,
+}
+
 /// The transport to load a page over.
 pub enum Stack {
     /// HTTP/1.1 or HTTP/2 over TCP and TLS (the options' `connection` mode is not used).
@@ -83,7 +143,7 @@ enum Event {
     Done {
         i: usize,
         at_us: u64,
-        result: Result<u64, String>,
+        result: Result<u64, Box<PageError>>,
         /// An HTTP/1.1 connection handed back for the next request.
         conn: Option<Connection>,
     },
@@ -128,7 +188,7 @@ pub async fn load(page: &Page, base: &str, stack: &Stack, send_priorities: bool)
         }
     };
     if let Err(e) = run {
-        record.error = Some(e);
+        record.error = Some(crate::errors::error_chain(&e));
     }
     let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(start_us) as f64 / 1000.0);
     record.resources = page
@@ -169,7 +229,7 @@ fn url(base: &str, bytes: u64) -> String {
 }
 
 /// Feeds an event to the loader; an error ends the load.
-fn apply(loader: &mut Loader, ev: Event) -> Result<Option<Connection>, String> {
+fn apply(loader: &mut Loader, ev: Event) -> Result<Option<Connection>, PageError> {
     match ev {
         Event::FirstByte(i, t) => {
             loader.first_byte(i, t);
@@ -183,14 +243,18 @@ fn apply(loader: &mut Loader, ev: Event) -> Result<Option<Connection>, String> {
             conn,
         } => {
             let r = &loader.page().resources[i];
-            let what = format!("resource {:?} ({} bytes)", r.id, r.bytes);
+            let (id, bytes) = (r.id.clone(), r.bytes);
             match result {
-                Ok(n) if n == r.bytes => {
+                Ok(n) if n == bytes => {
                     loader.complete(i, at_us);
                     Ok(conn)
                 }
-                Ok(n) => Err(format!("{what}: the body had {n} bytes")),
-                Err(e) => Err(format!("{what}: {e}")),
+                Ok(got) => Err(PageError::BodyLength { id, bytes, got }),
+                Err(e) => Err(PageError::Resource {
+                    id,
+                    bytes,
+                    source: e,
+                }),
             }
         }
     }
@@ -202,8 +266,8 @@ async fn run_h3(
     opts: &QuicClientOptions,
     send_priorities: bool,
     record: &mut PageRecord,
-) -> Result<(), String> {
-    let tls = quic::client_tls(opts).map_err(|e| crate::errors::error_chain(&e))?;
+) -> Result<(), PageError> {
+    let tls = quic::client_tls(opts)?;
     let t = quic::target(base)?;
     let mut endpoints = Vec::new();
     let endpoint = quic::endpoint_for(&mut endpoints, t.addr, &opts.quic)?;
@@ -220,7 +284,12 @@ async fn run_h3(
             let r = &loader.page().resources[i];
             let uri: http::Uri = match url(base, r.bytes).parse() {
                 Ok(u) => u,
-                Err(e) => return Err(format!("bad URL from {base:?}: {e}")),
+                Err(source) => {
+                    return Err(PageError::BadUrl {
+                        base: base.to_string(),
+                        source,
+                    });
+                }
             };
             let prio = send_priorities.then(|| r.priority.header());
             // opened here, one after another, so that streams are numbered in request order
@@ -236,7 +305,7 @@ async fn run_h3(
                 let _ = tx.send(Event::Done {
                     i,
                     at_us: now_us(),
-                    result,
+                    result: result.map_err(Box::new),
                     conn: None,
                 });
             });
@@ -245,7 +314,7 @@ async fn run_h3(
             break Ok(());
         }
         let Some(ev) = rx.recv().await else {
-            break Err("the request tasks ended early".to_string());
+            break Err(PageError::TasksEnded);
         };
         if let Err(e) = apply(loader, ev) {
             break Err(e);
@@ -263,18 +332,13 @@ async fn h3_request(
     send: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     uri: http::Uri,
     priority: Option<String>,
-) -> Result<H3Stream, String> {
+) -> Result<H3Stream, PageError> {
     let mut req = http::Request::get(uri);
     if let Some(p) = priority {
         req = req.header("priority", p);
     }
-    let req = req
-        .body(())
-        .map_err(|e| format!("building the request: {e}"))?;
-    let mut stream = send
-        .send_request(req)
-        .await
-        .map_err(|e| format!("sending the request: {e}"))?;
+    let req = req.body(()).map_err(PageError::Request)?;
+    let mut stream = send.send_request(req).await.map_err(PageError::H3Send)?;
     // a server may stop reading a request it has whole; the response still counts
     let _ = stream.finish().await;
     Ok(stream)
@@ -285,19 +349,22 @@ async fn h3_response(
     mut stream: H3Stream,
     i: usize,
     tx: &mpsc::UnboundedSender<Event>,
-) -> Result<u64, String> {
+) -> Result<u64, PageError> {
     let response = stream
         .recv_response()
         .await
-        .map_err(|e| format!("receiving the response head: {e}"))?;
+        .map_err(PageError::H3ResponseHead)?;
     if response.status() != http::StatusCode::OK {
-        return Err(format!("status {}", response.status()));
+        return Err(PageError::Status(response.status()));
     }
     let mut n = 0u64;
     while let Some(chunk) = stream
         .recv_data()
         .await
-        .map_err(|e| format!("receiving the body after {n} bytes: {e}"))?
+        .map_err(|source| PageError::H3Body {
+            received: n,
+            source,
+        })?
     {
         if n == 0 && chunk.has_remaining() {
             let _ = tx.send(Event::FirstByte(i, now_us()));
@@ -314,19 +381,16 @@ async fn run_tcp(
     send_priorities: bool,
     record: &mut PageRecord,
     carried: &mut [u32],
-) -> Result<(), String> {
-    let client = Arc::new(Client::new(opts.clone()).map_err(|e| crate::errors::error_chain(&e))?);
-    let target = crate::url::Url::parse(base).map_err(|e| crate::errors::error_chain(&e))?;
+) -> Result<(), PageError> {
+    let client = Arc::new(Client::new(opts.clone())?);
+    let target = crate::url::Url::parse(base)?;
     let h2 = opts.http == HttpVersion::Http2;
     // HTTP/2: one connection, opened before the document's request; HTTP/1.1: opened on demand
     let mut shared: Option<Connection> = None;
     let mut idle: Vec<Connection> = Vec::new();
     let mut opened = 0u32;
     if h2 {
-        let c = client
-            .connect(&target, 0)
-            .await
-            .map_err(|e| crate::errors::error_chain(&e))?;
+        let c = client.open(&target, 0).await?;
         opened = 1;
         record.handshake = c.handshake.clone();
         record.handshake_ms = Some(now_us().saturating_sub(record.start_us) as f64 / 1000.0);
@@ -352,14 +416,14 @@ async fn run_tcp(
                     let result = match response {
                         Ok(response) => match response.await {
                             Ok(r) => read_body(r, i, &tx).await,
-                            Err(e) => Err(format!("sending the request: {e}")),
+                            Err(e) => Err(PageError::Send(e)),
                         },
                         Err(e) => Err(e),
                     };
                     let _ = tx.send(Event::Done {
                         i,
                         at_us: now_us(),
-                        result,
+                        result: result.map_err(Box::new),
                         conn: None,
                     });
                 });
@@ -383,13 +447,13 @@ async fn run_tcp(
                     Some(c) => Ok(c),
                     None => match crate::url::Url::parse(&base) {
                         Ok(t) => client
-                            .connect(&t, index)
+                            .open(&t, index)
                             .await
                             .inspect(|_| {
                                 let _ = tx.send(Event::Connected(now_us()));
                             })
-                            .map_err(|e| crate::errors::error_chain(&e)),
-                        Err(e) => Err(crate::errors::error_chain(&e)),
+                            .map_err(PageError::from),
+                        Err(e) => Err(PageError::from(e)),
                     },
                 };
                 let (result, conn) = match conn {
@@ -402,7 +466,7 @@ async fn run_tcp(
                 let _ = tx.send(Event::Done {
                     i,
                     at_us: now_us(),
-                    result,
+                    result: result.map_err(Box::new),
                     conn,
                 });
             });
@@ -411,7 +475,7 @@ async fn run_tcp(
             break Ok(());
         }
         let Some(ev) = rx.recv().await else {
-            break Err("the request tasks ended early".to_string());
+            break Err(PageError::TasksEnded);
         };
         // a connection of HTTP/1.1 finished its handshake (the first one times the record's)
         if let Event::Connected(t) = ev {
@@ -440,14 +504,17 @@ async fn read_body(
     response: hyper::Response<hyper::body::Incoming>,
     i: usize,
     tx: &mpsc::UnboundedSender<Event>,
-) -> Result<u64, String> {
+) -> Result<u64, PageError> {
     if response.status() != hyper::StatusCode::OK {
-        return Err(format!("status {}", response.status()));
+        return Err(PageError::Status(response.status()));
     }
     let mut body = response.into_body();
     let mut n = 0u64;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| format!("receiving the body after {n} bytes: {e}"))?;
+        let frame = frame.map_err(|source| PageError::Body {
+            received: n,
+            source,
+        })?;
         if let Some(d) = frame.data_ref() {
             if n == 0 && !d.is_empty() {
                 let _ = tx.send(Event::FirstByte(i, now_us()));
@@ -465,7 +532,7 @@ async fn h2_send(
     priority: Option<String>,
 ) -> Result<
     impl Future<Output = hyper::Result<hyper::Response<hyper::body::Incoming>>> + use<>,
-    String,
+    PageError,
 > {
     let mut req = hyper::Request::get(uri.as_str());
     if let Some(p) = priority {
@@ -473,8 +540,11 @@ async fn h2_send(
     }
     let req = req
         .body(http_body_util::Either::Left(Empty::new()))
-        .map_err(|e| format!("building the request: {e}"))?;
-    s.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
+        .map_err(PageError::Request)?;
+    s.ready().await.map_err(|source| PageError::NotReady {
+        version: "HTTP/2",
+        source,
+    })?;
     Ok(s.send_request(req))
 }
 
@@ -485,9 +555,9 @@ async fn h1_get(
     priority: Option<String>,
     i: usize,
     tx: &mpsc::UnboundedSender<Event>,
-) -> Result<u64, String> {
+) -> Result<u64, PageError> {
     let Sender::H1(s) = &mut c.sender else {
-        return Err("an HTTP/1.1 connection was expected".into());
+        return Err(PageError::NotHttp11);
     };
     let mut req = hyper::Request::get(path).header(hyper::header::HOST, authority);
     if let Some(p) = priority {
@@ -495,11 +565,11 @@ async fn h1_get(
     }
     let req = req
         .body(http_body_util::Either::Left(Empty::new()))
-        .map_err(|e| format!("building the request: {e}"))?;
-    s.ready().await.map_err(|e| format!("HTTP/1.1: {e}"))?;
-    let response = s
-        .send_request(req)
-        .await
-        .map_err(|e| format!("sending the request: {e}"))?;
+        .map_err(PageError::Request)?;
+    s.ready().await.map_err(|source| PageError::NotReady {
+        version: "HTTP/1.1",
+        source,
+    })?;
+    let response = s.send_request(req).await.map_err(PageError::Send)?;
     read_body(response, i, tx).await
 }

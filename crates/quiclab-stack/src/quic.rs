@@ -42,17 +42,17 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::task::JoinSet;
 
-use crate::errors::error_chain;
 use crate::files::Lookup;
 use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
+use crate::requests::{Connector, Requests};
 use crate::routes::{CHUNK, Route, pattern_byte, pattern_chunk, route};
 use crate::server::PatternBody;
 use crate::server::ServeStats;
 use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
-use crate::url::Url;
+use crate::url::{Url, UrlError};
 use http_body_util::BodyExt;
 use quiclab_model::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
@@ -1094,16 +1094,77 @@ pub(crate) fn client_config(
     Ok(config)
 }
 
+/// Why an HTTP/3 request failed; a record keeps it with its causes.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error("opening a UDP socket")]
+    Socket(#[source] std::io::Error),
+    #[error("opening a QUIC endpoint")]
+    Endpoint(#[source] std::io::Error),
+    #[error(transparent)]
+    Options(#[from] QuicError),
+    #[error("connecting to {addr}")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: quinn::ConnectError,
+    },
+    #[error("QUIC handshake with {addr}")]
+    Handshake {
+        addr: SocketAddr,
+        #[source]
+        source: quinn::ConnectionError,
+    },
+    #[error("HTTP/3 with {addr}")]
+    Http3 {
+        addr: SocketAddr,
+        #[source]
+        source: h3::error::ConnectionError,
+    },
+    #[error("building the request")]
+    Request(#[source] http::Error),
+    #[error("sending the request")]
+    Send(#[source] h3::error::StreamError),
+    #[error("sending the body after {sent} bytes")]
+    SendBody {
+        sent: u64,
+        #[source]
+        source: h3::error::StreamError,
+    },
+    #[error("receiving the response head")]
+    ResponseHead(#[source] h3::error::StreamError),
+    #[error("finishing the request: {finish}; receiving the response head")]
+    FinishAndResponseHead {
+        finish: h3::error::StreamError,
+        #[source]
+        source: h3::error::StreamError,
+    },
+    #[error("receiving the body after {received} bytes")]
+    Body {
+        received: u64,
+        #[source]
+        source: h3::error::StreamError,
+    },
+    #[error("body byte {offset} is {got}, the pattern says {expected}")]
+    BodyMismatch { offset: u64, got: u8, expected: u8 },
+    #[error("body has {got} bytes, /bytes/{expected} asked for {expected}")]
+    BodyLength { expected: u64, got: u64 },
+    #[error("uploaded {sent} bytes, the server answered {answer:?}")]
+    UploadCount { sent: u64, answer: String },
+}
+
 /// Where a URL points: the name for TLS, the address to connect to.
-pub(crate) struct Target {
+pub struct Target {
     server_name: String,
     pub(crate) addr: SocketAddr,
     pub(crate) uri: Uri,
 }
 
-pub(crate) fn target(url: &str) -> Result<Target, String> {
-    let u = Url::parse_tls(url, "HTTP/3").map_err(|e| error_chain(&e))?;
-    let addr = u.resolve().map_err(|e| error_chain(&e))?;
+pub(crate) fn target(url: &str) -> Result<Target, RequestError> {
+    let u = Url::parse_tls(url, "HTTP/3")?;
+    let addr = u.resolve()?;
     Ok(Target {
         server_name: u.host,
         addr,
@@ -1112,13 +1173,12 @@ pub(crate) fn target(url: &str) -> Result<Target, String> {
 }
 
 /// An open HTTP/3 connection of the client.
-pub(crate) struct ClientConn {
+pub struct ClientConn {
     conn: quinn::Connection,
     pub(crate) send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     driver: tokio::task::JoinHandle<()>,
     /// The name the connection was made for (TLS verified the certificate for it).
     server_name: String,
-    index: u32,
     pub(crate) handshake: Handshake,
     /// When the handshake completed, if the connection waited for it.
     pub(crate) handshake_done_us: Option<u64>,
@@ -1136,7 +1196,7 @@ pub(crate) async fn connect(
     opts: &QuicClientOptions,
     t: &Target,
     index: u32,
-) -> Result<ClientConn, String> {
+) -> Result<ClientConn, RequestError> {
     let try_0rtt = opts.resume;
     // A configuration of its own, for a recorder of its own.
     let qlog = opts.qlog_dir.as_ref().map(|d| {
@@ -1147,15 +1207,16 @@ pub(crate) async fn connect(
     });
     let inst = opts
         .quic
-        .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)
-        .map_err(|e| crate::errors::error_chain(&e))?;
+        .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)?;
     let kx = Arc::new(KxLog::default());
-    let mut config =
-        client_config(opts, tls, &kx, ALPN_H3).map_err(|e| crate::errors::error_chain(&e))?;
+    let mut config = client_config(opts, tls, &kx, ALPN_H3)?;
     config.transport_config(inst.transport.clone());
     let connecting = endpoint
         .connect_with(config, t.addr, &t.server_name)
-        .map_err(|e| format!("connecting to {}: {e}", t.addr))?;
+        .map_err(|source| RequestError::Connect {
+            addr: t.addr,
+            source,
+        })?;
     let mut handshake = Handshake::default();
     let (conn, zero_rtt) = if try_0rtt {
         match connecting.into_0rtt() {
@@ -1168,17 +1229,19 @@ pub(crate) async fn connect(
                 (conn, Some(done))
             }
             Err(connecting) => (
-                connecting
-                    .await
-                    .map_err(|e| format!("QUIC handshake with {}: {e}", t.addr))?,
+                connecting.await.map_err(|source| RequestError::Handshake {
+                    addr: t.addr,
+                    source,
+                })?,
                 None,
             ),
         }
     } else {
         (
-            connecting
-                .await
-                .map_err(|e| format!("QUIC handshake with {}: {e}", t.addr))?,
+            connecting.await.map_err(|source| RequestError::Handshake {
+                addr: t.addr,
+                source,
+            })?,
             None,
         )
     };
@@ -1189,7 +1252,6 @@ pub(crate) async fn connect(
         send,
         driver,
         server_name: t.server_name.clone(),
-        index,
         handshake,
         handshake_done_us,
         zero_rtt,
@@ -1207,11 +1269,14 @@ async fn open_h3(
         h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
         tokio::task::JoinHandle<()>,
     ),
-    String,
+    RequestError,
 > {
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
         .await
-        .map_err(|e| format!("HTTP/3 with {}: {e}", t.addr))?;
+        .map_err(|source| RequestError::Http3 {
+            addr: t.addr,
+            source,
+        })?;
     let driver = tokio::spawn(async move {
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
     });
@@ -1221,19 +1286,19 @@ async fn open_h3(
 /// Sends one request on `c` (a GET, or a POST of `rec.sent_bytes` pattern bytes when that is
 /// set) and receives the body, checking a `/bytes/N` body against the pattern and an upload's
 /// answer against the count sent.
-async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Result<(), String> {
+async fn fetch(
+    c: &mut ClientConn,
+    t: &Target,
+    rec: &mut RequestRecord,
+) -> Result<(), RequestError> {
     let upload = (rec.sent_bytes > 0).then_some(rec.sent_bytes);
     let req = match upload {
         Some(_) => Request::post(t.uri.clone()),
         None => Request::get(t.uri.clone()),
     }
     .body(())
-    .map_err(|e| format!("building the request: {e}"))?;
-    let mut stream = c
-        .send
-        .send_request(req)
-        .await
-        .map_err(|e| format!("sending the request: {e}"))?;
+    .map_err(RequestError::Request)?;
+    let mut stream = c.send.send_request(req).await.map_err(RequestError::Send)?;
     if let Some(n) = upload {
         send_pattern(&mut stream, n).await?;
     }
@@ -1241,18 +1306,24 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
     // must not discard the response for that (RFC 9114, 4.1.2), so this only explains a response
     // that fails too.
     let finished = stream.finish().await;
-    let response = stream.recv_response().await.map_err(|e| match &finished {
-        Ok(()) => format!("receiving the response head: {e}"),
-        Err(f) => format!("finishing the request: {f}; receiving the response head: {e}"),
-    })?;
+    let response = stream
+        .recv_response()
+        .await
+        .map_err(|source| match finished {
+            Ok(()) => RequestError::ResponseHead(source),
+            Err(finish) => RequestError::FinishAndResponseHead { finish, source },
+        })?;
     rec.status = response.status().as_u16();
     let expected = crate::routes::expected_bytes(t.uri.path()).filter(|_| rec.status == 200);
-    let mut mismatch: Option<String> = None;
+    let mut mismatch: Option<RequestError> = None;
     let mut answer = Vec::new();
     while let Some(mut chunk) = stream
         .recv_data()
         .await
-        .map_err(|e| format!("receiving the body after {} bytes: {e}", rec.bytes))?
+        .map_err(|source| RequestError::Body {
+            received: rec.bytes,
+            source,
+        })?
     {
         if rec.first_byte_us.is_none() {
             rec.first_byte_us = Some(now_us());
@@ -1266,12 +1337,11 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
                     .enumerate()
                     .position(|(i, &b)| b != pattern_byte(off + i as u64))
                 {
-                    mismatch = Some(format!(
-                        "body byte {} is {}, the pattern says {}",
-                        off + i as u64,
-                        part[i],
-                        pattern_byte(off + i as u64)
-                    ));
+                    mismatch = Some(RequestError::BodyMismatch {
+                        offset: off + i as u64,
+                        got: part[i],
+                        expected: pattern_byte(off + i as u64),
+                    });
                 }
             }
             if upload.is_some() && answer.len() < 64 {
@@ -1289,19 +1359,19 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
     if let Some(n) = expected
         && n != rec.bytes
     {
-        return Err(format!(
-            "body has {} bytes, /bytes/{n} asked for {n}",
-            rec.bytes
-        ));
+        return Err(RequestError::BodyLength {
+            expected: n,
+            got: rec.bytes,
+        });
     }
     if let Some(sent) = upload.filter(|_| rec.status == 200) {
         // `/upload` answers with the count it received
         let text = String::from_utf8_lossy(&answer);
         if text.trim().parse::<u64>().ok() != Some(sent) {
-            return Err(format!(
-                "uploaded {sent} bytes, the server answered {:?}",
-                text.trim()
-            ));
+            return Err(RequestError::UploadCount {
+                sent,
+                answer: text.trim().to_string(),
+            });
         }
     }
     Ok(())
@@ -1309,7 +1379,7 @@ async fn fetch(c: &mut ClientConn, t: &Target, rec: &mut RequestRecord) -> Resul
 
 /// Sends `n` bytes of the pattern on a request stream: the frames of the body an HTTP/1.1 or
 /// HTTP/2 client uploads ([`PatternBody`]), as slices of one shared chunk.
-async fn send_pattern(stream: &mut H3ClientStream, n: u64) -> Result<(), String> {
+async fn send_pattern(stream: &mut H3ClientStream, n: u64) -> Result<(), RequestError> {
     let mut body = PatternBody::of_len(n);
     let mut sent = 0;
     while let Some(frame) = body.frame().await {
@@ -1321,7 +1391,7 @@ async fn send_pattern(stream: &mut H3ClientStream, n: u64) -> Result<(), String>
         stream
             .send_data(data)
             .await
-            .map_err(|e| format!("sending the body after {sent} bytes: {e}"))?;
+            .map_err(|source| RequestError::SendBody { sent, source })?;
         sent += len;
     }
     Ok(())
@@ -1374,66 +1444,70 @@ pub async fn get(
     urls: &[String],
     opts: &QuicClientOptions,
 ) -> Result<Vec<RequestRecord>, QuicError> {
-    let tls = client_tls(opts)?;
-    let mut records = Vec::with_capacity(urls.len());
-    let mut endpoints: Vec<quinn::Endpoint> = Vec::new();
-    let mut open: Option<ClientConn> = None;
-    let mut next_index = 0u32;
-    for url in urls {
-        let t = match target(url) {
-            Ok(t) => t,
-            Err(e) => {
-                let mut r =
-                    RequestRecord::get(HttpVersion::Http3, url, next_index, false, now_us());
-                r.error = Some(e);
-                records.push(r);
-                continue;
-            }
-        };
-        let endpoint = match endpoint_for(&mut endpoints, t.addr, &opts.quic) {
-            Ok(e) => e,
-            Err(e) => {
-                let mut r =
-                    RequestRecord::get(HttpVersion::Http3, url, next_index, false, now_us());
-                r.error = Some(e);
-                records.push(r);
-                continue;
-            }
-        };
-        let reuse = opts.reuse_connection
-            && open.as_ref().is_some_and(|c| {
-                c.conn.remote_address() == t.addr
-                    && c.server_name == t.server_name
-                    && c.conn.close_reason().is_none()
-            });
-        if !reuse && let Some(c) = open.take() {
-            close(c).await;
-        }
-        let start_us = now_us();
-        let mut rec = RequestRecord::get(HttpVersion::Http3, url, next_index, !reuse, start_us);
-        if let Some(n) = opts.upload {
-            rec.method = "POST".into();
-            rec.sent_bytes = n;
-        }
-        if !reuse {
-            match connect(&endpoint, &tls, opts, &t, next_index).await {
-                Ok(c) => {
-                    next_index += 1;
-                    open = Some(c);
-                }
-                Err(e) => {
-                    next_index += 1;
-                    rec.error = Some(e);
-                    rec.derive();
-                    records.push(rec);
-                    continue;
-                }
-            }
-        }
-        // Set just above: either reused or freshly connected.
-        let c = open.as_mut().expect("a connection is open");
-        rec.connection = c.index;
-        let mut result = fetch(c, &t, &mut rec).await;
+    let client = QuicClient::new(opts.clone())?;
+    let reuse = opts.reuse_connection;
+    Ok(Requests::new(client, reuse, opts.upload).run(urls).await)
+}
+
+/// quiclab's HTTP/3 client (quinn, h3): a [`Connector`] for the one request loop.
+pub struct QuicClient {
+    opts: QuicClientOptions,
+    tls: ClientTls,
+    /// One endpoint per address family, kept for the run so that resumption tickets and
+    /// tokens stay with it.
+    endpoints: Vec<quinn::Endpoint>,
+}
+
+impl QuicClient {
+    /// Checks the options and builds the TLS configuration (with a fresh session store).
+    pub fn new(opts: QuicClientOptions) -> Result<QuicClient, QuicError> {
+        let tls = client_tls(&opts)?;
+        Ok(QuicClient {
+            opts,
+            tls,
+            endpoints: Vec::new(),
+        })
+    }
+}
+
+impl Connector for QuicClient {
+    type Target = Target;
+    type Conn = ClientConn;
+    type Error = RequestError;
+
+    fn http(&self) -> HttpVersion {
+        HttpVersion::Http3
+    }
+
+    fn target(&self, url: &str) -> Result<Target, RequestError> {
+        target(url)
+    }
+
+    fn can_reuse(&self, c: &ClientConn, t: &Target) -> bool {
+        c.conn.remote_address() == t.addr
+            && c.server_name == t.server_name
+            && c.conn.close_reason().is_none()
+    }
+
+    async fn connect(
+        &mut self,
+        t: &Target,
+        index: u32,
+        _rec: &mut RequestRecord,
+    ) -> Result<ClientConn, RequestError> {
+        let endpoint = endpoint_for(&mut self.endpoints, t.addr, &self.opts.quic)?;
+        connect(&endpoint, &self.tls, &self.opts, t, index).await
+    }
+
+    /// The request, then what the connection knows after it: when its handshake completed
+    /// (with 0-RTT, whether the server took the early data), its TLS facts and its statistics.
+    async fn fetch(
+        &mut self,
+        c: &mut ClientConn,
+        t: &Target,
+        rec: &mut RequestRecord,
+    ) -> Result<(), RequestError> {
+        let mut result = fetch(c, t, rec).await;
         if rec.new_connection {
             rec.handshake_done_us = c.handshake_done_us;
             if let Some(done) = c.zero_rtt.take()
@@ -1447,7 +1521,7 @@ pub async fn get(
                     // what was sent in 0-RTT, HTTP/3's control streams included, is lost, but
                     // the connection itself is up. Start HTTP/3 again and repeat the request;
                     // its times still count from the first attempt, as a browser's would.
-                    result = retry_after_0rtt_rejected(c, &t, &mut rec).await;
+                    result = retry_after_0rtt_rejected(c, t, rec).await;
                 }
             }
         }
@@ -1460,27 +1534,22 @@ pub async fn get(
         rec.handshake = c.handshake.clone();
         rec.handshake.hello_retry = c.kx.hello_retry();
         rec.handshake.group = c.kx.group();
-        rec.transport_stats = transport_stats(&c.conn, opts.quic.congestion, &c.inst.recorder);
-        if let Err(e) = result {
-            rec.error = Some(e);
-        }
-        rec.derive();
-        records.push(rec);
-        if !opts.reuse_connection
-            && let Some(c) = open.take()
-        {
-            close(c).await;
-        }
+        rec.transport_stats = transport_stats(&c.conn, self.opts.quic.congestion, &c.inst.recorder);
+        result
     }
-    if let Some(c) = open.take() {
+
+    async fn close(&mut self, c: ClientConn) {
         close(c).await;
     }
-    // Long enough for the CONNECTION_CLOSE to leave (it is sent at once); the draining period after it (three PTOs)
-    // concerns nobody once the results are in, and would add hundreds of ms to every run.
-    for e in endpoints {
-        let _ = tokio::time::timeout(CLOSE_LINGER, e.wait_idle()).await;
+
+    /// Long enough for the CONNECTION_CLOSE to leave (it is sent at once); the draining period
+    /// after it (three PTOs) concerns nobody once the results are in, and would add hundreds of
+    /// ms to every run.
+    async fn finish(&mut self) {
+        for e in self.endpoints.drain(..) {
+            let _ = tokio::time::timeout(CLOSE_LINGER, e.wait_idle()).await;
+        }
     }
-    Ok(records)
 }
 
 /// How long a client lingers for its endpoints to go idle after closing its connections.
@@ -1490,7 +1559,7 @@ async fn retry_after_0rtt_rejected(
     c: &mut ClientConn,
     t: &Target,
     rec: &mut RequestRecord,
-) -> Result<(), String> {
+) -> Result<(), RequestError> {
     c.driver.abort();
     let (send, driver) = open_h3(&c.conn, t).await?;
     (c.send, c.driver) = (send, driver);
@@ -1514,7 +1583,7 @@ pub(crate) fn endpoint_for(
     endpoints: &mut Vec<quinn::Endpoint>,
     addr: SocketAddr,
     quic: &QuicOptions,
-) -> Result<quinn::Endpoint, String> {
+) -> Result<quinn::Endpoint, RequestError> {
     if let Some(e) = endpoints
         .iter()
         .find(|e| e.local_addr().is_ok_and(|l| l.is_ipv6() == addr.is_ipv6()))
@@ -1526,15 +1595,14 @@ pub(crate) fn endpoint_for(
     } else {
         (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     };
-    let socket =
-        std::net::UdpSocket::bind(bind).map_err(|e| format!("opening a UDP socket: {e}"))?;
+    let socket = std::net::UdpSocket::bind(bind).map_err(RequestError::Socket)?;
     let e = quinn::Endpoint::new(
         quic.endpoint_config(),
         None,
         socket,
         Arc::new(quinn::TokioRuntime),
     )
-    .map_err(|e| format!("opening a QUIC endpoint: {e}"))?;
+    .map_err(RequestError::Endpoint)?;
     endpoints.push(e.clone());
     Ok(e)
 }

@@ -155,16 +155,11 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         path_min_rtt_us: c.record.path_min_rtt_us(),
         upload: c.upload,
     };
-    let mut client = Client::new(opts).with_context(|| {
+    let client = Client::new(opts).with_context(|| {
         let file = c.trust.cacert.as_ref().map(|p| p.display().to_string());
         format!("--cacert {}", file.unwrap_or_default())
     })?;
-    let mut records = Vec::with_capacity(urls.len());
-    runtime.block_on(async {
-        for url in &urls {
-            records.push(client.fetch(url).await);
-        }
-    });
+    let records = runtime.block_on(client.requests().run(&urls));
     report(&records, c.json)
 }
 

@@ -104,6 +104,70 @@ pub enum SenderError {
     Clock(#[source] std::io::Error),
 }
 
+/// Why the connection failed or a flush could not be handed over; the summary keeps it with its
+/// causes.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error(transparent)]
+    Tcp(#[from] ClientError),
+    #[error("{name:?} is not a TLS server name")]
+    ServerName {
+        name: String,
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    #[error("TLS handshake with {addr} (a server needs --telemetry-log to speak {ALPN})")]
+    TlsHandshake {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Endpoint(#[from] quic::RequestError),
+    #[error(transparent)]
+    Options(#[from] QuicError),
+    #[error("connecting to {addr}")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: quinn::ConnectError,
+    },
+    #[error("QUIC handshake with {addr} (a server needs --telemetry-log to speak {ALPN})")]
+    Handshake {
+        addr: SocketAddr,
+        #[source]
+        source: quinn::ConnectionError,
+    },
+    #[error(
+        "a flush of {flush_bytes} bytes exceeds the largest datagram the path takes now ({max} bytes)"
+    )]
+    FlushTooLarge { flush_bytes: usize, max: usize },
+    #[error("the server does not accept QUIC datagrams (serve with --quic-datagrams on)")]
+    NoDatagrams,
+    #[error("opening the stream")]
+    OpenStream(#[source] quinn::ConnectionError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Connection(#[from] quinn::ConnectionError),
+    #[error(transparent)]
+    Write(#[from] quinn::WriteError),
+    #[error(transparent)]
+    ClosedStream(#[from] quinn::ClosedStream),
+    #[error(transparent)]
+    Datagram(#[from] quinn::SendDatagramError),
+    #[error(transparent)]
+    Stopped(#[from] quinn::StoppedError),
+    #[error("the server stopped stream {stream} ({code})")]
+    StoppedByServer { stream: u64, code: quinn::VarInt },
+}
+
+/// [`ALPN_TELEMETRY`] as text, for messages.
+const ALPN: &str = match std::str::from_utf8(ALPN_TELEMETRY) {
+    Ok(s) => s,
+    Err(_) => panic!("the telemetry ALPN is ASCII"),
+};
+
 /// What a run sent.
 #[derive(Debug, Clone)]
 pub struct SendOutcome {
@@ -189,7 +253,7 @@ pub async fn run(
     let mut stop = std::pin::pin!(stop);
     let connect_us = now_us();
     let connected = tokio::select! {
-        c = connect(&setup, &t, opts, url) => c,
+        c = connect(&setup, &t, opts, url) => c.map_err(|e| error_chain(&e)),
         () = &mut stop => Err("stopped before the connection was up".to_string()),
     };
     let mut summary = SenderSummary {
@@ -252,7 +316,7 @@ pub async fn run(
                     send_us,
                     stream,
                 }),
-                Err(e) => return Some(format!("sending flush {k}: {e}")),
+                Err(e) => return Some(format!("sending flush {k}: {}", error_chain(&e))),
             }
         }
         None
@@ -266,7 +330,10 @@ pub async fn run(
         error = tokio::select! {
             r = tokio::time::timeout(opts.drain, link.drain()) => match r {
                 Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(format!("waiting for the server to have everything: {e}")),
+                Ok(Err(e)) => Some(format!(
+                    "waiting for the server to have everything: {}",
+                    error_chain(&e)
+                )),
                 Err(_) => Some(format!(
                     "the server did not have everything within {:.1} s of the last flush",
                     opts.drain.as_secs_f64()
@@ -340,24 +407,23 @@ async fn connect(
     t: &Target,
     opts: &SenderOptions,
     url: &str,
-) -> Result<Link, String> {
+) -> Result<Link, LinkError> {
     match setup {
         Setup::Tcp(config) => {
             let (tcp, socket, congestion) =
-                tcp_connect(t.addr, opts.tcp_congestion.as_deref(), false)
-                    .await
-                    .map_err(|e| error_chain(&e))?;
-            let name = ServerName::try_from(t.server_name.clone())
-                .map_err(|e| format!("{:?} is not a TLS server name: {e}", t.server_name))?;
+                tcp_connect(t.addr, opts.tcp_congestion.as_deref(), false).await?;
+            let name = ServerName::try_from(t.server_name.clone()).map_err(|source| {
+                LinkError::ServerName {
+                    name: t.server_name.clone(),
+                    source,
+                }
+            })?;
             let tls = TlsConnector::from(config.clone())
                 .connect(name, tcp)
                 .await
-                .map_err(|e| {
-                    format!(
-                        "TLS handshake with {} (a server needs --telemetry-log to speak {}): {e}",
-                        t.addr,
-                        String::from_utf8_lossy(ALPN_TELEMETRY)
-                    )
+                .map_err(|source| LinkError::TlsHandshake {
+                    addr: t.addr,
+                    source,
                 })?;
             Ok(Link::Tcp {
                 tls: Box::new(tls),
@@ -377,47 +443,32 @@ async fn connect(
             });
             let inst = opts
                 .quic
-                .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)
-                .map_err(|e| error_chain(&e))?;
+                .instrumented(opts.path_min_rtt_us.map(Duration::from_micros), qlog)?;
             let kx = Arc::new(KxLog::default());
-            let mut config =
-                quic::client_config(q, tls, &kx, ALPN_TELEMETRY).map_err(|e| error_chain(&e))?;
+            let mut config = quic::client_config(q, tls, &kx, ALPN_TELEMETRY)?;
             config.transport_config(inst.transport.clone());
             let conn = endpoint
                 .connect_with(config, t.addr, &t.server_name)
-                .map_err(|e| format!("connecting to {}: {e}", t.addr))?
+                .map_err(|source| LinkError::Connect {
+                    addr: t.addr,
+                    source,
+                })?
                 .await
-                .map_err(|e| {
-                    format!(
-                        "QUIC handshake with {} (a server needs --telemetry-log to speak {}): {e}",
-                        t.addr,
-                        String::from_utf8_lossy(ALPN_TELEMETRY)
-                    )
+                .map_err(|source| LinkError::Handshake {
+                    addr: t.addr,
+                    source,
                 })?;
             let mode = opts.mode;
             let flush_bytes = opts.flush_units as usize * super::UNIT_BYTES;
             if mode == Mode::QuicDatagrams {
                 match conn.max_datagram_size() {
                     Some(n) if n >= flush_bytes => {}
-                    Some(n) => {
-                        return Err(format!(
-                            "a flush of {flush_bytes} bytes exceeds the largest datagram the path takes now ({n} bytes)"
-                        ));
-                    }
-                    None => {
-                        return Err(
-                            "the server does not accept QUIC datagrams (serve with --quic-datagrams on)"
-                                .into(),
-                        );
-                    }
+                    Some(max) => return Err(LinkError::FlushTooLarge { flush_bytes, max }),
+                    None => return Err(LinkError::NoDatagrams),
                 }
             }
             let stream = if mode == Mode::QuicStream {
-                Some(
-                    conn.open_uni()
-                        .await
-                        .map_err(|e| format!("opening the stream: {e}"))?,
-                )
+                Some(conn.open_uni().await.map_err(LinkError::OpenStream)?)
             } else {
                 None
             };
@@ -436,32 +487,30 @@ async fn connect(
 
 impl Link {
     /// Hands one flush to the transport; returns the QUIC stream it went on, if any.
-    async fn send(&mut self, bytes: &[u8]) -> Result<Option<u64>, String> {
+    async fn send(&mut self, bytes: &[u8]) -> Result<Option<u64>, LinkError> {
         match self {
             Link::Tcp { tls, .. } => {
-                tls.write_all(bytes).await.map_err(|e| e.to_string())?;
-                tls.flush().await.map_err(|e| e.to_string())?;
+                tls.write_all(bytes).await?;
+                tls.flush().await?;
                 Ok(None)
             }
             Link::Quic(q) => match q.mode {
                 Mode::QuicStream => {
                     // Opened at connection time in this mode.
                     let s = q.stream.as_mut().expect("the stream is open");
-                    s.write_all(bytes).await.map_err(|e| e.to_string())?;
+                    s.write_all(bytes).await?;
                     Ok(Some(u64::from(s.id())))
                 }
                 Mode::QuicStreams => {
-                    let mut s = q.conn.open_uni().await.map_err(|e| e.to_string())?;
-                    s.write_all(bytes).await.map_err(|e| e.to_string())?;
-                    s.finish().map_err(|e| e.to_string())?;
+                    let mut s = q.conn.open_uni().await?;
+                    s.write_all(bytes).await?;
+                    s.finish()?;
                     let id = u64::from(s.id());
                     q.finished.push(s);
                     Ok(Some(id))
                 }
                 _ => {
-                    q.conn
-                        .send_datagram(Bytes::copy_from_slice(bytes))
-                        .map_err(|e| e.to_string())?;
+                    q.conn.send_datagram(Bytes::copy_from_slice(bytes))?;
                     Ok(None)
                 }
             },
@@ -469,10 +518,10 @@ impl Link {
     }
 
     /// Waits until the server has everything (see the module's contract).
-    async fn drain(&mut self) -> Result<(), String> {
+    async fn drain(&mut self) -> Result<(), LinkError> {
         match self {
             Link::Tcp { tls, .. } => {
-                tls.shutdown().await.map_err(|e| e.to_string())?;
+                tls.shutdown().await?;
                 // The server closes once it has read everything up to our close; an abrupt
                 // end (no close_notify) after that is just as good.
                 let mut buf = [0u8; 64];
@@ -485,21 +534,24 @@ impl Link {
             }
             Link::Quic(q) => {
                 if let Some(mut s) = q.stream.take() {
-                    s.finish().map_err(|e| e.to_string())?;
+                    s.finish()?;
                     q.finished.push(s);
                 }
                 if q.mode == Mode::QuicDatagrams {
-                    let mut end = q.conn.open_uni().await.map_err(|e| e.to_string())?;
-                    end.finish().map_err(|e| e.to_string())?;
+                    let mut end = q.conn.open_uni().await?;
+                    end.finish()?;
                     q.finished.push(end);
                 }
                 for s in &mut q.finished {
                     match s.stopped().await {
                         Ok(None) => {}
                         Ok(Some(code)) => {
-                            return Err(format!("the server stopped stream {} ({code})", s.id()));
+                            return Err(LinkError::StoppedByServer {
+                                stream: u64::from(s.id()),
+                                code,
+                            });
                         }
-                        Err(e) => return Err(e.to_string()),
+                        Err(e) => return Err(e.into()),
                     }
                 }
                 tokio::time::sleep(CLOSE_DELAY).await;
