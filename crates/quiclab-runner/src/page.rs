@@ -6,8 +6,8 @@ use std::path::Path;
 
 use quiclab_model::campaign::{Detail, Metrics, PageDetail, PageInfo, ResourceTimes, Workload};
 use quiclab_netns::DirectionReport;
-use quiclab_stack::page::{self, BUILTIN};
-use quiclab_stack::page_client::PageRecord;
+use quiclab_pages::page::{self, BUILTIN};
+use quiclab_pages::page_client::PageRecord;
 use toml::Spanned;
 
 use crate::outputs::{self, Sample};

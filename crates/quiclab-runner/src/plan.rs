@@ -48,7 +48,7 @@ use quiclab_link::config::{ConfigError, KEYS};
 use quiclab_link::{LinkConfig, units};
 pub use quiclab_model::campaign::Workload;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::telemetry::Mode;
+use quiclab_telemetry::Mode;
 use std::ops::Range;
 use toml::Spanned;
 

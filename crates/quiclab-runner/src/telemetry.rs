@@ -5,7 +5,7 @@
 //! Contract:
 //! - A unit's latency is its receive time minus its generation time (both on the host's
 //!   CLOCK_MONOTONIC); the model's is the path's one-way delay client to server plus the unit's
-//!   wait in its flush ([`quiclab_stack::telemetry`]).
+//!   wait in its flush ([`quiclab_telemetry`]).
 //! - A **stall** is a run of consecutive units, each later than the model by more than the
 //!   path's minimum RTT (a repair takes at least a round trip, so no unit gets that late
 //!   without a loss or a stalled host). It lasted from when its first unit should have arrived
@@ -24,7 +24,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use quiclab_model::campaign::{LostPacket, Stall, TelemetryDetail};
-use quiclab_stack::telemetry::{
+use quiclab_telemetry::{
     ClientRecord, ConnectionEnd, ReceivedUnit, Schedule, SenderSummary, SentFlush, ServerRecord,
     UnitOutcome, outcomes,
 };
@@ -207,7 +207,7 @@ pub fn detail(
 mod tests {
     use super::*;
     use quiclab_model::record::TransportStats;
-    use quiclab_stack::telemetry::Mode;
+    use quiclab_telemetry::Mode;
 
     fn summary(schedule: Schedule) -> SenderSummary {
         SenderSummary {

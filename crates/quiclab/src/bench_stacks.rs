@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use quiclab_quic::GSO_MAX_PAYLOAD;
 use quiclab_runner::plan::{self, Profile};
 use quiclab_runner::trial::{self, TrialEnd, TrialEnv};
-use quiclab_stack::quic::GSO_MAX_PAYLOAD;
 
 use crate::signals::Signals;
 

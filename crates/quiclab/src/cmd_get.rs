@@ -3,10 +3,10 @@
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use quiclab_coded_udp as coded;
 use quiclab_model::record::{HttpVersion, RequestRecord};
-use quiclab_stack::client::{Client, ClientOptions, ConnectionMode};
-use quiclab_stack::coded;
-use quiclab_stack::quic::{self, QuicClientOptions};
+use quiclab_quic::{self as quic, QuicClientOptions};
+use quiclab_tcp::client::{Client, ClientOptions, ConnectionMode};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;

@@ -4,10 +4,10 @@
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_model::record::HttpVersion;
-use quiclab_stack::client::{ClientOptions, ConnectionMode};
-use quiclab_stack::page::{self, Page};
-use quiclab_stack::page_client::{self, PageRecord, Stack};
-use quiclab_stack::quic::QuicClientOptions;
+use quiclab_pages::page::{self, Page};
+use quiclab_pages::page_client::{self, PageRecord, Stack};
+use quiclab_quic::QuicClientOptions;
+use quiclab_tcp::client::{ClientOptions, ConnectionMode};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;

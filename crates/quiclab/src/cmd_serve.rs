@@ -4,18 +4,20 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_stack::coded::{self, CodedServer, CodedServerOptions};
-use quiclab_stack::quic::{self, QuicServer, QuicServerOptions};
+use quiclab_coded_udp::{self as coded, CodedServer, CodedServerOptions};
+use quiclab_quic::{self as quic, QuicServer, QuicServerOptions, QuicService};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
-use quiclab_stack::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions};
-use quiclab_stack::telemetry::RecordLog;
-use quiclab_stack::timeline::TimelineWriter;
-use quiclab_stack::tls::{self, Identity, KxGroup};
+use quiclab_endpoint::timeline::TimelineWriter;
+use quiclab_endpoint::tls::{self, Identity, KxGroup};
+use quiclab_tcp::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions, TlsService};
+use quiclab_telemetry::RecordLog;
+use quiclab_telemetry::receiver::Receiver;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Serve HTTP/1.1 and HTTP/2 over TCP and TLS 1.3 (rustls with ring, hyper), and HTTP/3 over
@@ -212,7 +214,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
 
     // Set before the runtime starts: its threads inherit the policy.
     let realtime = c.realtime.unwrap_or(c.telemetry_log.is_some())
-        && match quiclab_stack::telemetry::use_realtime_priority() {
+        && match quiclab_telemetry::use_realtime_priority() {
             Ok(()) => true,
             Err(e) => {
                 eprintln!("quiclab serve: warning: cannot run at a real-time priority ({e})");
@@ -250,7 +252,9 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
             timeline: timeline_file(c.tcp_timeline.as_ref(), "TCP")?,
             path_min_rtt_us: c.record.path_min_rtt_us(),
             root: c.root.clone(),
-            telemetry: telemetry.clone(),
+            service: telemetry
+                .clone()
+                .map(|log| Arc::new(Receiver::new(log)) as Arc<dyn TlsService>),
             fast_open: c.tfo,
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
@@ -264,7 +268,9 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                     path_min_rtt_us: c.record.path_min_rtt_us(),
                     qlog_dir: c.record.qlog_dir()?,
                     root: c.root.clone(),
-                    telemetry: telemetry.clone(),
+                    service: telemetry
+                        .clone()
+                        .map(|log| Arc::new(Receiver::new(log)) as Arc<dyn QuicService>),
                 })?)
             }
             None => None,

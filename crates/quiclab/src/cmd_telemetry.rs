@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_stack::telemetry::sender::{self, SenderOptions};
-use quiclab_stack::telemetry::{self, Mode, SenderSummary};
-use quiclab_stack::tls::KxGroup;
+use quiclab_endpoint::tls::KxGroup;
+use quiclab_telemetry::sender::{self, SenderOptions};
+use quiclab_telemetry::{self as telemetry, Mode, SenderSummary};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::quicargs::QuicArgs;

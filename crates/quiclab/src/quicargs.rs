@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_stack::quic::{self, QuicCongestion, QuicOptions};
+use quiclab_quic::{self as quic, QuicCongestion, QuicOptions};
 
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "QUIC (HTTP/3)")]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_stack::tls::KxGroup;
+use quiclab_endpoint::tls::KxGroup;
 
 #[derive(Args)]
 pub struct TrustArgs {

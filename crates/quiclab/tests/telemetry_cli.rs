@@ -18,7 +18,7 @@ fn alone() -> MutexGuard<'static, ()> {
 }
 
 use quiclab_report::stats::quantile_sorted;
-use quiclab_stack::telemetry::{
+use quiclab_telemetry::{
     ClientRecord, Mode, ReceivedUnit, SenderSummary, SentFlush, ServerRecord, UnitOutcome, outcomes,
 };
 

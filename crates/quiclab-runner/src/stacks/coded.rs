@@ -2,7 +2,7 @@
 //! routes as HTTP, served by `quiclab serve --coded-listen` on HTTP/3's port.
 
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::telemetry::Mode;
+use quiclab_telemetry::Mode;
 
 use super::{
     ArmStack, Capability, ClientRequest, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS,

@@ -20,10 +20,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::quic;
-use quiclab_stack::telemetry::Mode;
-use quiclab_stack::tls::KxGroup;
+use quiclab_quic as quic;
+use quiclab_telemetry::Mode;
 
 /// Every stack, in the order help texts list them. The first stack that speaks an HTTP
 /// version is that version's default (what `http = "..."` alone means).

@@ -4,8 +4,8 @@
 
 use quiclab_link::units;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::quic::{QuicCongestion, QuicOptions};
-use quiclab_stack::telemetry::Mode;
+use quiclab_quic::{QuicCongestion, QuicOptions};
+use quiclab_telemetry::Mode;
 
 use super::{
     ArmStack, Capability, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,

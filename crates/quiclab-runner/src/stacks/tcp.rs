@@ -2,8 +2,8 @@
 //! own `serve` and clients; telemetry as one ordered TLS stream.
 
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::tcpinfo::{self, FASTOPEN_SYSCTL};
-use quiclab_stack::telemetry::Mode;
+use quiclab_tcp::tcpinfo::{self, FASTOPEN_SYSCTL};
+use quiclab_telemetry::Mode;
 
 use super::{
     ArmStack, Capability, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,

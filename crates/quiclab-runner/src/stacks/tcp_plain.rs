@@ -3,7 +3,7 @@
 //! costs (a round trip, records, CPU) can be told apart from what TCP does.
 
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_stack::telemetry::Mode;
+use quiclab_telemetry::Mode;
 
 use super::tcp::{TCP_CC, TFO, with_fast_open};
 use super::{

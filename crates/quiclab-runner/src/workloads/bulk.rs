@@ -112,7 +112,7 @@ impl WorkloadKind for Bulk {
             request: ClientRequest {
                 command: "get",
                 json: false,
-                args: vec![t.bytes_url(quiclab_stack::server::MAX_BYTES)],
+                args: vec![t.bytes_url(quiclab_tcp::server::MAX_BYTES)],
             },
             connections: u32::try_from(t.size).unwrap_or(u32::MAX),
             measured,

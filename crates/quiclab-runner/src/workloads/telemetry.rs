@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use quiclab_model::campaign::{Detail, Metrics, Workload};
-use quiclab_stack::telemetry::{MAX_FLUSH_UNITS, MAX_UNITS_PER_SECOND, UNIT_BYTES};
+use quiclab_telemetry::{MAX_FLUSH_UNITS, MAX_UNITS_PER_SECOND, UNIT_BYTES};
 use serde_json::json;
 
 use super::{

@@ -46,8 +46,8 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::requests::{Connector, Requests};
+use crate::routes::PatternBody;
 use crate::routes::{PATTERN_PERIOD, fill_pattern};
-use crate::server::PatternBody;
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, TcpInfo, apply_congestion, fast_open_enabled,
     impossible_min_rtt, set_tcp_option,
@@ -232,9 +232,9 @@ fn group_name(g: NamedGroup) -> String {
 }
 
 /// A request's body: none (GET), or an upload of the pattern (POST).
-pub(crate) type ReqBody = Either<Empty<Bytes>, PatternBody>;
+pub type ReqBody = Either<Empty<Bytes>, PatternBody>;
 
-pub(crate) enum Sender {
+pub enum Sender {
     H1(hyper::client::conn::http1::SendRequest<ReqBody>),
     H2(hyper::client::conn::http2::SendRequest<ReqBody>),
 }
@@ -244,11 +244,11 @@ pub struct Connection {
     authority: String,
     /// Over TLS (an `https://` origin), or plain TCP.
     tls: bool,
-    pub(crate) index: u32,
-    pub(crate) sender: Sender,
+    pub index: u32,
+    pub sender: Sender,
     /// A duplicate of the TCP socket, for TCP_INFO while hyper owns the stream.
     socket: Socket,
-    pub(crate) handshake: Handshake,
+    pub handshake: Handshake,
     congestion: String,
     driver: JoinHandle<()>,
 }
@@ -475,7 +475,7 @@ impl Client {
     }
 
     /// Opens a TCP connection, does the TLS and HTTP handshakes.
-    pub(crate) async fn open(&self, target: &Url, index: u32) -> Result<Connection, ClientError> {
+    pub async fn open(&self, target: &Url, index: u32) -> Result<Connection, ClientError> {
         let addr = tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
             .and_then(|mut a| {
@@ -649,7 +649,7 @@ where
 /// on: writes are whole messages, and Nagle would only hold them back behind unacknowledged
 /// data. Returns the stream, a duplicate of its socket (for TCP_INFO), and the controller the
 /// socket reports.
-pub(crate) async fn tcp_connect(
+pub async fn tcp_connect(
     addr: SocketAddr,
     congestion: Option<&str>,
     fast_open: bool,
@@ -735,7 +735,7 @@ mod tests {
                 timeline: None,
                 path_min_rtt_us: None,
                 root: None,
-                telemetry: None,
+                service: None,
                 fast_open: false,
             })
             .unwrap();

@@ -1,4 +1,12 @@
-//! HTTP/3 over QUIC: quinn for the transport, h3 for HTTP, rustls with *ring* for TLS.
+//! quiclab's HTTP/3 endpoints: quinn for the transport, h3 for HTTP, rustls with *ring* for
+//! TLS.
+//!
+//! Modules: [`h3prio`] (the server's response scheduler: RFC 9218 priorities, FIFO or
+//! round-robin), [`qlog`] (one qlog file per connection), [`recording`] (a congestion
+//! controller wrapper that counts what quinn does not expose). Routes, URLs, TLS and the
+//! request loop come from `quiclab-endpoint`.
+//!
+//! Must never: know about plans, trials or the store; print (warnings go through `log`).
 //!
 //! Contract:
 //! - [`QuicOptions`] is every transport setting quiclab varies, shared by servers and clients.
@@ -8,7 +16,7 @@
 //!   batch over [`MAX_UDP_DATAGRAM`] bytes fails with EMSGSIZE, which quinn drops silently (its
 //!   black-hole detection then falls back to a 1200-byte MTU). With GSO on the payload is
 //!   therefore at most [`GSO_MAX_PAYLOAD`]; turn GSO off for larger (jumbo) payloads.
-//! - [`QuicServer`] serves the routes of [`crate::server`] (`GET /bytes/N`, `POST /upload`, 404
+//! - [`QuicServer`] serves the routes of [`crate::routes`] (`GET /bytes/N`, `POST /upload`, 404
 //!   otherwise) over HTTP/3 on a UDP socket, TLS 1.3 with ALPN `h3`, accepting 0-RTT requests
 //!   (they are idempotent downloads or counted uploads, so a replay does no harm).
 //!   Optionally it writes each connection's timeline (the sender's view, every 5 ms). Responses
@@ -17,8 +25,8 @@
 //!   `/bytes/N` bodies byte for byte against the pattern. With resumption, later connections of
 //!   a run send their request as 0-RTT; if the server refuses the early data, the request is
 //!   repeated on the same connection.
-//! - With a telemetry log, connections that negotiate ALPN `quiclab-telemetry` carry units on
-//!   raw streams and datagrams instead of HTTP/3 (see [`crate::telemetry`]).
+//! - With a [`QuicService`] (e.g. the telemetry receiver), connections that negotiate its ALPN
+//!   are handed to it instead of HTTP/3.
 //! - Congestion control is read back from the connection (by type), and quinn's BBR is flagged
 //!   experimental in records: it is BBRv1 and quinn's pacer does not apply its pacing rate.
 
@@ -42,18 +50,23 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::task::JoinSet;
 
+pub mod h3prio;
+pub mod qlog;
+pub mod recording;
+
+use quiclab_endpoint::{files, priority, requests, routes, timeline, tls, url};
+
 use crate::files::Lookup;
 use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::requests::{Connector, Requests};
+use crate::routes::PatternBody;
 use crate::routes::{CHUNK, Route, pattern_byte, pattern_chunk, route};
-use crate::server::PatternBody;
-use crate::server::ServeStats;
-use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use crate::url::{Url, UrlError};
 use http_body_util::BodyExt;
+use quiclab_endpoint::ServeStats;
 use quiclab_model::record::{
     Handshake, HttpVersion, RequestRecord, TimelineSample, Transport, TransportStats, now_us,
 };
@@ -500,11 +513,26 @@ pub struct QuicServerOptions {
     pub qlog_dir: Option<PathBuf>,
     /// Serve other GET paths as files under this directory (see [`crate::files`]).
     pub root: Option<PathBuf>,
-    /// Also accept telemetry connections (ALPN [`ALPN_TELEMETRY`]) and log their units here
-    /// (see [`crate::telemetry::receiver`]). Their datagrams are accepted only when
-    /// `quic.datagram_buffer` is on.
-    pub telemetry: Option<RecordLog>,
+    /// Also speak this protocol, to connections that negotiate its ALPN. Datagrams are
+    /// accepted only when `quic.datagram_buffer` is on.
+    pub service: Option<Arc<dyn QuicService>>,
 }
+
+/// A protocol other than HTTP/3 that a QUIC server also speaks: a connection that negotiates
+/// its ALPN is handed to it whole (the telemetry receiver is one).
+pub trait QuicService: Send + Sync + 'static {
+    /// What it is called in errors.
+    fn name(&self) -> &'static str;
+    /// Its ALPN.
+    fn alpn(&self) -> &'static [u8];
+    /// Serves connection number `index` (numbered with the HTTP/3 ones) to its end; the text
+    /// says why it failed.
+    fn serve(&self, conn: quinn::Connection, index: u32) -> ServiceFuture;
+}
+
+/// What a [`QuicService`] returns: the end of a connection.
+pub type ServiceFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 
 /// A bound QUIC server.
 pub struct QuicServer {
@@ -540,8 +568,12 @@ pub enum QuicConnectionError {
     Setup(#[source] QuicError),
     #[error("writing a qlog file")]
     QlogWrite(#[source] std::io::Error),
-    #[error("telemetry from {peer}: {message}")]
-    Telemetry { peer: SocketAddr, message: String },
+    #[error("{service} from {peer}: {message}")]
+    Service {
+        service: &'static str,
+        peer: SocketAddr,
+        message: String,
+    },
     #[error("HTTP/3 request from {peer}")]
     Stream {
         peer: SocketAddr,
@@ -556,10 +588,10 @@ impl QuicServer {
         let addr = opts.listen;
         let socket_err = |source| QuicError::Socket { addr, source };
         let transport = opts.quic.transport_config()?;
-        let tls = match &opts.telemetry {
-            Some(_) => {
+        let tls = match &opts.service {
+            Some(service) => {
                 let mut tls = (*opts.tls).clone();
-                tls.alpn_protocols.push(ALPN_TELEMETRY.to_vec());
+                tls.alpn_protocols.push(service.alpn().to_vec());
                 Arc::new(tls)
             }
             None => opts.tls,
@@ -593,8 +625,8 @@ impl QuicServer {
                 pattern: pattern_chunk(),
                 alt_svc,
                 root: opts.root,
-                telemetry: opts.telemetry,
-                scheduling: crate::h3prio::Scheduling {
+                service: opts.service,
+                scheduling: h3prio::Scheduling {
                     round_robin: opts.quic.round_robin,
                     priorities: opts.quic.priorities,
                 },
@@ -695,17 +727,17 @@ impl QuicServer {
 }
 
 /// What requests are answered from: the `/bytes` pattern, the Alt-Svc value, static files;
-/// and where telemetry connections log their units.
+/// and the other protocol spoken, if any.
 struct Routes {
     pattern: Bytes,
     alt_svc: http::HeaderValue,
     root: Option<PathBuf>,
-    telemetry: Option<RecordLog>,
+    service: Option<Arc<dyn QuicService>>,
     /// How response streams share the connection.
-    scheduling: crate::h3prio::Scheduling,
+    scheduling: h3prio::Scheduling,
 }
 
-type H3ServerStream = h3::server::RequestStream<crate::h3prio::BidiStream<Bytes>, Bytes>;
+type H3ServerStream = h3::server::RequestStream<h3prio::BidiStream<Bytes>, Bytes>;
 
 async fn serve_connection(
     incoming: quinn::Incoming,
@@ -720,15 +752,16 @@ async fn serve_connection(
     let mut connecting = incoming
         .accept_with(config)
         .map_err(|source| QuicConnectionError::Handshake { peer, source })?;
-    // The ClientHello names the application: HTTP/3 or telemetry.
-    let telemetry = match connecting.handshake_data().await {
-        Ok(d) => d
+    // The ClientHello names the application: HTTP/3 or the other protocol.
+    let other = match (&routes.service, connecting.handshake_data().await) {
+        (Some(service), Ok(d)) => d
             .downcast::<quinn::crypto::rustls::HandshakeData>()
             .ok()
             .and_then(|d| d.protocol)
-            .is_some_and(|p| p == ALPN_TELEMETRY),
+            .is_some_and(|p| p == service.alpn())
+            .then(|| service.clone()),
         // the handshake's failure is reported below
-        Err(_) => false,
+        _ => None,
     };
     // Accepting before the handshake completes lets 0-RTT requests be answered at once (0.5-RTT
     // data); a server always can, so the error arm only hands the handshake back.
@@ -747,15 +780,18 @@ async fn serve_connection(
             on_error.clone(),
         )))
     });
-    let served = match (&routes.telemetry, telemetry) {
-        (Some(log), true) => {
-            let end = crate::telemetry::receiver::serve_quic(&conn, index, log).await;
-            match end.error {
-                Some(message) => Err(QuicConnectionError::Telemetry { peer, message }),
-                None => Ok(()),
-            }
+    let served = match other {
+        Some(service) => {
+            let name = service.name();
+            service.serve(conn.clone(), index).await.map_err(|message| {
+                QuicConnectionError::Service {
+                    service: name,
+                    peer,
+                    message,
+                }
+            })
         }
-        _ => serve_h3(&conn, peer, routes, on_error).await,
+        None => serve_h3(&conn, peer, routes, on_error).await,
     };
     // The connection is over (the client closed it, or it failed): the sampler takes its last
     // sample once quinn says so.
@@ -773,10 +809,9 @@ async fn serve_h3(
     routes: Arc<Routes>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
-    let urgencies = crate::h3prio::Urgencies::default();
-    let transport =
-        crate::h3prio::Connection::new(conn.clone(), routes.scheduling, urgencies.clone());
-    let mut h3conn: h3::server::Connection<crate::h3prio::Connection, Bytes> =
+    let urgencies = h3prio::Urgencies::default();
+    let transport = h3prio::Connection::new(conn.clone(), routes.scheduling, urgencies.clone());
+    let mut h3conn: h3::server::Connection<h3prio::Connection, Bytes> =
         h3::server::Connection::new(transport)
             .await
             .map_err(|source| QuicConnectionError::Http { peer, source })?;
@@ -795,7 +830,7 @@ async fn serve_h3(
                             .headers()
                             .get("priority")
                             .and_then(|v| v.to_str().ok())
-                            .map(crate::page::Priority::parse_header);
+                            .map(crate::priority::Priority::parse_header);
                         urgencies.request(stream.id().into_inner(), priority);
                         handle(req, stream, routes).await
                     };
@@ -1010,7 +1045,7 @@ pub struct QuicClientOptions {
 
 /// What every connection of a client run shares: the trust anchors and, with resumption, one
 /// ticket store (so later connections find the tickets of earlier ones).
-pub(crate) struct ClientTls {
+pub struct ClientTls {
     /// One verifier for every connection: rustls resumes a session only under the verifier
     /// that checked it.
     verifier: Arc<rustls::client::WebPkiServerVerifier>,
@@ -1019,7 +1054,7 @@ pub(crate) struct ClientTls {
     store: Option<Arc<dyn rustls::client::ClientSessionStore>>,
 }
 
-pub(crate) fn client_tls(opts: &QuicClientOptions) -> Result<ClientTls, QuicError> {
+pub fn client_tls(opts: &QuicClientOptions) -> Result<ClientTls, QuicError> {
     let mut roots = RootCertStore::empty();
     let mut any = false;
     for cert in CertificateDer::pem_slice_iter(opts.ca_pem.as_bytes()) {
@@ -1067,7 +1102,7 @@ pub(crate) fn client_tls(opts: &QuicClientOptions) -> Result<ClientTls, QuicErro
 
 /// The configuration of one connection: its own provider, so that its key shares (and with
 /// them a HelloRetryRequest) are noted in `kx`.
-pub(crate) fn client_config(
+pub fn client_config(
     opts: &QuicClientOptions,
     shared: &ClientTls,
     kx: &Arc<KxLog>,
@@ -1158,11 +1193,11 @@ pub enum RequestError {
 /// Where a URL points: the name for TLS, the address to connect to.
 pub struct Target {
     server_name: String,
-    pub(crate) addr: SocketAddr,
-    pub(crate) uri: Uri,
+    pub addr: SocketAddr,
+    pub uri: Uri,
 }
 
-pub(crate) fn target(url: &str) -> Result<Target, RequestError> {
+pub fn target(url: &str) -> Result<Target, RequestError> {
     let u = Url::parse_tls(url, "HTTP/3")?;
     let addr = u.resolve()?;
     Ok(Target {
@@ -1175,22 +1210,26 @@ pub(crate) fn target(url: &str) -> Result<Target, RequestError> {
 /// An open HTTP/3 connection of the client.
 pub struct ClientConn {
     conn: quinn::Connection,
-    pub(crate) send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    pub send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     driver: tokio::task::JoinHandle<()>,
     /// The name the connection was made for (TLS verified the certificate for it).
     server_name: String,
-    pub(crate) handshake: Handshake,
+    pub handshake: Handshake,
     /// When the handshake completed, if the connection waited for it.
-    pub(crate) handshake_done_us: Option<u64>,
+    pub handshake_done_us: Option<u64>,
     /// With 0-RTT: resolves to (0-RTT accepted, when the handshake completed).
     zero_rtt: Option<tokio::task::JoinHandle<(bool, u64)>>,
     /// What the connection's congestion controller saw, and its qlog.
     inst: Instrumented,
     /// The key shares its TLS handshake made.
     kx: Arc<KxLog>,
+    /// The request sender of an HTTP/3 session the server refused as 0-RTT, kept until the
+    /// connection closes: dropping h3's last sender of a session closes the QUIC connection
+    /// under it, which the repeated request then runs on.
+    refused_session: Option<h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>>,
 }
 
-pub(crate) async fn connect(
+pub async fn connect(
     endpoint: &quinn::Endpoint,
     tls: &ClientTls,
     opts: &QuicClientOptions,
@@ -1257,6 +1296,7 @@ pub(crate) async fn connect(
         zero_rtt,
         inst,
         kx,
+        refused_session: None,
     })
 }
 
@@ -1399,7 +1439,7 @@ async fn send_pattern(stream: &mut H3ClientStream, n: u64) -> Result<(), Request
 
 type H3ClientStream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
-pub(crate) fn transport_stats(
+pub fn transport_stats(
     conn: &quinn::Connection,
     configured: QuicCongestion,
     recorder: &Recorder,
@@ -1553,7 +1593,7 @@ impl Connector for QuicClient {
 }
 
 /// How long a client lingers for its endpoints to go idle after closing its connections.
-pub(crate) const CLOSE_LINGER: Duration = Duration::from_millis(10);
+pub const CLOSE_LINGER: Duration = Duration::from_millis(10);
 
 async fn retry_after_0rtt_rejected(
     c: &mut ClientConn,
@@ -1562,12 +1602,13 @@ async fn retry_after_0rtt_rejected(
 ) -> Result<(), RequestError> {
     c.driver.abort();
     let (send, driver) = open_h3(&c.conn, t).await?;
-    (c.send, c.driver) = (send, driver);
+    c.refused_session = Some(std::mem::replace(&mut c.send, send));
+    c.driver = driver;
     (rec.status, rec.bytes, rec.first_byte_us, rec.last_byte_us) = (0, 0, None, None);
     fetch(c, t, rec).await
 }
 
-pub(crate) async fn close(c: ClientConn) {
+pub async fn close(c: ClientConn) {
     c.conn.close(H3_NO_ERROR, b"done");
     c.driver.abort();
     // The qlog gets the close too when it is flushed after it.
@@ -1579,7 +1620,7 @@ pub(crate) async fn close(c: ClientConn) {
 
 /// The client endpoint for the address family of `addr` (one per family per run, so that
 /// resumption tickets and tokens stay with the endpoint).
-pub(crate) fn endpoint_for(
+pub fn endpoint_for(
     endpoints: &mut Vec<quinn::Endpoint>,
     addr: SocketAddr,
     quic: &QuicOptions,
@@ -1677,7 +1718,7 @@ mod tests {
                 path_min_rtt_us: None,
                 qlog_dir: None,
                 root: None,
-                telemetry: None,
+                service: None,
             })
             .unwrap();
             let port = server.local_addr().port();
@@ -1756,7 +1797,7 @@ mod tests {
                 path_min_rtt_us: None,
                 qlog_dir: None,
                 root: None,
-                telemetry: None,
+                service: None,
             })
             .unwrap();
             let other_port = other.local_addr().port();

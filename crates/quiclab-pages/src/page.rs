@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
+pub use quiclab_endpoint::priority::Priority;
 use serde::{Deserialize, Serialize};
 
 /// What a resource is; decides its default priority and whether it blocks rendering.
@@ -58,68 +59,22 @@ impl Kind {
     }
 }
 
-/// An RFC 9218 priority: urgency 0 (most urgent) to 7, and whether the response is useful in
-/// pieces (incremental) so it may share the link with others of its urgency.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Priority {
-    pub urgency: u8,
-    pub incremental: bool,
-}
-
-impl Priority {
-    /// RFC 9218's default for a request without the header: `u=3`, not incremental.
-    pub const DEFAULT: Priority = Priority {
-        urgency: 3,
-        incremental: false,
+/// A browser's choice for a resource of `kind` (as Chrome and Firefox map request
+/// destinations to RFC 9218 urgencies): the document and stylesheets first, then
+/// render-blocking scripts and fonts, other scripts, then images (incrementally).
+pub fn browser_priority(kind: Kind, critical: bool) -> Priority {
+    let (urgency, incremental) = match kind {
+        Kind::Html => (0, true),
+        Kind::Css => (0, false),
+        Kind::Js if critical => (1, false),
+        Kind::Js => (3, false),
+        Kind::Font => (1, false),
+        Kind::Image => (5, true),
+        Kind::Other => (4, false),
     };
-
-    /// The `priority` request header's value (RFC 9218, section 4), e.g. `u=5, i`.
-    pub fn header(self) -> String {
-        if self.incremental {
-            format!("u={}, i", self.urgency)
-        } else {
-            format!("u={}", self.urgency)
-        }
-    }
-
-    /// Reads a `priority` header leniently, as RFC 9218 asks: unknown parameters and values out
-    /// of range are ignored (the default stays).
-    pub fn parse_header(value: &str) -> Priority {
-        let mut p = Priority::DEFAULT;
-        for item in value.split(',') {
-            let item = item.trim();
-            if let Some(u) = item.strip_prefix("u=") {
-                if let Ok(u) = u.trim().parse::<u8>()
-                    && u <= 7
-                {
-                    p.urgency = u;
-                }
-            } else if item == "i" || item == "i=?1" {
-                p.incremental = true;
-            } else if item == "i=?0" {
-                p.incremental = false;
-            }
-        }
-        p
-    }
-
-    /// A browser's choice for a resource of `kind` (as Chrome and Firefox map request
-    /// destinations to RFC 9218 urgencies): the document and stylesheets first, then
-    /// render-blocking scripts and fonts, other scripts, then images (incrementally).
-    pub fn browser_default(kind: Kind, critical: bool) -> Priority {
-        let (urgency, incremental) = match kind {
-            Kind::Html => (0, true),
-            Kind::Css => (0, false),
-            Kind::Js if critical => (1, false),
-            Kind::Js => (3, false),
-            Kind::Font => (1, false),
-            Kind::Image => (5, true),
-            Kind::Other => (4, false),
-        };
-        Priority {
-            urgency,
-            incremental,
-        }
+    Priority {
+        urgency,
+        incremental,
     }
 }
 
@@ -243,7 +198,7 @@ impl Page {
                 )));
             }
             let critical = r.critical.unwrap_or(matches!(kind, Kind::Html | Kind::Css));
-            let default = Priority::browser_default(kind, critical);
+            let default = browser_priority(kind, critical);
             resources.push(Resource {
                 id: r.id,
                 kind,
@@ -473,7 +428,7 @@ impl Builder {
             critical,
             above_fold,
             main_image: false,
-            priority: Priority::browser_default(kind, critical),
+            priority: browser_priority(kind, critical),
         });
         self.page.resources.len() - 1
     }
@@ -725,10 +680,7 @@ parent = "index.html"
         assert_eq!(p.resources.len(), 5);
         assert_eq!(p.resources[2].parent, Some(1));
         assert!(p.resources[1].critical && !p.resources[4].critical);
-        assert_eq!(
-            p.resources[1].priority,
-            Priority::browser_default(Kind::Css, true)
-        );
+        assert_eq!(p.resources[1].priority, browser_priority(Kind::Css, true));
         assert_eq!(p.resources[3].priority.urgency, 2);
         assert!(p.resources[3].priority.incremental);
         assert_eq!(p.main_image(), Some(3));

@@ -19,7 +19,9 @@
 
 use serde_json::Value;
 
-use crate::page::{Kind, MAX_RESOURCE_BYTES, ManifestError, Page, Priority, Resource};
+use crate::page::{
+    Kind, MAX_RESOURCE_BYTES, ManifestError, Page, Priority, Resource, browser_priority,
+};
 
 fn kind_of(entry: &Value) -> Kind {
     let by_type = match entry["_resourceType"].as_str().unwrap_or("") {
@@ -142,7 +144,7 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
             Kind::Js => urgency.is_some_and(|u| u <= 1),
             _ => false,
         };
-        let default = Priority::browser_default(kind, critical);
+        let default = browser_priority(kind, critical);
         // the same URL twice (a reload, a redirect target): numbered to keep ids unique
         let dup = urls.iter().filter(|&&u| u == url).count();
         let id = if dup == 0 {

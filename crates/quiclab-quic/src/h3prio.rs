@@ -32,7 +32,7 @@ use h3::error::Code;
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, StreamId, WriteBuf};
 use quinn::VarInt;
 
-use crate::page::Priority;
+use crate::priority::Priority;
 
 /// How the server shares its sending side between response streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

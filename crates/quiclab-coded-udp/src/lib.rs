@@ -1,7 +1,11 @@
 //! The network-coded transport ([`quiclab_coded`]: RaptorQ-coded data over TLS 1.3-protected
 //! UDP, goodput-following rate control) as a third stack beside TCP and QUIC: a server with the
-//! routes of [`crate::server`] and a client that fills the same [`RequestRecord`]s, so every
-//! workload runs over it unchanged.
+//! routes of [`crate::routes`] and a client ([`CodedClient`], a `Connector` of the one request
+//! loop) that fills the same [`RequestRecord`]s, so every workload runs over it unchanged.
+//!
+//! The protocol itself (sans-IO, virtual time) is `quiclab-coded`; this crate is only its
+//! adapter to sockets and to quiclab's routes and records. Must never: know about plans, trials
+//! or the store; print.
 //!
 //! Contract:
 //! - **Framing.** Each request is one stream of a coded connection, opened by the client: a
@@ -44,10 +48,11 @@ use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use quiclab_endpoint::{ServeStats, files, requests, routes, timeline, tls, url};
+
 use crate::files::Lookup;
 use crate::requests::{Connector, Requests};
 use crate::routes::{PATTERN_PERIOD, Route, fill_pattern};
-use crate::server::ServeStats;
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use crate::url::{Url, UrlError};

@@ -9,6 +9,13 @@
 //! - Anything else: 404.
 //!
 //! Each server turns a [`Route`] into its own protocol's answer; none matches paths itself.
+//! [`PatternBody`] is a `/bytes/N` body (and an upload) as HTTP body frames.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
 
 /// The largest body `GET /bytes/N` serves: 1 TB (bulk downloads run for a time, not to the end).
 pub const MAX_BYTES: u64 = 1_000_000_000_000;
@@ -40,7 +47,7 @@ pub const CHUNK: usize = (65_536 / PATTERN_PERIOD as usize) * PATTERN_PERIOD as 
 
 /// [`CHUNK`] bytes of the pattern from phase 0: the one buffer a `/bytes` body or an upload is
 /// sliced from.
-pub fn pattern_chunk() -> bytes::Bytes {
+pub fn pattern_chunk() -> Bytes {
     let mut chunk = vec![0; CHUNK];
     fill_pattern(0, &mut chunk);
     chunk.into()
@@ -98,9 +105,110 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A `/bytes/N` body: N pattern bytes as slices of one shared chunk, so serving any size
+/// allocates nothing per request. Clients upload the same pattern.
+pub struct PatternBody {
+    remaining: u64,
+    sent: u64,
+    /// Size of the next write.
+    next: usize,
+    chunk: Bytes,
+}
+
+/// The largest write: a slice of the shared chunk starting at any pattern phase fits.
+const LARGEST_WRITE: usize = CHUNK - PATTERN_PERIOD as usize;
+
+impl PatternBody {
+    /// `len` pattern bytes from offset 0, each write as large as possible.
+    pub fn of_len(len: u64) -> Self {
+        PatternBody::new(len, pattern_chunk(), None)
+    }
+
+    /// `len` pattern bytes taken from `chunk` (a [`pattern_chunk`]); the first write is
+    /// `first_write` bytes (default: the largest), and each later one twice the previous.
+    pub fn new(len: u64, chunk: Bytes, first_write: Option<usize>) -> Self {
+        PatternBody {
+            remaining: len,
+            sent: 0,
+            next: first_write.unwrap_or(LARGEST_WRITE).clamp(1, LARGEST_WRITE),
+            chunk,
+        }
+    }
+}
+
+impl Body for PatternBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if self.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        let n = self.remaining.min(self.next as u64) as usize;
+        // the chunk holds whole periods, so the slice at the current phase continues the pattern
+        let phase = (self.sent % PATTERN_PERIOD) as usize;
+        let data = self.chunk.slice(phase..phase + n);
+        self.sent += n as u64;
+        self.remaining -= n as u64;
+        self.next = (self.next * 2).min(LARGEST_WRITE);
+        Poll::Ready(Some(Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt;
+
+    #[test]
+    fn pattern_body_streams_exactly_n_bytes_in_phase() {
+        let chunk = pattern_chunk();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for first in [None, Some(1200), Some(1)] {
+            for n in [0, 1, CHUNK as u64 - 1, CHUNK as u64, 3 * CHUNK as u64 + 7] {
+                let mut body = PatternBody::new(n, chunk.clone(), first);
+                assert_eq!(body.size_hint().exact(), Some(n));
+                let mut bytes = Vec::new();
+                let mut writes = Vec::new();
+                while let Some(frame) = rt.block_on(body.frame()) {
+                    let data = frame.unwrap().into_data().unwrap();
+                    writes.push(data.len());
+                    bytes.extend_from_slice(&data);
+                }
+                assert_eq!(bytes.len() as u64, n);
+                assert!(
+                    bytes
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &b)| b == pattern_byte(i as u64)),
+                    "n = {n}, first write {first:?}"
+                );
+                // writes double from the first size up to the largest, the last may be short
+                let start = first.unwrap_or(LARGEST_WRITE);
+                for (k, &w) in writes
+                    .iter()
+                    .enumerate()
+                    .take(writes.len().saturating_sub(1))
+                {
+                    let expected = (start << k.min(20)).min(LARGEST_WRITE);
+                    assert_eq!(w, expected, "write {k} of n = {n}, first {first:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn pattern_is_i_mod_251_from_any_offset() {

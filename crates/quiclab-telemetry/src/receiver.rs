@@ -1,5 +1,5 @@
 //! The server's side of telemetry: reads units from a connection that negotiated
-//! [`ALPN_TELEMETRY`](super::ALPN_TELEMETRY) and logs each with the time it was read.
+//! [`ALPN_TELEMETRY`] and logs each with the time it was read.
 //!
 //! Contract:
 //! - Over TCP, the TLS stream's plaintext is one sequence of units; a unit's receive time is
@@ -10,6 +10,8 @@
 //!   is the normal end, not an error.
 //! - Records go to a [`RecordLog`] as [`ServerRecord`]s: one per unit, and one per connection
 //!   when it ends.
+//! - [`Receiver`] is how servers speak it: a `TlsService` of the TCP server and a `QuicService`
+//!   of the QUIC server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,8 +20,64 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinSet;
 
-use super::{ConnectionEnd, ReceivedUnit, RecordLog, ServerRecord, UNIT_BYTES, UnitDecoder};
+use super::{
+    ALPN_TELEMETRY, ConnectionEnd, ReceivedUnit, RecordLog, ServerRecord, UNIT_BYTES, UnitDecoder,
+};
 use quiclab_model::record::now_us;
+
+/// The receiver as a protocol the TCP and QUIC servers also speak (ALPN [`ALPN_TELEMETRY`]):
+/// every connection's units go to one log.
+#[derive(Clone)]
+pub struct Receiver {
+    log: RecordLog,
+}
+
+impl Receiver {
+    pub fn new(log: RecordLog) -> Receiver {
+        Receiver { log }
+    }
+}
+
+impl quiclab_tcp::server::TlsService for Receiver {
+    fn name(&self) -> &'static str {
+        "telemetry"
+    }
+
+    fn alpn(&self) -> &'static [u8] {
+        ALPN_TELEMETRY
+    }
+
+    fn serve(
+        &self,
+        tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        index: u32,
+        peer: SocketAddr,
+    ) -> quiclab_tcp::server::ServiceFuture {
+        let log = self.log.clone();
+        Box::pin(async move {
+            let end = serve_stream(tls, index, peer, &log).await;
+            end.error.map_or(Ok(()), Err)
+        })
+    }
+}
+
+impl quiclab_quic::QuicService for Receiver {
+    fn name(&self) -> &'static str {
+        "telemetry"
+    }
+
+    fn alpn(&self) -> &'static [u8] {
+        ALPN_TELEMETRY
+    }
+
+    fn serve(&self, conn: quinn::Connection, index: u32) -> quiclab_quic::ServiceFuture {
+        let log = self.log.clone();
+        Box::pin(async move {
+            let end = serve_quic(&conn, index, &log).await;
+            end.error.map_or(Ok(()), Err)
+        })
+    }
+}
 
 /// Reads units from a TLS stream (over TCP) until the client closes it.
 pub async fn serve_stream<S: AsyncRead + Unpin>(

@@ -29,11 +29,18 @@
 //!   emulator's, which keeps the link's departures on time.
 //!
 //! Apart from [`use_realtime_priority`], this module reads no clock and touches no socket:
-//! [`sender`] (the client) and [`receiver`] (the server's side, behind `quiclab serve`) do the
-//! I/O.
+//! [`sender`] (the client, over `quiclab-tcp`'s and `quiclab-quic`'s connections) and
+//! [`receiver`] (the server's side: a [`receiver::Receiver`] plugs into the TCP and QUIC
+//! servers as the protocol of ALPN [`ALPN_TELEMETRY`]) do the I/O.
+//!
+//! Must never: know about plans, trials or the store; print.
 
 pub mod receiver;
 pub mod sender;
+
+use quiclab_endpoint::{errors, tls, url};
+use quiclab_quic as quic;
+use quiclab_tcp::{client, tcpinfo};
 
 use std::collections::HashMap;
 use std::fmt;

@@ -7,12 +7,13 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use quiclab_endpoint::tls::{Identity, KxGroup, server_config};
+use quiclab_quic::{QuicOptions, QuicServer, QuicServerOptions, server_tls};
 use quiclab_report::stats::quantile_sorted;
-use quiclab_stack::quic::{QuicOptions, QuicServer, QuicServerOptions, server_tls};
-use quiclab_stack::server::{Server, ServerOptions};
-use quiclab_stack::telemetry::sender::{self, SenderOptions};
-use quiclab_stack::telemetry::{self, Mode, ReceivedUnit, RecordLog, ServerRecord, outcomes};
-use quiclab_stack::tls::{Identity, KxGroup, server_config};
+use quiclab_tcp::server::{Server, ServerOptions};
+use quiclab_telemetry::receiver::Receiver;
+use quiclab_telemetry::sender::{self, SenderOptions};
+use quiclab_telemetry::{self as telemetry, Mode, ReceivedUnit, RecordLog, ServerRecord, outcomes};
 
 /// A log in memory.
 #[derive(Clone, Default)]
@@ -54,7 +55,7 @@ fn every_mode_delivers_every_unit_within_a_few_ms_on_loopback() {
                 timeline: None,
                 path_min_rtt_us: None,
                 root: None,
-                telemetry: Some(records.clone()),
+                service: Some(Arc::new(Receiver::new(records.clone()))),
                 fast_open: false,
             })
             .unwrap();
@@ -70,7 +71,7 @@ fn every_mode_delivers_every_unit_within_a_few_ms_on_loopback() {
                 path_min_rtt_us: None,
                 qlog_dir: None,
                 root: None,
-                telemetry: Some(records.clone()),
+                service: Some(Arc::new(Receiver::new(records.clone()))),
             })
             .unwrap();
             let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -14,8 +14,8 @@
 //!   body and answers with its length in bytes; anything else is 404. Without TLS
 //!   ([`ServerOptions::tls`] `None`) it serves HTTP/1.1 over plain TCP. Every response carries `Alt-Svc: h3=":PORT"` with the listening port, where an HTTP/3
 //!   server can be found.
-//! - With a telemetry log, connections that negotiate ALPN `quiclab-telemetry` carry units
-//!   instead of HTTP (see [`crate::telemetry`]).
+//! - With a [`TlsService`] (e.g. the telemetry receiver), connections that negotiate its ALPN
+//!   are handed to it instead of HTTP.
 
 use std::io;
 use std::net::SocketAddr;
@@ -23,13 +23,13 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::header::{ALT_SVC, CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -41,13 +41,13 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
 pub use crate::routes::MAX_BYTES;
-use crate::routes::{CHUNK, PATTERN_PERIOD, Route, pattern_chunk, route};
+use crate::routes::{PatternBody, Route, pattern_chunk, route};
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, Sampler, apply_congestion, fast_open_enabled, set_tcp_option,
 };
-use crate::telemetry::{ALPN_TELEMETRY, RecordLog};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::ALPN_H2;
+use quiclab_endpoint::ServeStats;
 
 /// Errors from setting up a server.
 #[derive(Debug, thiserror::Error)]
@@ -92,8 +92,12 @@ pub enum ConnectionError {
         #[source]
         source: hyper::Error,
     },
-    #[error("telemetry from {peer}: {message}")]
-    Telemetry { peer: SocketAddr, message: String },
+    #[error("{service} from {peer}: {message}")]
+    Service {
+        service: &'static str,
+        peer: SocketAddr,
+        message: String,
+    },
     #[error("writing the TCP timeline of connection {connection}")]
     Timeline {
         connection: u32,
@@ -128,9 +132,9 @@ pub struct ServerOptions {
     pub path_min_rtt_us: Option<u64>,
     /// Serve other GET paths as files under this directory (see [`crate::files`]).
     pub root: Option<PathBuf>,
-    /// Also accept telemetry connections (ALPN [`ALPN_TELEMETRY`], offered after HTTP/2 and
-    /// HTTP/1.1) and log their units here (see [`crate::telemetry::receiver`]).
-    pub telemetry: Option<RecordLog>,
+    /// Also speak this protocol, to connections that negotiate its ALPN (offered after HTTP/2
+    /// and HTTP/1.1).
+    pub service: Option<Arc<dyn TlsService>>,
     /// Accept TCP Fast Open: data in a client's SYN (with a cookie from an earlier connection)
     /// reaches the server before the handshake completes. Needs the server bit of
     /// `net.ipv4.tcp_fastopen` in the server's network namespace; an error otherwise.
@@ -152,12 +156,25 @@ fn enable_fast_open(socket: &Socket) -> Result<(), ServerError> {
 /// fits in one 1500-byte packet.
 pub const DYNAMIC_FIRST_WRITE: usize = 1200;
 
-/// Counts of what a server did, returned when it stops.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ServeStats {
-    pub connections: u64,
-    pub failed: u64,
+/// A protocol other than HTTP that a server also speaks: a TLS connection that negotiates its
+/// ALPN is handed to it whole (the telemetry receiver is one).
+pub trait TlsService: Send + Sync + 'static {
+    /// What it is called in errors.
+    fn name(&self) -> &'static str;
+    /// Its ALPN.
+    fn alpn(&self) -> &'static [u8];
+    /// Serves connection number `index` (numbered with the HTTP ones) from `peer` to its end;
+    /// the text says why it failed.
+    fn serve(
+        &self,
+        tls: tokio_rustls::server::TlsStream<TcpStream>,
+        index: u32,
+        peer: SocketAddr,
+    ) -> ServiceFuture;
 }
+
+/// What a [`TlsService`] or a QUIC one returns: the end of a connection.
+pub type ServiceFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
 /// A bound, listening server.
 pub struct Server {
@@ -178,7 +195,7 @@ struct State {
     timeline: Option<TimelineWriter>,
     path_min_rtt_us: Option<u64>,
     root: Option<PathBuf>,
-    telemetry: Option<RecordLog>,
+    service: Option<Arc<dyn TlsService>>,
 }
 
 impl Server {
@@ -208,10 +225,10 @@ impl Server {
         // Digits, a colon and quotes only: always a valid header value.
         let alt_svc = HeaderValue::from_str(&format!("h3=\":{}\"", local_addr.port()))
             .expect("a port number is a valid header value");
-        let tls = match (opts.tls, &opts.telemetry) {
-            (Some(tls), Some(_)) => {
+        let tls = match (opts.tls, &opts.service) {
+            (Some(tls), Some(service)) => {
                 let mut tls = (*tls).clone();
-                tls.alpn_protocols.push(ALPN_TELEMETRY.to_vec());
+                tls.alpn_protocols.push(service.alpn().to_vec());
                 Some(Arc::new(tls))
             }
             (tls, _) => tls,
@@ -228,7 +245,7 @@ impl Server {
                 timeline: opts.timeline,
                 path_min_rtt_us: opts.path_min_rtt_us,
                 root: opts.root,
-                telemetry: opts.telemetry,
+                service: opts.service,
             }),
         })
     }
@@ -372,14 +389,18 @@ async fn serve_tls(
         .await
         .map_err(|source| ConnectionError::Handshake { peer, source })?;
     let alpn = tls.get_ref().1.alpn_protocol();
-    if alpn == Some(ALPN_TELEMETRY)
-        && let Some(log) = &state.telemetry
+    if let Some(service) = &state.service
+        && alpn == Some(service.alpn())
     {
-        let end = crate::telemetry::receiver::serve_stream(tls, index, peer, log).await;
-        return match end.error {
-            Some(message) => Err(ConnectionError::Telemetry { peer, message }),
-            None => Ok(()),
-        };
+        let name = service.name();
+        return service
+            .serve(tls, index, peer)
+            .await
+            .map_err(|message| ConnectionError::Service {
+                service: name,
+                peer,
+                message,
+            });
     }
     let h2 = alpn == Some(ALPN_H2);
     let io = TokioIo::new(tls);
@@ -450,108 +471,9 @@ fn text(status: StatusCode, body: String) -> Response<ResponseBody> {
     r
 }
 
-/// A `/bytes/N` body: N pattern bytes as slices of one shared chunk, so serving any size
-/// allocates nothing per request. Clients upload the same pattern.
-pub(crate) struct PatternBody {
-    remaining: u64,
-    sent: u64,
-    /// Size of the next write.
-    next: usize,
-    chunk: Bytes,
-}
-
-/// The largest write: a slice of the shared chunk starting at any pattern phase fits.
-const LARGEST_WRITE: usize = CHUNK - PATTERN_PERIOD as usize;
-
-impl PatternBody {
-    /// `len` pattern bytes from offset 0, each write as large as possible.
-    pub(crate) fn of_len(len: u64) -> Self {
-        PatternBody::new(len, pattern_chunk(), None)
-    }
-
-    fn new(len: u64, chunk: Bytes, first_write: Option<usize>) -> Self {
-        PatternBody {
-            remaining: len,
-            sent: 0,
-            next: first_write.unwrap_or(LARGEST_WRITE).clamp(1, LARGEST_WRITE),
-            chunk,
-        }
-    }
-}
-
-impl Body for PatternBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        if self.remaining == 0 {
-            return Poll::Ready(None);
-        }
-        let n = self.remaining.min(self.next as u64) as usize;
-        // the chunk holds whole periods, so the slice at the current phase continues the pattern
-        let phase = (self.sent % PATTERN_PERIOD) as usize;
-        let data = self.chunk.slice(phase..phase + n);
-        self.sent += n as u64;
-        self.remaining -= n as u64;
-        self.next = (self.next * 2).min(LARGEST_WRITE);
-        Poll::Ready(Some(Ok(Frame::data(data))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.remaining == 0
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.remaining)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::pattern_byte;
-
-    #[test]
-    fn pattern_body_streams_exactly_n_bytes_in_phase() {
-        let chunk = pattern_chunk();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        for first in [None, Some(DYNAMIC_FIRST_WRITE), Some(1)] {
-            for n in [0, 1, CHUNK as u64 - 1, CHUNK as u64, 3 * CHUNK as u64 + 7] {
-                let mut body = PatternBody::new(n, chunk.clone(), first);
-                assert_eq!(body.size_hint().exact(), Some(n));
-                let mut bytes = Vec::new();
-                let mut writes = Vec::new();
-                while let Some(frame) = rt.block_on(body.frame()) {
-                    let data = frame.unwrap().into_data().unwrap();
-                    writes.push(data.len());
-                    bytes.extend_from_slice(&data);
-                }
-                assert_eq!(bytes.len() as u64, n);
-                assert!(
-                    bytes
-                        .iter()
-                        .enumerate()
-                        .all(|(i, &b)| b == pattern_byte(i as u64)),
-                    "n = {n}, first write {first:?}"
-                );
-                // writes double from the first size up to the largest, the last may be short
-                let start = first.unwrap_or(LARGEST_WRITE);
-                for (k, &w) in writes
-                    .iter()
-                    .enumerate()
-                    .take(writes.len().saturating_sub(1))
-                {
-                    let expected = (start << k.min(20)).min(LARGEST_WRITE);
-                    assert_eq!(w, expected, "write {k} of n = {n}, first {first:?}");
-                }
-            }
-        }
-    }
 
     #[test]
     fn unknown_congestion_controller_lists_the_available_ones() {
@@ -570,7 +492,7 @@ mod tests {
             timeline: None,
             path_min_rtt_us: None,
             root: None,
-            telemetry: None,
+            service: None,
             fast_open: false,
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();

@@ -82,7 +82,7 @@ impl KxGroup {
         Self::ALL.map(Self::name).join(", ")
     }
 
-    pub(crate) fn rustls(self) -> &'static dyn SupportedKxGroup {
+    pub fn rustls(self) -> &'static dyn SupportedKxGroup {
         match self {
             KxGroup::X25519 => ring_provider::kx_group::X25519,
             KxGroup::P256 => ring_provider::kx_group::SECP256R1,
