@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_coded_udp as coded;
+use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::{HttpVersion, RequestRecord};
 use quiclab_quic::{self as quic, QuicClientOptions};
 use quiclab_tcp::client::{Client, ClientOptions, ConnectionMode};
@@ -44,8 +45,8 @@ pub struct GetCmd {
     #[arg(required = true, value_name = "URL")]
     urls: Vec<String>,
     /// HTTP version, or `coded` for the network-coded transport.
-    #[arg(long, value_enum, default_value = "2")]
-    http: HttpArg,
+    #[arg(long, default_value = "2", value_parser = http_values())]
+    http: String,
     /// Keep one connection per server for all requests (reuse) or open one per request (new).
     #[arg(long, value_enum, default_value = "reuse")]
     connection: ConnectionArg,
@@ -72,83 +73,99 @@ pub struct GetCmd {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum HttpArg {
-    #[value(name = "1.1")]
-    Http11,
-    #[value(name = "2")]
-    Http2,
-    #[value(name = "3")]
-    Http3,
-    /// The network-coded transport (not HTTP: its own one-line request and status framing).
-    #[value(name = "coded")]
-    Coded,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
 enum ConnectionArg {
     Reuse,
     New,
 }
 
+/// quiclab's own clients, one per `--http` value: each refuses the flags that do not apply to
+/// it (before anything is read or opened) and runs the URLs through the one request loop
+/// (`quiclab_endpoint::requests`). A new client is two functions and a line here.
+struct OwnClient {
+    http: &'static str,
+    help: &'static str,
+    check: fn(&GetCmd) -> anyhow::Result<()>,
+    run: fn(&GetCmd, Setup) -> anyhow::Result<Vec<RequestRecord>>,
+}
+
+const CLIENTS: &[OwnClient] = &[
+    OwnClient {
+        http: "1.1",
+        help: "HTTP/1.1 over TCP (TLS 1.3, or plain for http:// URLs)",
+        check: |_| Ok(()),
+        run: tcp,
+    },
+    OwnClient {
+        http: "2",
+        help: "HTTP/2 over TCP and TLS 1.3",
+        check: |_| Ok(()),
+        run: tcp,
+    },
+    OwnClient {
+        http: "3",
+        help: "HTTP/3 over QUIC (quinn)",
+        check: |c| c.tcp.refuse_for_quic(),
+        run: http3,
+    },
+    OwnClient {
+        http: "coded",
+        help: "the network-coded transport (not HTTP: its own one-line request and status framing)",
+        check: refuse_for_coded,
+        run: coded,
+    },
+];
+
+fn http_values() -> clap::builder::PossibleValuesParser {
+    CLIENTS
+        .iter()
+        .map(|c| clap::builder::PossibleValue::new(c.http).help(c.help))
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// What every client is given: the URLs (repeated), the trust anchors and groups, a runtime.
+struct Setup {
+    urls: Vec<String>,
+    ca_pem: String,
+    groups: Vec<KxGroup>,
+    reuse: bool,
+    runtime: tokio::runtime::Runtime,
+}
+
 pub fn get(c: GetCmd) -> anyhow::Result<i32> {
-    if matches!(c.http, HttpArg::Http3) {
-        c.tcp.refuse_for_quic()?;
-    }
+    let client = CLIENTS
+        .iter()
+        .find(|k| k.http == c.http)
+        .expect("clap accepts only the values of CLIENTS");
+    (client.check)(&c)?;
     let (ca_pem, groups) = c.trust.load_for(&c.urls)?;
-    let reuse = matches!(c.connection, ConnectionArg::Reuse);
     // One connection is used at a time: a single thread keeps scheduling out of the timings.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let urls: Vec<String> = (0..c.repeat).flat_map(|_| c.urls.iter().cloned()).collect();
-    let http = match c.http {
-        HttpArg::Http11 => HttpVersion::Http11,
-        HttpArg::Http2 => HttpVersion::Http2,
-        HttpArg::Http3 => {
-            let opts = QuicClientOptions {
-                quic: c.quic.options()?,
-                ca_pem,
-                groups,
-                reuse_connection: reuse,
-                resume: c.resume,
-                path_min_rtt_us: c.record.path_min_rtt_us(),
-                qlog_dir: c.record.qlog_dir()?,
-                upload: c.upload,
-            };
-            let records = runtime.block_on(quic::get(&urls, &opts))?;
-            return report(&records, c.json);
-        }
-        HttpArg::Coded => {
-            if c.tcp.any() || c.resume {
-                anyhow::bail!(
-                    "--tcp-cc, --tfo and --resume do not apply to the coded transport (it has its \
-                     own rate control, and no session resumption or 0-RTT)"
-                );
-            }
-            if c.upload.is_some() {
-                anyhow::bail!(
-                    "--upload: the coded transport's client only downloads; allowed with --http 1.1, 2 or 3"
-                );
-            }
-            let opts = coded::CodedClientOptions {
-                ca_pem,
-                groups,
-                reuse_connection: reuse,
-                config: coded::Config::default(),
-            };
-            return report(&coded::get(&urls, &opts)?, c.json);
-        }
+    let setup = Setup {
+        urls: (0..c.repeat).flat_map(|_| c.urls.iter().cloned()).collect(),
+        ca_pem,
+        groups,
+        reuse: matches!(c.connection, ConnectionArg::Reuse),
+        runtime,
     };
+    let records = (client.run)(&c, setup)?;
+    report(&records, c.json)
+}
+
+/// HTTP/1.1 and HTTP/2 over kernel TCP (`quiclab-tcp`).
+fn tcp(c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
     let opts = ClientOptions {
-        http,
-        connection: if reuse {
+        http: HttpVersion::from_name(&c.http).expect("1.1 and 2 are HTTP versions"),
+        connection: if s.reuse {
             ConnectionMode::Reuse
         } else {
             ConnectionMode::New
         },
-        groups,
-        ca_pem,
+        groups: s.groups,
+        ca_pem: s.ca_pem,
         resume: c.resume,
         tcp_congestion: c.tcp.tcp_cc.clone(),
         fast_open: c.tcp.tfo,
@@ -159,8 +176,50 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         let file = c.trust.cacert.as_ref().map(|p| p.display().to_string());
         format!("--cacert {}", file.unwrap_or_default())
     })?;
-    let records = runtime.block_on(client.requests().run(&urls));
-    report(&records, c.json)
+    Ok(s.runtime.block_on(client.requests().run(&s.urls)))
+}
+
+/// HTTP/3 over QUIC (`quiclab-quic`).
+fn http3(c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
+    let opts = QuicClientOptions {
+        quic: c.quic.options()?,
+        ca_pem: s.ca_pem,
+        groups: s.groups,
+        reuse_connection: s.reuse,
+        resume: c.resume,
+        path_min_rtt_us: c.record.path_min_rtt_us(),
+        qlog_dir: c.record.qlog_dir()?,
+        upload: c.upload,
+    };
+    Ok(s.runtime.block_on(quic::get(&s.urls, &opts))?)
+}
+
+fn refuse_for_coded(c: &GetCmd) -> anyhow::Result<()> {
+    if c.tcp.any() || c.resume {
+        anyhow::bail!(
+            "--tcp-cc, --tfo and --resume do not apply to the coded transport (it has its \
+             own rate control, and no session resumption or 0-RTT)"
+        );
+    }
+    if c.upload.is_some() {
+        anyhow::bail!(
+            "--upload: the coded transport's client only downloads; allowed with --http 1.1, 2 or 3"
+        );
+    }
+    Ok(())
+}
+
+/// The network-coded transport (`quiclab-coded-udp`).
+fn coded(_c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
+    let opts = coded::CodedClientOptions {
+        ca_pem: s.ca_pem,
+        groups: s.groups,
+        reuse_connection: s.reuse,
+        config: coded::Config::default(),
+    };
+    // its I/O blocks on its own socket and runs its own loop
+    drop(s.runtime);
+    Ok(coded::get(&s.urls, &opts)?)
 }
 
 /// Prints the records (JSON lines or readable lines); exit code 1 if any request failed (an

@@ -2,7 +2,8 @@
 //! resource's request, first and last byte.
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
+use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::HttpVersion;
 use quiclab_pages::page::{self, Page};
 use quiclab_pages::page_client::{self, PageRecord, Stack};
@@ -51,8 +52,8 @@ pub struct PageCmd {
     #[arg(long)]
     print_manifest: bool,
     /// HTTP version.
-    #[arg(long, value_enum, default_value = "2")]
-    http: HttpArg,
+    #[arg(long, default_value = "2", value_parser = http_values())]
+    http: String,
     /// Send no `priority` headers (every request at the server's default).
     #[arg(long)]
     no_priorities: bool,
@@ -69,14 +70,68 @@ pub struct PageCmd {
     record: RecordArgs,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum HttpArg {
-    #[value(name = "1.1")]
-    Http11,
-    #[value(name = "2")]
-    Http2,
-    #[value(name = "3")]
-    Http3,
+/// quiclab's own page loaders, one per `--http` value: each builds the loader's transport from
+/// the flags that concern it. A new one is a function and a line here.
+struct OwnLoader {
+    http: &'static str,
+    help: &'static str,
+    stack: fn(&PageCmd, String, Vec<KxGroup>) -> anyhow::Result<Stack>,
+}
+
+const LOADERS: &[OwnLoader] = &[
+    OwnLoader {
+        http: "1.1",
+        help: "HTTP/1.1 over TCP and TLS 1.3 (up to 6 connections)",
+        stack: tcp,
+    },
+    OwnLoader {
+        http: "2",
+        help: "HTTP/2 over TCP and TLS 1.3 (one connection)",
+        stack: tcp,
+    },
+    OwnLoader {
+        http: "3",
+        help: "HTTP/3 over QUIC (quinn, one connection)",
+        stack: http3,
+    },
+];
+
+fn http_values() -> clap::builder::PossibleValuesParser {
+    LOADERS
+        .iter()
+        .map(|l| clap::builder::PossibleValue::new(l.http).help(l.help))
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// HTTP/1.1 and HTTP/2 over kernel TCP (`quiclab-tcp`).
+fn tcp(c: &PageCmd, ca_pem: String, groups: Vec<KxGroup>) -> anyhow::Result<Stack> {
+    Ok(Stack::Tcp(ClientOptions {
+        http: HttpVersion::from_name(&c.http).expect("1.1 and 2 are HTTP versions"),
+        connection: ConnectionMode::Reuse,
+        groups,
+        ca_pem,
+        resume: false,
+        tcp_congestion: c.tcp.tcp_cc.clone(),
+        fast_open: c.tcp.tfo,
+        path_min_rtt_us: c.record.path_min_rtt_us(),
+        upload: None,
+    }))
+}
+
+/// HTTP/3 over QUIC (`quiclab-quic`).
+fn http3(c: &PageCmd, ca_pem: String, groups: Vec<KxGroup>) -> anyhow::Result<Stack> {
+    c.tcp.refuse_for_quic()?;
+    Ok(Stack::Quic(QuicClientOptions {
+        quic: c.quic.options()?,
+        ca_pem,
+        groups,
+        reuse_connection: true,
+        resume: false,
+        path_min_rtt_us: c.record.path_min_rtt_us(),
+        qlog_dir: c.record.qlog_dir()?,
+        upload: None,
+    }))
 }
 
 pub fn page(c: PageCmd) -> anyhow::Result<i32> {
@@ -89,36 +144,11 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
         anyhow::bail!("give the server's URL, e.g. https://$QUICLAB_SERVER");
     };
     let (ca_pem, groups) = c.trust.load()?;
-    let stack = match c.http {
-        HttpArg::Http3 => {
-            c.tcp.refuse_for_quic()?;
-            Stack::Quic(QuicClientOptions {
-                quic: c.quic.options()?,
-                ca_pem,
-                groups,
-                reuse_connection: true,
-                resume: false,
-                path_min_rtt_us: c.record.path_min_rtt_us(),
-                qlog_dir: c.record.qlog_dir()?,
-                upload: None,
-            })
-        }
-        HttpArg::Http11 | HttpArg::Http2 => Stack::Tcp(ClientOptions {
-            http: if matches!(c.http, HttpArg::Http11) {
-                HttpVersion::Http11
-            } else {
-                HttpVersion::Http2
-            },
-            connection: ConnectionMode::Reuse,
-            groups,
-            ca_pem,
-            resume: false,
-            tcp_congestion: c.tcp.tcp_cc.clone(),
-            fast_open: c.tcp.tfo,
-            path_min_rtt_us: c.record.path_min_rtt_us(),
-            upload: None,
-        }),
-    };
+    let loader = LOADERS
+        .iter()
+        .find(|l| l.http == c.http)
+        .expect("clap accepts only the values of LOADERS");
+    let stack = (loader.stack)(&c, ca_pem, groups)?;
     // Requests run concurrently but are light: one thread keeps the host's scheduling out of
     // the timings, as in `quiclab get`.
     let runtime = tokio::runtime::Builder::new_current_thread()
