@@ -113,6 +113,52 @@ fn get_downloads_exact_bodies_over_http1_and_http2_with_the_chosen_controller() 
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// HTTP/3 after a HelloRetryRequest: the handshake takes one round trip more and the request
+/// is answered in full, byte for byte (the pattern is checked by the client).
+#[test]
+fn http3_after_a_hello_retry_gets_its_whole_answer_one_round_trip_later() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = common::TempDir::new("get-h3-hrr");
+    let cert = d.join("cert.pem");
+    let get = format!(
+        "{QUICLAB} get --json --http 3 --cacert {} --connection new",
+        cert.display()
+    );
+    let url = "https://$QUICLAB_SERVER/bytes/100000";
+    let client = format!(
+        "set -e\n\
+         echo records hrr\n{get} --repeat 3 --groups x25519,p256 {url}\n\
+         echo records match\n{get} --repeat 3 --groups p256,x25519 {url}\n"
+    );
+    let stdout = link(&["--delay", "25ms"], "--groups p256", &cert, &client);
+    const RTT: f64 = 50.0;
+
+    let hrr = records(&stdout, "records hrr");
+    let matching = records(&stdout, "records match");
+    assert_eq!((hrr.len(), matching.len()), (3, 3), "{stdout}");
+    for (rs, retried) in [(&hrr, true), (&matching, false)] {
+        for r in rs {
+            assert_eq!(r["error"], Value::Null, "{r}");
+            assert_eq!(
+                (r["status"].as_u64(), r["bytes"].as_u64()),
+                (Some(200), Some(100_000))
+            );
+            assert_eq!(r["handshake"]["hello_retry"], retried, "{r}");
+            assert_eq!(r["handshake"]["group"], "p256", "{r}");
+        }
+    }
+    // The least disturbed of each: QUIC's handshake takes 1 RTT, a HelloRetryRequest one more.
+    let min = |rs: &[Value]| rs.iter().map(handshake_ms).fold(f64::INFINITY, f64::min);
+    let (with, without) = (min(&hrr), min(&matching));
+    eprintln!("QUIC handshake: {with:.1} ms with HelloRetryRequest, {without:.1} ms without");
+    assert!((RTT * 0.95..RTT * 1.5).contains(&without), "{without}");
+    assert!(
+        (0.5 * RTT..1.5 * RTT).contains(&(with - without)),
+        "with {with} ms, without {without} ms"
+    );
+}
+
 #[test]
 fn hello_retry_costs_a_round_trip_and_resumed_tcp_still_needs_two_before_data() {
     assert_root();
