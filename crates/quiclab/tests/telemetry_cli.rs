@@ -34,6 +34,49 @@ struct Run {
     summary: SenderSummary,
     flushes: Vec<SentFlush>,
     received: Vec<ReceivedUnit>,
+    /// What the host did meanwhile, for failure messages (see [`HostCounters`]).
+    host: String,
+}
+
+/// Host-wide counters that explain a stall no protocol caused: CPU time the hypervisor took
+/// from this machine (steal) and page faults that waited for the disk.
+#[derive(Clone, Copy)]
+struct HostCounters {
+    steal_ticks: u64,
+    major_faults: u64,
+}
+
+impl HostCounters {
+    fn now() -> HostCounters {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap();
+        // cpu user nice system idle iowait irq softirq steal ...
+        let steal_ticks = stat
+            .lines()
+            .next()
+            .and_then(|l| l.split_whitespace().nth(8))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        let vmstat = std::fs::read_to_string("/proc/vmstat").unwrap();
+        let major_faults = vmstat
+            .lines()
+            .find_map(|l| l.strip_prefix("pgmajfault "))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        HostCounters {
+            steal_ticks,
+            major_faults,
+        }
+    }
+
+    /// What happened since `self`, in words.
+    fn since(self, before: HostCounters) -> String {
+        // USER_HZ is 100 on Linux
+        format!(
+            "host during the run: {} ms of CPU stolen by the hypervisor, {} major page faults",
+            (self.steal_ticks - before.steal_ticks) * 10,
+            self.major_faults - before.major_faults
+        )
+    }
 }
 
 impl Run {
@@ -59,7 +102,9 @@ fn run(dir: &Path, mode: Mode, link_args: &[&str], client_args: &str) -> Run {
         "exec {bin} telemetry --json --mode {mode} --cacert {} {client_args} https://$QUICLAB_SERVER",
         cert.display()
     );
+    let before = HostCounters::now();
     let stdout = link(link_args, &server, &client);
+    let host = HostCounters::now().since(before);
     let mut flushes = Vec::new();
     let mut summary = None;
     for v in json_lines(&stdout) {
@@ -86,6 +131,7 @@ fn run(dir: &Path, mode: Mode, link_args: &[&str], client_args: &str) -> Run {
         summary,
         flushes,
         received,
+        host,
     }
 }
 
@@ -122,8 +168,9 @@ fn without_loss_p50_and_p98_lie_within_1_ms_of_delay_plus_wait_in_the_flush() {
             eprintln!("{mode}: p{} {got:.2} ms, model {want:.2} ms", p * 100.0);
             assert!(
                 (got - want).abs() <= 1.0,
-                "{mode}: p{} {got:.2} ms, the model says {want:.2} ms",
-                p * 100.0
+                "{mode}: p{} {got:.2} ms, the model says {want:.2} ms; {}",
+                p * 100.0,
+                r.host
             );
         }
         // no unit arrives before the path allows
@@ -175,17 +222,18 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
             .map(|o| o.flush)
             .collect();
         eprintln!(
-            "{mode}: late flushes {:?}, units missing {}",
+            "{mode}: late flushes {:?}, units missing {}; {}",
             late.iter()
                 .map(|(k, v)| (*k, v[0].0.round()))
                 .collect::<Vec<_>>(),
-            missing.len()
+            missing.len(),
+            r.host
         );
         match mode {
             Mode::QuicDatagrams => {
                 // the two flushes are lost, whole, and nothing is repaired: no flush comes a
                 // round trip late (a stalled host may hold a few back by less)
-                assert_host_noise_only(mode, &late, &[]);
+                assert_host_noise_only(mode, &late, &[], &r.host);
                 assert_eq!(missing.len(), 20, "{mode}");
                 let mut flushes = missing.clone();
                 flushes.dedup();
@@ -199,13 +247,13 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
                     .filter(|(_, units)| units.iter().any(|u| u.0 >= RTT_MS))
                     .map(|(k, _)| *k)
                     .collect();
-                assert_eq!(repaired.len(), 2, "{mode}: {late:?}");
+                assert_eq!(repaired.len(), 2, "{mode} ({}): {late:?}", r.host);
                 for k in &repaired {
                     let units = &late[k];
                     assert_eq!(units.len(), 10, "{mode}: flush {k}: {units:?}");
                     assert!(units.iter().all(|u| u.0 >= RTT_MS), "{mode}: {units:?}");
                 }
-                assert_host_noise_only(mode, &late, &repaired);
+                assert_host_noise_only(mode, &late, &repaired, &r.host);
             }
             Mode::Tcp | Mode::QuicStream => {
                 assert!(missing.is_empty(), "{mode}");
@@ -217,8 +265,8 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
                     .into_iter()
                     .filter(|run| late[&run[0]].iter().any(|u| u.0 >= RTT_MS))
                     .collect();
-                assert_eq!(runs.len(), 2, "{mode}: {late:?}");
-                assert_host_noise_only(mode, &late, &runs.concat());
+                assert_eq!(runs.len(), 2, "{mode} ({}): {late:?}", r.host);
+                assert_host_noise_only(mode, &late, &runs.concat(), &r.host);
                 for run in &runs {
                     assert!(run.len() >= 3, "{mode}: {run:?} of {late:?}");
                     let recv: Vec<u64> = run
@@ -238,13 +286,18 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
 
 /// Flushes late for no loss (a busy host can hold a process for tens of milliseconds) are
 /// never a round trip late: only a repair takes that long.
-fn assert_host_noise_only(mode: Mode, late: &BTreeMap<u64, Vec<(f64, u64)>>, repairs: &[u64]) {
+fn assert_host_noise_only(
+    mode: Mode,
+    late: &BTreeMap<u64, Vec<(f64, u64)>>,
+    repairs: &[u64],
+    host: &str,
+) {
     for (k, units) in late {
         if !repairs.contains(k) {
             let worst = units.iter().map(|u| u.0).fold(0.0, f64::max);
             assert!(
                 worst < RTT_MS,
-                "{mode}: flush {k} {worst} ms late: {late:?}"
+                "{mode}: flush {k} {worst} ms late ({host}): {late:?}"
             );
         }
     }
