@@ -92,8 +92,6 @@ pub enum CodedError {
     Config(#[from] quiclab_coded::ConfigError),
     #[error("the coded server's socket: {0}")]
     Io(#[from] std::io::Error),
-    #[error("starting the client's runtime: {0}")]
-    Runtime(std::io::Error),
 }
 
 /// Why a request over the coded transport failed; a record keeps it with its causes.
@@ -564,14 +562,16 @@ fn close(mut c: ClientConn, clock: &Clock) {
 /// payload, and as `packets_lost` the server's packets that never reached it (gaps in the
 /// packet numbers it received; the server's repair symbols made up for them). The sender's view
 /// is the server's timeline.
-pub fn get(urls: &[String], opts: &CodedClientOptions) -> Result<Vec<RequestRecord>, CodedError> {
+///
+/// Its futures never yield (the client's I/O blocks on its own socket), so any executor drives
+/// it, a current-thread runtime as well as `block_on`.
+pub async fn get(
+    urls: &[String],
+    opts: &CodedClientOptions,
+) -> Result<Vec<RequestRecord>, CodedError> {
     let client = CodedClient::new(opts.clone())?;
-    // The client's I/O is blocking on its own socket; the loop only needs a future driven.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(CodedError::Runtime)?;
     let requests = Requests::new(client, opts.reuse_connection, None);
-    Ok(runtime.block_on(requests.run(urls)))
+    Ok(requests.run(urls).await)
 }
 
 /// The coded transport's client: a [`Connector`] for the one request loop. Its I/O blocks (one
@@ -856,7 +856,12 @@ mod tests {
             url(1),
             format!("https://127.0.0.1:{}/x", addr.port()),
         ];
-        let recs = get(&urls, &options(ca.clone(), false)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let recs = rt
+            .block_on(get(&urls, &options(ca.clone(), false)))
+            .unwrap();
         assert_eq!(recs.len(), 4);
         for (r, n) in recs.iter().zip([300_000u64, 0, 1]) {
             assert_eq!(r.error, None, "{r:?}");
@@ -881,7 +886,12 @@ mod tests {
         let conns: Vec<u32> = recs.iter().map(|r| r.connection).collect();
         assert_eq!(conns, [0, 1, 2, 3]);
         // one connection for three requests
-        let recs = get(&[url(70_000), url(5), url(2_000_000)], &options(ca, true)).unwrap();
+        let recs = rt
+            .block_on(get(
+                &[url(70_000), url(5), url(2_000_000)],
+                &options(ca, true),
+            ))
+            .unwrap();
         assert!(recs.iter().all(|r| r.error.is_none() && r.connection == 0));
         assert_eq!(
             recs.iter().map(|r| r.new_connection).collect::<Vec<_>>(),

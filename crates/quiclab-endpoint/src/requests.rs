@@ -88,11 +88,6 @@ impl<C: Connector> Requests<C> {
         }
     }
 
-    /// The stack's client.
-    pub fn connector(&self) -> &C {
-        &self.connector
-    }
-
     /// Fetches `url` and reports how it went.
     pub async fn fetch(&mut self, url: &str) -> RequestRecord {
         let http = self.connector.http();

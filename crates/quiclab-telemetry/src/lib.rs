@@ -531,9 +531,7 @@ impl RecordLog {
 
     fn error(&self) -> Option<std::io::Error> {
         let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        failed
-            .as_ref()
-            .map(|e| std::io::Error::new(e.kind(), e.to_string()))
+        failed.as_ref().map(copy_error)
     }
 
     /// Hands records over to be written, one line each, together; fails once a write has
@@ -562,7 +560,6 @@ fn write_records(
     failed: &Mutex<Option<std::io::Error>>,
 ) {
     let mut first_error: Option<std::io::Error> = None;
-    let copy = |e: &std::io::Error| std::io::Error::new(e.kind(), e.to_string());
     for m in rx {
         match m {
             LogMessage::Records(records) if first_error.is_none() => {
@@ -571,14 +568,14 @@ fn write_records(
                     writeln!(w, "{line}")
                 });
                 if let Err(e) = written {
-                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy(&e));
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy_error(&e));
                     first_error = Some(e);
                 }
             }
             LogMessage::Records(_) => {}
             LogMessage::Flush(answer) => {
                 let result = match &first_error {
-                    Some(e) => Err(copy(e)),
+                    Some(e) => Err(copy_error(e)),
                     None => w.flush(),
                 };
                 let _ = answer.send(result);
@@ -587,6 +584,11 @@ fn write_records(
     }
     // Every handle is gone: write out what is buffered; nobody is left to hear an error.
     let _ = w.flush();
+}
+
+/// An I/O error again, for a second reader (`io::Error` is not `Clone`).
+fn copy_error(e: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), e.to_string())
 }
 
 #[cfg(test)]

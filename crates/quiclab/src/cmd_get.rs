@@ -217,9 +217,7 @@ fn coded(_c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
         reuse_connection: s.reuse,
         config: coded::Config::default(),
     };
-    // its I/O blocks on its own socket and runs its own loop
-    drop(s.runtime);
-    Ok(coded::get(&s.urls, &opts)?)
+    Ok(s.runtime.block_on(coded::get(&s.urls, &opts))?)
 }
 
 /// Prints the records (JSON lines or readable lines); exit code 1 if any request failed (an
