@@ -61,7 +61,15 @@ pub enum EventKind {
     Drop { reason: DropReason },
     /// Left the link (scheduled departure time).
     Depart,
+    /// Handed over later than its scheduled departure (the event's time) by `by_ns`, more than
+    /// [`LATE_EVENT`]: the host held the runtime back (a stalled or busy machine). Logged
+    /// after the packet's `Depart`; the link's own fates are unchanged by it.
+    Late { by_ns: u64 },
 }
+
+/// How late a departure must be handed over to be logged as [`EventKind::Late`]: far above a
+/// timer wake-up's lateness (tens of microseconds), far below what a transport would notice.
+pub const LATE_EVENT: Duration = Duration::from_millis(2);
 
 /// One line of the event log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

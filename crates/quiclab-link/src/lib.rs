@@ -21,7 +21,7 @@ pub mod trace;
 pub mod units;
 
 pub use config::{ConfigError, DirectionConfig, KEYS, LinkConfig};
-pub use event::{Counters, DropReason, Event, EventKind};
+pub use event::{Counters, DropReason, Event, EventKind, LATE_EVENT};
 pub use pipeline::{Departure, Pipeline};
 pub use trace::Trace;
 pub use units::{QueueLimit, Rate};

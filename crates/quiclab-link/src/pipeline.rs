@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::Direction;
 use crate::config::{ConfigError, DEFAULT_REORDER_DELAY, DirectionConfig};
-use crate::event::{Counters, Event, EventKind, Recorder};
+use crate::event::{Counters, Event, EventKind, LATE_EVENT, Recorder};
 use crate::stage::delay::{DelayLine, DelaySpec};
 use crate::stage::filter::{self, Filter, Verdict};
 use crate::stage::queue::{RateQueue, TraceQueue};
@@ -143,7 +143,8 @@ impl Pipeline {
         }
     }
 
-    /// The next packet due by `now`, if any. Call until it returns `None`.
+    /// The next packet due by `now`, if any. Call until it returns `None`. A packet returned
+    /// more than [`LATE_EVENT`] after it was due is logged as late by the difference.
     pub fn poll_transmit(&mut self, now: Duration) -> Option<Departure> {
         if self.ready.is_empty() {
             self.cascade(now);
@@ -152,6 +153,12 @@ impl Pipeline {
         self.rec.counters.packets_out += 1;
         self.rec.counters.bytes_out += pkt.size() as u64;
         self.rec.event(at, pkt.index, pkt.size(), EventKind::Depart);
+        let late = now.saturating_sub(at);
+        if late > LATE_EVENT {
+            let by_ns = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
+            self.rec
+                .event(at, pkt.index, pkt.size(), EventKind::Late { by_ns });
+        }
         Some(Departure {
             at,
             index: pkt.index,

@@ -220,3 +220,28 @@ fn enqueue_events_carry_the_backlog_of_a_trace_queue() {
     let want = expected_backlog(&run, ms(3), |t, out| out >= t);
     assert_same(&enqueues(&run), &want, "trace queue backlog");
 }
+
+#[test]
+fn a_departure_handed_over_late_is_logged_with_how_late_and_only_past_the_threshold() {
+    let mut p = pipeline(&[("delay", "10ms")], 1, true);
+    let packet = || vec![0x45u8; 100];
+    // due at 10 ms, taken 1 ms late: under the threshold, only its Depart
+    p.push(ms(0), packet());
+    let d = p.poll_transmit(ms(11)).expect("due");
+    assert_eq!(d.at, ms(10));
+    // due at 30 ms, taken at 35 ms: late by 5 ms
+    p.push(ms(20), packet());
+    assert_eq!(p.poll_transmit(ms(35)).expect("due").at, ms(30));
+    // due at 50 ms, taken exactly at the threshold past it: not logged
+    p.push(ms(40), packet());
+    assert!(p.poll_transmit(ms(50) + quiclab_link::LATE_EVENT).is_some());
+    let late: Vec<_> = p
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Late { by_ns } => Some((e.index, e.t, by_ns)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(late, vec![(1, ms(30), 5_000_000)]);
+}

@@ -384,6 +384,11 @@ pub struct Stall {
     pub cause: Option<LostPacket>,
     /// Packets dropped (both directions) while it lasted, the cause included.
     pub drops: u32,
+    /// The longest the host held one of the emulator's departures back while it lasted, ms
+    /// (0 when none was over the event log's threshold): a stalled or overloaded machine, not
+    /// the transport. A stall no longer than this plus a round trip is the host's doing.
+    #[serde(default)]
+    pub host_ms: f64,
 }
 
 /// A packet the emulator dropped.

@@ -70,6 +70,7 @@ fn detail(mode: &str, lossy: bool, offset_ms: f64) -> TelemetryDetail {
                     at_ms: (n * 500 + 79) as f64,
                 }),
                 drops: 1,
+                host_ms: 0.0,
             })
             .collect();
     }

@@ -16,6 +16,10 @@
 //!   milliseconds on a busy host; the next flush's packet comes an interval later). A stall
 //!   with no such drop has no cause: its first flush was held back by something else (a sender
 //!   still recovering from an earlier loss, a host delay).
+//! - A stall's **host** share is the longest the host held one of the emulator's departures
+//!   back (its `late` events, either direction) while the stall lasted, from its first flush's
+//!   send to its last unit's arrival. A machine paused for longer than a round trip stalls
+//!   every transport without any loss; this tells such stalls apart.
 //! - Units that never arrived (lost datagrams) have no latency and end a run.
 //! - Reading is lenient about lines it does not know (other records, partial lines), strict
 //!   about the schedule: units outside it are ignored.
@@ -44,29 +48,81 @@ pub struct Dropped {
     pub reason: String,
 }
 
-/// The drops in an event log (`events.jsonl`), whose times count from `epoch_ns` on
-/// CLOCK_MONOTONIC.
-pub fn read_drops(path: &Path, epoch_ns: u64) -> Vec<Dropped> {
+/// A departure the emulator handed over late (its `late` event), on the endpoints' clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeldBack {
+    /// When it was due, CLOCK_MONOTONIC microseconds.
+    pub due_us: u64,
+    /// How much later it left, microseconds.
+    pub by_us: u64,
+}
+
+/// What the emulator's event log says about a telemetry run: the packets it dropped and the
+/// departures the host held back, each in time order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LinkEvents {
+    pub drops: Vec<Dropped>,
+    pub held: Vec<HeldBack>,
+}
+
+impl LinkEvents {
+    /// The longest the host held a departure back while any of it overlapped `[from, to]`
+    /// (microseconds; 0 if never beyond the log's threshold).
+    pub fn held_us(&self, from: u64, to: u64) -> u64 {
+        self.held
+            .iter()
+            .filter(|h| h.due_us <= to && h.due_us + h.by_us >= from)
+            .map(|h| h.by_us)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The drops and late departures in an event log (`events.jsonl`), whose times count from
+/// `epoch_ns` on CLOCK_MONOTONIC.
+pub fn read_link_events(path: &Path, epoch_ns: u64) -> LinkEvents {
+    let mut out = LinkEvents::default();
     let Ok(f) = std::fs::File::open(path) else {
-        return Vec::new();
+        return out;
     };
-    let mut out: Vec<Dropped> = std::io::BufReader::new(f)
-        .lines()
-        .map_while(Result::ok)
-        // most lines are arrivals and departures: skip them before parsing
-        .filter(|l| l.contains("\"drop\""))
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
-        .filter_map(|v| {
-            Some(Dropped {
-                t_us: (epoch_ns + v["t_ns"].as_u64()?) / 1000,
-                up: v["dir"].as_str()? == "up",
-                index: v["index"].as_u64()?,
-                size: v["size"].as_u64()? as u32,
-                reason: v["reason"].as_str().unwrap_or("").to_string(),
-            })
-        })
-        .collect();
-    out.sort_by_key(|d| d.t_us);
+    let lines = std::io::BufReader::new(f).lines().map_while(Result::ok);
+    // most lines are arrivals and departures: skip them before parsing
+    for l in lines.filter(|l| l.contains("\"drop\"") || l.contains("\"late\"")) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&l) else {
+            continue;
+        };
+        let (Some(t_ns), Some(event)) = (v["t_ns"].as_u64(), v["event"].as_str()) else {
+            continue;
+        };
+        let t_us = (epoch_ns + t_ns) / 1000;
+        match event {
+            "drop" => {
+                let (Some(dir), Some(index), Some(size)) =
+                    (v["dir"].as_str(), v["index"].as_u64(), v["size"].as_u64())
+                else {
+                    continue;
+                };
+                out.drops.push(Dropped {
+                    t_us,
+                    up: dir == "up",
+                    index,
+                    size: size as u32,
+                    reason: v["reason"].as_str().unwrap_or("").to_string(),
+                });
+            }
+            "late" => {
+                if let Some(by_ns) = v["by_ns"].as_u64() {
+                    out.held.push(HeldBack {
+                        due_us: t_us,
+                        by_us: by_ns / 1000,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out.drops.sort_by_key(|d| d.t_us);
+    out.held.sort_by_key(|h| h.due_us);
     out
 }
 
@@ -115,9 +171,10 @@ pub struct PathModel {
 pub fn stalls(
     schedule: &Schedule,
     outcomes: &[UnitOutcome],
-    drops: &[Dropped],
+    link: &LinkEvents,
     rtt_us: u64,
 ) -> Vec<Stall> {
+    let drops = &link.drops;
     let late = |o: &UnitOutcome| o.excess_us().is_some_and(|e| e > rtt_us as i64);
     let mut out = Vec::new();
     let mut i = 0;
@@ -168,6 +225,7 @@ pub fn stalls(
                 at_ms: d.t_us as f64 / 1000.0 - schedule.epoch_us as f64 / 1000.0,
             }),
             drops: during as u32,
+            host_ms: link.held_us(from, end) as f64 / 1000.0,
         });
     }
     out
@@ -178,7 +236,7 @@ pub fn detail(
     summary: &SenderSummary,
     flushes: &[SentFlush],
     received: &[ReceivedUnit],
-    drops: &[Dropped],
+    link: &LinkEvents,
     path: PathModel,
     server_realtime: bool,
 ) -> (TelemetryDetail, Vec<UnitOutcome>) {
@@ -195,7 +253,7 @@ pub fn detail(
             .iter()
             .map(|o| o.latency_us().map(|l| u32::try_from(l).unwrap_or(u32::MAX)))
             .collect(),
-        stalls: stalls(schedule, &out, drops, path.rtt_us),
+        stalls: stalls(schedule, &out, link, path.rtt_us),
         send_late_p99_us: summary.send_late_p99_us,
         send_late_max_us: summary.send_late_max_us,
         realtime: summary.realtime && server_realtime,
@@ -279,7 +337,11 @@ mod tests {
             loss_up: 0.02,
             loss_down: 0.02,
         };
-        let (d, out) = detail(&summary(sch), &flushes, &received, &drops, path, true);
+        let link = LinkEvents {
+            drops: drops.clone(),
+            held: vec![],
+        };
+        let (d, out) = detail(&summary(sch), &flushes, &received, &link, path, true);
         assert_eq!(out.len(), 1000);
         assert_eq!(d.latency_us.len(), 1000);
         assert_eq!(d.latency_us[0], Some(34_300));
@@ -300,9 +362,38 @@ mod tests {
         }
 
         // the same delay without a drop near the flush: a stall without a cause
-        let (d, _) = detail(&summary(sch), &flushes, &received, &drops[..1], path, true);
+        let mut link = LinkEvents {
+            drops: drops[..1].to_vec(),
+            held: vec![],
+        };
+        let (d, _) = detail(&summary(sch), &flushes, &received, &link, path, true);
         assert_eq!(d.stalls[0].cause, None);
         assert_eq!(d.stalls[0].drops, 0);
+        assert_eq!(d.stalls[0].host_ms, 0.0);
+
+        // ... held back by the host instead: departures due while flush 20 was in flight left
+        // 58 ms late; a late departure long before the stall is not counted
+        link.held = vec![
+            HeldBack {
+                due_us: sch.flush_due_us(2),
+                by_us: 90_000,
+            },
+            HeldBack {
+                due_us: flushes[20].send_us + 20_000,
+                by_us: 58_000,
+            },
+            HeldBack {
+                due_us: flushes[20].send_us + 21_000,
+                by_us: 57_000,
+            },
+        ];
+        let (d, _) = detail(&summary(sch), &flushes, &received, &link, path, true);
+        assert_eq!(d.stalls[0].cause, None);
+        assert!(
+            (d.stalls[0].host_ms - 58.0).abs() < 1e-9,
+            "{:?}",
+            d.stalls[0]
+        );
     }
 
     #[test]
@@ -334,7 +425,14 @@ mod tests {
             loss_up: 0.0,
             loss_down: 0.0,
         };
-        let (d, _) = detail(&summary(sch), &flushes, &received, &[], path, false);
+        let (d, _) = detail(
+            &summary(sch),
+            &flushes,
+            &received,
+            &LinkEvents::default(),
+            path,
+            false,
+        );
         assert!(!d.realtime);
         assert!(d.latency_us[10..20].iter().all(Option::is_none));
         let runs: Vec<(u64, u64)> = d.stalls.iter().map(|s| (s.first_unit, s.units)).collect();

@@ -773,7 +773,7 @@ fn stall_table(out: &mut String, an: &Analysis, tables: &Tables, ci: usize) {
          </tr></thead><tbody>\n",
     );
     for (ai, arm, s) in rows.iter().take(MAX_ROWS) {
-        let cause = match &s.cause {
+        let mut cause = match &s.cause {
             Some(p) => format!(
                 "{} #{}, {} B, {} at {} s",
                 esc(&p.direction),
@@ -782,10 +782,18 @@ fn stall_table(out: &mut String, an: &Analysis, tables: &Tables, ci: usize) {
                 esc(&p.reason),
                 units::number(p.at_ms / 1000.0, 3)
             ),
+            None if s.host_ms > 0.0 => "<span class=\"muted\">none found</span>".into(),
             None => "<span class=\"muted\">none found: the flush was held back by an earlier \
                      loss or the host</span>"
                 .into(),
         };
+        if s.host_ms > 0.0 {
+            let _ = write!(
+                cause,
+                "; <span class=\"flag\">the host held the emulator's packets up to {}</span>",
+                units::ms(s.host_ms)
+            );
+        }
         let _ = writeln!(
             out,
             "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\

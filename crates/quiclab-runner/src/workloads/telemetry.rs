@@ -146,7 +146,7 @@ impl WorkloadKind for Telemetry {
         if let Some(e) = ends.iter().find_map(|c| c.error.clone()) {
             return Err(format!("the server's telemetry connection failed: {e}"));
         }
-        let drops = units::read_drops(&ran.dir.join("events.jsonl"), ran.link_epoch_ns);
+        let link = units::read_link_events(&ran.dir.join("events.jsonl"), ran.link_epoch_ns);
         let server_realtime =
             std::fs::read_to_string(ran.server_log).is_ok_and(|t| t.contains("real-time priority"));
         let path = units::PathModel {
@@ -156,7 +156,7 @@ impl WorkloadKind for Telemetry {
             loss_down: t.link.down.loss,
         };
         let (detail, outcomes) =
-            units::detail(&summary, &flushes, &received, &drops, path, server_realtime);
+            units::detail(&summary, &flushes, &received, &link, path, server_realtime);
         let missing = outcomes.iter().filter(|o| o.recv_us.is_none()).count();
         if missing > 0 && !summary.mode.unreliable() {
             return Err(format!(
