@@ -219,6 +219,7 @@ pub struct Identity {
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     chain_pem: String,
+    key_pem: String,
 }
 
 impl Identity {
@@ -231,6 +232,7 @@ impl Identity {
             chain_pem: cert.pem(),
             chain: vec![cert.der().clone()],
             key: PrivatePkcs8KeyDer::from(signing_key.serialize_der()).into(),
+            key_pem: signing_key.serialize_pem(),
         })
     }
 
@@ -249,17 +251,26 @@ impl Identity {
         if chain.is_empty() {
             return Err(TlsError::NoCertificate(cert.to_path_buf()));
         }
-        let key = PrivateKeyDer::from_pem_file(key).map_err(pem_err("private key", key))?;
+        let key_pem = std::fs::read_to_string(key)
+            .map_err(|e| pem_err("private key", key)(rustls::pki_types::pem::Error::Io(e)))?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+            .map_err(pem_err("private key", key))?;
         Ok(Identity {
             chain,
             key,
             chain_pem,
+            key_pem,
         })
     }
 
     /// The certificate chain as PEM text, for clients to trust (e.g. `curl --cacert`).
     pub fn chain_pem(&self) -> &str {
         &self.chain_pem
+    }
+
+    /// The private key as PEM text, for a server program that reads its key from a file.
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
     }
 
     /// SHA-256 of the leaf certificate's DER encoding, as colon-separated upper-case hex (the

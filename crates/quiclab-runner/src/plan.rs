@@ -54,7 +54,7 @@ use toml::Spanned;
 
 pub use crate::keys::PlanError;
 use crate::keys::{Ctx, Table, Value, WorkloadKeys, line_col, scalar};
-use crate::stacks::{self, ArmStack, Capability, Knob, STACKS, Stack};
+use crate::stacks::{self, ArmStack, Capability, Knob, Stack};
 use crate::workloads::{self, WorkloadKind};
 
 /// Which profile of a plan to run.
@@ -220,7 +220,7 @@ pub fn arm_keys_help() -> String {
         Mode::allowed()
     );
     for k in stacks::all_knobs() {
-        let takers: Vec<_> = STACKS
+        let takers: Vec<_> = stacks::all()
             .iter()
             .filter(|st| st.knobs().iter().any(|o| o.key == k.key))
             .map(|st| st.name())
@@ -631,8 +631,8 @@ fn parse_arm(
             let problem = match everywhere.iter().find(|kn| kn.key == key) {
                 Some(kn) if !takes(kn) => format!("{key} does not apply to telemetry arms"),
                 Some(_) => {
-                    let takers = STACKS
-                        .iter()
+                    let takers = stacks::all()
+                        .into_iter()
                         .filter(|s| s.knobs().iter().any(|kn| kn.key == key));
                     let only: Vec<String> = if telemetry_plan {
                         takers
@@ -640,7 +640,7 @@ fn parse_arm(
                             .map(|m| m.name().to_string())
                             .collect()
                     } else {
-                        takers.map(|s| speaks(*s)).collect()
+                        takers.map(speaks).collect()
                     };
                     return Err(ctx.err(
                         k.span(),
@@ -663,8 +663,22 @@ fn parse_arm(
             ));
         };
         let raw = scalar(ctx, v)?;
-        let value = (knob.check)(&raw)
+        let value = knob
+            .check(&raw)
             .map_err(|why| ctx.err(v.span(), format!("{key} = {raw:?}: {why}")))?;
+        // a pair of stacks that both take the key must both accept the value
+        for (side, s) in [("server", server), ("client", client)] {
+            if let Some(own) = s.knobs().iter().find(|o| o.key == key)
+                && !std::ptr::eq(*own, knob)
+            {
+                own.check(&raw).map_err(|why| {
+                    ctx.err(
+                        v.span(),
+                        format!("{key} = {raw:?}: the {side}'s stack {:?}: {why}", s.name()),
+                    )
+                })?;
+            }
+        }
         given.push((knob, value));
     }
     // the stacks' order, so that equal arms resolve (and hash) equally however they are written

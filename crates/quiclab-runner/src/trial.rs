@@ -183,6 +183,8 @@ fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
         cert: &cert,
         path_min_rtt: plan.conditions[spec.condition].link.min_rtt(),
         qlog_dir: workload.keeps_packets().then_some(dir),
+        dir,
+        objects: &spec.requests,
     };
     let writes = workload.server_writes();
     let server_output = dir.join(match writes {

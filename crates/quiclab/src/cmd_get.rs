@@ -222,7 +222,7 @@ fn coded(_c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
 
 /// Prints the records (JSON lines or readable lines); exit code 1 if any request failed (an
 /// error, or a status other than 2xx).
-fn report(records: &[RequestRecord], json: bool) -> anyhow::Result<i32> {
+pub(crate) fn report(records: &[RequestRecord], json: bool) -> anyhow::Result<i32> {
     let mut failed = false;
     for r in records {
         failed |= r.error.is_some() || !(200..300).contains(&r.status);

@@ -2,6 +2,7 @@
 
 mod bench_stacks;
 mod cmd_bench;
+mod cmd_external;
 mod cmd_get;
 mod cmd_link;
 mod cmd_page;
@@ -49,6 +50,7 @@ enum Cmd {
     Page(cmd_page::PageCmd),
     Serve(cmd_serve::ServeCmd),
     Telemetry(cmd_telemetry::TelemetryCmd),
+    External(cmd_external::ExternalCmd),
 }
 
 impl Cmd {
@@ -108,6 +110,7 @@ fn main() {
         Cmd::Page(c) => cmd_page::page(c),
         Cmd::Serve(c) => cmd_serve::serve(c),
         Cmd::Telemetry(c) => cmd_telemetry::telemetry(c),
+        Cmd::External(c) => cmd_external::external(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,7 +1,8 @@
 //! The stack registry: every stack an arm can name, what it speaks, the knobs it takes, the
 //! workloads it runs, and how a trial starts its server and its client.
 //!
-//! A stack is one module here behind the [`Stack`] trait and one line in [`STACKS`]. Nothing
+//! A stack is one module here behind the [`Stack`] trait and one line in `BUILTIN`, or a stack
+//! file ([`external`]: its endpoints are other programs). Nothing
 //! outside a stack's own module asks which stack it is: the plan parser checks an arm's keys
 //! against the stack's [`Stack::knobs`] and its workload against [`Stack::capabilities`], the
 //! trial asks the stack for its [`Launch`]es, and the report reads the labels and caveats the
@@ -12,6 +13,7 @@
 //! different `client-stack` when both speak its HTTP version.
 
 mod coded;
+pub mod external;
 mod quinn;
 mod tcp;
 mod tcp_plain;
@@ -25,36 +27,43 @@ use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_quic as quic;
 use quiclab_telemetry::Mode;
 
-/// Every stack, in the order help texts list them. The first stack that speaks an HTTP
-/// version is that version's default (what `http = "..."` alone means).
-pub static STACKS: &[&dyn Stack] = &[
+/// The stacks built into quiclab, in the order help texts list them. The first stack that
+/// speaks an HTTP version is that version's default (what `http = "..."` alone means).
+static BUILTIN: &[&dyn Stack] = &[
     &tcp::Tcp,
     &quinn::Quinn,
     &coded::Coded,
     &tcp_plain::TcpPlain,
 ];
 
+/// Every stack: the built-in ones, then the external stacks (the stack files shipped with
+/// quiclab, then those registered from a user's files), in the order help texts list them.
+pub fn all() -> Vec<&'static dyn Stack> {
+    let mut out = BUILTIN.to_vec();
+    out.extend(external::registered());
+    out
+}
+
 /// The stack called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Stack> {
-    STACKS.iter().copied().find(|s| s.name() == name)
+    all().into_iter().find(|s| s.name() == name)
 }
 
 /// The default stack for an HTTP version (`http = "3"` alone).
 pub fn for_http(http: HttpVersion) -> Option<&'static dyn Stack> {
-    STACKS.iter().copied().find(|s| s.http().contains(&http))
+    all().into_iter().find(|s| s.http().contains(&http))
 }
 
 /// The stack that carries a telemetry mode when the arm names none.
 pub fn for_mode(mode: Mode) -> Option<&'static dyn Stack> {
-    STACKS
-        .iter()
-        .copied()
+    all()
+        .into_iter()
         .find(|s| s.telemetry_modes().contains(&mode))
 }
 
 /// Every stack's name, for messages.
 pub fn names() -> String {
-    STACKS
+    all()
         .iter()
         .map(|s| format!("{:?}", s.name()))
         .collect::<Vec<_>>()
@@ -169,6 +178,10 @@ pub struct Endpoint<'a> {
     pub path_min_rtt: Duration,
     /// Where a qlog per QUIC connection goes; `None` keeps none.
     pub qlog_dir: Option<&'a Path>,
+    /// The trial's directory (an external stack's endpoints keep their files under it).
+    pub dir: &'a Path,
+    /// The object sizes the trial's requests ask for (a server of static files writes them).
+    pub objects: &'a [u64],
 }
 
 /// What the server writes for the trial.
@@ -212,6 +225,8 @@ pub enum Flag {
     ClientSwitch(&'static str),
     /// The same on both endpoints.
     BothSwitch(&'static str),
+    /// Placed by the stack's own command templates (an external stack's knob).
+    Template,
 }
 
 /// One knob an arm may set.
@@ -221,15 +236,34 @@ pub struct Knob {
     pub flag: Flag,
     pub help: &'static str,
     /// Normalises the value or says what is allowed.
-    pub check: fn(&str) -> Result<String, String>,
+    pub check: Check,
     /// Telemetry arms take it too.
     pub telemetry: bool,
 }
 
-/// Every knob of every stack, once each, in registry order.
+/// How a knob's value is checked.
+#[derive(Debug)]
+pub enum Check {
+    /// By a function of the stack that defines the knob.
+    Fn(fn(&str) -> Result<String, String>),
+    /// As an external stack's file says.
+    External(&'static quiclab_external::def::KnobDef),
+}
+
+impl Knob {
+    /// The value normalised, or what is allowed.
+    pub fn check(&self, v: &str) -> Result<String, String> {
+        match &self.check {
+            Check::Fn(f) => f(v),
+            Check::External(def) => def.check(v),
+        }
+    }
+}
+
+/// Every knob of every stack, once per key (the first stack's), in registry order.
 pub fn all_knobs() -> Vec<&'static Knob> {
     let mut out: Vec<&'static Knob> = Vec::new();
-    for s in STACKS {
+    for s in all() {
         for k in s.knobs() {
             if !out.iter().any(|o| o.key == k.key) {
                 out.push(k);
@@ -354,7 +388,7 @@ pub(crate) static GROUPS: Knob = Knob {
     flag: Flag::Client("--groups"),
     help: "client key-exchange groups in order; a key share for the first only",
     telemetry: true,
-    check: check_groups,
+    check: Check::Fn(check_groups),
 };
 
 pub(crate) static SERVER_GROUPS: Knob = Knob {
@@ -362,7 +396,7 @@ pub(crate) static SERVER_GROUPS: Knob = Knob {
     flag: Flag::Server("--groups"),
     help: "groups the server accepts, in order of preference",
     telemetry: true,
-    check: check_groups,
+    check: Check::Fn(check_groups),
 };
 
 pub(crate) static RESUME: Knob = Knob {
@@ -370,7 +404,7 @@ pub(crate) static RESUME: Knob = Knob {
     flag: Flag::ClientSwitch("--resume"),
     help: "resume TLS sessions (and 0-RTT over QUIC) across connections: true or false",
     telemetry: false,
-    check: check_bool,
+    check: Check::Fn(check_bool),
 };
 
 #[cfg(test)]
@@ -397,17 +431,19 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_knobs_of_one_key_are_one_knob() {
-        for (i, s) in STACKS.iter().enumerate() {
+        let stacks = all();
+        for (i, s) in stacks.iter().enumerate() {
             assert!(
-                STACKS[..i].iter().all(|o| o.name() != s.name()),
+                stacks[..i].iter().all(|o| o.name() != s.name()),
                 "{} twice",
                 s.name()
             );
             assert!(find(s.name()).is_some());
         }
-        // a key means the same wherever it is taken (same flag, same check)
-        for a in STACKS.iter().flat_map(|s| s.knobs()) {
-            for b in STACKS.iter().flat_map(|s| s.knobs()) {
+        // a key means the same wherever quiclab's own stacks take it (same flag, same check);
+        // an external stack checks its own values, as its file says
+        for a in BUILTIN.iter().flat_map(|s| s.knobs()) {
+            for b in BUILTIN.iter().flat_map(|s| s.knobs()) {
                 if a.key == b.key {
                     assert!(std::ptr::eq(*a, *b), "{} defined twice", a.key);
                 }

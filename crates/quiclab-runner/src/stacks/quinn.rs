@@ -8,7 +8,7 @@ use quiclab_quic::{QuicCongestion, QuicOptions};
 use quiclab_telemetry::Mode;
 
 use super::{
-    ArmStack, Capability, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
+    ArmStack, Capability, Check, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
     SERVER_GROUPS, ServerOutput, Stack, check_on_off, path_min_rtt_args, quiclab_client,
     quiclab_server, with_cc,
 };
@@ -51,7 +51,7 @@ static QUIC_CC: Knob = Knob {
     flag: Flag::Both("--quic-cc"),
     help: "QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental)",
     telemetry: true,
-    check: check_quic_cc,
+    check: Check::Fn(check_quic_cc),
 };
 
 static INITIAL_RTT: Knob = Knob {
@@ -59,7 +59,7 @@ static INITIAL_RTT: Knob = Knob {
     flag: Flag::Both("--quic-initial-rtt"),
     help: "RTT assumed before the first sample, e.g. 100ms (sets the first PTO)",
     telemetry: true,
-    check: check_duration,
+    check: Check::Fn(check_duration),
 };
 
 static MTU_DISCOVERY: Knob = Knob {
@@ -67,7 +67,7 @@ static MTU_DISCOVERY: Knob = Knob {
     flag: Flag::Both("--quic-mtu-discovery"),
     help: "path MTU discovery: on or off",
     telemetry: true,
-    check: check_on_off,
+    check: Check::Fn(check_on_off),
 };
 
 static INITIAL_MTU: Knob = Knob {
@@ -75,7 +75,7 @@ static INITIAL_MTU: Knob = Knob {
     flag: Flag::Both("--quic-initial-mtu"),
     help: "UDP payload at the start, bytes",
     telemetry: true,
-    check: check_payload,
+    check: Check::Fn(check_payload),
 };
 
 static MAX_UDP_PAYLOAD: Knob = Knob {
@@ -83,7 +83,7 @@ static MAX_UDP_PAYLOAD: Knob = Knob {
     flag: Flag::Both("--quic-max-udp-payload"),
     help: "largest UDP payload (upper bound of MTU discovery), bytes",
     telemetry: true,
-    check: check_payload,
+    check: Check::Fn(check_payload),
 };
 
 static GSO: Knob = Knob {
@@ -91,7 +91,7 @@ static GSO: Knob = Knob {
     flag: Flag::Both("--quic-gso"),
     help: "generic segmentation offload: on or off",
     telemetry: true,
-    check: check_on_off,
+    check: Check::Fn(check_on_off),
 };
 
 static SCHEDULING: Knob = Knob {
@@ -99,7 +99,7 @@ static SCHEDULING: Knob = Knob {
     flag: Flag::Server("--quic-scheduling"),
     help: "how the server shares its sending side between streams: round-robin or fifo",
     telemetry: false,
-    check: check_scheduling,
+    check: Check::Fn(check_scheduling),
 };
 
 static PRIORITIES: Knob = Knob {
@@ -107,7 +107,7 @@ static PRIORITIES: Knob = Knob {
     flag: Flag::Server("--quic-priorities"),
     help: "the server honours RFC 9218 priority headers: on or off",
     telemetry: false,
-    check: check_on_off,
+    check: Check::Fn(check_on_off),
 };
 
 static KNOBS: [&Knob; 11] = [

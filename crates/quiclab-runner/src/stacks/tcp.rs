@@ -6,7 +6,7 @@ use quiclab_tcp::tcpinfo::{self, FASTOPEN_SYSCTL};
 use quiclab_telemetry::Mode;
 
 use super::{
-    ArmStack, Capability, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
+    ArmStack, Capability, Check, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
     SERVER_GROUPS, ServerOutput, Stack, check_bool, check_on_off, path_min_rtt_args,
     quiclab_client, quiclab_server, with_cc,
 };
@@ -47,7 +47,7 @@ pub(crate) static TCP_CC: Knob = Knob {
     flag: Flag::Both("--tcp-cc"),
     help: "TCP congestion controller of both endpoints (e.g. cubic, bbr, reno)",
     telemetry: true,
-    check: check_tcp_cc,
+    check: Check::Fn(check_tcp_cc),
 };
 
 static DYNAMIC_RECORDS: Knob = Knob {
@@ -55,7 +55,7 @@ static DYNAMIC_RECORDS: Knob = Knob {
     flag: Flag::Server("--dynamic-records"),
     help: "HTTP/2 responses start with a small frame: on or off",
     telemetry: false,
-    check: check_on_off,
+    check: Check::Fn(check_on_off),
 };
 
 static TLS_MAX_RECORD: Knob = Knob {
@@ -63,7 +63,7 @@ static TLS_MAX_RECORD: Knob = Knob {
     flag: Flag::Server("--tls-max-record"),
     help: "largest TLS record payload over TCP, bytes",
     telemetry: false,
-    check: check_record,
+    check: Check::Fn(check_record),
 };
 
 pub(crate) static TFO: Knob = Knob {
@@ -71,7 +71,7 @@ pub(crate) static TFO: Knob = Knob {
     flag: Flag::BothSwitch("--tfo"),
     help: "TCP Fast Open: true or false",
     telemetry: false,
-    check: check_bool,
+    check: Check::Fn(check_bool),
 };
 
 static KNOBS: [&Knob; 7] = [

@@ -1,0 +1,900 @@
+//! Stack files: what an external stack is, parsed and checked (docs/stacks.md is the user's
+//! description of the format).
+//!
+//! A stack file names the programs of a stack's server and client, their arguments as templates
+//! with placeholders, the knobs an arm may set and the arguments each becomes, and the lines of
+//! the client's output that mark the handshake, the first and the last byte. Every error names
+//! the file, line and column and what is allowed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use quiclab_model::record::HttpVersion;
+use regex::Regex;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The stack files shipped with quiclab: (file name, text).
+pub const BUILTIN: &[(&str, &str)] = &[("ngtcp2.toml", include_str!("../stacks/ngtcp2.toml"))];
+
+/// Where a stack file came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Shipped with quiclab (its file name).
+    Builtin(&'static str),
+    /// A file of the user's.
+    File(PathBuf),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Builtin(name) => write!(f, "built-in {name}"),
+            Source::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// A stack file that could not be used: where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct DefError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// What a placeholder stands for. Server templates may use the server's, client templates the
+/// client's; `{knobs}` (the arguments of the arm's knobs, as a whole argument) and, in a knob's
+/// own templates, `{value}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Placeholder {
+    /// Server: the address to listen on; `{port}` its UDP or TCP port.
+    Address,
+    Port,
+    /// Server: its certificate and private key (PEM files), and the directory of documents it
+    /// serves (quiclab's byte pattern at `/bytes/N` for every size the trial asks for).
+    Cert,
+    Key,
+    Htdocs,
+    /// Both: the directory for qlog files (one per connection).
+    QlogDir,
+    /// Client: the URL to fetch, its host and path, the certificate it should trust, and the
+    /// directory it downloads into (the body is checked there against quiclab's pattern).
+    Url,
+    Host,
+    Path,
+    Cacert,
+    DownloadDir,
+    /// The file of TLS secrets (NSS key log format).
+    Keylog,
+    Knobs,
+    Value,
+}
+
+impl Placeholder {
+    const ALL: [(&'static str, Placeholder); 14] = [
+        ("address", Placeholder::Address),
+        ("port", Placeholder::Port),
+        ("cert", Placeholder::Cert),
+        ("key", Placeholder::Key),
+        ("htdocs", Placeholder::Htdocs),
+        ("qlog_dir", Placeholder::QlogDir),
+        ("url", Placeholder::Url),
+        ("host", Placeholder::Host),
+        ("path", Placeholder::Path),
+        ("cacert", Placeholder::Cacert),
+        ("download_dir", Placeholder::DownloadDir),
+        ("keylog", Placeholder::Keylog),
+        ("knobs", Placeholder::Knobs),
+        ("value", Placeholder::Value),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+
+    fn names(of: &[Placeholder]) -> String {
+        of.iter()
+            .map(|p| format!("{{{}}}", p.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+const SERVER_PLACES: &[Placeholder] = &[
+    Placeholder::Address,
+    Placeholder::Port,
+    Placeholder::Cert,
+    Placeholder::Key,
+    Placeholder::Htdocs,
+    Placeholder::QlogDir,
+    Placeholder::Keylog,
+    Placeholder::Knobs,
+];
+const CLIENT_PLACES: &[Placeholder] = &[
+    Placeholder::Url,
+    Placeholder::Host,
+    Placeholder::Port,
+    Placeholder::Path,
+    Placeholder::Cacert,
+    Placeholder::DownloadDir,
+    Placeholder::QlogDir,
+    Placeholder::Keylog,
+    Placeholder::Knobs,
+];
+
+/// One piece of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Text(String),
+    Var(Placeholder),
+}
+
+/// One argument with placeholders, e.g. `--htdocs={htdocs}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template(pub Vec<Piece>);
+
+impl Template {
+    /// Fills the placeholders from `value` (a placeholder without a value renders empty; the
+    /// definition's checks make sure every used one has one).
+    pub fn render(&self, value: &dyn Fn(Placeholder) -> String) -> String {
+        self.0
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => t.clone(),
+                Piece::Var(v) => value(*v),
+            })
+            .collect()
+    }
+
+    /// The placeholders it uses.
+    pub fn uses(&self, p: Placeholder) -> bool {
+        self.0.contains(&Piece::Var(p))
+    }
+
+    /// `{knobs}` alone.
+    pub fn is_knobs(&self) -> bool {
+        self.0 == [Piece::Var(Placeholder::Knobs)]
+    }
+}
+
+/// A program and its arguments.
+#[derive(Debug, Clone)]
+pub struct Command {
+    pub program: String,
+    pub args: Vec<Template>,
+}
+
+impl Command {
+    pub fn uses(&self, p: Placeholder) -> bool {
+        self.args.iter().any(|a| a.uses(p))
+    }
+
+    /// Where the program is: the name as given if it has a slash, else the first executable
+    /// of that name on `PATH` (and in /usr/sbin and /sbin, where servers often live).
+    pub fn locate(&self) -> Option<PathBuf> {
+        if self.program.contains('/') {
+            let p = PathBuf::from(&self.program);
+            return is_executable(&p).then_some(p);
+        }
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+            .map(|d| d.join(&self.program))
+            .find(|p| is_executable(p))
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// How a knob's value is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KnobKind {
+    /// One of these words.
+    OneOf(Vec<String>),
+    /// A duration (e.g. "100ms"); rendered as whole microseconds ("100000us").
+    Duration,
+    /// A list of key-exchange groups in quiclab's names (x25519, p256, p384), each rendered by
+    /// the knob's map and joined by its separator.
+    Groups,
+}
+
+/// A knob of an external stack.
+#[derive(Debug, Clone)]
+pub struct KnobDef {
+    pub key: String,
+    pub help: String,
+    pub kind: KnobKind,
+    /// Its value when the arm sets none (its arguments are given then too).
+    pub default: Option<String>,
+    pub server: Vec<Template>,
+    pub client: Vec<Template>,
+    /// How each item of a list value is written for the program, and what joins them.
+    pub map: BTreeMap<String, String>,
+    pub separator: String,
+}
+
+/// Group names a `groups` knob takes.
+pub const GROUP_NAMES: [&str; 3] = ["x25519", "p256", "p384"];
+
+impl KnobDef {
+    /// The value normalised, or what is allowed.
+    pub fn check(&self, v: &str) -> Result<String, String> {
+        match &self.kind {
+            KnobKind::OneOf(words) => {
+                if words.iter().any(|w| w == v) {
+                    Ok(v.to_string())
+                } else {
+                    Err(format!("allowed: {}", words.join(", ")))
+                }
+            }
+            KnobKind::Duration => quiclab_link::units::parse_duration(v)
+                .map(|d| format!("{}us", d.as_micros()))
+                .map_err(|e| format!("{e}; allowed: a duration such as 100ms")),
+            KnobKind::Groups => {
+                let items: Vec<&str> = v.split(',').map(str::trim).collect();
+                match items
+                    .iter()
+                    .find(|i| !GROUP_NAMES.contains(i) || !self.map.contains_key(**i))
+                {
+                    Some(bad) => Err(format!(
+                        "unknown group {bad:?}; allowed: a list of {}",
+                        self.map.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )),
+                    None => Ok(items.join(",")),
+                }
+            }
+        }
+    }
+
+    /// The normalised value as the program is given it.
+    pub fn program_value(&self, v: &str) -> String {
+        match self.kind {
+            KnobKind::Groups => v
+                .split(',')
+                .map(|i| self.map.get(i).cloned().unwrap_or_else(|| i.to_string()))
+                .collect::<Vec<_>>()
+                .join(&self.separator),
+            _ => v.to_string(),
+        }
+    }
+
+    /// The arguments for one side, given the arm's normalised value (or the default).
+    pub fn args(&self, server: bool, value: Option<&str>) -> Vec<String> {
+        let Some(v) = value.or(self.default.as_deref()) else {
+            return Vec::new();
+        };
+        let v = self.program_value(v);
+        let templates = if server { &self.server } else { &self.client };
+        templates.iter().map(|t| t.render(&|_| v.clone())).collect()
+    }
+}
+
+/// What the client's output lines say.
+#[derive(Debug, Clone)]
+pub struct ClientLines {
+    /// The line printed when its first packet is sent (the request's start); without it, the
+    /// start is when the program was started.
+    pub start: Option<Regex>,
+    pub handshake: Option<Regex>,
+    pub first_byte: Regex,
+    pub last_byte: Regex,
+    pub error: Option<Regex>,
+    /// The response's status code, in its first capture group.
+    pub status: Option<Regex>,
+    /// The negotiated ALPN protocol, in its first capture group.
+    pub alpn: Option<Regex>,
+}
+
+/// An external stack, checked.
+#[derive(Debug, Clone)]
+pub struct StackDef {
+    pub source: Source,
+    pub name: String,
+    pub implementation: String,
+    pub http: Vec<HttpVersion>,
+    pub label: String,
+    /// What provides the programs (shown when one is missing).
+    pub install: String,
+    pub server: Command,
+    pub client: Command,
+    pub lines: ClientLines,
+    pub knobs: Vec<KnobDef>,
+}
+
+impl StackDef {
+    /// The built-in stack files.
+    pub fn builtin() -> Vec<StackDef> {
+        BUILTIN
+            .iter()
+            .map(|(name, text)| {
+                StackDef::parse(text, Source::Builtin(name))
+                    .unwrap_or_else(|e| panic!("built-in stack file: {e}"))
+            })
+            .collect()
+    }
+
+    /// Reads and checks a stack file.
+    pub fn load(path: &Path) -> Result<StackDef, DefError> {
+        let text = std::fs::read_to_string(path).map_err(|e| DefError {
+            file: path.display().to_string(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read it: {e}"),
+        })?;
+        StackDef::parse(&text, Source::File(path.to_path_buf()))
+    }
+
+    /// A stack by built-in name or file path (how quiclab's external endpoints are told which).
+    pub fn find(name_or_file: &str) -> Result<StackDef, DefError> {
+        if let Some(d) = Self::builtin().into_iter().find(|d| d.name == name_or_file) {
+            return Ok(d);
+        }
+        StackDef::load(Path::new(name_or_file))
+    }
+
+    /// How quiclab's external endpoints are told which stack this is.
+    pub fn reference(&self) -> String {
+        match &self.source {
+            Source::Builtin(_) => self.name.clone(),
+            Source::File(p) => p.display().to_string(),
+        }
+    }
+
+    pub fn knob(&self, key: &str) -> Option<&KnobDef> {
+        self.knobs.iter().find(|k| k.key == key)
+    }
+
+    /// The programs that are not installed, each with what provides it.
+    pub fn missing_programs(&self) -> Vec<String> {
+        [&self.server, &self.client]
+            .into_iter()
+            .filter(|c| c.locate().is_none())
+            .map(|c| {
+                format!(
+                    "stack {:?} needs the program {:?}, which is not installed (install: {})",
+                    self.name, c.program, self.install
+                )
+            })
+            .collect()
+    }
+
+    /// The arguments of every knob for one side, given the arm's values.
+    pub fn knob_args(&self, server: bool, knobs: &[(String, String)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for k in &self.knobs {
+            let given = knobs.iter().find(|(key, _)| *key == k.key).map(|(_, v)| v);
+            out.extend(k.args(server, given.map(String::as_str)));
+        }
+        out
+    }
+
+    /// Renders one side's command: every argument, `{knobs}` replaced by `knob_args`.
+    pub fn render(
+        cmd: &Command,
+        knob_args: &[String],
+        value: &dyn Fn(Placeholder) -> String,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        for a in &cmd.args {
+            if a.is_knobs() {
+                out.extend(knob_args.iter().cloned());
+            } else {
+                out.push(a.render(value));
+            }
+        }
+        out
+    }
+
+    /// Parses and checks a stack file's text.
+    pub fn parse(text: &str, source: Source) -> Result<StackDef, DefError> {
+        let file = source.to_string();
+        let err = |at: Range<usize>, message: String| {
+            let (line, column) = line_col(text, at.start);
+            DefError {
+                file: file.clone(),
+                line,
+                column,
+                message,
+            }
+        };
+        let raw: RawStack = toml::from_str(text).map_err(|e| {
+            err(
+                e.span().unwrap_or(0..0),
+                e.message().trim_end().replace('\n', "; "),
+            )
+        })?;
+        let name = raw.name.get_ref().trim().to_string();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(err(
+                raw.name.span(),
+                format!("name {name:?}: allowed: letters, digits, '-' and '_'"),
+            ));
+        }
+        let mut http = Vec::new();
+        for h in &raw.http {
+            match HttpVersion::from_name(h.get_ref()) {
+                Some(HttpVersion::Http3) => http.push(HttpVersion::Http3),
+                _ => {
+                    return Err(err(
+                        h.span(),
+                        format!(
+                            "http {:?}: external stacks speak HTTP/3 for now; allowed: \"3\"",
+                            h.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+        if http.is_empty() {
+            return Err(err(
+                0..0,
+                "http: give the HTTP versions it speaks, e.g. [\"3\"]".into(),
+            ));
+        }
+        let template =
+            |s: &Spanned<String>, allowed: &[Placeholder]| -> Result<Template, DefError> {
+                parse_template(s.get_ref(), allowed).map_err(|(offset, m)| {
+                    // the value's span starts at its opening quote
+                    err(s.span().start + 1 + offset..s.span().end, m)
+                })
+            };
+        let command = |c: &RawCommand,
+                       places: &[Placeholder],
+                       side: &str,
+                       needs: &[&[Placeholder]]|
+         -> Result<Command, DefError> {
+            let args = c
+                .args
+                .iter()
+                .map(|a| template(a, places))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (i, a) in args.iter().enumerate() {
+                if a.uses(Placeholder::Knobs) && !a.is_knobs() {
+                    return Err(err(
+                        c.args[i].span(),
+                        "{knobs} stands for several arguments: give it as an argument of its own"
+                            .into(),
+                    ));
+                }
+            }
+            let cmd = Command {
+                program: c.program.get_ref().clone(),
+                args,
+            };
+            if cmd.program.trim().is_empty() {
+                return Err(err(c.program.span(), format!("[{side}] program is empty")));
+            }
+            for any_of in needs {
+                if !any_of.iter().any(|p| cmd.uses(*p)) {
+                    return Err(err(
+                        c.program.span(),
+                        format!(
+                            "[{side}] args must use {}: without it quiclab cannot run a trial",
+                            if any_of.len() == 1 {
+                                Placeholder::names(any_of)
+                            } else {
+                                format!("one of {}", Placeholder::names(any_of))
+                            }
+                        ),
+                    ));
+                }
+            }
+            Ok(cmd)
+        };
+        let server = command(
+            &raw.server,
+            SERVER_PLACES,
+            "server",
+            &[
+                &[Placeholder::Port],
+                &[Placeholder::Cert],
+                &[Placeholder::Key],
+                &[Placeholder::Htdocs],
+            ],
+        )?;
+        let client_cmd = RawCommand {
+            program: raw.client.program.clone(),
+            args: raw.client.args.clone(),
+        };
+        let client = command(
+            &client_cmd,
+            CLIENT_PLACES,
+            "client",
+            &[
+                &[Placeholder::Url, Placeholder::Path],
+                &[Placeholder::DownloadDir],
+            ],
+        )?;
+        let regex = |s: &Spanned<String>, what: &str| {
+            Regex::new(s.get_ref())
+                .map_err(|e| err(s.span(), format!("{what}: not a regular expression: {e}")))
+        };
+        let lines = ClientLines {
+            start: raw
+                .client
+                .start
+                .as_ref()
+                .map(|r| regex(r, "start"))
+                .transpose()?,
+            handshake: raw
+                .client
+                .handshake
+                .as_ref()
+                .map(|r| regex(r, "handshake"))
+                .transpose()?,
+            first_byte: regex(&raw.client.first_byte, "first-byte")?,
+            last_byte: regex(&raw.client.last_byte, "last-byte")?,
+            error: raw
+                .client
+                .error
+                .as_ref()
+                .map(|r| regex(r, "error"))
+                .transpose()?,
+            status: raw
+                .client
+                .status
+                .as_ref()
+                .map(|r| regex(r, "status"))
+                .transpose()?,
+            alpn: raw
+                .client
+                .alpn
+                .as_ref()
+                .map(|r| regex(r, "alpn"))
+                .transpose()?,
+        };
+        for (r, what, at) in [
+            (&lines.status, "status", &raw.client.status),
+            (&lines.alpn, "alpn", &raw.client.alpn),
+        ] {
+            if let (Some(r), Some(at)) = (r, at)
+                && r.captures_len() < 2
+            {
+                return Err(err(
+                    at.span(),
+                    format!("{what}: the pattern needs a capture group (...) around the value"),
+                ));
+            }
+        }
+        let mut knobs = Vec::new();
+        for (key, k) in &raw.knobs {
+            let at = k.span();
+            let k = k.get_ref();
+            let kind = match (k.kind.as_ref().map(|s| s.get_ref().as_str()), &k.allowed) {
+                (None, Some(words)) if !words.is_empty() => KnobKind::OneOf(words.clone()),
+                (Some("duration"), None) => KnobKind::Duration,
+                (Some("groups"), None) => KnobKind::Groups,
+                _ => {
+                    return Err(err(
+                        at,
+                        format!(
+                            "knob {key:?}: give either allowed = [words] or kind = \"duration\" \
+                             or kind = \"groups\""
+                        ),
+                    ));
+                }
+            };
+            if kind == KnobKind::Groups {
+                if let Some(bad) = k.map.keys().find(|g| !GROUP_NAMES.contains(&g.as_str())) {
+                    return Err(err(
+                        at,
+                        format!(
+                            "knob {key:?}: map names group {bad:?}; allowed: {}",
+                            GROUP_NAMES.join(", ")
+                        ),
+                    ));
+                }
+                if k.map.is_empty() {
+                    return Err(err(
+                        at,
+                        format!(
+                            "knob {key:?}: a groups knob needs map = {{ x25519 = \"...\", ... }}"
+                        ),
+                    ));
+                }
+            }
+            let value_only = [Placeholder::Value];
+            let templates = |list: &[Spanned<String>]| -> Result<Vec<Template>, DefError> {
+                list.iter().map(|t| template(t, &value_only)).collect()
+            };
+            let def = KnobDef {
+                key: key.clone(),
+                help: k.help.clone(),
+                kind,
+                default: None,
+                server: templates(&k.server)?,
+                client: templates(&k.client)?,
+                map: k.map.clone(),
+                separator: k.separator.clone().unwrap_or_else(|| ",".into()),
+            };
+            if def.server.is_empty() && def.client.is_empty() {
+                return Err(err(
+                    at,
+                    format!(
+                        "knob {key:?}: give the arguments it becomes: server = [...], client = [...]"
+                    ),
+                ));
+            }
+            let default = match &k.default {
+                Some(d) => Some(def.check(d).map_err(|why| {
+                    err(at.clone(), format!("knob {key:?}: default {d:?}: {why}"))
+                })?),
+                None => None,
+            };
+            knobs.push(KnobDef { default, ..def });
+        }
+        if !server.args.iter().any(Template::is_knobs) && knobs.iter().any(|k| !k.server.is_empty())
+            || !client.args.iter().any(Template::is_knobs)
+                && knobs.iter().any(|k| !k.client.is_empty())
+        {
+            return Err(err(
+                0..0,
+                "knobs have arguments, but a side's args have no {knobs} to put them in".into(),
+            ));
+        }
+        Ok(StackDef {
+            source,
+            label: raw
+                .label
+                .unwrap_or_else(|| format!("HTTP/3 over QUIC ({name})")),
+            name,
+            implementation: raw.implementation,
+            http,
+            install: raw.install,
+            server,
+            client,
+            lines,
+            knobs,
+        })
+    }
+}
+
+/// Parses `{name}` placeholders; `{{` and `}}` are literal braces. Errors carry the byte
+/// offset in `s`.
+fn parse_template(s: &str, allowed: &[Placeholder]) -> Result<Template, (usize, String)> {
+    let mut pieces = Vec::new();
+    let mut text = String::new();
+    let mut rest = s.char_indices().peekable();
+    while let Some((i, c)) = rest.next() {
+        match c {
+            '{' if rest.peek().map(|p| p.1) == Some('{') => {
+                rest.next();
+                text.push('{');
+            }
+            '}' if rest.peek().map(|p| p.1) == Some('}') => {
+                rest.next();
+                text.push('}');
+            }
+            '}' => return Err((i, "a '}' without its '{' (write }} for a brace)".into())),
+            '{' => {
+                let Some(end) = s[i..].find('}') else {
+                    return Err((i, "a '{' without its '}' (write {{ for a brace)".into()));
+                };
+                let name = &s[i + 1..i + end];
+                let Some((_, p)) = Placeholder::ALL.iter().find(|(n, _)| *n == name) else {
+                    return Err((
+                        i,
+                        format!(
+                            "unknown placeholder {{{name}}}; allowed here: {}",
+                            Placeholder::names(allowed)
+                        ),
+                    ));
+                };
+                if !allowed.contains(p) {
+                    return Err((
+                        i,
+                        format!(
+                            "{{{name}}} cannot be used here; allowed here: {}",
+                            Placeholder::names(allowed)
+                        ),
+                    ));
+                }
+                if !text.is_empty() {
+                    pieces.push(Piece::Text(std::mem::take(&mut text)));
+                }
+                pieces.push(Piece::Var(*p));
+                for _ in 0..end {
+                    rest.next();
+                }
+            }
+            c => text.push(c),
+        }
+    }
+    if !text.is_empty() {
+        pieces.push(Piece::Text(text));
+    }
+    Ok(Template(pieces))
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.chars().count()
+        - before
+            .rfind('\n')
+            .map_or(0, |i| before[..=i].chars().count())
+        + 1;
+    (line, column)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStack {
+    name: Spanned<String>,
+    implementation: String,
+    http: Vec<Spanned<String>>,
+    label: Option<String>,
+    install: String,
+    server: RawCommand,
+    client: RawClient,
+    #[serde(default)]
+    knobs: indexmap::IndexMap<String, Spanned<RawKnob>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCommand {
+    program: Spanned<String>,
+    args: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawClient {
+    program: Spanned<String>,
+    args: Vec<Spanned<String>>,
+    start: Option<Spanned<String>>,
+    handshake: Option<Spanned<String>>,
+    first_byte: Spanned<String>,
+    last_byte: Spanned<String>,
+    error: Option<Spanned<String>>,
+    status: Option<Spanned<String>>,
+    alpn: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKnob {
+    #[serde(default)]
+    help: String,
+    kind: Option<Spanned<String>>,
+    allowed: Option<Vec<String>>,
+    default: Option<String>,
+    #[serde(default)]
+    server: Vec<Spanned<String>>,
+    #[serde(default)]
+    client: Vec<Spanned<String>>,
+    #[serde(default)]
+    map: BTreeMap<String, String>,
+    separator: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ngtcp2_text() -> &'static str {
+        BUILTIN[0].1
+    }
+
+    fn broken(from: &str, to: &str) -> DefError {
+        let text = ngtcp2_text().replacen(from, to, 1);
+        assert_ne!(text, ngtcp2_text(), "{from:?} is in the file");
+        StackDef::parse(&text, Source::File("s.toml".into())).unwrap_err()
+    }
+
+    fn line_of(needle: &str, text: &str) -> usize {
+        text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn the_builtin_ngtcp2_renders_its_commands_with_knobs() {
+        let d = StackDef::builtin()
+            .into_iter()
+            .find(|d| d.name == "ngtcp2")
+            .unwrap();
+        assert_eq!(d.http, vec![HttpVersion::Http3]);
+        let knobs = vec![
+            ("quic-cc".to_string(), "bbr2".to_string()),
+            ("groups".to_string(), "p256,x25519".to_string()),
+        ];
+        let args = StackDef::render(&d.client, &d.knob_args(false, &knobs), &|p| {
+            format!("<{}>", p.name())
+        });
+        assert!(args.contains(&"--cc=bbr2".to_string()), "{args:?}");
+        assert!(
+            args.contains(&"--groups=-GROUP-ALL:+GROUP-SECP256R1:+GROUP-X25519".to_string()),
+            "{args:?}"
+        );
+        assert_eq!(args.last().unwrap(), "<url>");
+        assert!(args.contains(&"--download=<download_dir>".to_string()));
+        // the default controller is given when the arm sets none; no groups then
+        let args = StackDef::render(&d.server, &d.knob_args(true, &[]), &|p| p.name().into());
+        assert!(args.contains(&"--cc=cubic".to_string()), "{args:?}");
+        assert!(!args.iter().any(|a| a.starts_with("--groups")), "{args:?}");
+        assert_eq!(
+            d.knob("quic-initial-rtt").unwrap().check("0.1s"),
+            Ok("100000us".into())
+        );
+        let e = d.knob("quic-cc").unwrap().check("vegas").unwrap_err();
+        assert!(e.contains("cubic, reno, bbr, bbr2"), "{e}");
+        let e = d
+            .knob("groups")
+            .unwrap()
+            .check("x25519,ffdhe2048")
+            .unwrap_err();
+        assert!(e.contains("ffdhe2048") && e.contains("p256"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_template_is_refused_at_its_line_and_column() {
+        let text = ngtcp2_text();
+        let e = broken("\"--htdocs={htdocs}\"", "\"--htdocs={htdoc}\"");
+        assert_eq!(e.file, "s.toml");
+        assert_eq!(e.line, line_of("--htdocs=", text));
+        let col = text
+            .lines()
+            .nth(e.line - 1)
+            .unwrap()
+            .find("{htdocs}")
+            .unwrap()
+            + 1;
+        assert_eq!(e.column, col, "{e}");
+        assert!(
+            e.message.contains("{htdoc}") && e.message.contains("{htdocs}"),
+            "{e}"
+        );
+
+        let e = broken("\"{url}\"", "\"{cert}\"");
+        assert!(e.message.contains("cannot be used here"), "{e}");
+        let e = broken("\"--download={download_dir}\", ", "");
+        assert!(e.message.contains("{download_dir}"), "{e}");
+        assert_eq!(e.line, line_of("program = \"gtlsclient\"", text));
+        let e = broken("\"{port}\", \"{key}\"", "\"{key}\"");
+        assert!(e.message.contains("{port}"), "{e}");
+        let e = broken("--htdocs={htdocs}", "--htdocs={htdocs");
+        assert!(e.message.contains("without its '}'"), "{e}");
+    }
+
+    #[test]
+    fn other_mistakes_are_named() {
+        let e = broken("first-byte = '", "first-byte = '(");
+        assert!(
+            e.message.contains("first-byte") && e.message.contains("regular"),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("first-byte", ngtcp2_text()));
+        let e = broken(
+            "status = 'http: stream 0x0 \\[:status: (\\d+)\\]'",
+            "status = 'status'",
+        );
+        assert!(e.message.contains("capture group"), "{e}");
+        let e = broken("default = \"cubic\"", "default = \"vegas\"");
+        assert!(
+            e.message.contains("vegas") && e.message.contains("bbr2"),
+            "{e}"
+        );
+        let e = broken("http = [\"3\"]", "http = [\"2\"]");
+        assert!(e.message.contains("allowed: \"3\""), "{e}");
+        let e = broken("label =", "lable =");
+        assert!(e.message.contains("lable"), "{e}");
+        let e = broken("name = \"ngtcp2\"", "name = \"ng tcp2\"");
+        assert!(e.message.contains("letters"), "{e}");
+    }
+}

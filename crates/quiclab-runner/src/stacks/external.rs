@@ -1,0 +1,249 @@
+//! External stacks in the registry: a stack file ([`quiclab_external::def`]) made a [`Stack`].
+//!
+//! The stack files shipped with quiclab are registered on first use; a user's are registered
+//! from beside a plan ([`load_beside`]: every `*.toml` in a `stacks/` directory next to the
+//! plan file). A trial runs such a stack through quiclab's own `external serve` and
+//! `external get` commands, which start the programs, wait for the server to hold its port and
+//! turn the client's output into request records; the stack is named to them by its built-in
+//! name or its file.
+
+use std::path::Path;
+use std::sync::RwLock;
+
+use quiclab_external::def::{DefError, StackDef};
+use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_telemetry::Mode;
+
+use super::{
+    ArmStack, Capability, Check, ClientRequest, Endpoint, Flag, Knob, Launch, ServerOutput, Stack,
+    with_cc,
+};
+
+/// An external stack; lives as long as the process (the registry hands out `&'static`).
+pub struct External {
+    pub def: StackDef,
+    name: &'static str,
+    implementation: &'static str,
+    http: &'static [HttpVersion],
+    knobs: &'static [&'static Knob],
+}
+
+/// External stacks registered so far (`None` until the built-in files are read).
+static REGISTERED: RwLock<Option<Vec<&'static External>>> = RwLock::new(None);
+
+fn with_registry<T>(f: impl FnOnce(&mut Vec<&'static External>) -> T) -> T {
+    let mut guard = REGISTERED.write().unwrap_or_else(|e| e.into_inner());
+    let list = guard.get_or_insert_with(|| {
+        StackDef::builtin()
+            .into_iter()
+            .map(|d| &*Box::leak(Box::new(External::new(d))))
+            .collect()
+    });
+    f(list)
+}
+
+/// Every registered external stack, in registration order.
+pub fn registered() -> Vec<&'static dyn Stack> {
+    with_registry(|l| l.iter().map(|e| *e as &'static dyn Stack).collect())
+}
+
+/// The registered external stacks.
+pub fn externals() -> Vec<&'static External> {
+    with_registry(|l| l.clone())
+}
+
+/// Adds a stack to the registry. A stack of the same name from the same file is already
+/// there (`Ok`); another stack of that name is refused.
+pub fn register(def: StackDef) -> Result<&'static dyn Stack, String> {
+    if let Some(b) = super::BUILTIN.iter().find(|b| b.name() == def.name) {
+        return Err(format!(
+            "{}: stack name {:?} is quiclab's own; choose another",
+            def.source,
+            b.name()
+        ));
+    }
+    with_registry(|l| {
+        if let Some(e) = l.iter().find(|e| e.def.name == def.name) {
+            return if e.def.source == def.source {
+                Ok(*e as &'static dyn Stack)
+            } else {
+                Err(format!(
+                    "{}: stack {:?} is already defined by {}",
+                    def.source, def.name, e.def.source
+                ))
+            };
+        }
+        let e: &'static External = Box::leak(Box::new(External::new(def)));
+        l.push(e);
+        Ok(e as &'static dyn Stack)
+    })
+}
+
+/// Registers every stack file (`*.toml`) of the `stacks/` directory beside `plan`; their
+/// names, in file-name order.
+pub fn load_beside(plan: &Path) -> Result<Vec<String>, DefError> {
+    let dir = plan
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join("stacks");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    let mut names = Vec::new();
+    for f in files {
+        let def = StackDef::load(&f)?;
+        let name = def.name.clone();
+        register(def).map_err(|message| DefError {
+            file: f.display().to_string(),
+            line: 1,
+            column: 1,
+            message,
+        })?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+impl External {
+    fn new(def: StackDef) -> External {
+        let knobs: Vec<&'static Knob> = def
+            .knobs
+            .iter()
+            .map(|k| {
+                let k: &'static _ = Box::leak(Box::new(k.clone()));
+                &*Box::leak(Box::new(Knob {
+                    key: leak(&k.key),
+                    flag: Flag::Template,
+                    help: leak(&k.help),
+                    check: Check::External(k),
+                    telemetry: false,
+                }))
+            })
+            .collect();
+        External {
+            name: leak(&def.name),
+            implementation: leak(&def.implementation),
+            http: Box::leak(def.http.clone().into_boxed_slice()),
+            knobs: Box::leak(knobs.into_boxed_slice()),
+            def,
+        }
+    }
+
+    /// The arguments every `external` command takes: the stack and the arm's knobs.
+    fn common_args(&self, arm: &ArmStack) -> Vec<String> {
+        let mut out = vec!["--stack".to_string(), self.def.reference()];
+        for (k, v) in arm.knobs {
+            if self.def.knob(k).is_some() {
+                out.extend(["--knob".to_string(), format!("{k}={v}")]);
+            }
+        }
+        out
+    }
+
+    /// The programs that are not installed, each with what provides it.
+    pub fn missing_programs(&self) -> Vec<String> {
+        self.def.missing_programs()
+    }
+}
+
+impl Stack for External {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Quic
+    }
+
+    fn http(&self) -> &'static [HttpVersion] {
+        self.http
+    }
+
+    fn implementation(&self) -> &'static str {
+        self.implementation
+    }
+
+    fn knobs(&self) -> &'static [&'static Knob] {
+        self.knobs
+    }
+
+    fn capabilities(&self) -> &'static [Capability] {
+        &[Capability::Get]
+    }
+
+    fn resumes(&self) -> bool {
+        false
+    }
+
+    fn label(&self, _http: HttpVersion, _mode: Option<Mode>, knobs: &[(String, String)]) -> String {
+        let cc = self.def.knob("quic-cc");
+        let given = super::knob(knobs, "quic-cc");
+        let default = cc
+            .and_then(|k| k.default.as_deref())
+            .unwrap_or("its default");
+        with_cc(&self.def.label, given, default)
+    }
+
+    fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
+        let mut args = vec!["external".to_string(), "serve".into()];
+        args.extend(self.common_args(arm));
+        args.extend([
+            // every IPv4 address of the server's namespace (the clients' URLs name one)
+            "--address".into(),
+            "0.0.0.0".into(),
+            "--port".into(),
+            "443".into(),
+            "--cert".into(),
+            t.cert.display().to_string(),
+            "--work-dir".into(),
+            t.dir.join("server").display().to_string(),
+        ]);
+        if !t.objects.is_empty() {
+            let sizes: Vec<String> = t.objects.iter().map(u64::to_string).collect();
+            args.extend(["--objects".into(), sizes.join(",")]);
+        }
+        if let Some(q) = t.qlog_dir {
+            args.extend(["--qlog-dir".into(), q.display().to_string()]);
+        }
+        if let ServerOutput::Timeline(p) = out {
+            args.extend(["--timeline".into(), p.display().to_string()]);
+        }
+        Launch {
+            program: t.bin.to_path_buf(),
+            args,
+            ..Launch::default()
+        }
+    }
+
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+        let mut args = vec!["external".to_string(), request.command.to_string()];
+        if request.json {
+            args.push("--json".into());
+        }
+        args.extend(self.common_args(arm));
+        args.extend([
+            "--cacert".into(),
+            t.cert.display().to_string(),
+            "--work-dir".into(),
+            t.dir.join("client").display().to_string(),
+        ]);
+        if let Some(q) = t.qlog_dir {
+            args.extend(["--qlog-dir".into(), q.display().to_string()]);
+        }
+        args.extend(request.args.iter().cloned());
+        Launch {
+            program: t.bin.to_path_buf(),
+            args,
+            ..Launch::default()
+        }
+    }
+}

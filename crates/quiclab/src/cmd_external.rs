@@ -1,0 +1,171 @@
+//! `quiclab external`: run an external stack's server or client (a stack file's programs) the
+//! way a trial does, and turn what they print into quiclab's records.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use quiclab_external::StackDef;
+use quiclab_external::client::{self, GetOptions};
+use quiclab_external::server::{ServeOptions, Server};
+
+/// Run an external stack's endpoint: a program named by a stack file (docs/stacks.md).
+///
+/// `serve` starts the stack's server with a fresh certificate and quiclab's byte pattern at
+/// /bytes/N for every size given by --objects, and says "listening" once it holds its UDP
+/// port; `get` fetches URLs with the stack's client, one program run (one connection) per URL,
+/// and prints quiclab's request records (TTFB, TTLB, handshake, bytes checked against the
+/// pattern). Trials run these in their namespaces; they also work by hand, e.g.
+/// `quiclab external get --stack ngtcp2 --cacert cert.pem https://198.18.0.2/bytes/100000`.
+/// The built-in stacks: ngtcp2. --stack also takes a stack file's path.
+#[derive(Args)]
+pub struct ExternalCmd {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    Serve(ServeArgs),
+    Get(GetArgs),
+}
+
+/// What both sides take.
+#[derive(Args)]
+struct StackArgs {
+    /// A built-in external stack's name, or a stack file.
+    #[arg(long, value_name = "NAME|FILE")]
+    stack: String,
+    /// A knob of the stack, KEY=VALUE (may be repeated); the stack file lists its knobs.
+    #[arg(long = "knob", value_name = "KEY=VALUE")]
+    knobs: Vec<String>,
+    /// Where the endpoint keeps its files (downloads, key, documents, the program's output).
+    #[arg(long, value_name = "DIR")]
+    work_dir: PathBuf,
+    /// Where qlog files go (default: under the work directory).
+    #[arg(long, value_name = "DIR")]
+    qlog_dir: Option<PathBuf>,
+}
+
+impl StackArgs {
+    /// The stack and its knobs, each checked as its file says.
+    fn resolve(&self) -> anyhow::Result<(StackDef, Vec<(String, String)>)> {
+        let def = StackDef::find(&self.stack)?;
+        let mut knobs = Vec::new();
+        for kv in &self.knobs {
+            let Some((k, v)) = kv.split_once('=') else {
+                bail!("--knob {kv:?}: give KEY=VALUE");
+            };
+            let Some(knob) = def.knob(k) else {
+                let keys: Vec<&str> = def.knobs.iter().map(|k| k.key.as_str()).collect();
+                bail!(
+                    "--knob {kv:?}: stack {:?} has no knob {k:?}; its knobs: {}",
+                    def.name,
+                    keys.join(", ")
+                );
+            };
+            let v = knob
+                .check(v)
+                .map_err(|why| anyhow::anyhow!("--knob {kv:?}: {why}"))?;
+            knobs.push((k.to_string(), v));
+        }
+        Ok((def, knobs))
+    }
+}
+
+/// Start the stack's server; stop it with SIGTERM or Ctrl-C.
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    stack: StackArgs,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    address: String,
+    /// UDP port to listen on.
+    #[arg(long, default_value_t = 443)]
+    port: u16,
+    /// Where to write the server's certificate (PEM) for clients to trust.
+    #[arg(long, value_name = "FILE")]
+    cert: PathBuf,
+    /// Object sizes to serve at /bytes/N, comma-separated bytes.
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    objects: Vec<u64>,
+    /// Where to write the sending side's timeline (JSON lines) from the server's qlog when it
+    /// stops.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+}
+
+/// Fetch URLs with the stack's client, one connection each.
+#[derive(Args)]
+struct GetArgs {
+    #[command(flatten)]
+    stack: StackArgs,
+    /// The certificate to trust (PEM), e.g. the one `serve` wrote.
+    #[arg(long, value_name = "FILE")]
+    cacert: PathBuf,
+    /// Print one JSON record per request instead of a line of text.
+    #[arg(long)]
+    json: bool,
+    /// One connection per request is all an external client does: "new" (reuse is refused).
+    #[arg(long, default_value = "new", value_parser = ["new"])]
+    connection: String,
+    #[arg(required = true, value_name = "URL")]
+    urls: Vec<String>,
+}
+
+pub fn external(c: ExternalCmd) -> anyhow::Result<i32> {
+    match c.what {
+        What::Serve(a) => serve(a),
+        What::Get(a) => get(a),
+    }
+}
+
+fn serve(a: ServeArgs) -> anyhow::Result<i32> {
+    let (def, knobs) = a.stack.resolve()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot handle signals")?;
+    }
+    let opts = ServeOptions {
+        address: a.address.clone(),
+        port: a.port,
+        cert: a.cert,
+        objects: a.objects,
+        knobs,
+        work_dir: a.stack.work_dir,
+        qlog_dir: a.stack.qlog_dir,
+        keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
+    };
+    let mut server = Server::start(&def, &opts)?;
+    eprintln!(
+        "quiclab external: {} ({}) listening on {}:{}",
+        def.name, server.program, a.address, a.port
+    );
+    let exited = server.wait(&stop);
+    drop(server);
+    if let Some(status) = exited {
+        bail!("the server program exited by itself with {status}");
+    }
+    let _ = stop.load(Ordering::Relaxed);
+    Ok(0)
+}
+
+fn get(a: GetArgs) -> anyhow::Result<i32> {
+    let (def, knobs) = a.stack.resolve()?;
+    let opts = GetOptions {
+        cacert: a.cacert,
+        knobs,
+        work_dir: a.stack.work_dir,
+        qlog_dir: a.stack.qlog_dir,
+        keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
+    };
+    let records = client::get(&def, &a.urls, &opts);
+    crate::cmd_get::report(&records, a.json)
+}
