@@ -212,6 +212,24 @@ impl Arm {
     }
 }
 
+impl Plan {
+    /// What the plan's stacks need that this machine lacks (programs not installed, with
+    /// what provides each), once each.
+    pub fn missing(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for a in &self.arms {
+            for s in [a.server_stack, a.client_stack] {
+                for m in s.missing() {
+                    if !out.contains(&m) {
+                        out.push(m);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Every key an arm accepts, with its help (for errors and `--help`).
 pub fn arm_keys_help() -> String {
     let mut s = format!(
@@ -642,11 +660,23 @@ fn parse_arm(
                     } else {
                         takers.map(speaks).collect()
                     };
+                    let stacks = if server.name() == client.name() {
+                        format!("stack {:?} takes", server.name())
+                    } else {
+                        format!("stacks {:?} and {:?} take", server.name(), client.name())
+                    };
+                    let own: Vec<&str> = taken.iter().filter(|k| takes(k)).map(|k| k.key).collect();
                     return Err(ctx.err(
                         k.span(),
                         format!(
-                            "arm {arm:?}: {key} applies to {} arms only",
-                            and_list(&only)
+                            "arm {arm:?}: {key} applies to {} arms only; the arm's {stacks} \
+                             {}",
+                            and_list(&only),
+                            if own.is_empty() {
+                                "no knob".to_string()
+                            } else {
+                                own.join(", ")
+                            }
                         ),
                     ));
                 }
@@ -1412,6 +1442,47 @@ http = "2"
         assert!(
             e.message
                 .contains("quic-gso applies to HTTP/3 over QUIC (stack \"quinn\") arms only"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_external_stack_takes_its_own_knobs_and_pairs_with_quinn() {
+        // ngtcp2 with its own controller; its label names it
+        let p = parse(
+            &GOOD.replace(
+                "quic-cc = \"bbr\"\nhttp = \"3\"",
+                "stack = \"ngtcp2\"\nquic-cc = \"bbr2\"",
+            ),
+            "t.toml",
+            Profile::Full,
+        )
+        .unwrap();
+        assert_eq!(p.arms[1].server_stack.name(), "ngtcp2");
+        assert_eq!(p.arms[1].label, "HTTP/3 over QUIC (ngtcp2), bbr2");
+        assert_eq!(p.arms[1].config()["server-stack"], "ngtcp2");
+        // a value one end's stack does not take is refused naming that end
+        let e = broken(
+            "quic-cc = \"bbr\"\nhttp = \"3\"",
+            "server-stack = \"ngtcp2\"\nclient-stack = \"quinn\"\nhttp = \"3\"\nquic-cc = \"bbr2\"",
+        );
+        assert!(
+            e.message.contains("the client's stack \"quinn\"") && e.message.contains("newreno"),
+            "{e}"
+        );
+        let e = broken(
+            "quic-cc = \"bbr\"\nhttp = \"3\"",
+            "stack = \"ngtcp2\"\nquic-cc = \"vegas\"",
+        );
+        assert!(e.message.contains("cubic, reno, bbr, bbr2"), "{e}");
+        // a knob it does not take names the knobs it does
+        let e = broken(
+            "quic-cc = \"bbr\"\nhttp = \"3\"",
+            "stack = \"ngtcp2\"\nquic-gso = \"on\"",
+        );
+        assert!(
+            e.message
+                .contains("stack \"ngtcp2\" takes quic-cc, quic-initial-rtt"),
             "{e}"
         );
     }

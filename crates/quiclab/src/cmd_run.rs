@@ -104,6 +104,8 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
     let arg = arg.unwrap_or("www21");
     let path = Path::new(arg);
     let (text, source) = if path.exists() {
+        // the stack files of the stacks/ directory beside the plan
+        quiclab_runner::stacks::external::load_beside(path)?;
         (
             std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read plan {}", path.display()))?,
@@ -341,6 +343,14 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         Profile::Full
     };
     let plan = load_plan(c.plan.as_deref(), profile)?;
+    let missing = plan.missing();
+    if !missing.is_empty() {
+        bail!(
+            "plan {} cannot run on this machine:\n  {}",
+            plan.source,
+            missing.join("\n  ")
+        );
+    }
     let jobs = c.jobs.unwrap_or_else(|| campaign::auto_jobs(&plan));
     if jobs == 0 {
         bail!("--jobs 0: allowed: 1 or more");

@@ -148,11 +148,6 @@ impl External {
         }
         out
     }
-
-    /// The programs that are not installed, each with what provides it.
-    pub fn missing_programs(&self) -> Vec<String> {
-        self.def.missing_programs()
-    }
 }
 
 impl Stack for External {
@@ -182,6 +177,10 @@ impl Stack for External {
 
     fn resumes(&self) -> bool {
         false
+    }
+
+    fn missing(&self) -> Vec<String> {
+        self.def.missing_programs()
     }
 
     fn label(&self, _http: HttpVersion, _mode: Option<Mode>, knobs: &[(String, String)]) -> String {

@@ -119,6 +119,11 @@ pub trait Stack: Sync {
     fn scheme(&self) -> &'static str {
         "https"
     }
+    /// What it needs that this machine lacks (programs not installed), each with what
+    /// provides it; empty when it can run.
+    fn missing(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The server is ready for clients once its log says this.
     fn ready(&self, log: &str) -> bool {
         log.contains("listening")
