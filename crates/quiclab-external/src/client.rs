@@ -103,7 +103,7 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
     if let Some(k) = &opts.keylog {
         cmd.env("SSLKEYLOGFILE", k);
     }
-    die_with_parent(&mut cmd);
+    supervise(&mut cmd);
     rec.start_us = now_us();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -213,7 +213,11 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
         );
     }
     match check_download(&download, &path) {
-        Ok(n) => rec.bytes = n,
+        // checked: the body need not take disk space any more (a failed one stays to look at)
+        Ok(n) => {
+            rec.bytes = n;
+            let _ = std::fs::remove_dir_all(&download);
+        }
         Err(e) => return failed(rec, e),
     }
     if rec.status == 0 && lines.status.is_none() {
@@ -268,7 +272,18 @@ fn check_download(dir: &Path, path: &str) -> Result<u64, String> {
     Ok(body.len() as u64)
 }
 
+/// The real-time priority of the threads that stamp the program's lines: a line is stamped
+/// when it is read, so the reader must wake as soon as it is written, however busy the host
+/// (below the emulator's forwarding threads, which keep the path itself on time).
+const STAMP_PRIORITY: i32 = 5;
+
 fn read_lines(pipe: Box<dyn Read + Send>, tx: &mpsc::Sender<Line>) {
+    let p = libc::sched_param {
+        sched_priority: STAMP_PRIORITY,
+    };
+    // SAFETY: affects only the calling thread; p is a valid sched_param. Without the
+    // privilege it fails and the thread keeps its normal priority.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
     let mut r = BufReader::new(pipe);
     let mut buf = Vec::new();
     loop {
@@ -307,13 +322,16 @@ pub fn split_url(url: &str) -> (String, u16, String) {
     (host, port, path)
 }
 
-/// The program gets SIGKILL when the process that started it dies, however it dies: an
-/// external program never outlives its trial.
-pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
-    // SAFETY: prctl is async-signal-safe and touches only the calling (child) process.
+/// The program runs in a process group of its own, so that a signal to quiclab's group (a
+/// trial stopping its endpoint) does not cut it short before quiclab stops it with the
+/// stack's own stop signal; and it gets SIGKILL when the process that started it dies, however
+/// it dies: an external program never outlives its trial.
+pub(crate) fn supervise(cmd: &mut std::process::Command) {
+    // SAFETY: setpgid and prctl are async-signal-safe and touch only the calling (child)
+    // process.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            if libc::setpgid(0, 0) != 0 || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

@@ -308,6 +308,9 @@ pub struct StackDef {
     /// What provides the programs (shown when one is missing).
     pub install: String,
     pub server: Command,
+    /// The signal that stops the server cleanly (its logs flushed): SIGTERM unless the file
+    /// says otherwise.
+    pub server_stop: libc::c_int,
     pub client: Command,
     pub lines: ClientLines,
     pub knobs: Vec<KnobDef>,
@@ -497,8 +500,30 @@ impl StackDef {
             }
             Ok(cmd)
         };
+        let server_stop = match raw
+            .server
+            .stop_signal
+            .as_ref()
+            .map(|s| (s, s.get_ref().as_str()))
+        {
+            None => libc::SIGTERM,
+            Some((_, "TERM")) => libc::SIGTERM,
+            Some((_, "INT")) => libc::SIGINT,
+            Some((_, "HUP")) => libc::SIGHUP,
+            Some((_, "QUIT")) => libc::SIGQUIT,
+            Some((at, other)) => {
+                return Err(err(
+                    at.span(),
+                    format!("stop-signal {other:?}: allowed: TERM, INT, HUP, QUIT"),
+                ));
+            }
+        };
+        let server_cmd = RawCommand {
+            program: raw.server.program.clone(),
+            args: raw.server.args.clone(),
+        };
         let server = command(
-            &raw.server,
+            &server_cmd,
             SERVER_PLACES,
             "server",
             &[
@@ -658,6 +683,7 @@ impl StackDef {
             http,
             install: raw.install,
             server,
+            server_stop,
             client,
             lines,
             knobs,
@@ -741,14 +767,20 @@ struct RawStack {
     http: Vec<Spanned<String>>,
     label: Option<String>,
     install: String,
-    server: RawCommand,
+    server: RawServer,
     client: RawClient,
     #[serde(default)]
     knobs: indexmap::IndexMap<String, Spanned<RawKnob>>,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawServer {
+    program: Spanned<String>,
+    args: Vec<Spanned<String>>,
+    stop_signal: Option<Spanned<String>>,
+}
+
 struct RawCommand {
     program: Spanned<String>,
     args: Vec<Spanned<String>>,

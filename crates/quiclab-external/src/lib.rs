@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod def;
+pub mod qlog;
 pub mod server;
 
 pub use def::{DefError, Source, StackDef};

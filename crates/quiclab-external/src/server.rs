@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 use quiclab_endpoint::routes::pattern_byte;
 use quiclab_endpoint::tls::Identity;
 
-use crate::client::die_with_parent;
+use quiclab_model::record::{TimelineSample, now_us};
+
+use crate::client::supervise;
 use crate::def::{Placeholder, StackDef};
+use crate::qlog;
 
 /// What a server run is given.
 #[derive(Debug, Clone)]
@@ -33,7 +36,6 @@ pub struct ServeOptions {
     pub knobs: Vec<(String, String)>,
     /// The key, the documents and (unless `qlog_dir`) the qlog files go here.
     pub work_dir: PathBuf,
-    pub qlog_dir: Option<PathBuf>,
     pub keylog: Option<PathBuf>,
 }
 
@@ -77,6 +79,10 @@ const READY_WITHIN: Duration = Duration::from_secs(10);
 pub struct Server {
     child: Child,
     pub program: String,
+    stop_signal: libc::c_int,
+    /// Its qlog directory, and when each file in it appeared (the connection's start).
+    qlog_dir: PathBuf,
+    watcher: Option<Watcher>,
 }
 
 impl Server {
@@ -105,11 +111,9 @@ impl Server {
             .map_err(files(&key))?;
         let htdocs = o.work_dir.join("htdocs");
         write_documents(&htdocs, &o.objects).map_err(files(&htdocs))?;
-        let qlog_dir = o
-            .qlog_dir
-            .clone()
-            .unwrap_or_else(|| o.work_dir.join("qlog"));
+        let qlog_dir = o.work_dir.join("qlog");
         std::fs::create_dir_all(&qlog_dir).map_err(files(&qlog_dir))?;
+        let watcher = Watcher::start(&qlog_dir).map_err(files(&qlog_dir))?;
         let value = |p: Placeholder| -> String {
             match p {
                 Placeholder::Address => o.address.clone(),
@@ -134,7 +138,7 @@ impl Server {
         if let Some(k) = &o.keylog {
             cmd.env("SSLKEYLOGFILE", k);
         }
-        die_with_parent(&mut cmd);
+        supervise(&mut cmd);
         let child = cmd.spawn().map_err(|source| ServeError::Start {
             program: name.clone(),
             source,
@@ -142,6 +146,9 @@ impl Server {
         let mut server = Server {
             child,
             program: name,
+            stop_signal: def.server_stop,
+            qlog_dir,
+            watcher: Some(watcher),
         };
         let started = Instant::now();
         loop {
@@ -177,14 +184,15 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
+impl Server {
+    /// Stops the program with its stack's stop signal (SIGKILL if it has not exited
+    /// [`STOP_WITHIN`] later) and waits for it.
+    fn stop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            // SIGTERM first (it may write its last qlog lines), SIGKILL after a second
             let pid = self.child.id() as libc::pid_t;
             // SAFETY: a signal to the child this value owns and has not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let until = Instant::now() + Duration::from_secs(1);
+            unsafe { libc::kill(pid, self.stop_signal) };
+            let until = Instant::now() + STOP_WITHIN;
             while Instant::now() < until {
                 if let Ok(Some(_)) = self.child.try_wait() {
                     return;
@@ -194,6 +202,122 @@ impl Drop for Server {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+
+    /// Stops the program, then its sending side's timeline from the qlog files it wrote,
+    /// connections numbered in the order they began; a file it could not read is named.
+    pub fn finish(mut self, path_min_rtt_us: Option<u64>) -> (Vec<TimelineSample>, Vec<String>) {
+        self.stop();
+        let created = self.watcher.take().map(Watcher::stop).unwrap_or_default();
+        let (mut samples, mut problems) = (Vec::new(), Vec::new());
+        for (i, (name, at_us)) in created.iter().enumerate() {
+            let path = self.qlog_dir.join(name);
+            let text = match std::fs::read(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    problems.push(format!("{}: {e}", path.display()));
+                    continue;
+                }
+            };
+            match qlog::timeline(&text, *at_us, i as u32, path_min_rtt_us) {
+                Ok(t) => samples.extend(t),
+                Err(e) => problems.push(format!("{}: {e}", path.display())),
+            }
+        }
+        samples.sort_by_key(|s| s.t_us);
+        (samples, problems)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(w) = self.watcher.take() {
+            w.stop();
+        }
+    }
+}
+
+/// How long a server may take to exit after its stop signal.
+const STOP_WITHIN: Duration = Duration::from_secs(3);
+
+/// Notes when each file appears in a directory (inotify), on CLOCK_MONOTONIC.
+struct Watcher {
+    fd: libc::c_int,
+    stop: std::sync::Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(String, u64)>>,
+}
+
+impl Watcher {
+    fn start(dir: &Path) -> std::io::Result<Watcher> {
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: plain system calls on a descriptor this value owns; the path is NUL-ended.
+        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut c_path = dir.as_os_str().as_bytes().to_vec();
+        c_path.push(0);
+        let wd = unsafe {
+            libc::inotify_add_watch(
+                fd,
+                c_path.as_ptr().cast(),
+                libc::IN_CREATE | libc::IN_MOVED_TO,
+            )
+        };
+        if wd < 0 {
+            let e = std::io::Error::last_os_error();
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || watch(fd, &flag));
+        Ok(Watcher { fd, stop, thread })
+    }
+
+    /// The files that appeared, in order, with when.
+    fn stop(self) -> Vec<(String, u64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        let out = self.thread.join().unwrap_or_default();
+        // SAFETY: the thread that read it has ended; nothing else uses the descriptor.
+        unsafe { libc::close(self.fd) };
+        out
+    }
+}
+
+fn watch(fd: libc::c_int, stop: &AtomicBool) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 20) };
+        if ready > 0 {
+            // SAFETY: reads into a buffer we own, no longer than it.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            let at = now_us();
+            let mut off = 0usize;
+            while n > 0 && off + std::mem::size_of::<libc::inotify_event>() <= n as usize {
+                // SAFETY: the kernel wrote whole events; read_unaligned copes with alignment.
+                let ev: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
+                let name_at = off + std::mem::size_of::<libc::inotify_event>();
+                let name = &buf[name_at..(name_at + ev.len as usize).min(n as usize)];
+                let name = String::from_utf8_lossy(name.split(|b| *b == 0).next().unwrap_or(&[]))
+                    .to_string();
+                if !name.is_empty() && !out.iter().any(|(n, _)| *n == name) {
+                    out.push((name, at));
+                }
+                off = name_at + ev.len as usize;
+            }
+        } else if stop.load(Ordering::Relaxed) {
+            return out;
+        }
     }
 }
 

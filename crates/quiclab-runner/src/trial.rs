@@ -49,6 +49,9 @@ pub enum TrialEnd {
 
 /// How long the server may take to listen.
 const SERVER_READY: Duration = Duration::from_secs(10);
+/// Beyond a round trip, how long the server is left running after the client exits: a
+/// delayed acknowledgement's timer (RFC 9000's default max_ack_delay, 25 ms) and some.
+const ACK_SETTLE: Duration = Duration::from_millis(30);
 /// How long an endpoint may take to stop after SIGTERM (it flushes its timeline first).
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -364,6 +367,12 @@ fn execute(
         }
     };
     let client_ms = lap.ms();
+    // The client's last acknowledgements are still on the path when it exits: give them a
+    // round trip and a delayed-ACK timer to reach the server, so that the server's timeline
+    // ends with everything acknowledged.
+    if !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(cond.link.min_rtt() + ACK_SETTLE);
+    }
     // SIGTERM lets the server write its last timeline samples
     server.stop(STOP_GRACE);
     let stop_ms = lap.ms();

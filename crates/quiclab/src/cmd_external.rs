@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -41,12 +41,10 @@ struct StackArgs {
     /// A knob of the stack, KEY=VALUE (may be repeated); the stack file lists its knobs.
     #[arg(long = "knob", value_name = "KEY=VALUE")]
     knobs: Vec<String>,
-    /// Where the endpoint keeps its files (downloads, key, documents, the program's output).
+    /// Where the endpoint keeps its files (downloads, key, documents, qlog files, the
+    /// program's output).
     #[arg(long, value_name = "DIR")]
     work_dir: PathBuf,
-    /// Where qlog files go (default: under the work directory).
-    #[arg(long, value_name = "DIR")]
-    qlog_dir: Option<PathBuf>,
 }
 
 impl StackArgs {
@@ -92,10 +90,17 @@ struct ServeArgs {
     /// Object sizes to serve at /bytes/N, comma-separated bytes.
     #[arg(long, value_name = "N,...", value_delimiter = ',')]
     objects: Vec<u64>,
-    /// Where to write the sending side's timeline (JSON lines) from the server's qlog when it
-    /// stops.
+    /// Where to write the sending side's timeline (JSON lines) from the server's qlog files
+    /// when it stops.
     #[arg(long, value_name = "FILE")]
     timeline: Option<PathBuf>,
+    /// The path's minimum RTT (e.g. 50ms): RTT samples below it count as impossible.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    path_min_rtt: Option<std::time::Duration>,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    quiclab_link::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Fetch URLs with the stack's client, one connection each.
@@ -109,6 +114,9 @@ struct GetArgs {
     /// Print one JSON record per request instead of a line of text.
     #[arg(long)]
     json: bool,
+    /// Where the client's qlog files go (default: the work directory).
+    #[arg(long, value_name = "DIR")]
+    qlog_dir: Option<PathBuf>,
     /// One connection per request is all an external client does: "new" (reuse is refused).
     #[arg(long, default_value = "new", value_parser = ["new"])]
     connection: String,
@@ -140,7 +148,6 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         objects: a.objects,
         knobs,
         work_dir: a.stack.work_dir,
-        qlog_dir: a.stack.qlog_dir,
         keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
     };
     let mut server = Server::start(&def, &opts)?;
@@ -149,11 +156,22 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         def.name, server.program, a.address, a.port
     );
     let exited = server.wait(&stop);
-    drop(server);
+    let floor = a.path_min_rtt.map(|d| d.as_micros() as u64);
+    let (samples, problems) = server.finish(floor);
+    for p in &problems {
+        eprintln!("quiclab external: warning: qlog {p}");
+    }
+    if let Some(path) = &a.timeline {
+        let mut text = String::new();
+        for s in &samples {
+            text.push_str(&serde_json::to_string(s).context("encoding a timeline sample")?);
+            text.push('\n');
+        }
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if let Some(status) = exited {
         bail!("the server program exited by itself with {status}");
     }
-    let _ = stop.load(Ordering::Relaxed);
     Ok(0)
 }
 
@@ -163,7 +181,7 @@ fn get(a: GetArgs) -> anyhow::Result<i32> {
         cacert: a.cacert,
         knobs,
         work_dir: a.stack.work_dir,
-        qlog_dir: a.stack.qlog_dir,
+        qlog_dir: a.qlog_dir,
         keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
     };
     let records = client::get(&def, &a.urls, &opts);

@@ -210,8 +210,11 @@ impl Stack for External {
             let sizes: Vec<String> = t.objects.iter().map(u64::to_string).collect();
             args.extend(["--objects".into(), sizes.join(",")]);
         }
-        if let Some(q) = t.qlog_dir {
-            args.extend(["--qlog-dir".into(), q.display().to_string()]);
+        if !t.path_min_rtt.is_zero() {
+            args.extend([
+                "--path-min-rtt".into(),
+                format!("{}us", t.path_min_rtt.as_micros()),
+            ]);
         }
         if let ServerOutput::Timeline(p) = out {
             args.extend(["--timeline".into(), p.display().to_string()]);

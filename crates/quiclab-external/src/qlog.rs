@@ -1,0 +1,302 @@
+//! A sending side's timeline from a qlog file (JSON-SEQ, the draft schema 0.3 that ngtcp2,
+//! quiche and others write): what every report section reads from quiclab's own QUIC server,
+//! rebuilt from the implementation's own log.
+//!
+//! Contract:
+//! - Input: the records of one connection, each a JSON object after an RS (0x1E) byte; the
+//!   first is the header (`qlog_format`, `trace.common_fields.time_format` "relative"); events
+//!   carry `time` in milliseconds from the connection's start. A truncated last record (a
+//!   process killed mid-write) is ignored.
+//! - `acked_bytes` counts the STREAM payload of acknowledged packets, each stream byte once
+//!   (what the peer's application got, HTTP/3 framing included); `bytes_in_flight`, `cwnd_bytes`
+//!   and the RTT (`latest_rtt`) are the implementation's own values from `recovery:metrics_updated`;
+//!   `retransmits` counts `recovery:packet_lost` events.
+//! - A sample is emitted per distinct event time that changed something (the log's resolution
+//!   is the implementation's: ngtcp2 writes whole milliseconds), marked a congestion event when
+//!   the congestion window shrank.
+//! - An RTT sample is one acknowledgement's `latest_rtt`; it is impossible when it is below the
+//!   path's minimum RTT by more than the log's resolution (1 ms).
+//! - Times become CLOCK_MONOTONIC microseconds by adding the connection's start (`anchor_us`),
+//!   which the caller knows (when the file was created).
+
+use std::collections::BTreeMap;
+
+use quiclab_model::record::{TimelineSample, Transport};
+use serde_json::Value;
+
+/// What a qlog file could not give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QlogError {
+    #[error("no qlog header (the first record must name qlog_format JSON-SEQ)")]
+    NoHeader,
+    #[error("time_format {0:?}: only \"relative\" is read")]
+    TimeFormat(String),
+}
+
+/// Byte ranges acknowledged on one stream, merged.
+#[derive(Default)]
+struct Ranges(BTreeMap<u64, u64>);
+
+impl Ranges {
+    /// Adds `[start, end)`; the bytes not already in.
+    fn add(&mut self, start: u64, end: u64) -> u64 {
+        if end <= start {
+            return 0;
+        }
+        let (mut s, mut e) = (start, end);
+        let mut covered = 0;
+        let overlapping: Vec<(u64, u64)> = self
+            .0
+            .range(..=end)
+            .filter(|(a, b)| **b >= start && **a <= end)
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        for (a, b) in overlapping {
+            covered += b.min(end).saturating_sub(a.max(start));
+            s = s.min(a);
+            e = e.max(b);
+            self.0.remove(&a);
+        }
+        self.0.insert(s, e);
+        (end - start) - covered
+    }
+}
+
+/// The state the log describes, as it goes.
+#[derive(Default)]
+struct State {
+    cwnd: Option<u64>,
+    in_flight: Option<u64>,
+    rtt_ms: Option<f64>,
+    acked: u64,
+    lost: u64,
+    impossible: u64,
+}
+
+/// The sender's timeline of one connection.
+pub fn timeline(
+    text: &[u8],
+    anchor_us: u64,
+    connection: u32,
+    path_min_rtt_us: Option<u64>,
+) -> Result<Vec<TimelineSample>, QlogError> {
+    let mut records = text
+        .split(|b| *b == 0x1e)
+        .filter(|r| !r.iter().all(u8::is_ascii_whitespace))
+        .filter_map(|r| serde_json::from_slice::<Value>(r).ok());
+    let header = records.next().ok_or(QlogError::NoHeader)?;
+    if header["qlog_format"] != "JSON-SEQ" {
+        return Err(QlogError::NoHeader);
+    }
+    let format = &header["trace"]["common_fields"]["time_format"];
+    if let Some(f) = format.as_str()
+        && f != "relative"
+    {
+        return Err(QlogError::TimeFormat(f.to_string()));
+    }
+    // per packet number space: packet number -> the stream ranges it carried
+    let mut sent: BTreeMap<(String, u64), Vec<(u64, u64, u64)>> = BTreeMap::new();
+    let mut acked: BTreeMap<u64, Ranges> = BTreeMap::new();
+    let mut st = State::default();
+    let mut out: Vec<TimelineSample> = Vec::new();
+    let mut last_ack_at: Option<f64> = None;
+    for ev in records {
+        let (Some(time), Some(name)) = (ev["time"].as_f64(), ev["name"].as_str()) else {
+            continue;
+        };
+        let data = &ev["data"];
+        let space = data["header"]["packet_type"]
+            .as_str()
+            .map(|t| if t == "0RTT" { "1RTT" } else { t }.to_string());
+        let before = (st.cwnd, st.in_flight, st.acked, st.lost);
+        let mut congestion = false;
+        match name {
+            "transport:packet_sent" => {
+                let (Some(space), Some(pn)) = (space, data["header"]["packet_number"].as_u64())
+                else {
+                    continue;
+                };
+                let streams: Vec<(u64, u64, u64)> = frames(data)
+                    .filter(|f| f["frame_type"] == "stream")
+                    .filter_map(|f| {
+                        let id = f["stream_id"].as_u64()?;
+                        let off = f["offset"].as_u64().unwrap_or(0);
+                        Some((id, off, off + f["length"].as_u64().unwrap_or(0)))
+                    })
+                    .collect();
+                if !streams.is_empty() {
+                    sent.insert((space, pn), streams);
+                }
+            }
+            "transport:packet_received" => {
+                let Some(space) = space else { continue };
+                for f in frames(data).filter(|f| f["frame_type"] == "ack") {
+                    last_ack_at = Some(time);
+                    for range in f["acked_ranges"].as_array().into_iter().flatten() {
+                        let lo = range[0].as_u64();
+                        let hi = range.get(1).and_then(Value::as_u64).or(lo);
+                        let (Some(lo), Some(hi)) = (lo, hi) else {
+                            continue;
+                        };
+                        let keys: Vec<(String, u64)> = sent
+                            .range((space.clone(), lo)..=(space.clone(), hi))
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        for k in keys {
+                            for (id, a, b) in sent.remove(&k).unwrap_or_default() {
+                                st.acked += acked.entry(id).or_default().add(a, b);
+                            }
+                        }
+                    }
+                }
+            }
+            "recovery:metrics_updated" => {
+                if let Some(c) = data["congestion_window"].as_u64() {
+                    congestion = st.cwnd.is_some_and(|old| c < old);
+                    st.cwnd = Some(c);
+                }
+                if let Some(f) = data["bytes_in_flight"].as_u64() {
+                    st.in_flight = Some(f);
+                }
+                if let Some(r) = data["latest_rtt"].as_f64().filter(|r| *r > 0.0) {
+                    // a new sample follows an acknowledgement at the same time
+                    if last_ack_at == Some(time) {
+                        last_ack_at = None;
+                        if let Some(floor) = path_min_rtt_us
+                            && (r + 1.0) * 1000.0 < floor as f64
+                        {
+                            st.impossible += 1;
+                        }
+                    }
+                    st.rtt_ms = Some(r);
+                }
+            }
+            "recovery:packet_lost" => st.lost += 1,
+            _ => continue,
+        }
+        if before == (st.cwnd, st.in_flight, st.acked, st.lost) && !congestion {
+            continue;
+        }
+        let sample = TimelineSample {
+            transport: Transport::Quic,
+            connection,
+            t_us: anchor_us + (time * 1000.0) as u64,
+            cwnd_bytes: st.cwnd,
+            bytes_in_flight: st.in_flight,
+            acked_bytes: Some(st.acked),
+            rtt_us: st.rtt_ms.map(|r| (r * 1000.0) as u64),
+            rate_bps: None,
+            congestion_event: congestion,
+            retransmits: Some(st.lost),
+            impossible_rtt_samples: path_min_rtt_us.map(|_| st.impossible),
+            first_loss_offset: None,
+            udp_payload: None,
+        };
+        // one sample per time unless this one is a congestion event
+        match out.last_mut() {
+            Some(prev) if prev.t_us == sample.t_us && !prev.congestion_event => *prev = sample,
+            _ => out.push(sample),
+        }
+    }
+    Ok(out)
+}
+
+fn frames(data: &Value) -> impl Iterator<Item = &Value> {
+    data["frames"].as_array().into_iter().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq(records: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            out.push(0x1e);
+            out.extend_from_slice(r.as_bytes());
+            out.push(b'\n');
+        }
+        out
+    }
+
+    const HEADER: &str = r#"{"qlog_format":"JSON-SEQ","qlog_version":"0.3","trace":{"vantage_point":{"type":"server"},"common_fields":{"time_format":"relative","reference_time":0}}}"#;
+
+    fn sent(t: u64, pn: u64, off: u64, len: u64) -> String {
+        format!(
+            r#"{{"time":{t},"name":"transport:packet_sent","data":{{"frames":[{{"frame_type":"stream","stream_id":0,"offset":{off},"length":{len}}}],"header":{{"packet_type":"1RTT","packet_number":{pn}}},"raw":{{"length":{}}}}}}}"#,
+            len + 40
+        )
+    }
+
+    fn ack(t: u64, ranges: &str) -> String {
+        format!(
+            r#"{{"time":{t},"name":"transport:packet_received","data":{{"frames":[{{"frame_type":"ack","acked_ranges":{ranges}}}],"header":{{"packet_type":"1RTT","packet_number":9}}}}}}"#
+        )
+    }
+
+    fn metrics(t: u64, cwnd: u64, flight: u64, rtt: u64) -> String {
+        format!(
+            r#"{{"time":{t},"name":"recovery:metrics_updated","data":{{"latest_rtt":{rtt},"congestion_window":{cwnd},"bytes_in_flight":{flight}}}}}"#
+        )
+    }
+
+    #[test]
+    fn acknowledged_stream_bytes_count_once_and_a_shrinking_window_is_an_event() {
+        let text = seq(&[
+            HEADER,
+            &sent(0, 0, 0, 1000),
+            &sent(0, 1, 1000, 1000),
+            &sent(1, 2, 2000, 1000),
+            &metrics(1, 14_000, 3000, 0),
+            &ack(50, "[[0,1]]"),
+            &metrics(50, 16_000, 1000, 50),
+            // packet 2 lost, its bytes sent again in packet 3
+            r#"{"time":60,"name":"recovery:packet_lost","data":{"header":{"packet_type":"1RTT","packet_number":2}}}"#,
+            &metrics(60, 8_000, 0, 50),
+            &sent(61, 3, 2000, 1000),
+            &ack(111, "[[3]]"),
+            &metrics(111, 8_500, 0, 50),
+            // a late acknowledgement of the lost packet adds nothing new
+            &ack(112, "[[2]]"),
+            // a truncated record at the end is ignored
+            "{\"time\":113,\"name\":\"recov",
+        ]);
+        let t = timeline(&text, 1_000_000, 3, Some(49_000)).unwrap();
+        let last = t.last().unwrap();
+        assert_eq!(last.acked_bytes, Some(3000));
+        assert_eq!(last.retransmits, Some(1));
+        assert_eq!(last.cwnd_bytes, Some(8_500));
+        assert_eq!(last.connection, 3);
+        assert_eq!(last.impossible_rtt_samples, Some(0));
+        let events: Vec<u64> = t
+            .iter()
+            .filter(|s| s.congestion_event)
+            .map(|s| s.t_us)
+            .collect();
+        assert_eq!(events, vec![1_060_000]);
+        // one sample per millisecond at most (but the event): times only grow
+        assert!(
+            t.windows(2)
+                .all(|w| w[0].t_us < w[1].t_us || w[1].congestion_event)
+        );
+        let at50 = t.iter().find(|s| s.t_us == 1_050_000).unwrap();
+        assert_eq!((at50.acked_bytes, at50.rtt_us), (Some(2000), Some(50_000)));
+    }
+
+    #[test]
+    fn an_rtt_sample_below_the_path_floor_is_impossible() {
+        let text = seq(&[
+            HEADER,
+            &sent(0, 0, 0, 100),
+            &sent(0, 1, 100, 100),
+            &ack(20, "[[0]]"),
+            &metrics(20, 14_000, 100, 20),
+            &ack(70, "[[1]]"),
+            &metrics(70, 14_000, 0, 49),
+        ]);
+        let t = timeline(&text, 0, 0, Some(50_000)).unwrap();
+        // 20 ms is impossible on a 50 ms path; 49 ms is within the log's millisecond
+        assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
+        assert!(timeline(b"\x1e{\"x\":1}", 0, 0, None).is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! External stacks as users run them: ngtcp2's example programs (Debian's ngtcp2-server and
+//! ngtcp2-client) beside quinn in one plan, each client against each server, and the ways a
+//! stack file or its programs can fail (as root: trials need namespaces).
+
+use std::path::Path;
+
+use quiclab_store::{Store, TrialRecord};
+
+mod common;
+
+/// One size, one link: 20 Mbit/s and 50 ms RTT.
+fn plan(size: &str, arms: &str) -> String {
+    format!(
+        "name = \"ext\"\niterations = 1\nseed = 5\n[workload]\nkind = \"single-object\"\n\
+         sizes = [\"{size}\"]\n[network]\nrate = \"20mbit\"\ndelay = \"25ms\"\n{arms}"
+    )
+}
+
+fn by_arm<'a>(trials: &'a [TrialRecord], arm: &str) -> &'a TrialRecord {
+    trials
+        .iter()
+        .find(|t| t.arm == arm)
+        .unwrap_or_else(|| panic!("no trial of arm {arm}"))
+}
+
+/// The sender's timeline as the server wrote it (absolute times, every field).
+fn server_timeline(out: &Path, t: &TrialRecord) -> Vec<serde_json::Value> {
+    let dir = out.join(t.artifacts.as_ref().expect("artifacts kept"));
+    let text = std::fs::read_to_string(dir.join("server-timeline.jsonl")).unwrap();
+    common::json_lines(&text)
+}
+
+#[test]
+fn ngtcp2_and_quinn_fetch_from_each_other_and_the_timelines_account_for_every_byte() {
+    common::assert_root();
+    let arms = "[arms.quinn]\nhttp = \"3\"\n\
+                [arms.ngtcp2]\nstack = \"ngtcp2\"\n\
+                [arms.ngtcp2-from-quinn]\nserver-stack = \"quinn\"\nclient-stack = \"ngtcp2\"\n\
+                [arms.quinn-from-ngtcp2]\nserver-stack = \"ngtcp2\"\nclient-stack = \"quinn\"\n";
+    let (_dir, out) = common::run_plan("external-pairs", &plan("1MB", arms), &["--keep-artifacts"]);
+    let trials = Store::open_existing(&out).unwrap().trials().unwrap();
+    assert_eq!(trials.len(), 4);
+    const BYTES: u64 = 1_000_000;
+    // physics: 1 MB at 20 Mbit/s takes 400 ms on the wire, after a handshake and a request
+    // (two round trips of 50 ms)
+    let floor_ms = BYTES as f64 * 8.0 / 20e6 * 1000.0 + 100.0;
+    for t in &trials {
+        let m = t
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", t.arm));
+        let rec = &t.requests[0];
+        assert_eq!(rec["bytes"], BYTES, "{}: {rec}", t.arm);
+        assert!(rec["error"].is_null(), "{}: {rec}", t.arm);
+        assert_eq!(rec["status"], 200, "{}", t.arm);
+        assert!(m.ttlb_ms > floor_ms, "{}: TTLB {} ms", t.arm, m.ttlb_ms);
+        assert!(
+            m.ttlb_ms < floor_ms * 2.0,
+            "{}: TTLB {} ms",
+            t.arm,
+            m.ttlb_ms
+        );
+        // the handshake takes one round trip for every client
+        let hs = m.handshake_ms.expect("a handshake time");
+        assert!((50.0..60.0).contains(&hs), "{}: handshake {hs} ms", t.arm);
+        assert!(!m.timeline.is_empty(), "{}: no timeline", t.arm);
+        eprintln!(
+            "{}: TTFB {:.1} ms, TTLB {:.1} ms, timeline ends at {} acknowledged bytes",
+            t.arm,
+            m.ttfb_ms,
+            m.ttlb_ms,
+            m.timeline.last().unwrap().acked_bytes
+        );
+    }
+
+    // ngtcp2's server: its timeline comes from its qlog and counts stream bytes, so it ends
+    // within 2 % of what quinn's client received (HTTP/3 framing is a few dozen bytes)
+    let t = by_arm(&trials, "quinn-from-ngtcp2");
+    let m = t.outcome.as_ref().unwrap();
+    let acked = m.timeline.last().unwrap().acked_bytes as f64;
+    assert!(
+        (acked - BYTES as f64).abs() <= 0.02 * BYTES as f64,
+        "ngtcp2's timeline ends at {acked} bytes"
+    );
+    // its times are on the client's clock: the server's first event is the client's first
+    // packet arriving, one one-way delay (25 ms) and its serialisation (< 1 ms) after it
+    let first = m.timeline.first().unwrap().t_ms;
+    assert!(
+        (24.0..31.0).contains(&first),
+        "first server event at {first} ms"
+    );
+    // every RTT sample is possible on a 50 ms path (the log has whole milliseconds)
+    let samples = server_timeline(&out, t);
+    assert_eq!(samples.last().unwrap()["impossible_rtt_samples"], 0);
+    assert!(
+        m.timeline
+            .iter()
+            .filter_map(|p| p.rtt_ms)
+            .all(|r| r >= 49.0)
+    );
+    // ngtcp2's Cubic grows its window from its initial one
+    let cwnd: Vec<u64> = m.timeline.iter().filter_map(|p| p.cwnd_bytes).collect();
+    assert!(cwnd.iter().max() > cwnd.first(), "{cwnd:?}");
+
+    // quinn's server counts acknowledged packets (headers and all): at least the body, and at
+    // most the body plus a packet's overhead (under 60 bytes in a packet of at least 1200)
+    let t = by_arm(&trials, "ngtcp2-from-quinn");
+    let acked = t
+        .outcome
+        .as_ref()
+        .unwrap()
+        .timeline
+        .last()
+        .unwrap()
+        .acked_bytes as f64;
+    assert!(
+        acked >= BYTES as f64 && acked <= BYTES as f64 * (1.0 + 60.0 / 1200.0),
+        "quinn's timeline ends at {acked} bytes"
+    );
+}
+
+/// A copy of the built-in ngtcp2 stack file with `edit` applied, as a user's stack called
+/// `name` in `stacks/` beside the plan.
+fn user_stack(dir: &Path, name: &str, edit: impl Fn(String) -> String) {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../quiclab-external/stacks/ngtcp2.toml"),
+    )
+    .unwrap()
+    .replace("name = \"ngtcp2\"", &format!("name = \"{name}\""));
+    std::fs::create_dir_all(dir.join("stacks")).unwrap();
+    std::fs::write(dir.join("stacks").join(format!("{name}.toml")), edit(text)).unwrap();
+}
+
+#[test]
+fn a_client_program_that_fails_or_says_nothing_fails_its_trial_with_its_output_kept() {
+    common::assert_root();
+    let dir = common::TempDir::new("external-failures");
+    // a client given an option it does not know exits non-zero; `true` exits 0 saying nothing
+    user_stack(&dir, "badopt", |t| {
+        t.replace(
+            "\"--exit-on-all-streams-close\",",
+            "\"--exit-on-all-streams-close\", \"--no-such-option\",",
+        )
+    });
+    user_stack(&dir, "silent", |t| {
+        t.replace("program = \"gtlsclient\"", "program = \"true\"")
+    });
+    let arms = "[arms.badopt]\nstack = \"badopt\"\n[arms.silent]\nstack = \"silent\"\n";
+    std::fs::write(dir.join("plan.toml"), plan("10KB", arms)).unwrap();
+    let out = dir.join("out");
+    // failed trials are recorded (the campaign itself runs to its end)
+    let st = common::quiclab()
+        .args(["run", dir.join("plan.toml").to_str().unwrap(), "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{st}");
+    let trials = Store::open_existing(&out).unwrap().trials().unwrap();
+    let err = |arm: &str| by_arm(&trials, arm).outcome.clone().unwrap_err();
+    let e = err("badopt");
+    assert!(e.contains("gtlsclient exited with"), "{e}");
+    assert!(
+        e.contains("no-such-option") || e.contains("unrecognized"),
+        "{e}"
+    );
+    let e = err("silent");
+    assert!(e.contains("printed no line matching last-byte"), "{e}");
+    // the program's whole output is kept beside the trial
+    let t = by_arm(&trials, "badopt");
+    let log = out
+        .join(
+            t.artifacts
+                .as_ref()
+                .expect("a failed trial keeps its artifacts"),
+        )
+        .join("client/client-0.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("--no-such-option"), "{text}");
+}
+
+#[test]
+fn a_stack_whose_program_is_missing_is_refused_before_anything_runs() {
+    let dir = common::TempDir::new("external-missing");
+    user_stack(&dir, "mine", |t| {
+        t.replace(
+            "program = \"gtlsserver\"",
+            "program = \"quiclab-no-such-server\"",
+        )
+        .replace(
+            "install = \"apt-get install ngtcp2-server ngtcp2-client (Debian 12)\"",
+            "install = \"build it from its repository\"",
+        )
+    });
+    std::fs::write(
+        dir.join("plan.toml"),
+        plan("10KB", "[arms.m]\nstack = \"mine\"\n"),
+    )
+    .unwrap();
+    let o = common::quiclab()
+        .args(["run", dir.join("plan.toml").to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("\"quiclab-no-such-server\", which is not installed (install: build it from its repository)"),
+        "{err}"
+    );
+    // a mistake in the stack file is named at its line and column
+    user_stack(&dir, "mine", |t| t.replace("{htdocs}", "{htdoc}"));
+    let o = common::quiclab()
+        .args(["run", dir.join("plan.toml").to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("stacks/mine.toml:"), "{err}");
+    assert!(err.contains("unknown placeholder {htdoc}"), "{err}");
+}
