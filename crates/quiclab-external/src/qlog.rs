@@ -62,6 +62,9 @@ impl Ranges {
     }
 }
 
+/// Stream id, first byte, end (exclusive).
+type StreamRange = (u64, u64, u64);
+
 /// The state the log describes, as it goes.
 #[derive(Default)]
 struct State {
@@ -95,7 +98,7 @@ pub fn timeline(
         return Err(QlogError::TimeFormat(f.to_string()));
     }
     // per packet number space: packet number -> the stream ranges it carried
-    let mut sent: BTreeMap<(String, u64), Vec<(u64, u64, u64)>> = BTreeMap::new();
+    let mut sent: BTreeMap<(String, u64), Vec<StreamRange>> = BTreeMap::new();
     let mut acked: BTreeMap<u64, Ranges> = BTreeMap::new();
     let mut st = State::default();
     let mut out: Vec<TimelineSample> = Vec::new();
@@ -116,7 +119,7 @@ pub fn timeline(
                 else {
                     continue;
                 };
-                let streams: Vec<(u64, u64, u64)> = frames(data)
+                let streams: Vec<StreamRange> = frames(data)
                     .filter(|f| f["frame_type"] == "stream")
                     .filter_map(|f| {
                         let id = f["stream_id"].as_u64()?;
