@@ -514,3 +514,59 @@ fn a_difference_under_one_condition_is_named_with_its_interval_and_round_trips()
         "{first}: {rtts}"
     );
 }
+
+#[test]
+fn a_second_arm_against_the_same_baseline_says_whether_it_removes_the_difference() {
+    // "mismatched" is 20 % slower than "base" under both conditions; "matched" is drawn from
+    // base's own values under "lossy" (the difference gone) and 20 % slower under "clean"
+    let size = 1_000_000;
+    let mut rng = Rng::new(11);
+    let mut trials = Vec::new();
+    for cond in ["clean", "lossy"] {
+        let base: Vec<f64> = (0..30).map(|_| 1000.0 + 25.0 * rng.normal()).collect();
+        for (i, &v) in base.iter().enumerate() {
+            trials.push(ok_trial("base", cond, size, i as u32, v));
+            let slower = 1.2 * (1000.0 + 25.0 * rng.normal());
+            trials.push(ok_trial("mismatched", cond, size, i as u32, slower));
+            let matched = if cond == "lossy" {
+                base[(i * 7) % 30]
+            } else {
+                1.2 * (1000.0 + 25.0 * rng.normal())
+            };
+            trials.push(ok_trial("matched", cond, size, i as u32, matched));
+        }
+    }
+    let cond = |name: &str| Condition {
+        name: name.into(),
+        label: name.into(),
+        rtt_ms: 20.0,
+        rate_bps: None,
+    };
+    let c = Campaign {
+        name: "separate".into(),
+        arms: vec![arm("base"), arm("mismatched"), arm("matched")],
+        conditions: vec![cond("clean"), cond("lossy")],
+        sizes: vec![size],
+        comparisons: ["mismatched", "matched"]
+            .map(|b| Comparison {
+                a: "base".into(),
+                b: b.into(),
+            })
+            .to_vec(),
+        trials,
+        ..Default::default()
+    };
+    let html = render(&c);
+    let at = html
+        .find("Against <strong>base</strong> in the cells where")
+        .expect("a sentence on the shared baseline");
+    let sentence = &html[at..at + html[at..].find("</li>").unwrap()];
+    assert!(
+        sentence.contains("<strong>matched</strong> removed the difference in 1")
+            && sentence.contains("kept it in 1 and reversed it in 0"),
+        "{sentence}"
+    );
+    // cell by cell, each with its change and interval
+    assert!(sentence.contains("<strong>lossy</strong>, 1 MB: <strong>mismatched</strong> +"), "{sentence}");
+    assert_eq!(sentence.matches("95 % CI").count(), 4, "{sentence}");
+}

@@ -53,6 +53,7 @@ pub fn render(an: &Analysis) -> Option<String> {
     for cmp in &an.comparisons {
         comparison(an, cmp, &mut f);
     }
+    shared_baselines(an, &mut f);
     failures(an, &mut f);
     handshakes(an, &mut f);
     flags(an, &mut f);
@@ -295,6 +296,79 @@ fn mixed(
         tier: TIER_COMPARISON,
         weight,
         html,
+    }
+}
+
+/// Two comparisons against the same arm (e.g. HTTP/3 with Cubic, then with BBR, both against
+/// HTTP/2 with BBR), cell by cell where the first one's change is significant: whether the
+/// second arm keeps that change or removes it (its interval includes 0). This is how a plan
+/// separates the protocol from the congestion controller.
+fn shared_baselines(an: &Analysis, out: &mut Vec<Finding>) {
+    let camp = an.campaign;
+    let change = |ch: &Change| match ch.ci {
+        Some(ci) => format!(
+            "{} (95 % CI {})",
+            units::signed_pct(ch.rel),
+            units::signed_pct_range(ci.lo, ci.hi)
+        ),
+        None => units::signed_pct(ch.rel),
+    };
+    for (i, first) in an.comparisons.iter().enumerate() {
+        for second in an.comparisons.iter().skip(i + 1) {
+            if first.a != second.a || first.b == second.b {
+                continue;
+            }
+            let (a, b1, b2) = (
+                &camp.arms[first.a].name,
+                &camp.arms[first.b].name,
+                &camp.arms[second.b].name,
+            );
+            let mut cells = Vec::new();
+            let (mut removed, mut kept, mut reversed) = (0, 0, 0);
+            for c in 0..camp.conditions.len() {
+                for s in 0..camp.sizes.len() {
+                    let (Some(x), Some(y)) = (
+                        first.cell(c, s).change.as_ref(),
+                        second.cell(c, s).change.as_ref(),
+                    ) else {
+                        continue;
+                    };
+                    if !x.significant {
+                        continue;
+                    }
+                    match (y.significant, y.rel.signum() == x.rel.signum()) {
+                        (false, _) => removed += 1,
+                        (true, true) => kept += 1,
+                        (true, false) => reversed += 1,
+                    }
+                    cells.push(format!(
+                        "{}, {}: {} {}, {} {}",
+                        b(&camp.conditions[c].name),
+                        esc(&super::size_label(camp, camp.sizes[s])),
+                        b(b1),
+                        esc(&change(x)),
+                        b(b2),
+                        esc(&change(y))
+                    ));
+                }
+            }
+            if cells.is_empty() {
+                continue;
+            }
+            out.push(Finding {
+                tier: TIER_EXPLAIN,
+                weight: (removed + kept + reversed) as f64,
+                html: format!(
+                    "Against {} in the cells where {} differed significantly, {} removed the \
+                     difference in {removed} (its interval includes 0), kept it in {kept} and \
+                     reversed it in {reversed}: {}.",
+                    b(a),
+                    b(b1),
+                    b(b2),
+                    cells.join("; ")
+                ),
+            });
+        }
     }
 }
 
