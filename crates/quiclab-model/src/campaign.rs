@@ -178,6 +178,12 @@ pub struct Arm {
     pub label: String,
     /// Labels that must appear next to results, e.g. "quinn's BBR is experimental".
     pub caveats: Vec<String>,
+    /// The stacks that served and fetched (e.g. "ngtcp2", "quinn"); empty in campaigns
+    /// recorded before arms named them.
+    #[serde(default)]
+    pub server_stack: String,
+    #[serde(default)]
+    pub client_stack: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -130,6 +130,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
                 name: a.name.into(),
                 label: a.label.into(),
                 caveats: a.caveats.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
             })
             .collect(),
         conditions: CONDITIONS

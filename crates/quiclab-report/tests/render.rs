@@ -14,6 +14,7 @@ fn arm(name: &str) -> Arm {
         name: name.into(),
         label: format!("arm {name}"),
         caveats: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -567,6 +568,9 @@ fn a_second_arm_against_the_same_baseline_says_whether_it_removes_the_difference
         "{sentence}"
     );
     // cell by cell, each with its change and interval
-    assert!(sentence.contains("<strong>lossy</strong>, 1 MB: <strong>mismatched</strong> +"), "{sentence}");
+    assert!(
+        sentence.contains("<strong>lossy</strong>, 1 MB: <strong>mismatched</strong> +"),
+        "{sentence}"
+    );
     assert_eq!(sentence.matches("95 % CI").count(), 4, "{sentence}");
 }

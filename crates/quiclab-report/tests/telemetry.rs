@@ -121,6 +121,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
                 name: a.to_string(),
                 label: format!("telemetry over {a}"),
                 caveats: Vec::new(),
+                ..Default::default()
             })
             .collect(),
         conditions: ["no loss", "loss 2%"]

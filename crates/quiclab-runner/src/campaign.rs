@@ -87,6 +87,8 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
                 name: a.name.clone(),
                 label: a.label.clone(),
                 caveats: a.caveats.clone(),
+                server_stack: a.server_stack.name().to_string(),
+                client_stack: a.client_stack.name().to_string(),
             })
             .collect(),
         conditions: plan

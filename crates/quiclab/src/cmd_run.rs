@@ -21,6 +21,7 @@ use crate::signals::Signals;
 /// Plans built into quiclab, runnable by name.
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("www21", include_str!("../../../plans/www21.toml")),
+    ("clients", include_str!("../../../plans/clients.toml")),
     ("repeat", include_str!("../../../plans/repeat.toml")),
     ("hls", include_str!("../../../plans/hls.toml")),
     ("telemetry", include_str!("../../../plans/telemetry.toml")),
@@ -31,7 +32,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
-/// PLAN is a TOML file or the name of a built-in plan (www21, repeat, hls, telemetry,
+/// PLAN is a TOML file or the name of a built-in plan (www21, clients, repeat, hls, telemetry,
 /// coded-loss, bulk-mtu, pages). Without PLAN, the quick profile of www21 runs: H3 against H2 on
 /// a 10 Mbit/s link with loss and delay, a few minutes.
 ///

@@ -9,6 +9,7 @@ use crate::units;
 
 pub mod bulk;
 pub mod cells;
+pub mod clients;
 pub mod failures;
 pub mod findings;
 pub mod header;
@@ -61,6 +62,11 @@ pub const ALL: &[Section] = &[
         id: "heatmaps",
         title: "Median TTLB change",
         render: heatmap::render,
+    },
+    Section {
+        id: "clients",
+        title: "Clients against servers",
+        render: clients::render,
     },
     Section {
         id: "cells",

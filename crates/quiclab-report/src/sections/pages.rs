@@ -416,6 +416,7 @@ mod tests {
             name: n.into(),
             label: n.into(),
             caveats: Vec::new(),
+            ..Default::default()
         };
         let camp = Campaign {
             workload: Workload::Pages { pages: vec![page] },

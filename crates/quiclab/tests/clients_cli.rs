@@ -1,0 +1,85 @@
+//! The built-in `clients` plan (S1's client consistency) in its quick profile, as a user runs it
+//! (as root: trials need namespaces): every client implementation against every server
+//! implementation, and a HelloRetryRequest's cost measured per client.
+
+use std::collections::BTreeMap;
+
+use quiclab_store::Store;
+
+mod common;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    assert!(!v.is_empty());
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clients_per_server() {
+    common::assert_root();
+    let dir = common::TempDir::new("clients-quick");
+    let out = dir.join("out");
+    let st = common::quiclab()
+        .args(["run", "clients", "--quick", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{st}");
+    let trials = Store::open_existing(&out).unwrap().trials().unwrap();
+    // handshake round trips per (arm, condition), successful trials only
+    let mut hs: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    let mut failed: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &trials {
+        match &t.outcome {
+            Ok(m) => hs
+                .entry((t.arm.clone(), t.condition.clone()))
+                .or_default()
+                .push(m.handshake_rtts.expect("handshake round trips")),
+            Err(_) => *failed.entry(t.arm.clone()).or_default() += 1,
+        }
+    }
+    let delta = |arm: &str, base: &str, cond: &str| {
+        let get = |a: &str| median(hs[&(a.to_string(), cond.to_string())].clone());
+        get(arm) - get(base)
+    };
+    for server in ["quinn", "ngtcp2"] {
+        for client in ["quinn", "ngtcp2"] {
+            let pair = format!("{server}/{client}");
+            assert_eq!(failed.get(&pair), None, "{pair} failed");
+            for cond in ["base", "rtt +100ms"] {
+                // P-256 first against a P-384-only server: every client sends one P-256 share,
+                // is asked to retry, and pays one round trip (the retry's two extra packets add
+                // their serialisation, under 0.1 RTT at 10 Mbit/s and 20 ms)
+                let arm = format!("{pair} p256-p384");
+                if (server, client) == ("quinn", "ngtcp2") {
+                    // known interoperability failure: after quinn's server asks ngtcp2's client
+                    // (GnuTLS) to retry, the request is never completed (README, clients plan)
+                    assert!(
+                        !hs.contains_key(&(arm.clone(), cond.to_string())),
+                        "{arm} works now"
+                    );
+                } else {
+                    let d = delta(&arm, &pair, cond);
+                    eprintln!("{arm} / {cond}: +{d:.2} RTT");
+                    assert!((0.8..=1.2).contains(&d), "{arm} / {cond}: {d:.2} RTT more");
+                }
+                // x25519 first against a P-256-only server: quinn's client sent one share and
+                // retries; ngtcp2's (GnuTLS) sent a P-256 share too and does not
+                let arm = format!("{pair} x25519-p256");
+                let d = delta(&arm, &pair, cond);
+                eprintln!("{arm} / {cond}: +{d:.2} RTT");
+                let want = if client == "quinn" { 1.0 } else { 0.0 };
+                assert!((d - want).abs() <= 0.2, "{arm} / {cond}: {d:.2} RTT more");
+            }
+        }
+    }
+    // the report compares the clients of each server
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Clients against servers"));
+    for server in ["quinn", "ngtcp2"] {
+        assert!(
+            html.contains(&format!("<h3>Served by {server}</h3>")),
+            "{server}"
+        );
+    }
+}
