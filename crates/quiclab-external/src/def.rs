@@ -220,6 +220,10 @@ pub struct KnobDef {
     pub default: Option<String>,
     pub server: Vec<Template>,
     pub client: Vec<Template>,
+    /// Arguments for particular values instead (a value not listed gives none), e.g. a switch
+    /// that is an argument when "off" and nothing when "on".
+    pub server_by_value: BTreeMap<String, Vec<String>>,
+    pub client_by_value: BTreeMap<String, Vec<String>>,
     /// How each item of a list value is written for the program, and what joins them.
     pub map: BTreeMap<String, String>,
     pub separator: String,
@@ -275,6 +279,14 @@ impl KnobDef {
         let Some(v) = value.or(self.default.as_deref()) else {
             return Vec::new();
         };
+        let by_value = if server {
+            &self.server_by_value
+        } else {
+            &self.client_by_value
+        };
+        if !by_value.is_empty() {
+            return by_value.get(v).cloned().unwrap_or_default();
+        }
         let v = self.program_value(v);
         let templates = if server { &self.server } else { &self.client };
         templates.iter().map(|t| t.render(&|_| v.clone())).collect()
@@ -645,10 +657,37 @@ impl StackDef {
                 default: None,
                 server: templates(&k.server)?,
                 client: templates(&k.client)?,
+                server_by_value: k.server_by_value.clone(),
+                client_by_value: k.client_by_value.clone(),
                 map: k.map.clone(),
                 separator: k.separator.clone().unwrap_or_else(|| ",".into()),
             };
-            if def.server.is_empty() && def.client.is_empty() {
+            for (side, by, plain) in [
+                ("server", &def.server_by_value, &def.server),
+                ("client", &def.client_by_value, &def.client),
+            ] {
+                if !by.is_empty() && !plain.is_empty() {
+                    return Err(err(
+                        at,
+                        format!("knob {key:?}: give {side} or {side}-by-value, not both"),
+                    ));
+                }
+                if let Some(bad) = by.keys().find(|v| def.check(v).is_err()) {
+                    return Err(err(
+                        at,
+                        format!(
+                            "knob {key:?}: {side}-by-value names {bad:?}, which the knob does \
+                             not allow"
+                        ),
+                    ));
+                }
+            }
+            let has_args = |plain: &Vec<Template>, by: &BTreeMap<String, Vec<String>>| {
+                !plain.is_empty() || !by.is_empty()
+            };
+            if !has_args(&def.server, &def.server_by_value)
+                && !has_args(&def.client, &def.client_by_value)
+            {
                 return Err(err(
                     at,
                     format!(
@@ -664,9 +703,14 @@ impl StackDef {
             };
             knobs.push(KnobDef { default, ..def });
         }
-        if !server.args.iter().any(Template::is_knobs) && knobs.iter().any(|k| !k.server.is_empty())
+        if !server.args.iter().any(Template::is_knobs)
+            && knobs
+                .iter()
+                .any(|k| !k.server.is_empty() || !k.server_by_value.is_empty())
             || !client.args.iter().any(Template::is_knobs)
-                && knobs.iter().any(|k| !k.client.is_empty())
+                && knobs
+                    .iter()
+                    .any(|k| !k.client.is_empty() || !k.client_by_value.is_empty())
         {
             return Err(err(
                 0..0,
@@ -801,7 +845,7 @@ struct RawClient {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawKnob {
     #[serde(default)]
     help: String,
@@ -812,6 +856,10 @@ struct RawKnob {
     server: Vec<Spanned<String>>,
     #[serde(default)]
     client: Vec<Spanned<String>>,
+    #[serde(default)]
+    server_by_value: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    client_by_value: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     map: BTreeMap<String, String>,
     separator: Option<String>,
@@ -926,6 +974,11 @@ mod tests {
         assert!(e.message.contains("allowed: \"3\""), "{e}");
         let e = broken("label =", "lable =");
         assert!(e.message.contains("lable"), "{e}");
+        let e = broken("server-by-value = { off = ", "server-by-value = { of = ");
+        assert!(
+            e.message.contains("\"of\", which the knob does not allow"),
+            "{e}"
+        );
         let e = broken("name = \"ngtcp2\"", "name = \"ng tcp2\"");
         assert!(e.message.contains("letters"), "{e}");
     }

@@ -1438,10 +1438,11 @@ http = "2"
         );
         assert!(e.message.contains("server-stack and client-stack"), "{e}");
         // a knob belongs to the stacks that take it
-        let e = broken("tcp-cc = \"cubic\"", "quic-gso = \"on\"");
+        let e = broken("tcp-cc = \"cubic\"", "quic-scheduling = \"fifo\"");
         assert!(
-            e.message
-                .contains("quic-gso applies to HTTP/3 over QUIC (stack \"quinn\") arms only"),
+            e.message.contains(
+                "quic-scheduling applies to HTTP/3 over QUIC (stack \"quinn\") arms only"
+            ),
             "{e}"
         );
     }
@@ -1478,11 +1479,11 @@ http = "2"
         // a knob it does not take names the knobs it does
         let e = broken(
             "quic-cc = \"bbr\"\nhttp = \"3\"",
-            "stack = \"ngtcp2\"\nquic-gso = \"on\"",
+            "stack = \"ngtcp2\"\nquic-mtu-discovery = \"on\"",
         );
         assert!(
             e.message
-                .contains("stack \"ngtcp2\" takes quic-cc, quic-initial-rtt"),
+                .contains("stack \"ngtcp2\" takes quic-cc, quic-initial-rtt, quic-gso"),
             "{e}"
         );
     }
