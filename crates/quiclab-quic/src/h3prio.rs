@@ -224,6 +224,12 @@ impl Connection {
             accepting_uni: None,
         }
     }
+
+    /// The same, with a request stream the caller already accepted given out first.
+    pub fn with_first_stream(mut self, first: (quinn::SendStream, quinn::RecvStream)) -> Self {
+        self.accepting_bi = Some(Box::pin(async move { Ok(first) }));
+        self
+    }
 }
 
 /// Opens streams on a connection (h3 opens its control and QPACK streams with it).

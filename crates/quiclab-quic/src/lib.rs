@@ -765,12 +765,34 @@ async fn serve_connection(
     };
     // Accepting before the handshake completes lets 0-RTT requests be answered at once (0.5-RTT
     // data); a server always can, so the error arm only hands the handshake back.
-    let conn = match connecting.into_0rtt() {
-        Ok((conn, _accepted)) => conn,
-        Err(connecting) => connecting
-            .await
-            .map_err(|source| QuicConnectionError::Handshake { peer, source })?,
+    let (conn, mut handshake_done) = match connecting.into_0rtt() {
+        Ok((conn, accepted)) => (conn, Some(accepted)),
+        Err(connecting) => (
+            connecting
+                .await
+                .map_err(|source| QuicConnectionError::Handshake { peer, source })?,
+            None,
+        ),
     };
+    // HTTP/3 starts before the handshake completes only for a client that opened a request in
+    // 0-RTT; any other waits for the handshake, so that nothing of HTTP/3 is sent as 0.5-RTT
+    // data. (ngtcp2's client, asked to retry its ClientHello, never completed a request when
+    // SETTINGS came before its Finished.)
+    let mut early_request = None;
+    if other.is_none()
+        && let Some(done) = handshake_done.as_mut()
+    {
+        tokio::select! {
+            biased;
+            _ = done => {}
+            stream = conn.accept_bi() => {
+                early_request = Some(stream.map_err(|source| QuicConnectionError::Handshake {
+                    peer,
+                    source,
+                })?);
+            }
+        }
+    }
     let sampler = timeline.map(|w| {
         AbortOnDrop(tokio::spawn(sample_timeline(
             conn.clone(),
@@ -791,7 +813,7 @@ async fn serve_connection(
                 }
             })
         }
-        None => serve_h3(&conn, peer, routes, on_error).await,
+        None => serve_h3(&conn, early_request, peer, routes, on_error).await,
     };
     // The connection is over (the client closed it, or it failed): the sampler takes its last
     // sample once quinn says so.
@@ -805,12 +827,16 @@ async fn serve_connection(
 
 async fn serve_h3(
     conn: &quinn::Connection,
+    early_request: Option<(quinn::SendStream, quinn::RecvStream)>,
     peer: SocketAddr,
     routes: Arc<Routes>,
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
     let urgencies = h3prio::Urgencies::default();
-    let transport = h3prio::Connection::new(conn.clone(), routes.scheduling, urgencies.clone());
+    let mut transport = h3prio::Connection::new(conn.clone(), routes.scheduling, urgencies.clone());
+    if let Some(first) = early_request {
+        transport = transport.with_first_stream(first);
+    }
     let mut h3conn: h3::server::Connection<h3prio::Connection, Bytes> =
         h3::server::Connection::new(transport)
             .await

@@ -45,24 +45,21 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
     for server in ["quinn", "ngtcp2"] {
         for client in ["quinn", "ngtcp2"] {
             let pair = format!("{server}/{client}");
-            assert_eq!(failed.get(&pair), None, "{pair} failed");
+            for arm in [
+                pair.clone(),
+                format!("{pair} p256-p384"),
+                format!("{pair} x25519-p256"),
+            ] {
+                assert_eq!(failed.get(&arm), None, "{arm} failed");
+            }
             for cond in ["base", "rtt +100ms"] {
                 // P-256 first against a P-384-only server: every client sends one P-256 share,
                 // is asked to retry, and pays one round trip (the retry's two extra packets add
                 // their serialisation, under 0.1 RTT at 10 Mbit/s and 20 ms)
                 let arm = format!("{pair} p256-p384");
-                if (server, client) == ("quinn", "ngtcp2") {
-                    // known interoperability failure: after quinn's server asks ngtcp2's client
-                    // (GnuTLS) to retry, the request is never completed (README, clients plan)
-                    assert!(
-                        !hs.contains_key(&(arm.clone(), cond.to_string())),
-                        "{arm} works now"
-                    );
-                } else {
-                    let d = delta(&arm, &pair, cond);
-                    eprintln!("{arm} / {cond}: +{d:.2} RTT");
-                    assert!((0.8..=1.2).contains(&d), "{arm} / {cond}: {d:.2} RTT more");
-                }
+                let d = delta(&arm, &pair, cond);
+                eprintln!("{arm} / {cond}: +{d:.2} RTT");
+                assert!((0.8..=1.2).contains(&d), "{arm} / {cond}: {d:.2} RTT more");
                 // x25519 first against a P-256-only server: quinn's client sent one share and
                 // retries; ngtcp2's (GnuTLS) sent a P-256 share too and does not
                 let arm = format!("{pair} x25519-p256");
