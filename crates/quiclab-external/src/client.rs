@@ -36,12 +36,21 @@ pub struct GetOptions {
     pub keylog: Option<PathBuf>,
 }
 
+/// The session files of a run, in its work directory.
+const SESSION_FILE: &str = "session.pem";
+const TP_FILE: &str = "transport-parameters.pem";
+
 /// How many of the program's last lines an error quotes.
 const TAIL_LINES: usize = 5;
 
-/// Fetches each URL with the stack's client, one program run (one connection) each.
+/// Fetches each URL with the stack's client, one program run (one connection) each. The runs
+/// share the session files (`{session_file}`, `{tp_file}`): each resumes the session of the
+/// one before when the stack is told to.
 pub fn get(def: &StackDef, urls: &[String], opts: &GetOptions) -> Vec<RequestRecord> {
     let _ = std::fs::create_dir_all(&opts.work_dir);
+    for f in [SESSION_FILE, TP_FILE] {
+        let _ = std::fs::remove_file(opts.work_dir.join(f));
+    }
     urls.iter()
         .enumerate()
         .map(|(i, url)| fetch(def, i, url, opts))
@@ -85,6 +94,8 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
             Placeholder::Cacert => opts.cacert.display().to_string(),
             Placeholder::DownloadDir => download.display().to_string(),
             Placeholder::QlogDir => qlog_dir.display().to_string(),
+            Placeholder::SessionFile => opts.work_dir.join(SESSION_FILE).display().to_string(),
+            Placeholder::TpFile => opts.work_dir.join(TP_FILE).display().to_string(),
             Placeholder::Keylog => opts
                 .keylog
                 .as_ref()
@@ -93,7 +104,11 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
             _ => String::new(),
         }
     };
-    let args = StackDef::render(&def.client, &def.knob_args(false, &opts.knobs), &value);
+    let args = StackDef::render(
+        &def.client,
+        &def.knob_args(false, &opts.knobs, &value),
+        &value,
+    );
     let log_path = opts.work_dir.join(format!("client-{index}.log"));
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&args)
@@ -135,6 +150,7 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
     let mut tail: std::collections::VecDeque<String> = Default::default();
     let mut error_line = None;
     let mut started = false;
+    let mut zero_rtt_rejected = false;
     let lines = &def.lines;
     for line in rx {
         if let Some(l) = log.as_mut() {
@@ -165,6 +181,16 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
             && let Some(c) = lines.alpn.as_ref().and_then(|r| r.captures(t))
         {
             rec.handshake.alpn = c.get(1).map(|m| m.as_str().to_string());
+        }
+        if lines.zero_rtt_sent.as_ref().is_some_and(|r| r.is_match(t)) {
+            rec.handshake.zero_rtt_attempted = true;
+        }
+        if lines
+            .zero_rtt_rejected
+            .as_ref()
+            .is_some_and(|r| r.is_match(t))
+        {
+            zero_rtt_rejected = true;
         }
         if error_line.is_none() && lines.error.as_ref().is_some_and(|r| r.is_match(t)) {
             error_line = Some(t.to_string());
@@ -220,6 +246,9 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
         }
         Err(e) => return failed(rec, e),
     }
+    // 0-RTT data the server took can only have come from a resumed session
+    rec.handshake.zero_rtt_accepted = rec.handshake.zero_rtt_attempted && !zero_rtt_rejected;
+    rec.handshake.resumed = rec.handshake.zero_rtt_accepted;
     if rec.status == 0 && lines.status.is_none() {
         // the program does not say; the body it saved is the answer
         rec.status = 200;

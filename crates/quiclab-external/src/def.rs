@@ -69,6 +69,10 @@ pub enum Placeholder {
     Path,
     Cacert,
     DownloadDir,
+    /// Client: where it keeps the TLS session and the server's transport parameters between
+    /// the connections of one run (resumption and 0-RTT); absent before the first.
+    SessionFile,
+    TpFile,
     /// The file of TLS secrets (NSS key log format).
     Keylog,
     Knobs,
@@ -76,7 +80,7 @@ pub enum Placeholder {
 }
 
 impl Placeholder {
-    const ALL: [(&'static str, Placeholder); 14] = [
+    const ALL: [(&'static str, Placeholder); 16] = [
         ("address", Placeholder::Address),
         ("port", Placeholder::Port),
         ("cert", Placeholder::Cert),
@@ -88,6 +92,8 @@ impl Placeholder {
         ("path", Placeholder::Path),
         ("cacert", Placeholder::Cacert),
         ("download_dir", Placeholder::DownloadDir),
+        ("session_file", Placeholder::SessionFile),
+        ("tp_file", Placeholder::TpFile),
         ("keylog", Placeholder::Keylog),
         ("knobs", Placeholder::Knobs),
         ("value", Placeholder::Value),
@@ -126,6 +132,8 @@ const CLIENT_PLACES: &[Placeholder] = &[
     Placeholder::Path,
     Placeholder::Cacert,
     Placeholder::DownloadDir,
+    Placeholder::SessionFile,
+    Placeholder::TpFile,
     Placeholder::QlogDir,
     Placeholder::Keylog,
     Placeholder::Knobs,
@@ -222,8 +230,8 @@ pub struct KnobDef {
     pub client: Vec<Template>,
     /// Arguments for particular values instead (a value not listed gives none), e.g. a switch
     /// that is an argument when "off" and nothing when "on".
-    pub server_by_value: BTreeMap<String, Vec<String>>,
-    pub client_by_value: BTreeMap<String, Vec<String>>,
+    pub server_by_value: BTreeMap<String, Vec<Template>>,
+    pub client_by_value: BTreeMap<String, Vec<Template>>,
     /// How each item of a list value is written for the program, and what joins them.
     pub map: BTreeMap<String, String>,
     pub separator: String,
@@ -274,8 +282,14 @@ impl KnobDef {
         }
     }
 
-    /// The arguments for one side, given the arm's normalised value (or the default).
-    pub fn args(&self, server: bool, value: Option<&str>) -> Vec<String> {
+    /// The arguments for one side, given the arm's normalised value (or the default), with
+    /// the side's placeholders filled by `side`.
+    pub fn args(
+        &self,
+        server: bool,
+        value: Option<&str>,
+        side: &dyn Fn(Placeholder) -> String,
+    ) -> Vec<String> {
         let Some(v) = value.or(self.default.as_deref()) else {
             return Vec::new();
         };
@@ -284,12 +298,23 @@ impl KnobDef {
         } else {
             &self.client_by_value
         };
-        if !by_value.is_empty() {
-            return by_value.get(v).cloned().unwrap_or_default();
-        }
-        let v = self.program_value(v);
-        let templates = if server { &self.server } else { &self.client };
-        templates.iter().map(|t| t.render(&|_| v.clone())).collect()
+        let program_value = self.program_value(v);
+        let fill = |p: Placeholder| {
+            if p == Placeholder::Value {
+                program_value.clone()
+            } else {
+                side(p)
+            }
+        };
+        let templates = if by_value.is_empty() {
+            if server { &self.server } else { &self.client }
+        } else {
+            match by_value.get(v) {
+                Some(t) => t,
+                None => return Vec::new(),
+            }
+        };
+        templates.iter().map(|t| t.render(&fill)).collect()
     }
 }
 
@@ -307,6 +332,9 @@ pub struct ClientLines {
     pub status: Option<Regex>,
     /// The negotiated ALPN protocol, in its first capture group.
     pub alpn: Option<Regex>,
+    /// A line printed when it sends 0-RTT data, and one when the server rejected it.
+    pub zero_rtt_sent: Option<Regex>,
+    pub zero_rtt_rejected: Option<Regex>,
 }
 
 /// An external stack, checked.
@@ -385,12 +413,18 @@ impl StackDef {
             .collect()
     }
 
-    /// The arguments of every knob for one side, given the arm's values.
-    pub fn knob_args(&self, server: bool, knobs: &[(String, String)]) -> Vec<String> {
+    /// The arguments of every knob for one side, given the arm's values and the side's
+    /// placeholders.
+    pub fn knob_args(
+        &self,
+        server: bool,
+        knobs: &[(String, String)],
+        side: &dyn Fn(Placeholder) -> String,
+    ) -> Vec<String> {
         let mut out = Vec::new();
         for k in &self.knobs {
             let given = knobs.iter().find(|(key, _)| *key == k.key).map(|(_, v)| v);
-            out.extend(k.args(server, given.map(String::as_str)));
+            out.extend(k.args(server, given.map(String::as_str), side));
         }
         out
     }
@@ -576,6 +610,18 @@ impl StackDef {
                 .map(|r| regex(r, "handshake"))
                 .transpose()?,
             first_byte: regex(&raw.client.first_byte, "first-byte")?,
+            zero_rtt_sent: raw
+                .client
+                .zero_rtt_sent
+                .as_ref()
+                .map(|r| regex(r, "zero-rtt-sent"))
+                .transpose()?,
+            zero_rtt_rejected: raw
+                .client
+                .zero_rtt_rejected
+                .as_ref()
+                .map(|r| regex(r, "zero-rtt-rejected"))
+                .transpose()?,
             last_byte: regex(&raw.client.last_byte, "last-byte")?,
             error: raw
                 .client
@@ -650,6 +696,29 @@ impl StackDef {
             let templates = |list: &[Spanned<String>]| -> Result<Vec<Template>, DefError> {
                 list.iter().map(|t| template(t, &value_only)).collect()
             };
+            let by_value = |map: &BTreeMap<String, Vec<Spanned<String>>>,
+                            places: &[Placeholder]|
+             -> Result<BTreeMap<String, Vec<Template>>, DefError> {
+                map.iter()
+                    .map(|(v, list)| {
+                        let t = list
+                            .iter()
+                            .map(|a| template(a, places))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Ok((v.clone(), t))
+                    })
+                    .collect()
+            };
+            let server_places: Vec<Placeholder> = SERVER_PLACES
+                .iter()
+                .copied()
+                .filter(|p| *p != Placeholder::Knobs)
+                .collect();
+            let client_places: Vec<Placeholder> = CLIENT_PLACES
+                .iter()
+                .copied()
+                .filter(|p| *p != Placeholder::Knobs)
+                .collect();
             let def = KnobDef {
                 key: key.clone(),
                 help: k.help.clone(),
@@ -657,8 +726,8 @@ impl StackDef {
                 default: None,
                 server: templates(&k.server)?,
                 client: templates(&k.client)?,
-                server_by_value: k.server_by_value.clone(),
-                client_by_value: k.client_by_value.clone(),
+                server_by_value: by_value(&k.server_by_value, &server_places)?,
+                client_by_value: by_value(&k.client_by_value, &client_places)?,
                 map: k.map.clone(),
                 separator: k.separator.clone().unwrap_or_else(|| ",".into()),
             };
@@ -682,7 +751,7 @@ impl StackDef {
                     ));
                 }
             }
-            let has_args = |plain: &Vec<Template>, by: &BTreeMap<String, Vec<String>>| {
+            let has_args = |plain: &Vec<Template>, by: &BTreeMap<String, Vec<Template>>| {
                 !plain.is_empty() || !by.is_empty()
             };
             if !has_args(&def.server, &def.server_by_value)
@@ -842,6 +911,8 @@ struct RawClient {
     error: Option<Spanned<String>>,
     status: Option<Spanned<String>>,
     alpn: Option<Spanned<String>>,
+    zero_rtt_sent: Option<Spanned<String>>,
+    zero_rtt_rejected: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -857,9 +928,9 @@ struct RawKnob {
     #[serde(default)]
     client: Vec<Spanned<String>>,
     #[serde(default)]
-    server_by_value: BTreeMap<String, Vec<String>>,
+    server_by_value: BTreeMap<String, Vec<Spanned<String>>>,
     #[serde(default)]
-    client_by_value: BTreeMap<String, Vec<String>>,
+    client_by_value: BTreeMap<String, Vec<Spanned<String>>>,
     #[serde(default)]
     map: BTreeMap<String, String>,
     separator: Option<String>,
@@ -894,9 +965,8 @@ mod tests {
             ("quic-cc".to_string(), "bbr2".to_string()),
             ("groups".to_string(), "p256,x25519".to_string()),
         ];
-        let args = StackDef::render(&d.client, &d.knob_args(false, &knobs), &|p| {
-            format!("<{}>", p.name())
-        });
+        let place = |p: Placeholder| format!("<{}>", p.name());
+        let args = StackDef::render(&d.client, &d.knob_args(false, &knobs, &place), &place);
         assert!(args.contains(&"--cc=bbr2".to_string()), "{args:?}");
         assert!(
             args.contains(&"--groups=-GROUP-ALL:+GROUP-SECP256R1:+GROUP-X25519".to_string()),
@@ -905,7 +975,7 @@ mod tests {
         assert_eq!(args.last().unwrap(), "<url>");
         assert!(args.contains(&"--download=<download_dir>".to_string()));
         // the default controller is given when the arm sets none; no groups then
-        let args = StackDef::render(&d.server, &d.knob_args(true, &[]), &|p| p.name().into());
+        let args = StackDef::render(&d.server, &d.knob_args(true, &[], &place), &place);
         assert!(args.contains(&"--cc=cubic".to_string()), "{args:?}");
         assert!(!args.iter().any(|a| a.starts_with("--groups")), "{args:?}");
         assert_eq!(

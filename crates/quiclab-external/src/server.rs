@@ -130,7 +130,7 @@ impl Server {
                 _ => String::new(),
             }
         };
-        let args = StackDef::render(&def.server, &def.knob_args(true, &o.knobs), &value);
+        let args = StackDef::render(&def.server, &def.knob_args(true, &o.knobs, &value), &value);
         let name = def.server.program.clone();
         eprintln!("$ {} {}", program.display(), args.join(" "));
         let mut cmd = std::process::Command::new(&program);

@@ -117,9 +117,16 @@ struct GetArgs {
     /// Where the client's qlog files go (default: the work directory).
     #[arg(long, value_name = "DIR")]
     qlog_dir: Option<PathBuf>,
+    /// Resume the TLS session of the connection before (0-RTT where the stack sends it): the
+    /// stack's `resume` knob set to true.
+    #[arg(long)]
+    resume: bool,
     /// One connection per request is all an external client does: "new" (reuse is refused).
     #[arg(long, default_value = "new", value_parser = ["new"])]
     connection: String,
+    /// Fetch the URLs in order this many times.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    repeat: u32,
     #[arg(required = true, value_name = "URL")]
     urls: Vec<String>,
 }
@@ -176,7 +183,16 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
 }
 
 fn get(a: GetArgs) -> anyhow::Result<i32> {
-    let (def, knobs) = a.stack.resolve()?;
+    let (def, mut knobs) = a.stack.resolve()?;
+    if a.resume && !knobs.iter().any(|(k, _)| k == "resume") {
+        if def.knob("resume").is_none() {
+            bail!(
+                "--resume: stack {:?} does not resume sessions (it has no resume knob)",
+                def.name
+            );
+        }
+        knobs.push(("resume".into(), "true".into()));
+    }
     let opts = GetOptions {
         cacert: a.cacert,
         knobs,
@@ -184,6 +200,7 @@ fn get(a: GetArgs) -> anyhow::Result<i32> {
         qlog_dir: a.qlog_dir,
         keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
     };
-    let records = client::get(&def, &a.urls, &opts);
+    let urls: Vec<String> = (0..a.repeat).flat_map(|_| a.urls.iter().cloned()).collect();
+    let records = client::get(&def, &urls, &opts);
     crate::cmd_get::report(&records, a.json)
 }

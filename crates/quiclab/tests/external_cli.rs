@@ -216,3 +216,37 @@ fn a_stack_whose_program_is_missing_is_refused_before_anything_runs() {
     assert!(err.contains("stacks/mine.toml:"), "{err}");
     assert!(err.contains("unknown placeholder {htdoc}"), "{err}");
 }
+
+#[test]
+fn ngtcp2_resumes_with_0rtt_against_both_servers_and_saves_a_round_trip() {
+    common::assert_root();
+    let plan = "name = \"ext-repeat\"\niterations = 1\nseed = 4\n[workload]\nkind = \"repeat\"\n\
+                requests = 3\nsizes = [\"10KB\"]\n[network]\nrate = \"20mbit\"\ndelay = \"25ms\"\n\
+                [arms.ngtcp2]\nstack = \"ngtcp2\"\n\
+                [arms.ngtcp2-from-quinn]\nserver-stack = \"quinn\"\nclient-stack = \"ngtcp2\"\n\
+                http = \"3\"\n";
+    let (_dir, out) = common::run_plan("external-repeat", plan, &[]);
+    let trials = Store::open_existing(&out).unwrap().trials().unwrap();
+    assert_eq!(trials.len(), 2);
+    for t in &trials {
+        let reqs = t.requests.as_array().expect("request records");
+        assert_eq!(reqs.len(), 3, "{}", t.arm);
+        let ttfb = |r: &serde_json::Value| r["ttfb_ms"].as_f64().unwrap();
+        // the first connection: a handshake, then the request (two round trips of 50 ms)
+        assert!(reqs[0]["error"].is_null(), "{}: {}", t.arm, reqs[0]);
+        assert_eq!(reqs[0]["handshake"]["zero_rtt_attempted"], false);
+        assert!(
+            (100.0..120.0).contains(&ttfb(&reqs[0])),
+            "{}: {}",
+            t.arm,
+            reqs[0]
+        );
+        // the later ones resume and send the request in 0-RTT: one round trip to the first byte
+        for r in &reqs[1..] {
+            assert!(r["error"].is_null(), "{}: {r}", t.arm);
+            assert_eq!(r["handshake"]["zero_rtt_accepted"], true, "{}: {r}", t.arm);
+            assert!((50.0..65.0).contains(&ttfb(r)), "{}: {r}", t.arm);
+            assert_eq!(r["bytes"], 10_000);
+        }
+    }
+}

@@ -176,7 +176,7 @@ impl Stack for External {
     }
 
     fn resumes(&self) -> bool {
-        false
+        self.def.knob("resume").is_some()
     }
 
     fn missing(&self) -> Vec<String> {
