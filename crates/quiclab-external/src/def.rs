@@ -341,6 +341,8 @@ pub struct ClientLines {
 #[derive(Debug, Clone)]
 pub struct StackDef {
     pub source: Source,
+    /// The file's text as read.
+    pub text: String,
     pub name: String,
     pub implementation: String,
     pub http: Vec<HttpVersion>,
@@ -788,6 +790,7 @@ impl StackDef {
         }
         Ok(StackDef {
             source,
+            text: text.to_string(),
             label: raw
                 .label
                 .unwrap_or_else(|| format!("HTTP/3 over QUIC ({name})")),

@@ -205,8 +205,8 @@ impl Arm {
             .iter()
             .any(|s| Some(s.name()) != default)
         {
-            c["server-stack"] = self.server_stack.name().into();
-            c["client-stack"] = self.client_stack.name().into();
+            c["server-stack"] = self.server_stack.identity().into();
+            c["client-stack"] = self.client_stack.identity().into();
         }
         c
     }
@@ -1354,7 +1354,8 @@ http = "2"
             // the coded transport has no resumption: the stacks that have it are named
             (
                 "resume = true",
-                "over TCP (stack \"tcp\") and HTTP/3 over QUIC",
+                "over TCP (stack \"tcp\"), HTTP/3 over QUIC (stack \"quinn\") and HTTP/3 over \
+                 QUIC (stack \"ngtcp2\")",
             ),
         ] {
             let e = parse(
@@ -1461,7 +1462,15 @@ http = "2"
         .unwrap();
         assert_eq!(p.arms[1].server_stack.name(), "ngtcp2");
         assert_eq!(p.arms[1].label, "HTTP/3 over QUIC (ngtcp2), bbr2");
-        assert_eq!(p.arms[1].config()["server-stack"], "ngtcp2");
+        // the trial's identity holds the stack file's digest
+        let id = p.arms[1].config()["server-stack"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            id.starts_with("ngtcp2 ") && id.len() == "ngtcp2 ".len() + 16,
+            "{id}"
+        );
         // a value one end's stack does not take is refused naming that end
         let e = broken(
             "quic-cc = \"bbr\"\nhttp = \"3\"",

@@ -23,6 +23,8 @@ use super::{
 pub struct External {
     pub def: StackDef,
     name: &'static str,
+    /// The name and the first 16 hex digits of the file's SHA-256.
+    identity: String,
     implementation: &'static str,
     http: &'static [HttpVersion],
     knobs: &'static [&'static Knob],
@@ -129,7 +131,13 @@ impl External {
                 }))
             })
             .collect();
+        let digest = ring::digest::digest(&ring::digest::SHA256, def.text.as_bytes());
+        let hex: String = digest.as_ref()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         External {
+            identity: format!("{} {hex}", def.name),
             name: leak(&def.name),
             implementation: leak(&def.implementation),
             http: Box::leak(def.http.clone().into_boxed_slice()),
@@ -181,6 +189,10 @@ impl Stack for External {
 
     fn missing(&self) -> Vec<String> {
         self.def.missing_programs()
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone()
     }
 
     fn label(&self, _http: HttpVersion, _mode: Option<Mode>, knobs: &[(String, String)]) -> String {

@@ -119,6 +119,11 @@ pub trait Stack: Sync {
     fn scheme(&self) -> &'static str {
         "https"
     }
+    /// What a trial's identity records of it when an arm names it: its name, and for a stack
+    /// described by a file, the file's digest too (a changed file makes new trials).
+    fn identity(&self) -> String {
+        self.name().to_string()
+    }
     /// What it needs that this machine lacks (programs not installed), each with what
     /// provides it; empty when it can run.
     fn missing(&self) -> Vec<String> {
