@@ -182,6 +182,9 @@ fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestR
         {
             rec.handshake.alpn = c.get(1).map(|m| m.as_str().to_string());
         }
+        if lines.hello_retry.as_ref().is_some_and(|r| r.is_match(t)) {
+            rec.handshake.hello_retry = true;
+        }
         if lines.zero_rtt_sent.as_ref().is_some_and(|r| r.is_match(t)) {
             rec.handshake.zero_rtt_attempted = true;
         }

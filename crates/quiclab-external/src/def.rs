@@ -332,6 +332,8 @@ pub struct ClientLines {
     pub status: Option<Regex>,
     /// The negotiated ALPN protocol, in its first capture group.
     pub alpn: Option<Regex>,
+    /// A line that shows the server asked for another key share (HelloRetryRequest).
+    pub hello_retry: Option<Regex>,
     /// A line printed when it sends 0-RTT data, and one when the server rejected it.
     pub zero_rtt_sent: Option<Regex>,
     pub zero_rtt_rejected: Option<Regex>,
@@ -612,6 +614,12 @@ impl StackDef {
                 .map(|r| regex(r, "handshake"))
                 .transpose()?,
             first_byte: regex(&raw.client.first_byte, "first-byte")?,
+            hello_retry: raw
+                .client
+                .hello_retry
+                .as_ref()
+                .map(|r| regex(r, "hello-retry"))
+                .transpose()?,
             zero_rtt_sent: raw
                 .client
                 .zero_rtt_sent
@@ -914,6 +922,7 @@ struct RawClient {
     error: Option<Spanned<String>>,
     status: Option<Spanned<String>>,
     alpn: Option<Spanned<String>>,
+    hello_retry: Option<Spanned<String>>,
     zero_rtt_sent: Option<Spanned<String>>,
     zero_rtt_rejected: Option<Spanned<String>>,
 }

@@ -60,13 +60,31 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                 let d = delta(&arm, &pair, cond);
                 eprintln!("{arm} / {cond}: +{d:.2} RTT");
                 assert!((0.8..=1.2).contains(&d), "{arm} / {cond}: {d:.2} RTT more");
-                // x25519 first against a P-256-only server: quinn's client sent one share and
-                // retries; ngtcp2's (GnuTLS) sent a P-256 share too and does not
-                let arm = format!("{pair} x25519-p256");
-                let d = delta(&arm, &pair, cond);
-                eprintln!("{arm} / {cond}: +{d:.2} RTT");
-                let want = if client == "quinn" { 1.0 } else { 0.0 };
-                assert!((d - want).abs() <= 0.2, "{arm} / {cond}: {d:.2} RTT more");
+                // x25519 first against a P-256-only server, and the reverse: quinn's client sent
+                // one share and retries; ngtcp2's (GnuTLS) sent an x25519 and a P-256 share and
+                // does not
+                for mismatch in ["x25519-p256", "p256-x25519"] {
+                    let arm = format!("{pair} {mismatch}");
+                    let d = delta(&arm, &pair, cond);
+                    eprintln!("{arm} / {cond}: +{d:.2} RTT");
+                    let want = if client == "quinn" { 1.0 } else { 0.0 };
+                    assert!((d - want).abs() <= 0.2, "{arm} / {cond}: {d:.2} RTT more");
+                }
+                // the records say so for both clients
+                for (mismatch, retried) in [
+                    ("p256-p384", true),
+                    ("x25519-p256", client == "quinn"),
+                    ("", false),
+                ] {
+                    let arm = format!("{pair} {mismatch}").trim_end().to_string();
+                    let flags: Vec<bool> = trials
+                        .iter()
+                        .filter(|t| t.arm == arm)
+                        .map(|t| t.requests[0]["handshake"]["hello_retry"] == true)
+                        .collect();
+                    assert!(!flags.is_empty());
+                    assert!(flags.iter().all(|f| *f == retried), "{arm}: {flags:?}");
+                }
             }
         }
     }
