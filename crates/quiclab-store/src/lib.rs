@@ -7,6 +7,8 @@
 //! provenance) is kept as JSON beside the trials, so a report can be made from the database
 //! alone. Nothing here runs trials or renders anything.
 
+pub mod output;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -51,6 +53,8 @@ pub enum StoreError {
     },
     #[error("{path}: no campaign has been recorded here")]
     Empty { path: String },
+    #[error(transparent)]
+    Output(#[from] output::OutputError),
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -139,11 +143,16 @@ CREATE INDEX IF NOT EXISTS timeline_trial ON timeline(trial_id);
 impl Store {
     /// Opens (creating if needed) the database of the campaign in `dir`.
     pub fn open(dir: &Path) -> Result<Store> {
+        output::check_dir(dir)?;
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.display().to_string(),
             source,
         })?;
         let path = dir.join(DB_FILE);
+        // SQLite opens its files in place: none of them may be a link
+        for f in [DB_FILE, "results.db-wal", "results.db-shm"] {
+            output::refuse_link(&dir.join(f))?;
+        }
         let p = path.display().to_string();
         let sql = |source| StoreError::Sqlite {
             path: p.clone(),
@@ -498,10 +507,11 @@ impl Store {
                 source,
             }
         };
+        output::check_dir(out)?;
         std::fs::create_dir_all(out).map_err(io(out))?;
         let trials = self.trials()?;
         let tpath = out.join("trials.csv");
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&tpath).map_err(io(&tpath))?);
+        let mut w = std::io::BufWriter::new(output::create(&tpath)?);
         use std::io::Write;
         writeln!(
             w,
@@ -541,7 +551,7 @@ impl Store {
         }
         w.flush().map_err(io(&tpath))?;
         let lpath = out.join("timeline.csv");
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&lpath).map_err(io(&lpath))?);
+        let mut w = std::io::BufWriter::new(output::create(&lpath)?);
         writeln!(
             w,
             "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event"
@@ -575,7 +585,7 @@ impl Store {
                 .is_ok_and(|m| !m.detail.requests.is_empty())
         }) {
             let rpath = out.join("requests.csv");
-            let mut w = std::io::BufWriter::new(std::fs::File::create(&rpath).map_err(io(&rpath))?);
+            let mut w = std::io::BufWriter::new(output::create(&rpath)?);
             writeln!(
                 w,
                 "trial_id,arm,condition,size_bytes,iteration,request,bytes,start_ms,ttfb_ms,\
@@ -615,7 +625,7 @@ impl Store {
                 .is_ok_and(|m| m.detail.telemetry.is_some())
         }) {
             let upath = out.join("units.csv");
-            let mut w = std::io::BufWriter::new(std::fs::File::create(&upath).map_err(io(&upath))?);
+            let mut w = std::io::BufWriter::new(output::create(&upath)?);
             writeln!(
                 w,
                 "trial_id,arm,condition,iteration,mode,unit,generated_ms,latency_ms,model_ms"

@@ -174,7 +174,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
             text.push_str(&serde_json::to_string(s).context("encoding a timeline sample")?);
             text.push('\n');
         }
-        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        quiclab_store::output::write_atomic(path, text.as_bytes())?;
     }
     if let Some(status) = exited {
         bail!("the server program exited by itself with {status}");

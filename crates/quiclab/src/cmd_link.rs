@@ -89,17 +89,15 @@ pub fn link(c: LinkCmd) -> anyhow::Result<i32> {
     let cfg = c.link.config()?;
     let signals = Signals::install()?;
     let events: Option<Box<dyn std::io::Write + Send>> = match &c.events {
-        Some(p) => Some(Box::new(std::fs::File::create(p).with_context(|| {
-            format!("cannot create events file {}", p.display())
-        })?)),
+        Some(p) => Some(Box::new(
+            quiclab_store::output::create(p).context("--events: cannot create the file")?,
+        )),
         None => None,
     };
     let pcap: Option<Box<dyn std::io::Write + Send>> = match &c.pcap {
-        Some(p) => {
-            Some(Box::new(std::fs::File::create(p).with_context(|| {
-                format!("--pcap: cannot create {}", p.display())
-            })?))
-        }
+        Some(p) => Some(Box::new(
+            quiclab_store::output::create(p).context("--pcap: cannot create the file")?,
+        )),
         None => None,
     };
     let mut topo = Topology::start(TopologyConfig {

@@ -492,7 +492,8 @@ fn render(dir: &Path) -> anyhow::Result<PathBuf> {
     let t = Instant::now();
     let html = quiclab_report::render(&campaign);
     let path = dir.join("report.html");
-    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
+    // a kill mid-write leaves the old report, never half of one
+    quiclab_store::output::write_atomic(&path, html.as_bytes())?;
     eprintln!(
         "quiclab: report of {} trials rendered in {:.0} ms",
         campaign.trials.len(),

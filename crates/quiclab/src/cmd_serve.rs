@@ -140,8 +140,8 @@ const TELEMETRY_DATAGRAM_BUFFER: u64 = 1_000_000;
 /// A timeline file, created now (so that a bad path fails before the server listens).
 fn timeline_file(path: Option<&PathBuf>, what: &str) -> anyhow::Result<Option<TimelineWriter>> {
     let Some(path) = path else { return Ok(None) };
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("creating the {what} timeline {}", path.display()))?;
+    let file = quiclab_store::output::create(path)
+        .with_context(|| format!("creating the {what} timeline"))?;
     Ok(Some(TimelineWriter::new(Box::new(
         std::io::BufWriter::new(file),
     ))))
@@ -197,8 +197,8 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     };
     let telemetry = match &c.telemetry_log {
         Some(path) => {
-            let file = std::fs::File::create(path)
-                .with_context(|| format!("creating the telemetry log {}", path.display()))?;
+            let file = quiclab_store::output::create(path)
+                .with_context(|| "creating the telemetry log".to_string())?;
             let log = RecordLog::new(Box::new(std::io::BufWriter::new(file)))
                 .context("starting the telemetry log's writer")?;
             Some(log)
@@ -208,8 +208,8 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     // Written before the socket exists: `quiclab link` starts the client once it sees a listening
     // socket, and the client needs the certificate by then.
     if let Some(path) = &c.write_cert {
-        std::fs::write(path, identity.chain_pem())
-            .with_context(|| format!("writing the certificate to {}", path.display()))?;
+        quiclab_store::output::write_atomic(path, identity.chain_pem().as_bytes())
+            .context("writing the certificate")?;
     }
 
     // Set before the runtime starts: its threads inherit the policy.

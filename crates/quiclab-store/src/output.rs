@@ -1,0 +1,234 @@
+//! Where quiclab writes its outputs, safely: it runs as root, so a directory another user
+//! controls could redirect a write (a symbolic link named `report.html` pointing at a system
+//! file), and a kill mid-write must not leave a truncated report.
+//!
+//! Contract:
+//! - [`check_dir`] refuses an output directory that belongs to another user or that any user
+//!   may write to (world-writable), saying why; a missing one is fine (quiclab creates it).
+//! - [`write_atomic`] writes a file's whole contents into a new temporary file beside it
+//!   (created exclusively, never through a link) and renames it over the target: readers see
+//!   the old file or the new one, never a part, and a link at the target is replaced, not
+//!   followed.
+//! - [`refuse_link`] refuses a path that is a symbolic link (for files opened in place, such as
+//!   the SQLite database and its journal files).
+
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why an output could not be written where asked.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error(
+        "{path}: the directory belongs to user {owner}, not to this user ({me}); quiclab would \
+         write there as this user and a link its owner placed could redirect a write: use a \
+         directory this user owns"
+    )]
+    OtherOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "{path}: any user may write into this directory, so a link another user placed could \
+         redirect quiclab's writes: use a directory only its owner may write to"
+    )]
+    WorldWritable { path: PathBuf },
+    #[error("{path}: is a symbolic link; quiclab does not write through links")]
+    Link { path: PathBuf },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> OutputError + '_ {
+    move |source| OutputError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// This process's effective user.
+fn me() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Refuses an output directory another user controls (see the module's contract).
+pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(dir)(e)),
+    };
+    let me = me();
+    if meta.uid() != me {
+        return Err(OutputError::OtherOwner {
+            path: dir.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if meta.mode() & 0o002 != 0 {
+        return Err(OutputError::WorldWritable {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses `path` if it is a symbolic link (a missing path is fine).
+pub fn refuse_link(path: &Path) -> Result<(), OutputError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(OutputError::Link {
+            path: path.to_path_buf(),
+        }),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(path)(e)),
+    }
+}
+
+/// Creates (or truncates) a file to stream into, refusing a symbolic link at `path` (for logs
+/// written as they grow, which cannot be renamed into place at the end).
+pub fn create(path: &Path) -> Result<std::fs::File, OutputError> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                OutputError::Link {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                io(path)(e)
+            }
+        })
+}
+
+/// Writes `bytes` to `path` atomically, never through a link (see the module's contract).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// The same, the contents written by `fill` (e.g. a CSV row by row).
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    let mut w = std::io::BufWriter::new(file);
+    let written = fill(&mut w)
+        .and_then(|()| w.flush())
+        .and_then(|()| w.get_ref().sync_all());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(path)(e));
+    }
+    // rename replaces a link at `path` itself, never its target
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(path)(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("quiclab-output-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_link_at_the_target_is_replaced_and_its_target_untouched() {
+        let d = scratch("link");
+        let victim = d.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let out = d.join("report.html");
+        std::os::unix::fs::symlink(&victim, &out).unwrap();
+        write_atomic(&out, b"<html>").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(
+            !std::fs::symlink_metadata(&out)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&out).unwrap(), b"<html>");
+        // nothing of the temporary file is left
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(matches!(refuse_link(&d.join("missing")), Ok(())));
+        // a log streamed in place refuses the link instead
+        let log = d.join("server.log");
+        std::os::unix::fs::symlink(&victim, &log).unwrap();
+        assert!(matches!(create(&log), Err(OutputError::Link { .. })));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        std::os::unix::fs::symlink(&victim, d.join("results.db")).unwrap();
+        assert!(matches!(
+            refuse_link(&d.join("results.db")),
+            Err(OutputError::Link { .. })
+        ));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_failed_fill_leaves_the_old_file() {
+        let d = scratch("fail");
+        let out = d.join("trials.csv");
+        std::fs::write(&out, b"old").unwrap();
+        let e = write_atomic_with(&out, |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("disk full"))
+        });
+        assert!(e.is_err());
+        assert_eq!(std::fs::read(&out).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_directory_anyone_may_write_to_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("mode");
+        check_dir(&d).unwrap();
+        check_dir(&d.join("not yet")).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = check_dir(&d).unwrap_err();
+        assert!(e.to_string().contains("any user may write"), "{e}");
+        // another user's directory (the test runs as root in CI: make one for "nobody")
+        if me() == 0 {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::os::unix::fs::chown(&d, Some(65534), None).unwrap();
+            let e = check_dir(&d).unwrap_err();
+            assert!(e.to_string().contains("belongs to user 65534"), "{e}");
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
