@@ -79,6 +79,8 @@ const READY_WITHIN: Duration = Duration::from_secs(10);
 pub struct Server {
     child: Child,
     pub program: String,
+    /// The program's whole command line, as started.
+    pub command_line: String,
     stop_signal: libc::c_int,
     /// Its qlog directory, and when each file in it appeared (the connection's start).
     qlog_dir: PathBuf,
@@ -132,7 +134,6 @@ impl Server {
         };
         let args = StackDef::render(&def.server, &def.knob_args(true, &o.knobs, &value), &value);
         let name = def.server.program.clone();
-        eprintln!("$ {} {}", program.display(), args.join(" "));
         let mut cmd = std::process::Command::new(&program);
         cmd.args(&args).stdin(Stdio::null());
         if let Some(k) = &o.keylog {
@@ -145,6 +146,7 @@ impl Server {
         })?;
         let mut server = Server {
             child,
+            command_line: format!("{} {}", program.display(), args.join(" ")),
             program: name,
             stop_signal: def.server_stop,
             qlog_dir,

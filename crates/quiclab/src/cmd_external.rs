@@ -158,6 +158,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
     };
     let mut server = Server::start(&def, &opts)?;
+    eprintln!("$ {}", server.command_line);
     eprintln!(
         "quiclab external: {} ({}) listening on {}:{}",
         def.name, server.program, a.address, a.port
