@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use quiclab_model::campaign::TelemetryDetail;
+use quiclab_model::campaign::{Stall, TelemetryDetail};
 use quiclab_report::stats::quantile;
 use quiclab_store::Store;
 
@@ -35,6 +35,12 @@ telemetry = "quic-streams"
 [arms.quic-datagrams]
 telemetry = "quic-datagrams"
 "#;
+
+/// A stall the host explains: without the time it held the emulator's packets back, no unit
+/// would have been a round trip late.
+fn held_by_host(s: &Stall, d: &TelemetryDetail) -> bool {
+    s.duration_ms <= s.host_ms + 2.0 * d.one_way_ms
+}
 
 #[test]
 fn the_study_s_conditions_meet_the_model_and_only_single_streams_block_at_2_percent_loss() {
@@ -75,11 +81,10 @@ fn the_study_s_conditions_meet_the_model_and_only_single_streams_block_at_2_perc
         // packets held back so long that without it no unit would be a round trip late: a
         // paused machine) is the host's; of the others one flush in a thousand held a round
         // trip by an unseen scheduling delay of the shared two cores is allowed, not more.
-        let rtt_ms = 2.0 * d.one_way_ms;
         let unexplained: u64 = d
             .stalls
             .iter()
-            .filter(|s| s.duration_ms > s.host_ms + rtt_ms)
+            .filter(|s| !held_by_host(s, d))
             .map(|s| s.flushes)
             .sum();
         assert!(unexplained <= 1, "{arm}: {:?}", d.stalls);
@@ -156,11 +161,10 @@ fn the_study_s_conditions_meet_the_model_and_only_single_streams_block_at_2_perc
     // caused by a packet the emulator dropped (unless the host explains it, as above);
     // datagrams lose whole flushes instead.
     let lossy = &cells[&("loss 2%".to_string(), "quic-streams".to_string())];
-    let rtt_ms = 2.0 * lossy.one_way_ms;
     let by_loss: Vec<_> = lossy
         .stalls
         .iter()
-        .filter(|s| s.duration_ms > s.host_ms + rtt_ms)
+        .filter(|s| !held_by_host(s, lossy))
         .collect();
     assert!(!by_loss.is_empty(), "{:?}", lossy.stalls);
     for s in by_loss {
@@ -253,6 +257,6 @@ fn a_paused_host_is_named_in_the_stall_it_caused() {
         s.host_ms > pause - 15.0 && s.host_ms < pause + 10.0,
         "paused {pause:.1} ms: {s:?}"
     );
-    assert!(s.duration_ms <= s.host_ms + 2.0 * d.one_way_ms, "{s:?}");
+    assert!(held_by_host(s, d), "{s:?}");
     assert!(s.cause.is_none() && s.drops == 0, "{s:?}");
 }
