@@ -11,12 +11,12 @@
 //! zero or a silent success.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc;
 
-use quiclab_endpoint::routes::pattern_byte;
+use quiclab_endpoint::routes::{expected_bytes, pattern_byte};
+use quiclab_endpoint::url::Url;
 use quiclab_model::record::{HttpVersion, RequestRecord, now_us};
 
 use crate::def::{Placeholder, StackDef};
@@ -66,7 +66,11 @@ struct Line {
 fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestRecord {
     let start = now_us();
     let mut rec = RequestRecord::get(HttpVersion::Http3, url, index as u32, true, start);
-    let (host, port, path) = split_url(url);
+    let target = match Url::parse(url) {
+        Ok(u) => u,
+        Err(e) => return failed(rec, e.to_string()),
+    };
+    let (host, port, path) = (target.host, target.port, target.path);
     let download = opts.work_dir.join(format!("download-{index}"));
     let _ = std::fs::remove_dir_all(&download);
     if let Err(e) = std::fs::create_dir_all(&download) {
@@ -286,8 +290,7 @@ fn check_download(dir: &Path, path: &str) -> Result<u64, String> {
         ));
     };
     let body = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let want: Option<u64> = path.strip_prefix("/bytes/").and_then(|n| n.parse().ok());
-    if let Some(want) = want {
+    if let Some(want) = expected_bytes(path) {
         if body.len() as u64 != want {
             return Err(format!("the body has {} bytes, not {want}", body.len()));
         }
@@ -310,12 +313,8 @@ fn check_download(dir: &Path, path: &str) -> Result<u64, String> {
 const STAMP_PRIORITY: i32 = 5;
 
 fn read_lines(pipe: Box<dyn Read + Send>, tx: &mpsc::Sender<Line>) {
-    let p = libc::sched_param {
-        sched_priority: STAMP_PRIORITY,
-    };
-    // SAFETY: affects only the calling thread; p is a valid sched_param. Without the
-    // privilege it fails and the thread keeps its normal priority.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    // without the privilege the thread keeps its normal priority
+    quiclab_netns::sys::realtime_priority(STAMP_PRIORITY);
     let mut r = BufReader::new(pipe);
     let mut buf = Vec::new();
     loop {
@@ -333,60 +332,17 @@ fn read_lines(pipe: Box<dyn Read + Send>, tx: &mpsc::Sender<Line>) {
     }
 }
 
-/// Host, port (443 unless given) and path of an `https://` URL.
-pub fn split_url(url: &str) -> (String, u16, String) {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], rest[i..].to_string()),
-        None => (rest, "/".to_string()),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => match p.parse() {
-            Ok(p) => (h, p),
-            Err(_) => (authority, 443),
-        },
-        _ => (authority, 443),
-    };
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    (host, port, path)
-}
-
 /// The program runs in a process group of its own, so that a signal to quiclab's group (a
 /// trial stopping its endpoint) does not cut it short before quiclab stops it with the
-/// stack's own stop signal; and it gets SIGKILL when the process that started it dies, however
-/// it dies: an external program never outlives its trial.
+/// stack's own stop signal; and it dies with the process that started it, however that dies:
+/// an external program never outlives its trial.
 pub(crate) fn supervise(cmd: &mut std::process::Command) {
-    // SAFETY: setpgid and prctl are async-signal-safe and touch only the calling (child)
-    // process.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setpgid(0, 0) != 0 || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    quiclab_netns::process::tie_to_parent(cmd, true);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_split_into_host_port_and_path() {
-        assert_eq!(
-            split_url("https://198.18.0.2/bytes/100"),
-            ("198.18.0.2".into(), 443, "/bytes/100".into())
-        );
-        assert_eq!(
-            split_url("https://[fd51:c1ab::2]:4433/x"),
-            ("fd51:c1ab::2".into(), 4433, "/x".into())
-        );
-        assert_eq!(split_url("https://h:80"), ("h".into(), 80, "/".into()));
-    }
 
     #[test]
     fn a_download_is_checked_against_the_pattern() {

@@ -507,36 +507,36 @@ impl StackDef {
                     err(s.span().start + 1 + offset..s.span().end, m)
                 })
             };
-        let command = |c: &RawCommand,
+        let command = |program: &Spanned<String>,
+                       raw_args: &[Spanned<String>],
                        places: &[Placeholder],
                        side: &str,
                        needs: &[&[Placeholder]]|
          -> Result<Command, DefError> {
-            let args = c
-                .args
+            let args = raw_args
                 .iter()
                 .map(|a| template(a, places))
                 .collect::<Result<Vec<_>, _>>()?;
             for (i, a) in args.iter().enumerate() {
                 if a.uses(Placeholder::Knobs) && !a.is_knobs() {
                     return Err(err(
-                        c.args[i].span(),
+                        raw_args[i].span(),
                         "{knobs} stands for several arguments: give it as an argument of its own"
                             .into(),
                     ));
                 }
             }
             let cmd = Command {
-                program: c.program.get_ref().clone(),
+                program: program.get_ref().clone(),
                 args,
             };
             if cmd.program.trim().is_empty() {
-                return Err(err(c.program.span(), format!("[{side}] program is empty")));
+                return Err(err(program.span(), format!("[{side}] program is empty")));
             }
             for any_of in needs {
                 if !any_of.iter().any(|p| cmd.uses(*p)) {
                     return Err(err(
-                        c.program.span(),
+                        program.span(),
                         format!(
                             "[{side}] args must use {}: without it quiclab cannot run a trial",
                             if any_of.len() == 1 {
@@ -568,12 +568,9 @@ impl StackDef {
                 ));
             }
         };
-        let server_cmd = RawCommand {
-            program: raw.server.program.clone(),
-            args: raw.server.args.clone(),
-        };
         let server = command(
-            &server_cmd,
+            &raw.server.program,
+            &raw.server.args,
             SERVER_PLACES,
             "server",
             &[
@@ -583,12 +580,9 @@ impl StackDef {
                 &[Placeholder::Htdocs],
             ],
         )?;
-        let client_cmd = RawCommand {
-            program: raw.client.program.clone(),
-            args: raw.client.args.clone(),
-        };
         let client = command(
-            &client_cmd,
+            &raw.client.program,
+            &raw.client.args,
             CLIENT_PLACES,
             "client",
             &[
@@ -600,61 +594,25 @@ impl StackDef {
             Regex::new(s.get_ref())
                 .map_err(|e| err(s.span(), format!("{what}: not a regular expression: {e}")))
         };
+        let optional = |s: &Option<Spanned<String>>, what: &str| {
+            s.as_ref().map(|r| regex(r, what)).transpose()
+        };
+        let c = &raw.client;
         let lines = ClientLines {
-            start: raw
-                .client
-                .start
-                .as_ref()
-                .map(|r| regex(r, "start"))
-                .transpose()?,
-            handshake: raw
-                .client
-                .handshake
-                .as_ref()
-                .map(|r| regex(r, "handshake"))
-                .transpose()?,
-            first_byte: regex(&raw.client.first_byte, "first-byte")?,
-            hello_retry: raw
-                .client
-                .hello_retry
-                .as_ref()
-                .map(|r| regex(r, "hello-retry"))
-                .transpose()?,
-            zero_rtt_sent: raw
-                .client
-                .zero_rtt_sent
-                .as_ref()
-                .map(|r| regex(r, "zero-rtt-sent"))
-                .transpose()?,
-            zero_rtt_rejected: raw
-                .client
-                .zero_rtt_rejected
-                .as_ref()
-                .map(|r| regex(r, "zero-rtt-rejected"))
-                .transpose()?,
-            last_byte: regex(&raw.client.last_byte, "last-byte")?,
-            error: raw
-                .client
-                .error
-                .as_ref()
-                .map(|r| regex(r, "error"))
-                .transpose()?,
-            status: raw
-                .client
-                .status
-                .as_ref()
-                .map(|r| regex(r, "status"))
-                .transpose()?,
-            alpn: raw
-                .client
-                .alpn
-                .as_ref()
-                .map(|r| regex(r, "alpn"))
-                .transpose()?,
+            start: optional(&c.start, "start")?,
+            handshake: optional(&c.handshake, "handshake")?,
+            first_byte: regex(&c.first_byte, "first-byte")?,
+            last_byte: regex(&c.last_byte, "last-byte")?,
+            error: optional(&c.error, "error")?,
+            status: optional(&c.status, "status")?,
+            alpn: optional(&c.alpn, "alpn")?,
+            hello_retry: optional(&c.hello_retry, "hello-retry")?,
+            zero_rtt_sent: optional(&c.zero_rtt_sent, "zero-rtt-sent")?,
+            zero_rtt_rejected: optional(&c.zero_rtt_rejected, "zero-rtt-rejected")?,
         };
         for (r, what, at) in [
-            (&lines.status, "status", &raw.client.status),
-            (&lines.alpn, "alpn", &raw.client.alpn),
+            (&lines.status, "status", &c.status),
+            (&lines.alpn, "alpn", &c.alpn),
         ] {
             if let (Some(r), Some(at)) = (r, at)
                 && r.captures_len() < 2
@@ -903,11 +861,6 @@ struct RawServer {
     program: Spanned<String>,
     args: Vec<Spanned<String>>,
     stop_signal: Option<Spanned<String>>,
-}
-
-struct RawCommand {
-    program: Spanned<String>,
-    args: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -46,24 +46,17 @@ impl Process {
         if mode == Mode::Background {
             c.stdin(Stdio::null());
         }
-        // SAFETY: only async-signal-safe calls (setns, setpgid, prctl, getppid) between fork and
-        // exec; nsfd stays open until spawn returns.
+        // SAFETY: only an async-signal-safe call (setns) between fork and exec; nsfd stays open
+        // until spawn returns.
         unsafe {
             c.pre_exec(move || {
                 if libc::setns(nsfd, libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if group && libc::setpgid(0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                // the parent may have died before prctl took effect
-                if libc::getppid() == 1 {
-                    return Err(std::io::Error::other("parent exited"));
-                }
                 Ok(())
             })
         };
+        tie_to_parent(&mut c, group);
         let child = c
             .spawn()
             .context(|| format!("cannot start {label} command {cmd:?}"))?;
@@ -123,6 +116,26 @@ impl Process {
         // have not reaped it yet (or, for a group, members may outlive the leader).
         unsafe { libc::kill(target, sig) };
     }
+}
+
+/// Makes the command's process die by SIGKILL when the process that starts it dies, however
+/// it dies, and (with `own_group`) lead a process group of its own, so that signals to the
+/// starter's group do not reach it.
+pub fn tie_to_parent(cmd: &mut Command, own_group: bool) {
+    // SAFETY: only async-signal-safe calls (setpgid, prctl, getppid) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if own_group && libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            // the parent may have died before prctl took effect
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("parent exited"));
+            }
+            Ok(())
+        })
+    };
 }
 
 impl Drop for Process {
