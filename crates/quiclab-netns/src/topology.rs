@@ -70,6 +70,27 @@ pub(crate) fn new_id() -> String {
     )
 }
 
+/// The id the next topology of this process will take, if no other is made first (tests use
+/// it to stage a dead run's leftovers under that name).
+#[doc(hidden)]
+pub fn next_id() -> String {
+    format!("{}-{}", std::process::id(), SEQ.load(Ordering::Relaxed))
+}
+
+/// Creates the namespace `name` of the run whose lock we hold. A namespace of that name already
+/// there belongs to a dead run (a crash left it, and its pid has been reused by this process:
+/// the lock proves no live run has the id), so it is reclaimed rather than failing with "File
+/// exists".
+fn create_ns(name: &str) -> Result<Netns> {
+    if std::path::Path::new(crate::ns::NETNS_DIR)
+        .join(name)
+        .exists()
+    {
+        crate::ns::destroy(name)?;
+    }
+    Netns::create(name)
+}
+
 /// The lock that marks a run as alive.
 pub(crate) struct RunLock {
     path: String,
@@ -141,8 +162,8 @@ impl Topology {
         let mtu = cfg.device_mtu.or(link_mtu).unwrap_or(1500);
         let id = new_id();
         let lock = RunLock::take(&id)?;
-        let client = Netns::create(&format!("{PREFIX}{id}-client"))?;
-        let server = Netns::create(&format!("{PREFIX}{id}-server"))?;
+        let client = create_ns(&format!("{PREFIX}{id}-client"))?;
+        let server = create_ns(&format!("{PREFIX}{id}-server"))?;
         let client_tun = make_tun(&client, mtu, CLIENT_V4, CLIENT_V6)?;
         let server_tun = make_tun(&server, mtu, SERVER_V4, SERVER_V6)?;
         let forwarder = Forwarder::start(client_tun, server_tun, up, down, cfg.events, cfg.pcap)
@@ -165,8 +186,8 @@ impl Topology {
         }
         let id = new_id();
         let lock = RunLock::take(&id)?;
-        let client = Netns::create(&format!("{PREFIX}{id}-client"))?;
-        let server = Netns::create(&format!("{PREFIX}{id}-server"))?;
+        let client = create_ns(&format!("{PREFIX}{id}-client"))?;
+        let server = create_ns(&format!("{PREFIX}{id}-server"))?;
         crate::veth::join(&client, &server, mtu, offloads)?;
         Ok(Topology {
             id,

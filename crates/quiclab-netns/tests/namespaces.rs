@@ -261,3 +261,39 @@ fn packets_above_the_link_mtu_never_arrive() {
         "both oversized packets counted"
     );
 }
+
+#[test]
+fn a_dead_runs_namespaces_under_a_reused_pid_are_reclaimed() {
+    let _machine = exclusive();
+    // a crashed run with this process's pid left its namespaces (and no live lock) under the
+    // very id the next topology takes
+    let id = quiclab_netns::topology::next_id();
+    let stale: Vec<String> = ["client", "server"]
+        .iter()
+        .map(|side| format!("quiclab-{id}-{side}"))
+        .collect();
+    for name in &stale {
+        let st = std::process::Command::new("ip")
+            .args(["netns", "add", name])
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip netns add {name}");
+    }
+    // a process of the dead run still inside one of them
+    let mut sleeper = std::process::Command::new("ip")
+        .args(["netns", "exec", &stale[0], "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let link = symmetric_link(&[("delay", "5ms")]).expect("valid link");
+    let r = with_topology(link, None, |topo| {
+        assert_eq!(topo.id(), id, "the topology took the dead run's id");
+        probe::udp_rtt(topo, &RttConfig::default()).expect("the reclaimed namespaces work")
+    });
+    // the dead run's process went with its namespace
+    let status = sleeper.wait().unwrap();
+    assert!(!status.success(), "the stale process was killed: {status}");
+    assert_eq!(r.lost(), 0);
+    let median = r.median().expect("replies");
+    assert!(median >= Duration::from_millis(10), "{median:?}");
+}

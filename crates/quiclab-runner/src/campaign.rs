@@ -151,6 +151,8 @@ pub fn run(
     if opts.jobs == 0 {
         return Err(RunError::NoJobs);
     }
+    // held until the run returns: a second run into the same directory is refused
+    let _lock = Store::lock(&opts.out)?;
     let mut store = Store::open(&opts.out)?;
     if let Some(found) = store.meta("plan_name")?
         && found != plan.name

@@ -10,12 +10,13 @@
 pub mod output;
 
 use std::collections::HashSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use quiclab_model::campaign::{Campaign, Metrics, TimelinePoint, Trial};
 #[cfg(test)]
 use quiclab_model::campaign::{Detail, RequestMetrics};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 /// The database's file name inside a campaign directory.
@@ -53,6 +54,21 @@ pub enum StoreError {
     },
     #[error("{path}: no campaign has been recorded here")]
     Empty { path: String },
+    #[error(
+        "{path} holds no campaign, but {dir}/trials holds {folders} trial folders: the database \
+         of an earlier run was deleted, emptied or damaged. Starting afresh would orphan those \
+         trials: restore the database, or move {dir}/trials away (or choose another --out)"
+    )]
+    Orphans {
+        path: String,
+        dir: String,
+        folders: usize,
+    },
+    #[error(
+        "{dir} is in use by another quiclab run (pid {holder}): wait for it to finish, stop it, \
+         or choose another --out directory"
+    )]
+    Busy { dir: String, holder: String },
     #[error(transparent)]
     Output(#[from] output::OutputError),
 }
@@ -88,6 +104,15 @@ pub struct TrialRecord {
     pub phases: serde_json::Value,
     /// Folder of the trial's artifacts, relative to the campaign directory, if kept.
     pub artifacts: Option<String>,
+}
+
+/// The lock file of a campaign directory (see [`Store::lock`]).
+pub const LOCK_FILE: &str = ".lock";
+
+/// A campaign directory held by this process until dropped.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: std::fs::File,
 }
 
 /// A campaign's database.
@@ -175,6 +200,20 @@ impl Store {
         if found != 0 && found != SCHEMA_VERSION && found != 1 {
             return Err(StoreError::Version { path: p, found });
         }
+        if found == 0 {
+            // a new database: refuse it where an earlier campaign's trials lie, whose database
+            // was deleted, emptied or damaged (starting afresh would silently orphan them)
+            let folders = std::fs::read_dir(dir.join("trials"))
+                .map(|d| d.filter_map(|e| e.ok()).count())
+                .unwrap_or(0);
+            if folders > 0 {
+                return Err(StoreError::Orphans {
+                    path: p,
+                    dir: dir.display().to_string(),
+                    folders,
+                });
+            }
+        }
         conn.execute_batch(SCHEMA).map_err(sql)?;
         if found == 1 {
             // version 1 had no workload detail: its trials were single objects, which have none
@@ -186,14 +225,72 @@ impl Store {
         Ok(Store { conn, path: p })
     }
 
-    /// Opens an existing campaign's database (refusing a directory without one).
+    /// Opens an existing campaign's database to read it (a report, an export): read-only, so
+    /// reading needs no space and cannot change a campaign another process is writing.
     pub fn open_existing(dir: &Path) -> Result<Store> {
-        if !dir.join(DB_FILE).is_file() {
+        let path = dir.join(DB_FILE);
+        output::refuse_link(&path)?;
+        if !path.is_file() {
             return Err(StoreError::Empty {
                 path: dir.display().to_string(),
             });
         }
-        Self::open(dir)
+        let p = path.display().to_string();
+        let sql = |source| StoreError::Sqlite {
+            path: p.clone(),
+            source,
+        };
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql)?;
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql)?;
+        if found == 0 {
+            // no schema: an empty or foreign file
+            return Err(StoreError::Empty { path: p });
+        }
+        if found != SCHEMA_VERSION {
+            // an older schema is upgraded in place (which needs to write); a newer is refused
+            drop(conn);
+            return Self::open(dir);
+        }
+        Ok(Store { conn, path: p })
+    }
+
+    /// Takes the campaign directory for this process: a second `quiclab run` into the same
+    /// directory would delete the first one's in-flight artifacts. The lock is the kernel's
+    /// (released however the process ends); the file names the holder's pid.
+    pub fn lock(dir: &Path) -> Result<DirLock> {
+        output::check_dir(dir)?;
+        let io = |source| StoreError::Io {
+            path: dir.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let path = dir.join(LOCK_FILE);
+        let mut file = output::open_rw(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = std::io::Read::read_to_string(&mut file, &mut holder);
+                return Err(StoreError::Busy {
+                    dir: dir.display().to_string(),
+                    holder: holder.trim().to_string(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
+        let pid = std::process::id();
+        file.set_len(0)
+            .and_then(|()| writeln!(file, "{pid}"))
+            .map_err(io)?;
+        Ok(DirLock { _file: file })
     }
 
     pub fn path(&self) -> &str {
@@ -207,8 +304,8 @@ impl Store {
         }
     }
 
-    fn json(&self, what: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
-        let what = what.to_string();
+    fn json(&self, what: impl Into<String>) -> impl Fn(serde_json::Error) -> StoreError + '_ {
+        let what = what.into();
         move |source| StoreError::Json {
             path: self.path.clone(),
             what: what.clone(),
@@ -415,13 +512,16 @@ impl Store {
             .map_err(self.sql())?;
         let mut trials = Vec::with_capacity(raw.len());
         for (mut t, [config, link, requests, phases], detail) in raw {
-            t.config = serde_json::from_str(&config).map_err(self.json("config"))?;
+            // a damaged cell names its trial and column
+            let id = t.id.clone();
+            let cell = |column: &str| self.json(format!("trial {id}, column {column}"));
+            t.config = serde_json::from_str(&config).map_err(cell("config"))?;
             if let (Ok(m), Some(d)) = (t.outcome.as_mut(), detail) {
-                m.detail = serde_json::from_str(&d).map_err(self.json("detail"))?;
+                m.detail = serde_json::from_str(&d).map_err(cell("detail"))?;
             }
-            t.link = serde_json::from_str(&link).map_err(self.json("link"))?;
-            t.requests = serde_json::from_str(&requests).map_err(self.json("requests"))?;
-            t.phases = serde_json::from_str(&phases).map_err(self.json("phases"))?;
+            t.link = serde_json::from_str(&link).map_err(cell("link"))?;
+            t.requests = serde_json::from_str(&requests).map_err(cell("requests"))?;
+            t.phases = serde_json::from_str(&phases).map_err(cell("phases"))?;
             trials.push(t);
         }
         let mut by_id: std::collections::HashMap<String, Vec<TimelinePoint>> =
@@ -467,10 +567,7 @@ impl Store {
         let mut c: Campaign = serde_json::from_str(&text).map_err(self.json("campaign"))?;
         // the plan's current trials only: a trial of an earlier version of the plan (another
         // knob, another condition) stays in the database but is not part of this campaign
-        let current: Option<HashSet<String>> = match self.meta("trial_ids")? {
-            Some(t) => Some(serde_json::from_str(&t).map_err(self.json("trial_ids"))?),
-            None => None,
-        };
+        let current = self.current_ids()?;
         c.trials = self
             .trials()?
             .into_iter()
@@ -498,86 +595,88 @@ impl Store {
     /// sample) into `out`, for pandas, R or a spreadsheet, and when there are any,
     /// `requests.csv` (one row per request of a multi-request trial) and `units.csv` (one row
     /// per telemetry unit: when it was generated, its latency, empty if it never arrived, and
-    /// the model's). Returns the files written.
-    pub fn export_csv(&self, out: &Path) -> Result<Vec<PathBuf>> {
-        let io = |path: &Path| {
-            let path = path.display().to_string();
-            move |source| StoreError::Io {
-                path: path.clone(),
-                source,
-            }
-        };
+    /// the model's). Only the plan's current trials are written (as in the report); each file
+    /// is written whole or not at all (a full disk leaves the previous export).
+    pub fn export_csv(&self, out: &Path) -> Result<Export> {
         output::check_dir(out)?;
-        std::fs::create_dir_all(out).map_err(io(out))?;
-        let trials = self.trials()?;
-        let tpath = out.join("trials.csv");
-        let mut w = std::io::BufWriter::new(output::create(&tpath)?);
-        use std::io::Write;
-        writeln!(
-            w,
-            "id,seq,arm,condition,size_bytes,iteration,seed,status,error,started_unix_ms,wall_ms,\
-             ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,retransmissions,\
-             first_retransmit_offset,impossible_rtt_samples,link_drops,artifacts"
-        )
-        .map_err(io(&tpath))?;
+        std::fs::create_dir_all(out).map_err(|source| StoreError::Io {
+            path: out.display().to_string(),
+            source,
+        })?;
+        let all = self.trials()?;
+        let current = self.current_ids()?;
+        let total = all.len();
+        let trials: Vec<TrialRecord> = all
+            .into_iter()
+            .filter(|t| current.as_ref().is_none_or(|ids| ids.contains(&t.id)))
+            .collect();
+        let stale = total - trials.len();
         let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
         let int = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-        for t in &trials {
-            let m = t.outcome.as_ref().ok();
-            let fields = [
-                csv_field(&t.id),
-                t.seq.to_string(),
-                csv_field(&t.arm),
-                csv_field(&t.condition),
-                t.size.to_string(),
-                t.iteration.to_string(),
-                t.seed.to_string(),
-                if m.is_some() { "ok" } else { "failed" }.to_string(),
-                csv_field(t.outcome.as_ref().err().map_or("", String::as_str)),
-                t.started_unix_ms.to_string(),
-                t.wall_ms.to_string(),
-                num(m.map(|m| m.ttlb_ms)),
-                num(m.map(|m| m.ttfb_ms)),
-                num(m.and_then(|m| m.handshake_ms)),
-                num(m.and_then(|m| m.handshake_rtts)),
-                m.map(|m| m.hello_retry.to_string()).unwrap_or_default(),
-                int(m.and_then(|m| m.retransmissions)),
-                int(m.and_then(|m| m.first_retransmit_offset)),
-                int(m.and_then(|m| m.impossible_rtt_samples)),
-                int(m.map(|m| m.link_drops)),
-                csv_field(t.artifacts.as_deref().unwrap_or("")),
-            ];
-            writeln!(w, "{}", fields.join(",")).map_err(io(&tpath))?;
-        }
-        w.flush().map_err(io(&tpath))?;
-        let lpath = out.join("timeline.csv");
-        let mut w = std::io::BufWriter::new(output::create(&lpath)?);
-        writeln!(
-            w,
-            "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event"
-        )
-        .map_err(io(&lpath))?;
-        for t in &trials {
-            let Ok(m) = &t.outcome else { continue };
-            for p in &m.timeline {
-                writeln!(
-                    w,
-                    "{},{},{},{},{},{},{},{},{},{}",
+        let tpath = out.join("trials.csv");
+        output::write_atomic_with(&tpath, |w| {
+            writeln!(
+                w,
+                "id,seq,arm,condition,size_bytes,iteration,seed,status,error,started_unix_ms,wall_ms,\
+                 ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,retransmissions,\
+                 first_retransmit_offset,impossible_rtt_samples,link_drops,artifacts"
+            )?;
+            for t in &trials {
+                let m = t.outcome.as_ref().ok();
+                let fields = [
                     csv_field(&t.id),
+                    t.seq.to_string(),
                     csv_field(&t.arm),
                     csv_field(&t.condition),
-                    t.size,
-                    t.iteration,
-                    p.t_ms,
-                    p.acked_bytes,
-                    int(p.cwnd_bytes),
-                    num(p.rtt_ms),
-                    p.congestion_event
-                )
-                .map_err(io(&lpath))?;
+                    t.size.to_string(),
+                    t.iteration.to_string(),
+                    t.seed.to_string(),
+                    if m.is_some() { "ok" } else { "failed" }.to_string(),
+                    csv_field(t.outcome.as_ref().err().map_or("", String::as_str)),
+                    t.started_unix_ms.to_string(),
+                    t.wall_ms.to_string(),
+                    num(m.map(|m| m.ttlb_ms)),
+                    num(m.map(|m| m.ttfb_ms)),
+                    num(m.and_then(|m| m.handshake_ms)),
+                    num(m.and_then(|m| m.handshake_rtts)),
+                    m.map(|m| m.hello_retry.to_string()).unwrap_or_default(),
+                    int(m.and_then(|m| m.retransmissions)),
+                    int(m.and_then(|m| m.first_retransmit_offset)),
+                    int(m.and_then(|m| m.impossible_rtt_samples)),
+                    int(m.map(|m| m.link_drops)),
+                    csv_field(t.artifacts.as_deref().unwrap_or("")),
+                ];
+                writeln!(w, "{}", fields.join(","))?;
             }
-        }
-        w.flush().map_err(io(&lpath))?;
+            Ok(())
+        })?;
+        let lpath = out.join("timeline.csv");
+        output::write_atomic_with(&lpath, |w| {
+            writeln!(
+                w,
+                "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event"
+            )?;
+            for t in &trials {
+                let Ok(m) = &t.outcome else { continue };
+                for p in &m.timeline {
+                    writeln!(
+                        w,
+                        "{},{},{},{},{},{},{},{},{},{}",
+                        csv_field(&t.id),
+                        csv_field(&t.arm),
+                        csv_field(&t.condition),
+                        t.size,
+                        t.iteration,
+                        p.t_ms,
+                        p.acked_bytes,
+                        int(p.cwnd_bytes),
+                        num(p.rtt_ms),
+                        p.congestion_event
+                    )?;
+                }
+            }
+            Ok(())
+        })?;
         let mut files = vec![tpath, lpath];
         if trials.iter().any(|t| {
             t.outcome
@@ -585,38 +684,37 @@ impl Store {
                 .is_ok_and(|m| !m.detail.requests.is_empty())
         }) {
             let rpath = out.join("requests.csv");
-            let mut w = std::io::BufWriter::new(output::create(&rpath)?);
-            writeln!(
-                w,
-                "trial_id,arm,condition,size_bytes,iteration,request,bytes,start_ms,ttfb_ms,\
-                 ttlb_ms,new_connection,handshake_ms,resumed,zero_rtt_attempted,zero_rtt_accepted"
-            )
-            .map_err(io(&rpath))?;
-            for t in &trials {
-                let Ok(m) = &t.outcome else { continue };
-                for (i, r) in m.detail.requests.iter().enumerate() {
-                    writeln!(
-                        w,
-                        "{},{},{},{},{},{i},{},{},{},{},{},{},{},{},{}",
-                        csv_field(&t.id),
-                        csv_field(&t.arm),
-                        csv_field(&t.condition),
-                        t.size,
-                        t.iteration,
-                        r.bytes,
-                        r.start_ms,
-                        r.ttfb_ms,
-                        r.ttlb_ms,
-                        r.new_connection,
-                        num(r.handshake_ms),
-                        r.resumed,
-                        r.zero_rtt_attempted,
-                        r.zero_rtt_accepted
-                    )
-                    .map_err(io(&rpath))?;
+            output::write_atomic_with(&rpath, |w| {
+                writeln!(
+                    w,
+                    "trial_id,arm,condition,size_bytes,iteration,request,bytes,start_ms,ttfb_ms,\
+                     ttlb_ms,new_connection,handshake_ms,resumed,zero_rtt_attempted,zero_rtt_accepted"
+                )?;
+                for t in &trials {
+                    let Ok(m) = &t.outcome else { continue };
+                    for (i, r) in m.detail.requests.iter().enumerate() {
+                        writeln!(
+                            w,
+                            "{},{},{},{},{},{i},{},{},{},{},{},{},{},{},{}",
+                            csv_field(&t.id),
+                            csv_field(&t.arm),
+                            csv_field(&t.condition),
+                            t.size,
+                            t.iteration,
+                            r.bytes,
+                            r.start_ms,
+                            r.ttfb_ms,
+                            r.ttlb_ms,
+                            r.new_connection,
+                            num(r.handshake_ms),
+                            r.resumed,
+                            r.zero_rtt_attempted,
+                            r.zero_rtt_accepted
+                        )?;
+                    }
                 }
-            }
-            w.flush().map_err(io(&rpath))?;
+                Ok(())
+            })?;
             files.push(rpath);
         }
         if trials.iter().any(|t| {
@@ -625,38 +723,62 @@ impl Store {
                 .is_ok_and(|m| m.detail.telemetry.is_some())
         }) {
             let upath = out.join("units.csv");
-            let mut w = std::io::BufWriter::new(output::create(&upath)?);
-            writeln!(
-                w,
-                "trial_id,arm,condition,iteration,mode,unit,generated_ms,latency_ms,model_ms"
-            )
-            .map_err(io(&upath))?;
-            for t in &trials {
-                let Ok(m) = &t.outcome else { continue };
-                let Some(d) = &m.detail.telemetry else {
-                    continue;
-                };
-                for (i, l) in d.latency_us.iter().enumerate() {
-                    writeln!(
-                        w,
-                        "{},{},{},{},{},{i},{},{},{}",
-                        csv_field(&t.id),
-                        csv_field(&t.arm),
-                        csv_field(&t.condition),
-                        t.iteration,
-                        csv_field(&d.mode),
-                        i as f64 * 1000.0 / f64::from(d.units_per_second.max(1)),
-                        num(l.map(|l| f64::from(l) / 1000.0)),
-                        d.model_ms(i)
-                    )
-                    .map_err(io(&upath))?;
+            output::write_atomic_with(&upath, |w| {
+                writeln!(
+                    w,
+                    "trial_id,arm,condition,iteration,mode,unit,generated_ms,latency_ms,model_ms"
+                )?;
+                for t in &trials {
+                    let Ok(m) = &t.outcome else { continue };
+                    let Some(d) = &m.detail.telemetry else {
+                        continue;
+                    };
+                    for (i, l) in d.latency_us.iter().enumerate() {
+                        writeln!(
+                            w,
+                            "{},{},{},{},{},{i},{},{},{}",
+                            csv_field(&t.id),
+                            csv_field(&t.arm),
+                            csv_field(&t.condition),
+                            t.iteration,
+                            csv_field(&d.mode),
+                            i as f64 * 1000.0 / f64::from(d.units_per_second.max(1)),
+                            num(l.map(|l| f64::from(l) / 1000.0)),
+                            d.model_ms(i)
+                        )?;
+                    }
                 }
-            }
-            w.flush().map_err(io(&upath))?;
+                Ok(())
+            })?;
             files.push(upath);
         }
-        Ok(files)
+        Ok(Export {
+            files,
+            trials: trials.len(),
+            stale,
+        })
     }
+
+    /// The ids of the plan's current trials (None for a campaign recorded before they were
+    /// kept: every trial is current).
+    fn current_ids(&self) -> Result<Option<HashSet<String>>> {
+        match self.meta("trial_ids")? {
+            Some(t) => Ok(Some(
+                serde_json::from_str(&t).map_err(self.json("trial_ids"))?,
+            )),
+            None => Ok(None),
+        }
+    }
+}
+
+/// What [`Store::export_csv`] wrote.
+#[derive(Debug)]
+pub struct Export {
+    pub files: Vec<PathBuf>,
+    /// Trials written (the plan's current ones).
+    pub trials: usize,
+    /// Trials of earlier versions of the plan, kept in the database but not written.
+    pub stale: usize,
 }
 
 /// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
@@ -833,13 +955,109 @@ mod tests {
     }
 
     #[test]
+    fn reading_a_campaign_never_writes_it() {
+        let d = dir("readonly");
+        let mut s = Store::open(&d).unwrap();
+        s.set_campaign(&Campaign::default()).unwrap();
+        s.record(&trial("a", 0, Ok(metrics(10.0, 1)))).unwrap();
+        drop(s);
+        let r = Store::open_existing(&d).unwrap();
+        assert_eq!(r.campaign().unwrap().trials.len(), 1);
+        let e = r.set_meta("x", "y").unwrap_err().to_string();
+        assert!(e.contains("readonly"), "{e}");
+        // a file that is no campaign is named as such, not opened as a new one
+        let other = dir("readonly-empty");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join(DB_FILE), b"").unwrap();
+        assert!(matches!(
+            Store::open_existing(&other),
+            Err(StoreError::Empty { .. })
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(&other);
+    }
+
+    #[test]
+    fn a_lost_database_beside_trial_folders_is_refused_not_replaced() {
+        let d = dir("orphans");
+        std::fs::create_dir_all(d.join("trials/0123abcd")).unwrap();
+        // missing, emptied (0 bytes) and table-less databases alike
+        for damage in ["missing", "empty", "no tables"] {
+            let db = d.join(DB_FILE);
+            let _ = std::fs::remove_file(&db);
+            match damage {
+                "empty" => std::fs::write(&db, b"").unwrap(),
+                "no tables" => drop(Connection::open(&db).unwrap()),
+                _ => {}
+            }
+            let e = Store::open(&d).err().expect(damage);
+            assert!(
+                matches!(e, StoreError::Orphans { folders: 1, .. }),
+                "{damage}: {e}"
+            );
+            assert!(e.to_string().contains("move"), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_second_run_into_a_held_directory_is_told_who_holds_it() {
+        let d = dir("lock");
+        let held = Store::lock(&d).unwrap();
+        let e = Store::lock(&d).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Busy { holder, .. } if *holder == std::process::id().to_string()),
+            "{e}"
+        );
+        drop(held);
+        let again = Store::lock(&d).unwrap();
+        drop(again);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_damaged_cell_names_its_trial_and_column() {
+        let d = dir("damaged");
+        let mut s = Store::open(&d).unwrap();
+        s.record(&trial("t0", 0, Ok(metrics(10.0, 1)))).unwrap();
+        s.conn
+            .execute("UPDATE trials SET phases = '{not json' WHERE id = 't0'", [])
+            .unwrap();
+        let e = s.trials().unwrap_err().to_string();
+        assert!(e.contains("trial t0, column phases"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn export_writes_the_plans_current_trials_only() {
+        let d = dir("stale");
+        let mut s = Store::open(&d).unwrap();
+        for (i, id) in ["old", "kept", "new"].iter().enumerate() {
+            s.record(&trial(id, i as u64, Ok(metrics(10.0, 1))))
+                .unwrap();
+        }
+        // the plan was edited: "old" is no longer one of its trials
+        s.set_meta("trial_ids", r#"["kept","new"]"#).unwrap();
+        let e = s.export_csv(&d.join("csv")).unwrap();
+        assert_eq!((e.trials, e.stale), (2, 1));
+        let rows = std::fs::read_to_string(&e.files[0]).unwrap();
+        let ids: Vec<_> = rows
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap())
+            .collect();
+        assert_eq!(ids, ["kept", "new"]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn csv_export_quotes_what_needs_quoting() {
         let d = dir("csv");
         let mut s = Store::open(&d).unwrap();
         s.record(&trial("a", 0, Err("bad, \"very\" bad".into())))
             .unwrap();
         s.record(&trial("b", 1, Ok(metrics(99.5, 3)))).unwrap();
-        let files = s.export_csv(&d.join("csv")).unwrap();
+        let files = s.export_csv(&d.join("csv")).unwrap().files;
         let trials = std::fs::read_to_string(&files[0]).unwrap();
         let lines: Vec<_> = trials.lines().collect();
         assert_eq!(lines.len(), 3);
@@ -888,7 +1106,7 @@ mod tests {
             s.trials().unwrap()[0].outcome.as_ref().unwrap().detail,
             m.detail
         );
-        let files = s.export_csv(&d.join("csv")).unwrap();
+        let files = s.export_csv(&d.join("csv")).unwrap().files;
         let units = std::fs::read_to_string(files.last().unwrap()).unwrap();
         let lines: Vec<_> = units.lines().collect();
         assert_eq!(lines.len(), 4, "{units}");

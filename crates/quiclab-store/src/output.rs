@@ -98,15 +98,31 @@ pub fn create(path: &Path) -> Result<std::fs::File, OutputError> {
         .custom_flags(libc::O_NOFOLLOW)
         .mode(0o644)
         .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                OutputError::Link {
-                    path: path.to_path_buf(),
-                }
-            } else {
-                io(path)(e)
-            }
-        })
+        .map_err(|e| link_or_io(path, e))
+}
+
+/// Opens (creating if needed) a file to read and write in place without truncating it (a lock
+/// file), refusing a symbolic link at `path`.
+pub fn open_rw(path: &Path) -> Result<std::fs::File, OutputError> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| link_or_io(path, e))
+}
+
+fn link_or_io(path: &Path, e: std::io::Error) -> OutputError {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        OutputError::Link {
+            path: path.to_path_buf(),
+        }
+    } else {
+        io(path)(e)
+    }
 }
 
 /// Writes `bytes` to `path` atomically, never through a link (see the module's contract).

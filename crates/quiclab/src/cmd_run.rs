@@ -513,8 +513,16 @@ pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
     let to = c.to.unwrap_or_else(|| c.dir.join("export"));
     match c.format {
         Format::Csv => {
-            for f in store.export_csv(&to)? {
+            let e = store.export_csv(&to)?;
+            for f in &e.files {
                 println!("{}", f.display());
+            }
+            if e.stale > 0 {
+                eprintln!(
+                    "quiclab: exported the plan's {} current trials; {} trials of earlier \
+                     versions of the plan stay in the database, not exported",
+                    e.trials, e.stale
+                );
             }
         }
     }

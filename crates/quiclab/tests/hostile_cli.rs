@@ -1,0 +1,141 @@
+//! Hostile input, faults and misuse: each test reproduces a way quiclab once went wrong (as
+//! root, in namespaces the tests create) and checks what it does now.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+mod common;
+
+/// A plan of `arms` (TOML tables) fetching 10 KB over a 5 ms link, `iterations` times.
+fn tiny_plan(name: &str, iterations: u32, arms: &str) -> String {
+    format!(
+        "name = \"{name}\"\niterations = {iterations}\n[workload]\nkind = \"single-object\"\n\
+         sizes = [\"10KB\"]\n[network]\ndelay = \"5ms\"\n{arms}"
+    )
+}
+
+/// `quiclab ARGS`: (exit code, standard error).
+fn quiclab(args: &[&str]) -> (Option<i32>, String) {
+    let o = common::quiclab().args(args).output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_second_run_into_a_busy_directory_is_refused_naming_the_first() {
+    common::assert_root();
+    let dir = common::TempDir::new("busy");
+    let plan = dir.join("plan.toml");
+    // long enough trials (1 MB at 2 Mbit/s: over 4 s each) that the first run is surely busy
+    std::fs::write(
+        &plan,
+        "name = \"busy\"\niterations = 3\n[workload]\nkind = \"single-object\"\n\
+         sizes = [\"1MB\"]\n[network]\ndelay = \"5ms\"\nrate = \"2mbit\"\n[arms.h2]\nhttp = \"2\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut first = common::quiclab()
+        .args(["run", plan.to_str().unwrap(), "--jobs", "1", "--out"])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = out.join(".lock");
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&lock).map_or(true, |s| s.trim().is_empty()) {
+        assert!(
+            Instant::now() < until,
+            "the first run never took its directory"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, err) = quiclab(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // SAFETY: SIGINT to the child this test started.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    let first_status = first.wait().unwrap();
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "in use by another quiclab run (pid {})",
+            first.id()
+        )),
+        "{err}"
+    );
+    // the first run was not disturbed: it stopped on the signal, as asked
+    assert_eq!(first_status.code(), Some(130), "{first_status}");
+}
+
+#[test]
+fn export_after_editing_the_plan_writes_its_current_trials_only() {
+    common::assert_root();
+    let two = "[arms.h2]\nhttp = \"2\"\n[arms.h3]\nhttp = \"3\"\n";
+    let (dir, out) = common::run_plan("stale", &tiny_plan("stale", 2, two), &[]);
+    // the plan loses an arm and runs again into the same directory
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, tiny_plan("stale", 2, "[arms.h2]\nhttp = \"2\"\n")).unwrap();
+    let (code, err) = quiclab(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = quiclab(&["export", out.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("2 trials of earlier versions"), "{err}");
+    let csv = std::fs::read_to_string(out.join("export/trials.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    assert!(
+        rows.iter().all(|r| r.split(',').nth(2) == Some("h2")),
+        "{csv}"
+    );
+    let mut ids: Vec<&str> = rows.iter().map(|r| r.split(',').next().unwrap()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 2, "no duplicate keys: {csv}");
+}
+
+#[test]
+fn a_lost_database_beside_finished_trials_is_named_not_silently_replaced() {
+    common::assert_root();
+    let (dir, out) = common::run_plan(
+        "lostdb",
+        &tiny_plan("lostdb", 1, "[arms.h2]\nhttp = \"2\"\n"),
+        &["--keep-artifacts"],
+    );
+    let plan = dir.join("plan.toml");
+    for damage in ["empty", "deleted"] {
+        let db = out.join("results.db");
+        for f in ["results.db", "results.db-wal", "results.db-shm"] {
+            let _ = std::fs::remove_file(out.join(f));
+        }
+        if damage == "empty" {
+            std::fs::write(&db, b"").unwrap();
+        }
+        let (code, err) = quiclab(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{damage}: {err}");
+        assert!(
+            err.contains("holds no campaign") && err.contains("trial folders"),
+            "{damage}: {err}"
+        );
+        let (code, err) = quiclab(&["report", out.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{damage}: {err}");
+        assert!(
+            err.contains("no campaign has been recorded"),
+            "{damage}: {err}"
+        );
+    }
+}
