@@ -78,8 +78,38 @@ pub fn clean(force: bool) -> Result<Cleaned> {
     Ok(out)
 }
 
+/// Removes the leftovers of the dead runs of process `pid` (see [`crate::reaper`]): the same
+/// as [`clean`] without `force`, for one process's runs only.
+pub fn remove_dead_runs_of(pid: u32) -> Result<Cleaned> {
+    let mut out = Cleaned::default();
+    let mine = |name: &str| {
+        run_id(name)
+            .and_then(|id| id.split_once('-'))
+            .is_some_and(|(p, _)| p == pid.to_string())
+    };
+    remove_namespaces_where(false, &mut out, &mine)?;
+    if !out.namespaces.is_empty() {
+        // a kill, not a normal exit: an `ip netns add` it started may still be finishing
+        std::thread::sleep(SETTLE);
+        remove_namespaces_where(false, &mut out, &mine)?;
+    }
+    remove_locks_where(false, &|id| {
+        id.split_once('-')
+            .is_some_and(|(p, _)| p == pid.to_string())
+    });
+    Ok(out)
+}
+
 fn remove_namespaces(force: bool, out: &mut Cleaned) -> Result<()> {
-    for name in namespaces() {
+    remove_namespaces_where(force, out, &|_| true)
+}
+
+fn remove_namespaces_where(
+    force: bool,
+    out: &mut Cleaned,
+    which: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    for name in namespaces().into_iter().filter(|n| which(n)) {
         let id = run_id(&name).unwrap_or("");
         let state = run_state(id);
         if !force && matches!(state, RunState::Live) {
@@ -98,10 +128,14 @@ fn remove_namespaces(force: bool, out: &mut Cleaned) -> Result<()> {
 }
 
 fn remove_locks(force: bool) {
+    remove_locks_where(force, &|_| true);
+}
+
+fn remove_locks_where(force: bool, which: &dyn Fn(&str) -> bool) {
     if let Ok(dir) = std::fs::read_dir(LOCK_DIR) {
         for e in dir.filter_map(|e| e.ok()) {
             let file = e.file_name().to_string_lossy().into_owned();
-            let Some(id) = file.strip_suffix(".lock") else {
+            let Some(id) = file.strip_suffix(".lock").filter(|id| which(id)) else {
                 continue;
             };
             // unlink only while holding the lock, so a run taking it now cannot lose it

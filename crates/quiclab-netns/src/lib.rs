@@ -14,6 +14,7 @@ pub mod ns;
 pub mod pcap;
 pub mod probe;
 pub mod process;
+pub mod reaper;
 pub mod selftest;
 pub mod sys;
 pub mod topology;

@@ -82,6 +82,7 @@ pub fn next_id() -> String {
 /// the lock proves no live run has the id), so it is reclaimed rather than failing with "File
 /// exists".
 fn create_ns(name: &str) -> Result<Netns> {
+    crate::reaper::ensure();
     if std::path::Path::new(crate::ns::NETNS_DIR)
         .join(name)
         .exists()

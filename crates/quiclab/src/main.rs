@@ -51,13 +51,22 @@ enum Cmd {
     Serve(cmd_serve::ServeCmd),
     Telemetry(cmd_telemetry::TelemetryCmd),
     External(cmd_external::ExternalCmd),
+    /// Removes what the runs of quiclab process PARENT left once it has ended (started by
+    /// quiclab itself; see quiclab_netns::reaper).
+    #[command(name = "__reap", hide = true)]
+    Reap {
+        parent: u32,
+    },
 }
 
 impl Cmd {
     /// Whether the command times something (a trial, a link, an endpoint), so that its code
     /// must not wait on the disk mid-run.
     fn measures(&self) -> bool {
-        !matches!(self, Cmd::Report(_) | Cmd::Export(_) | Cmd::Clean(_))
+        !matches!(
+            self,
+            Cmd::Report(_) | Cmd::Export(_) | Cmd::Clean(_) | Cmd::Reap { .. }
+        )
     }
 }
 
@@ -84,12 +93,30 @@ impl log::Log for StderrLog {
 
 static LOG: StderrLog = StderrLog;
 
+/// `quiclab __reap PARENT`: says what it removed, if anything (only after a kill).
+fn reap(parent: u32) -> anyhow::Result<i32> {
+    let r = quiclab_netns::reaper::reap(parent)?;
+    if !r.namespaces.is_empty() {
+        eprintln!(
+            "quiclab: process {parent} ended without cleaning up: removed {} namespace(s) and {} \
+             process(es) it left",
+            r.namespaces.len(),
+            r.processes
+        );
+    }
+    Ok(0)
+}
+
 fn main() {
     // set once, before anything that could warn
     if log::set_logger(&LOG).is_ok() {
         log::set_max_level(log::LevelFilter::Warn);
     }
     let cli = Cli::parse();
+    if let Ok(exe) = std::env::current_exe() {
+        // namespaces a kill leaves are removed by a reaper: this program, with this command
+        quiclab_netns::reaper::set_program(exe, &["__reap"]);
+    }
     if cli.cmd.measures() {
         // Before any thread starts: see keep_program_resident for why.
         if let Err(e) = quiclab_netns::sys::keep_program_resident() {
@@ -111,6 +138,7 @@ fn main() {
         Cmd::Serve(c) => cmd_serve::serve(c),
         Cmd::Telemetry(c) => cmd_telemetry::telemetry(c),
         Cmd::External(c) => cmd_external::external(c),
+        Cmd::Reap { parent } => reap(parent),
     };
     match result {
         Ok(code) => std::process::exit(code),

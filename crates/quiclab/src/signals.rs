@@ -1,4 +1,4 @@
-//! Termination requests: SIGINT (Ctrl-C), SIGTERM and SIGHUP set flags instead of killing
+//! Termination requests: SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGQUIT set flags instead of killing
 //! quiclab, so that every namespace and process it created is removed before it exits.
 
 use std::sync::Arc;
@@ -19,6 +19,8 @@ impl Signals {
         signal_hook::flag::register(signal_hook::consts::SIGINT, s.interrupt.clone())?;
         signal_hook::flag::register(signal_hook::consts::SIGTERM, s.terminate.clone())?;
         signal_hook::flag::register(signal_hook::consts::SIGHUP, s.terminate.clone())?;
+        // Ctrl-\ too: its default (a core dump) would leave every namespace behind
+        signal_hook::flag::register(signal_hook::consts::SIGQUIT, s.terminate.clone())?;
         Ok(s)
     }
 
@@ -27,7 +29,7 @@ impl Signals {
         self.interrupt.load(Ordering::Relaxed)
     }
 
-    /// SIGTERM or SIGHUP arrived.
+    /// SIGTERM, SIGHUP or SIGQUIT arrived.
     pub fn terminated(&self) -> bool {
         self.terminate.load(Ordering::Relaxed)
     }

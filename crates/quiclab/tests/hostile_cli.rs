@@ -139,3 +139,117 @@ fn a_lost_database_beside_finished_trials_is_named_not_silently_replaced() {
         );
     }
 }
+
+/// Pids of processes whose command line holds `marker` (read from /proc; never signalled).
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+/// quiclab's namespaces of the process `pid`.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("quiclab-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits up to `limit` for `done`.
+fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while !done() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn killing_link_outright_takes_its_namespaces_and_their_processes_with_it() {
+    common::assert_root();
+    // compound commands: the shell forks the sleeps, which PR_SET_PDEATHSIG does not reach
+    let marker = format!("61.{}", std::process::id());
+    let mut link = common::quiclab()
+        .args(["link", "--delay", "5ms", "--server"])
+        .arg(format!("sleep {marker}; true"))
+        .arg("--client")
+        .arg(format!("sleep 1{marker}; true"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = link.id();
+    // the two sleeps, besides quiclab itself and its shells, whose command lines hold it too
+    let sleeps = || {
+        processes_with(&marker)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))
+            })
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || sleeps() == 2),
+        "server and client started"
+    );
+    assert_eq!(namespaces_of(pid).len(), 2);
+    link.kill().unwrap();
+    link.wait().unwrap();
+    let gone = eventually(Duration::from_secs(5), || {
+        namespaces_of(pid).is_empty() && processes_with(&marker).is_empty()
+    });
+    let mut err = String::new();
+    std::io::Read::read_to_string(link.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        gone,
+        "left behind: namespaces {:?}, processes {:?}",
+        namespaces_of(pid),
+        processes_with(&marker)
+    );
+    assert!(
+        err.contains("ended without cleaning up: removed 2 namespace(s)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sigquit_stops_a_run_cleanly_like_ctrl_c() {
+    common::assert_root();
+    let dir = common::TempDir::new("quit");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "name = \"quit\"\niterations = 4\n[workload]\nkind = \"single-object\"\n\
+         sizes = [\"1MB\"]\n[network]\ndelay = \"5ms\"\nrate = \"4mbit\"\n[arms.h2]\nhttp = \"2\"\n",
+    )
+    .unwrap();
+    let mut run = common::quiclab()
+        .args(["run", plan.to_str().unwrap(), "--jobs", "2", "--out"])
+        .arg(dir.join("out"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = run.id();
+    assert!(
+        eventually(Duration::from_secs(10), || namespaces_of(pid).len() >= 4),
+        "two trials running"
+    );
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGQUIT) };
+    let st = run.wait().unwrap();
+    assert_eq!(st.code(), Some(130), "{st}");
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+}
