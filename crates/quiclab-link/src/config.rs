@@ -8,6 +8,26 @@ use std::time::Duration;
 use crate::trace::Trace;
 use crate::units::{self, QueueLimit, Rate, UnitError};
 
+/// The longest one-way delay (or jitter) a link takes: beyond any real path (a geostationary
+/// satellite's is about 0.3 s), and within the time limits of the endpoints' handshakes.
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn bounded_delay(key: &str, value: &str) -> Result<std::time::Duration, ConfigError> {
+    let d = units::parse_duration(value).map_err(|e| ConfigError::unit(key, value, e))?;
+    if d > MAX_DELAY {
+        return Err(ConfigError::new(
+            key,
+            value,
+            format!("allowed: 0 to {}s", MAX_DELAY.as_secs()),
+        ));
+    }
+    Ok(d)
+}
+
+/// Reads the trace a `trace` key names (a file, for the command line and plans; the core does
+/// no I/O), or says why it cannot.
+pub type TraceLoader<'a> = dyn Fn(&str) -> Result<Trace, String> + 'a;
+
 /// A key whose value was rejected: which key, which value, and why / what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{key} = {value:?}: {reason}")]
@@ -218,7 +238,7 @@ impl DirectionConfig {
         &mut self,
         key: &str,
         value: &str,
-        load: &dyn Fn(&str) -> std::io::Result<String>,
+        load: &TraceLoader<'_>,
     ) -> Result<(), ConfigError> {
         let unit = |e| ConfigError::unit(key, value, e);
         match key {
@@ -273,15 +293,11 @@ impl DirectionConfig {
             "duplicate" => self.duplicate = units::parse_percent(value).map_err(unit)?,
             "rate" => self.rate = Some(value.parse().map_err(unit)?),
             "trace" => {
-                let text = load(value)
-                    .map_err(|e| ConfigError::new(key, value, format!("cannot read: {e}")))?;
-                let trace =
-                    Trace::parse(&text).map_err(|e| ConfigError::new(key, value, e.to_string()))?;
-                self.trace = Some(trace);
+                self.trace = Some(load(value).map_err(|e| ConfigError::new(key, value, e))?);
             }
             "queue" => self.queue = Some(value.parse().map_err(unit)?),
-            "delay" => self.delay = units::parse_duration(value).map_err(unit)?,
-            "jitter" => self.jitter = units::parse_duration(value).map_err(unit)?,
+            "delay" => self.delay = bounded_delay(key, value)?,
+            "jitter" => self.jitter = bounded_delay(key, value)?,
             "jitter-reorders" => self.jitter_reorders = parse_bool(key, value)?,
             "reorder" => self.reorder = units::parse_percent(value).map_err(unit)?,
             "reorder-delay" => {
@@ -301,11 +317,12 @@ impl DirectionConfig {
 
     /// Checks combinations that no single key can check.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.rate.is_some() && self.trace.is_some() {
+        if let (Some(rate), Some(_)) = (self.rate, &self.trace) {
             return Err(ConfigError::new(
-                "trace",
-                "",
-                "give either rate or trace, not both",
+                "rate",
+                &rate.to_string(),
+                "a rate and a trace both set the link's capacity: give either rate or trace, \
+                 not both",
             ));
         }
         if self.queue.is_some() && self.rate.is_none() && self.trace.is_none() {
@@ -375,7 +392,7 @@ impl LinkConfig {
     pub fn from_keys<K: AsRef<str>, V: AsRef<str>>(
         seed: u64,
         pairs: &[(K, V)],
-        load: &dyn Fn(&str) -> std::io::Result<String>,
+        load: &TraceLoader<'_>,
     ) -> Result<LinkConfig, ConfigError> {
         let mut cfg = LinkConfig {
             seed,
@@ -412,9 +429,13 @@ impl LinkConfig {
                 ..e
             }
         }
-        cfg.up.validate().map_err(named("up-"))?;
-        cfg.down.validate().map_err(named("down-"))?;
-        Ok(cfg)
+        match (cfg.up.validate(), cfg.down.validate()) {
+            // the same mistake in both directions came from keys given for both: name them so
+            (Err(up), Err(down)) if up == down => Err(up),
+            (Err(up), _) => Err(named("up-")(up)),
+            (_, Err(down)) => Err(named("down-")(down)),
+            _ => Ok(cfg),
+        }
     }
 
     /// The smallest round-trip time the link allows: both propagation delays, no queueing and
@@ -437,8 +458,8 @@ impl LinkConfig {
 mod tests {
     use super::*;
 
-    fn no_files(_: &str) -> std::io::Result<String> {
-        Err(std::io::Error::other("no files here"))
+    fn no_files(_: &str) -> Result<Trace, String> {
+        Err("no files here".into())
     }
 
     #[test]

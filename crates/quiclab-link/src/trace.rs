@@ -1,6 +1,9 @@
 //! Mahimahi link traces: one line per 1500-byte delivery opportunity, the time in milliseconds
 //! since the start of the trace. The trace repeats with a period equal to its last timestamp.
 
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes one delivery opportunity carries (Mahimahi's MTU-sized slot).
@@ -9,7 +12,11 @@ pub const OPPORTUNITY_BYTES: u32 = 1500;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TraceError {
     #[error("line {line}: {text:?} is not a whole number of milliseconds")]
-    NotANumber { line: usize, text: String },
+    NotANumber {
+        line: usize,
+        /// The line's start (at most [`EXCERPT`] characters).
+        text: String,
+    },
     #[error(
         "line {line}: {ms} ms comes before the previous line's {prev} ms; timestamps must not decrease"
     )]
@@ -18,39 +25,91 @@ pub enum TraceError {
     Empty,
     #[error("the trace's last timestamp is 0 ms; its period must be positive")]
     ZeroPeriod,
+    #[error("{0}")]
+    Io(String),
 }
 
-/// A parsed trace.
+/// The most characters of a bad line an error quotes.
+pub const EXCERPT: usize = 40;
+/// The largest trace file read, in bytes (a day of a 100 Mbit/s trace is about 100 MB less
+/// than this; a larger file is more likely a mistake, such as /dev/zero).
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// A parsed trace. Cloning it is cheap: conditions sharing a trace file share its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Trace {
-    ms: Vec<u64>,
+    ms: Arc<[u64]>,
 }
 
 impl Trace {
     /// Parses Mahimahi's format; blank lines and lines starting with `#` are ignored.
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
+        Self::read(text.as_bytes())
+    }
+
+    /// The same from a reader, line by line, stopping at the first bad line (which the error
+    /// quotes in part: a binary file yields a short message).
+    pub fn read(mut r: impl BufRead) -> Result<Trace, TraceError> {
         let mut ms = Vec::new();
-        for (i, raw) in text.lines().enumerate() {
+        let mut buf = Vec::new();
+        let mut line = 0;
+        loop {
+            buf.clear();
+            if r.read_until(b'\n', &mut buf)
+                .map_err(|e| TraceError::Io(e.to_string()))?
+                == 0
+            {
+                break;
+            }
+            line += 1;
+            let raw = String::from_utf8_lossy(&buf);
             let t = raw.trim();
             if t.is_empty() || t.starts_with('#') {
                 continue;
             }
             let v: u64 = t.parse().map_err(|_| TraceError::NotANumber {
-                line: i + 1,
-                text: t.to_string(),
+                line,
+                text: t.chars().take(EXCERPT).collect(),
             })?;
             if let Some(&prev) = ms.last()
                 && v < prev
             {
-                return Err(TraceError::Decreasing {
-                    line: i + 1,
-                    ms: v,
-                    prev,
-                });
+                return Err(TraceError::Decreasing { line, ms: v, prev });
             }
             ms.push(v);
         }
         Self::from_ms(ms)
+    }
+
+    /// Reads a trace file: a regular file (a FIFO or a device is refused, not waited on or
+    /// read forever) of at most [`MAX_FILE_BYTES`].
+    pub fn read_file(path: &Path) -> Result<Trace, TraceError> {
+        let io = |e: std::io::Error| TraceError::Io(e.to_string());
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.is_file() {
+            return Err(TraceError::Io(
+                "not a regular file; allowed: a trace file (one millisecond timestamp per line)"
+                    .into(),
+            ));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(TraceError::Io(format!(
+                "{} bytes; allowed: at most {} MiB",
+                meta.len(),
+                MAX_FILE_BYTES >> 20
+            )));
+        }
+        let f = std::fs::File::open(path).map_err(io)?;
+        // the file may grow after the check: read no more than the limit
+        Self::read(std::io::BufReader::new(std::io::Read::take(
+            f,
+            MAX_FILE_BYTES,
+        )))
+    }
+
+    /// Whether two traces are one in memory (read once, shared).
+    pub fn shares_data(&self, other: &Trace) -> bool {
+        Arc::ptr_eq(&self.ms, &other.ms)
     }
 
     pub fn from_ms(ms: Vec<u64>) -> Result<Trace, TraceError> {
@@ -62,7 +121,7 @@ impl Trace {
                 ms: 0,
                 prev: 0,
             }),
-            Some(_) => Ok(Trace { ms }),
+            Some(_) => Ok(Trace { ms: ms.into() }),
         }
     }
 
@@ -150,6 +209,36 @@ mod tests {
             Err(TraceError::NotANumber { line: 2, .. })
         ));
         assert_eq!(Trace::parse(""), Err(TraceError::Empty));
+        // a binary file: stopped at its first line, quoted in part
+        let binary: Vec<u8> = (0..=255u8).cycle().take(400_000).collect();
+        let e = Trace::read(&binary[..]).unwrap_err();
+        assert!(matches!(e, TraceError::NotANumber { line: 1, .. }), "{e}");
+        assert!(e.to_string().len() < 200, "{e}");
+    }
+
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        for special in ["/dev/zero", "/dev/null", "/"] {
+            let e = Trace::read_file(Path::new(special)).unwrap_err();
+            assert!(
+                e.to_string().contains("not a regular file"),
+                "{special}: {e}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("quiclab-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.trace");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let e = Trace::read_file(&big).unwrap_err();
+        assert!(e.to_string().contains("at most 256 MiB"), "{e}");
+        let good = dir.join("good.trace");
+        std::fs::write(&good, "1\n2\n").unwrap();
+        assert_eq!(
+            Trace::read_file(&good).unwrap().opportunities_per_period(),
+            2
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

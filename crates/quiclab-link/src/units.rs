@@ -75,6 +75,12 @@ impl std::str::FromStr for Rate {
     fn from_str(s: &str) -> Result<Self, UnitError> {
         let (v, unit) =
             split_number(s).ok_or_else(|| err(format!("{s:?} is not a rate"), RATE_ALLOWED))?;
+        if v == 0.0 {
+            return Err(err(
+                format!("{s:?} is no rate: a link of rate 0 carries nothing"),
+                RATE_ALLOWED,
+            ));
+        }
         let unit = unit.strip_suffix("/s").unwrap_or(&unit);
         let mult = match unit {
             "bit" | "bps" => 1.0,

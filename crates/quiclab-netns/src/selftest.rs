@@ -74,10 +74,8 @@ pub fn burst_tolerance(mean: f64, bursts: usize) -> f64 {
     Z99 * ((1.0 - r) / (r * r) / bursts.max(1) as f64).sqrt()
 }
 
-fn no_files(path: &str) -> std::io::Result<String> {
-    Err(std::io::Error::other(format!(
-        "the self-test reads no files ({path})"
-    )))
+fn no_files(path: &str) -> Result<quiclab_link::Trace, String> {
+    Err(format!("the self-test reads no files ({path})"))
 }
 
 /// A link with the same settings in both directions, seeded with [`SEED`].

@@ -76,13 +76,31 @@ fn initiator_url(entry: &Value) -> Option<&str> {
     })
 }
 
-fn size_of(entry: &Value) -> u64 {
+/// The body's size: `response.content.size`, or else `response.bodySize` (-1 or absent means
+/// unknown); anything else (another negative, a fraction, beyond [`MAX_RESOURCE_BYTES`]) is
+/// refused rather than read as 0.
+fn size_of(entry: &Value) -> Result<u64, String> {
     let r = &entry["response"];
-    [r["content"]["size"].as_i64(), r["bodySize"].as_i64()]
-        .into_iter()
-        .flatten()
-        .find(|&n| n >= 0)
-        .map_or(0, |n| (n as u64).min(MAX_RESOURCE_BYTES))
+    for (field, v) in [
+        ("response.content.size", &r["content"]["size"]),
+        ("response.bodySize", &r["bodySize"]),
+    ] {
+        if v.is_null() || v.as_i64() == Some(-1) {
+            continue;
+        }
+        return match v.as_u64() {
+            Some(n) if n <= MAX_RESOURCE_BYTES => Ok(n),
+            _ => Err(format!(
+                "{field} = {v}: allowed: a whole number of bytes from 0 to {MAX_RESOURCE_BYTES} \
+                 (-1: unknown)"
+            )),
+        };
+    }
+    Err(
+        "no size: response.content.size and response.bodySize are both absent or -1 \
+         (unknown)"
+            .into(),
+    )
 }
 
 /// A page from a HAR's text; `origin` names it in errors, `name` is the page's name.
@@ -153,10 +171,11 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
             format!("{url}#{}", dup + 1)
         };
         urls.push(url);
+        let bytes = size_of(e).map_err(|m| err(format!("entry {url}: {m}")))?;
         page.resources.push(Resource {
             id,
             kind,
-            bytes: size_of(e),
+            bytes,
             parent,
             critical,
             above_fold: 0.0,
@@ -171,7 +190,8 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
         .resources
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.kind == Kind::Image)
+        // an empty image shows nothing: it cannot be the main one
+        .filter(|(_, r)| r.kind == Kind::Image && r.bytes > 0)
         .max_by_key(|(i, r)| (r.bytes, std::cmp::Reverse(*i)))
         .map(|(i, _)| i)
     {
@@ -224,6 +244,52 @@ mod tests {
                    "response": {"status": 204, "content": {"size": 0}}}),
         ]}})
         .to_string()
+    }
+
+    #[test]
+    fn impossible_sizes_are_refused_and_an_empty_image_is_never_the_main_one() {
+        let doc = entry("https://a.test/", "00.100", "text/html", 3000, json!({}));
+        for (bad, what) in [
+            (json!(-7), "-7"),
+            (json!(1e30), "1e30"),
+            (json!(2.5), "2.5"),
+        ] {
+            let mut img = entry("https://a.test/x.jpg", "00.200", "image/jpeg", 0, json!({}));
+            img["response"]["content"]["size"] = bad;
+            let text = json!({"log": {"entries": [doc.clone(), img]}}).to_string();
+            let e = page_from_har(&text, "a.har", "a").unwrap_err().to_string();
+            assert!(
+                e.contains("entry https://a.test/x.jpg: response.content.size = ")
+                    && e.contains("allowed: a whole number of bytes"),
+                "{what}: {e}"
+            );
+        }
+        let mut unknown = entry(
+            "https://a.test/u.jpg",
+            "00.200",
+            "image/jpeg",
+            -1,
+            json!({}),
+        );
+        unknown["response"]["bodySize"] = json!(-1);
+        let text = json!({"log": {"entries": [doc.clone(), unknown]}}).to_string();
+        let e = page_from_har(&text, "a.har", "a").unwrap_err().to_string();
+        assert!(e.contains("no size"), "{e}");
+        // a 0-byte image (a tracking pixel) beside a real one: the real one is the main image
+        let text = json!({"log": {"entries": [
+            doc,
+            entry("https://a.test/pixel.gif", "00.200", "image/gif", 0, json!({})),
+            entry("https://a.test/hero.jpg", "00.300", "image/jpeg", 900, json!({})),
+        ]}})
+        .to_string();
+        let p = page_from_har(&text, "a.har", "a").unwrap();
+        let main: Vec<&str> = p
+            .resources
+            .iter()
+            .filter(|r| r.main_image)
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(main, ["https://a.test/hero.jpg"]);
     }
 
     #[test]

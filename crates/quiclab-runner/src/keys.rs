@@ -188,3 +188,13 @@ impl WorkloadKeys<'_> {
         Ok(out)
     }
 }
+
+/// A file a plan names: relative to the plan file's directory (absolute names as given), so a
+/// plan runs the same from any working directory.
+pub(crate) fn beside_plan(plan_file: &str, name: &str) -> std::path::PathBuf {
+    let name = std::path::Path::new(name);
+    match std::path::Path::new(plan_file).parent() {
+        Some(dir) if name.is_relative() && dir.is_dir() => dir.join(name),
+        _ => name.to_path_buf(),
+    }
+}

@@ -39,7 +39,6 @@ pub(crate) fn parse_pages(
     if items.is_empty() {
         return Err((at, "pages: give at least one page".into()));
     }
-    let base = Path::new(plan_file).parent().filter(|p| p.is_dir());
     let mut pages: Vec<PageInfo> = Vec::new();
     for item in items {
         let toml::Value::String(name) = item else {
@@ -49,10 +48,7 @@ pub(crate) fn parse_pages(
             name.clone()
         } else {
             // absolute, so that the trial's client finds it whatever its working directory
-            let path = match base {
-                Some(b) if Path::new(name).is_relative() => b.join(name),
-                _ => Path::new(name).to_path_buf(),
-            };
+            let path = crate::keys::beside_plan(plan_file, name);
             std::fs::canonicalize(&path)
                 .unwrap_or(path)
                 .display()
@@ -79,26 +75,6 @@ pub(crate) fn parse_pages(
     }
     let sizes = pages.iter().map(|p| p.bytes).collect();
     Ok((Workload::Pages { pages }, sizes))
-}
-
-/// Refuses arm keys `quiclab page` cannot honour: session resumption (a page load makes its
-/// connections once, with nothing to resume). Stacks that load no pages are refused by the
-/// stack registry.
-pub(crate) fn check_arm(
-    arm: &str,
-    t: &indexmap::IndexMap<Spanned<String>, Spanned<toml::Value>>,
-) -> Result<(), (Range<usize>, String)> {
-    for (k, v) in t {
-        let refused = match k.get_ref().as_str() {
-            "resume" => "resume: a page load opens its connections once, with no session to resume",
-            _ => continue,
-        };
-        return Err((
-            v.span(),
-            format!("arm {arm:?}: {refused} (the pages workload)"),
-        ));
-    }
-    Ok(())
 }
 
 /// The page a trial of `size` loads.

@@ -41,6 +41,8 @@
 //! b = "h3-cubic"
 //! ```
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -357,8 +359,47 @@ fn merge(
     out
 }
 
+/// The longest a trial's data may take to cross its link at the link's rate, unless the plan
+/// sets a trial-timeout (the client's own limit is many times this).
+const MAX_IDEAL_TRANSFER: Duration = Duration::from_secs(600);
+
+/// Trace files read once per plan, named relative to the plan's file (as page manifests are):
+/// conditions that share a trace share its data, and both profiles' conditions share it too.
+struct Traces {
+    plan_file: String,
+    read: std::cell::RefCell<HashMap<PathBuf, Result<quiclab_link::Trace, String>>>,
+}
+
+impl Traces {
+    fn new(plan_file: &str) -> Self {
+        Traces {
+            plan_file: plan_file.to_string(),
+            read: Default::default(),
+        }
+    }
+
+    fn load(&self, name: &str) -> Result<quiclab_link::Trace, String> {
+        let path = crate::keys::beside_plan(&self.plan_file, name);
+        self.read
+            .borrow_mut()
+            .entry(path.clone())
+            .or_insert_with(|| {
+                quiclab_link::Trace::read_file(&path).map_err(|e| {
+                    // the file as found, when the plan named it relative to its own place
+                    if path.as_os_str() == name {
+                        e.to_string()
+                    } else {
+                        format!("{}: {e}", path.display())
+                    }
+                })
+            })
+            .clone()
+    }
+}
+
 fn resolve_condition(
     ctx: &Ctx,
+    traces: &Traces,
     name: String,
     keys: Vec<(String, String, std::ops::Range<usize>)>,
     at: std::ops::Range<usize>,
@@ -391,7 +432,7 @@ fn resolve_condition(
         .filter(|(k, _, _)| k != "direct")
         .map(|(k, v, _)| (k.as_str(), v.as_str()))
         .collect();
-    let load = |p: &str| std::fs::read_to_string(p);
+    let load = |p: &str| traces.load(p);
     let link = LinkConfig::from_keys(0, &pairs, &load).map_err(|e: ConfigError| {
         // point at the offending value when it is one of the keys, else at the condition
         let span = keys
@@ -796,22 +837,49 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         } else {
             (0, 0)
         };
+        let mut message = e.message().trim().to_string();
+        if message == "duplicate key" {
+            // toml names no key: the span does
+            let key = text.get(span.clone()).unwrap_or("").trim();
+            if !key.is_empty() {
+                message = format!(
+                    "duplicate key {key:?}: a key or table may be given only once per table"
+                );
+            }
+        }
         PlanError {
             file: file.to_string(),
             line,
             column,
-            message: e.message().trim().to_string(),
+            message,
         }
     })?;
+    let traces = Traces::new(file);
+    let plan = resolve(&ctx, &traces, &raw, profile)?;
+    if profile == Profile::Full && raw.quick.is_some() {
+        // the quick profile's mistakes are found now, not on the first run with --quick
+        resolve(&ctx, &traces, &raw, Profile::Quick)?;
+    }
+    Ok(plan)
+}
+
+/// The plan of one profile, checked, from its parsed TOML.
+fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Result<Plan, PlanError> {
+    let file = ctx.file;
     let name = raw.name.get_ref().trim().to_string();
     if name.is_empty()
+        || name.starts_with('.')
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
         return Err(ctx.err(
             raw.name.span(),
-            "name: allowed: letters, digits, '-', '_' and '.' (it names the results directory)",
+            format!(
+                "name = {:?}: allowed: letters, digits, '-', '_' and '.', not first (it names \
+                 the results directory, results/NAME)",
+                raw.name.get_ref()
+            ),
         ));
     }
     let mut iterations = raw.iterations.clone();
@@ -857,14 +925,15 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         None => None,
     };
     let (workload_kind, workload, sizes) =
-        parse_workload(&ctx, raw.workload.span(), &workload_table)?;
+        parse_workload(ctx, raw.workload.span(), &workload_table)?;
 
-    let base = link_table(&ctx, &raw.network)?;
+    let base = link_table(ctx, &raw.network)?;
     let mut conditions = Vec::new();
     for (cname, t) in &raw.conditions {
-        let own = link_table(&ctx, t)?;
+        let own = link_table(ctx, t)?;
         let c = resolve_condition(
-            &ctx,
+            ctx,
+            traces,
             cname.get_ref().clone(),
             merge(&base, &own),
             cname.span(),
@@ -890,7 +959,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
             let vs = vals
                 .get_ref()
                 .iter()
-                .map(|v| Ok((scalar(&ctx, v)?, v.span())))
+                .map(|v| Ok((scalar(ctx, v)?, v.span())))
                 .collect::<Result<Vec<_>, PlanError>>()?;
             axes.push((k.get_ref().clone(), vs));
         }
@@ -915,13 +984,19 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
                 .collect::<Vec<_>>()
                 .join(" ");
             let at = combo[0].2.clone();
-            conditions.push(resolve_condition(&ctx, cname, merge(&base, &combo), at)?);
+            conditions.push(resolve_condition(
+                ctx,
+                traces,
+                cname,
+                merge(&base, &combo),
+                at,
+            )?);
         }
     }
     if conditions.is_empty() {
         // no conditions: [network] alone is the one condition
         let at = 0..0;
-        conditions.push(resolve_condition(&ctx, "network".into(), base, at)?);
+        conditions.push(resolve_condition(ctx, traces, "network".into(), base, at)?);
     }
     for (i, c) in conditions.iter().enumerate() {
         if conditions[..i].iter().any(|o| o.name == c.name) {
@@ -931,6 +1006,34 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
                 column: 0,
                 message: format!("condition {:?} is defined twice", c.name),
             });
+        }
+    }
+
+    if trial_timeout.is_none() && workload.is_requests() {
+        // a trial that cannot end in a sensible time (rate = "1bit") is refused now, rather
+        // than holding a worker for days
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        for c in &conditions {
+            let Some(bps) = c.rate_bps() else { continue };
+            let ideal = Duration::from_secs_f64(largest as f64 * 8.0 / bps as f64);
+            if ideal > MAX_IDEAL_TRANSFER {
+                return Err(PlanError {
+                    file: file.into(),
+                    line: 0,
+                    column: 0,
+                    message: format!(
+                        "condition {:?}: at {} a trial's {} would take {:.0} s to carry; \
+                         allowed: conditions whose rate carries the plan's largest size within \
+                         {} s (give a faster rate, smaller sizes, or set trial-timeout to accept \
+                         long trials)",
+                        c.name,
+                        quiclab_link::Rate::from_bps(bps),
+                        quiclab_model::units::size(largest),
+                        ideal.as_secs_f64(),
+                        MAX_IDEAL_TRANSFER.as_secs()
+                    ),
+                });
+            }
         }
     }
 
@@ -973,13 +1076,14 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
     }
     let mut arms = Vec::new();
     let workload_keys = WorkloadKeys {
-        ctx: &ctx,
+        ctx,
         at: raw.workload.span(),
         table: &workload_table,
     };
     for (aname, t) in raw.arms.get_ref() {
+        // the stacks' own refusals first: they name what offers the key
+        arms.push(parse_arm(ctx, aname, t, workload_kind)?);
         workload_kind.check_arm(&workload_keys, aname.get_ref(), t)?;
-        arms.push(parse_arm(&ctx, aname, t, workload_kind)?);
     }
     let mut comparisons = Vec::new();
     for c in &raw.compare {
@@ -1021,6 +1125,99 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plans_that_once_passed_wrongly_are_refused_saying_what_is_allowed() {
+        let base = "name = \"p\"\niterations = 1\n[workload]\nkind = \"single-object\"\n\
+                    sizes = [\"10KB\"]\n[arms.h2]\nhttp = \"2\"\n";
+        let trace = std::env::temp_dir().join(format!("quiclab-plan-{}.trace", std::process::id()));
+        std::fs::write(&trace, "1\n").unwrap();
+        let rate_and_trace = format!("[network]\nrate = \"10mbit\"\ntrace = {trace:?}\n");
+        for (extra, name, wanted) in [
+            ("", "..", "name = \"..\": allowed: letters"),
+            ("", ".hidden", "not first"),
+            (
+                "[network]\nrate = \"1bit\"\n",
+                "p",
+                "would take 80000 s to carry",
+            ),
+            (
+                "[network]\ndelay = \"86400s\"\n",
+                "p",
+                "delay = \"86400s\": allowed: 0 to 10s",
+            ),
+            (
+                "[network]\njitter = \"60min\"\n",
+                "p",
+                "jitter = \"60min\": allowed: 0 to 10s",
+            ),
+            ("[network]\nrate = \"0\"\n", "p", "is no rate"),
+            (
+                rate_and_trace.as_str(),
+                "p",
+                "rate = \"10mbit\": a rate and a trace both set",
+            ),
+            (
+                "[network]\ntrace = \"/dev/zero\"\n",
+                "p",
+                "not a regular file",
+            ),
+            // the quick profile's mistake, found without --quick
+            (
+                "[quick]\niterations = 0\n",
+                "p",
+                "iterations = 0: allowed: 1 to 100000",
+            ),
+            (
+                "[arms.h2b]\nhttp = \"2\"\nresume = true\n",
+                "p",
+                "no session to resume",
+            ),
+            (
+                "[network]\ndelay = \"1ms\"\n[network]\n",
+                "p",
+                "duplicate key \"network\"",
+            ),
+        ] {
+            let text = format!("{}{extra}", base.replace("\"p\"", &format!("{name:?}")));
+            let e = parse(&text, "t.toml", Profile::Full)
+                .expect_err(extra)
+                .to_string();
+            assert!(e.contains(wanted), "{extra:?} / {name:?}: {e}");
+            // the offending line is named (line 0: a finding about the plan as a whole)
+            assert!(e.starts_with("t.toml"), "{e}");
+        }
+        // the same rate with trial-timeout set: long trials accepted knowingly
+        let slow = format!("trial-timeout = \"1000min\"\n{base}[network]\nrate = \"100bit\"\n");
+        parse(&slow, "t.toml", Profile::Full).unwrap();
+        let _ = std::fs::remove_file(&trace);
+    }
+
+    #[test]
+    fn trace_files_are_found_beside_the_plan_and_read_once() {
+        let dir = std::env::temp_dir().join(format!("quiclab-plan-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("t.trace"), "1\n2\n3\n").unwrap();
+        let plan = dir.join("plan.toml");
+        let text = "name = \"p\"\niterations = 1\n[workload]\nkind = \"single-object\"\n\
+                    sizes = [\"10KB\"]\n[arms.h2]\nhttp = \"2\"\n[network]\ntrace = \"t.trace\"\n\
+                    [conditions.a]\ndelay = \"1ms\"\n[conditions.b]\ndelay = \"2ms\"\n";
+        // parsed from another working directory: the plan's own directory counts
+        let p = parse(text, plan.to_str().unwrap(), Profile::Full).unwrap();
+        let traces: Vec<&quiclab_link::Trace> = p
+            .conditions
+            .iter()
+            .flat_map(|c| [&c.link.up, &c.link.down])
+            .map(|d| d.trace.as_ref().expect("a trace"))
+            .collect();
+        assert_eq!(traces.len(), 4);
+        assert!(traces.iter().all(|t| t.opportunities_per_period() == 3));
+        assert!(
+            traces.windows(2).all(|w| w[0].shares_data(w[1])),
+            "one parsed trace for every condition and direction"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     const GOOD: &str = r#"
 name = "t"

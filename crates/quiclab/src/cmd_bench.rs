@@ -207,7 +207,7 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
     );
     for rate in ["10mbit", "1gbit"] {
         let mut cfg = LinkConfig::default();
-        let load = |_: &str| -> std::io::Result<String> { Err(std::io::Error::other("no files")) };
+        let load = |_: &str| -> Result<quiclab_link::Trace, String> { Err("no files".into()) };
         for dir in [&mut cfg.up, &mut cfg.down] {
             dir.set("rate", rate, &load)?;
             dir.set("delay", "5ms", &load)?;

@@ -84,7 +84,9 @@ impl FromArgMatches for LinkArgs {
 impl LinkArgs {
     /// Applies symmetric options first, then per-direction overrides; errors name the flag.
     pub fn config(&self) -> Result<LinkConfig, ConfigError> {
-        let load = |p: &str| std::fs::read_to_string(p);
+        let load = |p: &str| {
+            quiclab_link::Trace::read_file(std::path::Path::new(p)).map_err(|e| e.to_string())
+        };
         LinkConfig::from_keys(self.seed, &self.given, &load).map_err(|e| ConfigError {
             key: format!("--{}", e.key),
             ..e

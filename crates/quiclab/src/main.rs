@@ -107,6 +107,23 @@ fn reap(parent: u32) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// An error with its causes, each said once: a cause whose text the message already holds
+/// (an error that quotes its source) is not repeated.
+fn chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
+}
+
 fn main() {
     // set once, before anything that could warn
     if log::set_logger(&LOG).is_ok() {
@@ -143,7 +160,7 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("quiclab: error: {e:#}");
+            eprintln!("quiclab: error: {}", chain(&e));
             std::process::exit(2);
         }
     }

@@ -52,7 +52,7 @@ pub fn client_tls() -> Arc<rustls::ClientConfig> {
 
 /// Builds a link from `quiclab link`-style keys, e.g. `[("rate", "10mbit"), ("delay", "25ms")]`.
 pub fn link(seed: u64, keys: &[(&str, &str)]) -> LinkConfig {
-    LinkConfig::from_keys(seed, keys, &|_| Err(std::io::Error::other("no files"))).unwrap()
+    LinkConfig::from_keys(seed, keys, &|_| Err("no files".to_string())).unwrap()
 }
 
 /// What happens to a packet at the link's exit: deliver it, or change it first.

@@ -231,8 +231,8 @@ pub fn drive(p: &mut Pipeline, arrivals: &[Arrival], wake: Wake) -> Run {
 }
 
 /// A trace loader for `DirectionConfig::set` that serves `text` for any path.
-pub fn serve(text: &'static str) -> impl Fn(&str) -> std::io::Result<String> {
-    move |_| Ok(text.to_string())
+pub fn serve(text: &'static str) -> impl Fn(&str) -> Result<quiclab_link::Trace, String> {
+    move |_| quiclab_link::Trace::parse(text).map_err(|e| e.to_string())
 }
 
 /// A direction config from `key=value` pairs (a trace key reads `trace` as the file's text).

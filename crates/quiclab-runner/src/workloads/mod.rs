@@ -175,9 +175,26 @@ pub trait WorkloadKind: Sync {
     }
     /// The workload and the trial sizes from `[workload]`.
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError>;
-    /// Refuses an arm's keys the workload cannot honour.
-    fn check_arm(&self, _keys: &WorkloadKeys, _arm: &str, _t: &Table) -> Result<(), PlanError> {
-        Ok(())
+    /// Whether a trial connects more than once from one client, so that a session can be
+    /// resumed (the arm key `resume`).
+    fn resumes(&self) -> bool {
+        false
+    }
+    /// Refuses an arm's keys the workload cannot honour (by default `resume` where nothing
+    /// could be resumed: it would silently do nothing).
+    fn check_arm(&self, keys: &WorkloadKeys, arm: &str, t: &Table) -> Result<(), PlanError> {
+        match t.iter().find(|(k, _)| k.get_ref() == "resume") {
+            Some((_, v)) if !self.resumes() => Err(keys.err(
+                Some(v.span()),
+                format!(
+                    "arm {arm:?}: resume: the {} workload connects once per client, with no \
+                     session to resume; allowed with the repeat workload (each request on a \
+                     new connection)",
+                    self.kind()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
     /// What the plan's sizes are, for the line `quiclab run` starts with ("3 sizes").
     fn grid(&self, _w: &Workload, sizes: &[u64]) -> String {

@@ -6,7 +6,7 @@ use quiclab_model::campaign::{Metrics, Workload};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind};
-use crate::keys::{PlanError, Table, WorkloadKeys};
+use crate::keys::{PlanError, WorkloadKeys};
 use crate::page;
 use crate::stacks::{Capability, ClientRequest};
 
@@ -28,10 +28,6 @@ impl WorkloadKind for Pages {
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError> {
         page::parse_pages(keys.get("pages"), keys.file())
             .map_err(|(span, message)| keys.err(span, message))
-    }
-
-    fn check_arm(&self, keys: &WorkloadKeys, arm: &str, t: &Table) -> Result<(), PlanError> {
-        page::check_arm(arm, t).map_err(|(at, message)| keys.err(Some(at), message))
     }
 
     fn trial(&self, w: &Workload, size: u64, _seed: u64) -> (Vec<u64>, serde_json::Value) {

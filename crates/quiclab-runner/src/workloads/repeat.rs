@@ -18,6 +18,10 @@ fn requests_of(w: &Workload) -> u32 {
 }
 
 impl WorkloadKind for Repeat {
+    fn resumes(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> &'static str {
         "repeat"
     }
