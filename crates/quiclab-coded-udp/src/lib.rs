@@ -167,6 +167,9 @@ enum Exchange {
     Upload { received: u64 },
     /// `GET /bytes/N`: `remaining` pattern bytes from `offset` still to write.
     Pattern { offset: u64, remaining: u64 },
+    /// A static file: `remaining` bytes still to read from it and write (in chunks, as the
+    /// pattern: a large file never sits in memory whole).
+    File { file: std::fs::File, remaining: u64 },
     /// Answered; anything more the client sends on the stream is ignored.
     Done,
 }
@@ -349,21 +352,34 @@ fn serve_connection(
         }
     }
     for (&id, ex) in state.exchanges.iter_mut() {
-        let Exchange::Pattern { offset, remaining } = ex else {
-            continue;
+        let remaining = match ex {
+            Exchange::Pattern { remaining, .. } | Exchange::File { remaining, .. } => remaining,
+            _ => continue,
         };
-        while *remaining > 0 && conn.unacknowledged().0 < FEED_LOW {
-            let n = (*remaining).min(FEED_CHUNK as u64) as usize;
+        let mut left = *remaining;
+        while left > 0 && conn.unacknowledged().0 < FEED_LOW {
+            let n = left.min(FEED_CHUNK as u64) as usize;
             let mut buf = vec![0u8; n];
-            fill_pattern(*offset, &mut buf);
-            if conn.write(id, &buf).is_err() {
-                *remaining = 0;
+            let n = match ex {
+                Exchange::Pattern { offset, .. } => {
+                    fill_pattern(*offset, &mut buf);
+                    *offset += n as u64;
+                    n
+                }
+                // a read error or a file that shrank ends the answer early
+                Exchange::File { file, .. } => std::io::Read::read(file, &mut buf).unwrap_or(0),
+                _ => 0,
+            };
+            if n == 0 || conn.write(id, &buf[..n]).is_err() {
+                left = 0;
                 break;
             }
-            *offset += n as u64;
-            *remaining -= n as u64;
+            left -= n as u64;
         }
-        if *remaining == 0 {
+        if let Exchange::Pattern { remaining, .. } | Exchange::File { remaining, .. } = ex {
+            *remaining = left;
+        }
+        if left == 0 {
             let _ = conn.finish(id);
             *ex = Exchange::Done;
         }
@@ -403,7 +419,13 @@ fn route(
         Route::Upload => Exchange::Upload { received: 0 },
         Route::File => match root {
             Some(root) if path.starts_with('/') => match crate::files::lookup(root, path) {
-                Lookup::Found { body, .. } => answer(conn, id, 200, &body),
+                Lookup::Found { file, len, .. } => {
+                    let _ = conn.write(id, b"200\n");
+                    Exchange::File {
+                        file,
+                        remaining: len,
+                    }
+                }
                 Lookup::Forbidden => answer(conn, id, 403, b"forbidden\n"),
                 Lookup::NotFound => answer(conn, id, 404, b"not found\n"),
             },

@@ -61,7 +61,7 @@ use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::requests::{Connector, Requests};
 use crate::routes::PatternBody;
-use crate::routes::{CHUNK, Route, pattern_byte, pattern_chunk, route};
+use crate::routes::{Route, pattern_byte, pattern_chunk, route};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use crate::url::{Url, UrlError};
@@ -1000,18 +1000,35 @@ async fn handle(
                 tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
                     .await;
             let (status, msg) = match found {
-                Ok(Some(Lookup::Found { body, content_type })) => {
+                Ok(Some(Lookup::Found {
+                    file,
+                    len,
+                    content_type,
+                })) => {
                     // A status, a valid header value, a number and a static type.
                     let head = respond(StatusCode::OK)
                         .header(http::header::CONTENT_TYPE, content_type)
-                        .header(http::header::CONTENT_LENGTH, body.len())
+                        .header(http::header::CONTENT_LENGTH, len)
                         .body(())
                         .expect("valid response head");
                     stream.send_response(head).await?;
-                    for at in (0..body.len()).step_by(CHUNK) {
-                        stream
-                            .send_data(body.slice(at..(at + CHUNK).min(body.len())))
-                            .await?;
+                    // streamed: a large file never sits in memory whole
+                    let mut file = tokio::fs::File::from_std(file);
+                    let mut buf = vec![0; crate::files::CHUNK];
+                    let mut remaining = len;
+                    while remaining > 0 {
+                        match crate::files::next_chunk(&mut file, remaining, &mut buf).await {
+                            Ok(chunk) if chunk.is_empty() => break,
+                            Ok(chunk) => {
+                                remaining -= chunk.len() as u64;
+                                stream.send_data(chunk).await?;
+                            }
+                            Err(e) => {
+                                log::warn!("reading a served file: {e}");
+                                stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                                return Ok(());
+                            }
+                        }
                     }
                     return stream.finish().await;
                 }

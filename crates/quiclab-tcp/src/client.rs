@@ -737,6 +737,7 @@ mod tests {
                 root: None,
                 service: None,
                 fast_open: false,
+                limits: Default::default(),
             })
             .unwrap();
             let addr = server.local_addr();

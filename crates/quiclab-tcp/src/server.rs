@@ -16,6 +16,10 @@
 //!   server can be found.
 //! - With a [`TlsService`] (e.g. the telemetry receiver), connections that negotiate its ALPN
 //!   are handed to it instead of HTTP.
+//! - [`Limits`]: a connection must finish its TLS handshake, and an HTTP/1.1 request its
+//!   header, within `handshake_timeout`; an HTTP/2 connection that stops answering pings for as
+//!   long is closed. At most `max_connections` are open at once: the listener waits for one to
+//!   end before accepting another, so idle sockets cannot exhaust the descriptors.
 
 use std::io;
 use std::net::SocketAddr;
@@ -139,6 +143,23 @@ pub struct ServerOptions {
     /// reaches the server before the handshake completes. Needs the server bit of
     /// `net.ipv4.tcp_fastopen` in the server's network namespace; an error otherwise.
     pub fast_open: bool,
+    pub limits: Limits,
+}
+
+/// What one client may hold of the server (see the module's contract).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub handshake_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+        }
+    }
 }
 
 /// Pending Fast Open requests the listener queues (the `TCP_FASTOPEN` option's value).
@@ -196,6 +217,7 @@ struct State {
     path_min_rtt_us: Option<u64>,
     root: Option<PathBuf>,
     service: Option<Arc<dyn TlsService>>,
+    limits: Limits,
 }
 
 impl Server {
@@ -246,6 +268,7 @@ impl Server {
                 path_min_rtt_us: opts.path_min_rtt_us,
                 root: opts.root,
                 service: opts.service,
+                limits: opts.limits,
             }),
         })
     }
@@ -272,6 +295,7 @@ impl Server {
         let mut stats = ServeStats::default();
         let mut conns: JoinSet<bool> = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
+        let max = self.state.limits.max_connections.max(1);
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
@@ -281,7 +305,7 @@ impl Server {
                         stats.failed += 1;
                     }
                 }
-                accepted = self.listener.accept() => match accepted {
+                accepted = self.listener.accept(), if conns.len() < max => match accepted {
                     Ok((tcp, peer)) => {
                         let index = stats.connections as u32;
                         stats.connections += 1;
@@ -377,17 +401,33 @@ async fn serve_tls(
 ) -> Result<(), ConnectionError> {
     // Responses are written whole by hyper; Nagle would only hold back the tail of each.
     let _ = tcp.set_nodelay(true);
+    let limit = state.limits.handshake_timeout;
+    let http1 = || {
+        let mut b = hyper::server::conn::http1::Builder::new();
+        // a client that opens a connection and sends nothing (or a header slowly) is dropped
+        b.timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limit);
+        b
+    };
     let Some(acceptor) = acceptor else {
         let service = service_fn(move |req| handle(req, state.clone()));
-        return hyper::server::conn::http1::Builder::new()
+        return http1()
             .serve_connection(TokioIo::new(tcp), service)
             .await
             .map_err(|source| ConnectionError::Http { peer, source });
     };
-    let tls = acceptor
-        .accept(tcp)
-        .await
-        .map_err(|source| ConnectionError::Handshake { peer, source })?;
+    let tls = match tokio::time::timeout(limit, acceptor.accept(tcp)).await {
+        Ok(tls) => tls.map_err(|source| ConnectionError::Handshake { peer, source })?,
+        Err(_) => {
+            return Err(ConnectionError::Handshake {
+                peer,
+                source: io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("not completed within {limit:?}"),
+                ),
+            });
+        }
+    };
     let alpn = tls.get_ref().1.alpn_protocol();
     if let Some(service) = &state.service
         && alpn == Some(service.alpn())
@@ -407,17 +447,21 @@ async fn serve_tls(
     let service = service_fn(move |req| handle(req, state.clone()));
     let served = if h2 {
         hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            // a peer that stops answering pings (or never sent its preface) is dropped
+            .timer(hyper_util::rt::TokioTimer::new())
+            .keep_alive_interval(limit)
+            .keep_alive_timeout(limit)
             .serve_connection(io, service)
             .await
     } else {
-        hyper::server::conn::http1::Builder::new()
-            .serve_connection(io, service)
-            .await
+        http1().serve_connection(io, service).await
     };
     served.map_err(|source| ConnectionError::Http { peer, source })
 }
 
-type ResponseBody = BoxBody<Bytes, hyper::Error>;
+/// A body's error, whatever the body (the pattern's, a file's read error).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type ResponseBody = BoxBody<Bytes, BoxError>;
 
 async fn handle(
     req: Request<Incoming>,
@@ -425,9 +469,11 @@ async fn handle(
 ) -> Result<Response<ResponseBody>, hyper::Error> {
     let path = req.uri().path().to_string();
     let mut response = match route(req.method().as_str(), &path, state.root.is_some()) {
-        Route::Bytes(n) => {
-            Response::new(PatternBody::new(n, state.pattern.clone(), state.first_write).boxed())
-        }
+        Route::Bytes(n) => Response::new(
+            PatternBody::new(n, state.pattern.clone(), state.first_write)
+                .map_err(BoxError::from)
+                .boxed(),
+        ),
         Route::BadRequest(msg) => text(StatusCode::BAD_REQUEST, msg),
         Route::Upload => {
             let mut body = req.into_body();
@@ -445,8 +491,19 @@ async fn handle(
                 tokio::task::spawn_blocking(move || root.map(|r| crate::files::lookup(&r, &path)))
                     .await;
             match found {
-                Ok(Some(Lookup::Found { body, content_type })) => {
-                    let mut r = Response::new(Full::new(body).map_err(|e| match e {}).boxed());
+                Ok(Some(Lookup::Found {
+                    file,
+                    len,
+                    content_type,
+                })) => {
+                    // a read error ends the body early: the client sees it short of its length
+                    let body = crate::files::FileBody::new(file, len)
+                        .map_err(|e| {
+                            log::warn!("reading a served file: {e}");
+                            BoxError::from(e)
+                        })
+                        .boxed();
+                    let mut r = Response::new(body);
                     r.headers_mut()
                         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
                     r
@@ -494,6 +551,7 @@ mod tests {
             root: None,
             service: None,
             fast_open: false,
+            limits: Limits::default(),
         };
         let e = Server::bind(opts("nosuchcc")).err().unwrap();
         let msg = e.to_string();

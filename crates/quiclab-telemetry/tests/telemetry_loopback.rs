@@ -57,6 +57,7 @@ fn every_mode_delivers_every_unit_within_a_few_ms_on_loopback() {
                 root: None,
                 service: Some(Arc::new(Receiver::new(records.clone()))),
                 fast_open: false,
+                limits: Default::default(),
             })
             .unwrap();
             let addr = tcp.local_addr();

@@ -10,6 +10,7 @@ use quiclab_link::{Direction, LinkConfig};
 use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Netns, Process, Side, Topology, TopologyConfig};
 
+use crate::cmd_link::parse_time;
 use crate::signals::Signals;
 
 /// Benchmarks that print figures.
@@ -36,10 +37,6 @@ pub struct LinkBench {
     /// Length of each measurement.
     #[arg(long, value_name = "TIME", default_value = "5s", value_parser = parse_time)]
     duration: Duration,
-}
-
-fn parse_time(s: &str) -> Result<Duration, String> {
-    quiclab_link::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 pub fn bench(c: BenchCmd) -> anyhow::Result<i32> {

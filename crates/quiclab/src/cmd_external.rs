@@ -95,12 +95,8 @@ struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     timeline: Option<PathBuf>,
     /// The path's minimum RTT (e.g. 50ms): RTT samples below it count as impossible.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::cmd_link::parse_time)]
     path_min_rtt: Option<std::time::Duration>,
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    quiclab_link::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Fetch URLs with the stack's client, one connection each.

@@ -54,7 +54,8 @@ pub struct LinkCmd {
     link: LinkArgs,
 }
 
-fn parse_time(s: &str) -> Result<Duration, String> {
+/// A duration argument (`25ms`, `1.5s`), for every command's flags.
+pub(crate) fn parse_time(s: &str) -> Result<Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
 }
 

@@ -115,6 +115,16 @@ pub struct ServeCmd {
     /// in its server namespace for arms with `tfo = true`.
     #[arg(long)]
     tfo: bool,
+    /// Over TCP: how long a connection may take to finish its TLS handshake, and an HTTP/1.1
+    /// request to send its header; an HTTP/2 connection that answers no ping for as long is
+    /// closed. Idle connections cannot hold the server.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cmd_link::parse_time)]
+    handshake_timeout: std::time::Duration,
+    /// Over TCP: the most connections open at once; the server accepts the next one when one
+    /// ends (the kernel queues up to 1024 meanwhile), so idle sockets cannot use up its file
+    /// descriptors.
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_connections: u32,
     #[command(flatten)]
     record: RecordArgs,
     /// Also serve the same routes over the network-coded transport (RaptorQ-coded data over TLS
@@ -256,6 +266,10 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
                 .clone()
                 .map(|log| Arc::new(Receiver::new(log)) as Arc<dyn TlsService>),
             fast_open: c.tfo,
+            limits: quiclab_tcp::server::Limits {
+                handshake_timeout: c.handshake_timeout,
+                max_connections: c.max_connections as usize,
+            },
         })?;
         // The same port as TCP (the one the kernel chose if it was 0): Alt-Svc advertises it.
         let quic_server = match quic_options.clone() {

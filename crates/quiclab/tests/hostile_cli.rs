@@ -165,7 +165,7 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 }
 
 /// Waits up to `limit` for `done`.
-fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
+fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + limit;
     while !done() {
         if Instant::now() > until {
@@ -252,4 +252,148 @@ fn sigquit_stops_a_run_cleanly_like_ctrl_c() {
     let st = run.wait().unwrap();
     assert_eq!(st.code(), Some(130), "{st}");
     assert_eq!(namespaces_of(pid), Vec::<String>::new());
+}
+
+/// `quiclab serve ARGS` on an ephemeral loopback port, its certificate in `dir`: the process
+/// and the port it listens on (read from the line it prints).
+fn serve_on_loopback(dir: &std::path::Path, args: &[&str]) -> (std::process::Child, u16) {
+    let mut serve = common::quiclab()
+        .args(["serve", "--listen", "127.0.0.1:0", "--write-cert"])
+        .arg(dir.join("cert.pem"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(serve.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port = line
+        .split("listening on 127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (serve, port)
+}
+
+/// `quiclab get` of `path` from the loopback server over HTTP `version`: (exit code, stdout).
+fn get(dir: &std::path::Path, port: u16, version: &str, path: &str) -> (Option<i32>, String) {
+    let o = common::quiclab()
+        .args(["get", "--json", "--http", version, "--cacert"])
+        .arg(dir.join("cert.pem"))
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Stops `serve` with SIGTERM; it must exit within `limit`.
+fn stop_within(mut serve: std::process::Child, limit: Duration) {
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    let exited = eventually(limit, || serve.try_wait().unwrap().is_some());
+    if !exited {
+        serve.kill().unwrap();
+        serve.wait().unwrap();
+    }
+    assert!(exited, "serve ignored SIGTERM for {:?}", t.elapsed());
+}
+
+#[test]
+fn idle_connections_cannot_hold_the_server() {
+    let dir = common::TempDir::new("slowloris");
+    let (serve, port) = serve_on_loopback(
+        &dir,
+        &[
+            "--no-quic",
+            "--handshake-timeout",
+            "1s",
+            "--max-connections",
+            "20",
+        ],
+    );
+    let before = open_descriptors(serve.id());
+    // 200 connections that send nothing: a slowloris
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let held = open_descriptors(serve.id());
+    assert!(
+        held <= before + 20,
+        "at most 20 connections open: {before} descriptors before, {held} now"
+    );
+    // the idle ones are dropped after the handshake limit, so a real request is served
+    // while the rest of the flood waits its turn
+    let t = Instant::now();
+    let (code, out) = get(&dir, port, "2", "/bytes/1000");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        t.elapsed() < Duration::from_secs(12),
+        "served in {:?}",
+        t.elapsed()
+    );
+    // an accepted idle connection was closed by the server
+    let mut first = &idle[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let n = std::io::Read::read(&mut first, &mut buf).unwrap_or(usize::MAX);
+    assert_eq!(n, 0, "closed by the server");
+    drop(idle);
+    stop_within(serve, Duration::from_secs(3));
+}
+
+#[test]
+fn a_large_file_is_streamed_and_a_fifo_under_the_root_blocks_nothing() {
+    let dir = common::TempDir::new("files");
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    // 300 MB (sparse: no disk used), and a FIFO nobody writes to
+    let big = std::fs::File::create(root.join("big.bin")).unwrap();
+    big.set_len(300_000_000).unwrap();
+    std::fs::write(root.join("index.html"), "<p>hi</p>").unwrap();
+    let fifo = std::ffi::CString::new(root.join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let (serve, port) = serve_on_loopback(&dir, &["--root", root.to_str().unwrap()]);
+    for version in ["1.1", "2", "3"] {
+        let (code, out) = get(&dir, port, version, "/pipe");
+        assert_eq!(
+            code,
+            Some(1),
+            "HTTP {version}: the FIFO is not found: {out}"
+        );
+        assert!(out.contains("\"status\":404"), "{out}");
+    }
+    for version in ["2", "3"] {
+        let (code, out) = get(&dir, port, version, "/big.bin");
+        assert_eq!(code, Some(0), "HTTP {version}: {out}");
+        assert!(out.contains("\"bytes\":300000000"), "{out}");
+    }
+    // the file pool still answers after the FIFO requests
+    let (code, out) = get(&dir, port, "2", "/");
+    assert_eq!(code, Some(0), "{out}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.id())).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    // read whole, one GET alone would take 300 MB
+    assert!(peak_kb < 150_000, "serve's peak memory {peak_kb} kB");
+    stop_within(serve, Duration::from_secs(3));
 }

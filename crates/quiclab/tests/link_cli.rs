@@ -146,7 +146,24 @@ fn signals_stop_the_run_cleanly() {
     }
 }
 
-/// After SIGKILL nothing can clean up in-process; `quiclab clean` must then remove the
+/// The pid of the reaper (`quiclab __reap`) that quiclab process `pid` started.
+fn reaper_of(pid: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__reap"))
+        })
+}
+
+/// After SIGKILL (of quiclab and its reaper) nothing can clean up in-process; `quiclab clean` must then remove the
 /// namespaces and every process in them (here a grandchild that outlives its parent), and leave
 /// live runs alone.
 #[test]
@@ -178,6 +195,11 @@ fn clean_removes_what_a_killed_run_left_and_spares_live_runs() {
     let server = read_pid(&spid, Duration::from_secs(5));
     let client = read_pid(&cpid, Duration::from_secs(5));
     let (sns, cns) = (netns_of(server).unwrap(), netns_of(client).unwrap());
+    // the run's reaper would remove its namespaces once it dies: kill it first, as a kill of
+    // the whole machine's processes (an out-of-memory killer's spree) would
+    let reaper = reaper_of(victim.id()).expect("the run started its reaper");
+    // SAFETY: kills the reaper process of the quiclab process this test started.
+    unsafe { libc::kill(reaper as i32, libc::SIGKILL) };
     // SAFETY: kills the quiclab process this test started.
     unsafe { libc::kill(victim.id() as i32, libc::SIGKILL) };
     victim.wait().unwrap();
