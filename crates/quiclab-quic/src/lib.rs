@@ -858,7 +858,20 @@ async fn serve_h3(
                             .and_then(|v| v.to_str().ok())
                             .map(crate::priority::Priority::parse_header);
                         urgencies.request(stream.id().into_inner(), priority);
-                        handle(req, stream, routes).await
+                        let mut stream = stream;
+                        handle(req, &mut stream, routes).await?;
+                        // what the client sent after its request is read too: a frame that
+                        // must not be there (RFC 9114 7.2.8: HTTP/2's PING, ...) is a
+                        // connection error, which h3 raises as it reads it
+                        let rest = async {
+                            while stream.recv_data().await?.is_some() {}
+                            Ok::<(), h3::error::StreamError>(())
+                        };
+                        match tokio::time::timeout(REQUEST_REST, rest).await {
+                            Ok(read) => read,
+                            // a client that never ends its side: nothing more to check
+                            Err(_) => Ok(()),
+                        }
                     };
                     if let Err(source) = served.await
                         && !source.is_h3_no_error()
@@ -884,6 +897,9 @@ async fn serve_h3(
     while requests.join_next().await.is_some() {}
     Ok(())
 }
+
+/// How long after its response the server reads what a request stream still carries.
+const REQUEST_REST: Duration = Duration::from_secs(2);
 
 /// Aborts a task when dropped, so a connection's sampler ends with the connection's task.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -947,7 +963,7 @@ async fn sample_timeline(
 
 async fn handle(
     req: Request<()>,
-    mut stream: H3ServerStream,
+    stream: &mut H3ServerStream,
     routes: Arc<Routes>,
 ) -> Result<(), h3::error::StreamError> {
     let Routes {
@@ -979,20 +995,13 @@ async fn handle(
             }
             stream.finish().await
         }
-        Route::BadRequest(msg) => {
-            send_text(&mut stream, respond(StatusCode::BAD_REQUEST), msg).await
-        }
+        Route::BadRequest(msg) => send_text(stream, respond(StatusCode::BAD_REQUEST), msg).await,
         Route::Upload => {
             let mut received: u64 = 0;
             while let Some(chunk) = stream.recv_data().await? {
                 received += chunk.remaining() as u64;
             }
-            send_text(
-                &mut stream,
-                respond(StatusCode::OK),
-                format!("{received}\n"),
-            )
-            .await
+            send_text(stream, respond(StatusCode::OK), format!("{received}\n")).await
         }
         Route::File => {
             let root = root.clone();
@@ -1035,15 +1044,10 @@ async fn handle(
                 Ok(Some(Lookup::Forbidden)) => (StatusCode::FORBIDDEN, "forbidden\n"),
                 _ => (StatusCode::NOT_FOUND, "not found\n"),
             };
-            send_text(&mut stream, respond(status), msg.into()).await
+            send_text(stream, respond(status), msg.into()).await
         }
         Route::NotFound => {
-            send_text(
-                &mut stream,
-                respond(StatusCode::NOT_FOUND),
-                "not found\n".into(),
-            )
-            .await
+            send_text(stream, respond(StatusCode::NOT_FOUND), "not found\n".into()).await
         }
     }
 }
@@ -1741,6 +1745,91 @@ mod tests {
         assert_eq!(back, QuicOptions::default());
         let partial: QuicOptions = serde_json::from_str(r#"{"congestion":"bbr"}"#).unwrap();
         assert_eq!(partial.congestion, QuicCongestion::Bbr);
+    }
+
+    /// RFC 9114 7.2.8: an HTTP/2 frame type (here PING, 0x06) on a request stream, first or
+    /// after the request's HEADERS, is a connection error of type H3_FRAME_UNEXPECTED.
+    #[test]
+    fn a_reserved_http2_frame_on_a_request_stream_closes_the_connection_as_unexpected() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let id = crate::tls::Identity::self_signed().unwrap();
+            let tcp = crate::tls::server_config(&id, &[KxGroup::X25519]).unwrap();
+            let server = QuicServer::bind(QuicServerOptions {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                tls: Arc::new(server_tls(&tcp)),
+                quic: QuicOptions::default(),
+                timeline: None,
+                path_min_rtt_us: None,
+                qlog_dir: None,
+                root: None,
+                service: None,
+            })
+            .unwrap();
+            let addr = server.local_addr();
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let served = tokio::spawn(server.run_until(
+                async {
+                    let _ = stop_rx.await;
+                },
+                |_| {},
+            ));
+            let opts = QuicClientOptions {
+                quic: QuicOptions::default(),
+                ca_pem: id.chain_pem().to_string(),
+                groups: vec![KxGroup::X25519],
+                reuse_connection: false,
+                resume: false,
+                path_min_rtt_us: None,
+                qlog_dir: None,
+                upload: None,
+            };
+            let tls = client_tls(&opts).unwrap();
+            let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+            // a GET of /bytes/1 as QPACK with the static table only: required insert count 0,
+            // base 0, :method GET (17), :scheme https (23), :authority "x" (0, a literal), and
+            // :path "/bytes/1" (1, a literal)
+            let mut headers = vec![0x00, 0x00, 0xd1, 0xd7, 0x50, 0x01, b'x', 0x51, 0x08];
+            headers.extend_from_slice(b"/bytes/1");
+            let mut request = vec![0x01, headers.len() as u8];
+            request.extend_from_slice(&headers);
+            let ping = [0x06u8, 0x00];
+            for (what, frames) in [
+                ("first", ping.to_vec()),
+                (
+                    "after the headers",
+                    [request.clone(), ping.to_vec()].concat(),
+                ),
+            ] {
+                let kx = Arc::new(KxLog::default());
+                let config = client_config(&opts, &tls, &kx, ALPN_H3).unwrap();
+                let conn = endpoint
+                    .connect_with(config, addr, "localhost")
+                    .unwrap()
+                    .await
+                    .unwrap();
+                let (mut send, _recv) = conn.open_bi().await.unwrap();
+                send.write_all(&frames).await.unwrap();
+                send.finish().unwrap();
+                let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+                    .await
+                    .unwrap_or_else(|_| panic!("{what}: the connection stayed open"));
+                match closed {
+                    quinn::ConnectionError::ApplicationClosed(c) => assert_eq!(
+                        c.error_code.into_inner(),
+                        0x105,
+                        "{what}: H3_FRAME_UNEXPECTED, not {c:?}"
+                    ),
+                    other => panic!("{what}: {other}"),
+                }
+            }
+            stop_tx.send(()).unwrap();
+            served.await.unwrap();
+        });
     }
 
     #[test]

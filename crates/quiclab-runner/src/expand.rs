@@ -38,8 +38,47 @@ pub struct TrialSpec {
     pub seed: u64,
     /// Body sizes of the trial's requests, in order (none for telemetry, which sends units).
     pub requests: Vec<u64>,
-    /// The resolved configuration, as stored and hashed.
-    pub config: serde_json::Value,
+}
+
+impl TrialSpec {
+    /// The resolved configuration, as stored and hashed (built when asked, not kept: a large
+    /// campaign holds many specs).
+    pub fn config(&self, plan: &Plan) -> serde_json::Value {
+        let (_, workload) =
+            workloads::of(&plan.workload).trial(&plan.workload, self.size, self.seed);
+        config(
+            plan,
+            &workload,
+            self.arm,
+            self.condition,
+            self.before,
+            self.iteration,
+            self.seed,
+        )
+    }
+}
+
+fn config(
+    plan: &Plan,
+    workload: &serde_json::Value,
+    arm: usize,
+    condition: usize,
+    before: Option<usize>,
+    iteration: u32,
+    seed: u64,
+) -> serde_json::Value {
+    let cond = &plan.conditions[condition];
+    let mut config = json!({
+        "workload": workload,
+        "arm": plan.arms[arm].config(),
+        "condition": {"name": cond.name, "keys": cond.keys},
+        "iteration": iteration,
+        "seed": seed,
+    });
+    if let Some(b) = before {
+        config[CONFIG_BEFORE] = json!(plan.conditions[b].name);
+    }
+    config
 }
 
 /// The link seed of iteration `i`.
@@ -49,7 +88,7 @@ pub fn iteration_seed(plan_seed: u64, i: u32) -> u64 {
 
 /// Every trial of the plan, in execution order.
 pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(usize::try_from(plan.trial_count()).unwrap_or(0));
     for it in 0..plan.iterations {
         let seed = iteration_seed(plan.seed, it);
         for ci in 0..plan.conditions.len() {
@@ -69,18 +108,7 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                     workloads::of(&plan.workload).trial(&plan.workload, size, seed);
                 for ai in order {
                     let mut push = |condition: usize, before: Option<usize>| {
-                        let arm = &plan.arms[ai];
-                        let cond = &plan.conditions[condition];
-                        let mut config = json!({
-                            "workload": workload,
-                            "arm": arm.config(),
-                            "condition": {"name": cond.name, "keys": cond.keys},
-                            "iteration": it,
-                            "seed": seed,
-                        });
-                        if let Some(b) = before {
-                            config[CONFIG_BEFORE] = json!(plan.conditions[b].name);
-                        }
+                        let config = config(plan, &workload, ai, condition, before, it, seed);
                         out.push(TrialSpec {
                             seq: out.len() as u64,
                             id: hash_id(&config),
@@ -91,7 +119,6 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                             iteration: it,
                             seed,
                             requests: requests.clone(),
-                            config,
                         });
                     };
                     if let Some(base) = plan.interleave {
@@ -166,7 +193,13 @@ http = "1.1"
         let trials = expand(&plan);
         for t in &trials {
             assert_eq!(t.requests, segment_sizes(t.seed, 4, 1000, 2000));
-            assert_eq!(t.config["workload"]["sizes"].as_array().unwrap().len(), 4);
+            assert_eq!(
+                t.config(&plan)["workload"]["sizes"]
+                    .as_array()
+                    .unwrap()
+                    .len(),
+                4
+            );
         }
         // every arm and condition of an iteration fetches the same sizes
         let first: Vec<_> = trials.iter().filter(|t| t.iteration == 0).collect();
@@ -193,11 +226,11 @@ http = "1.1"
         for t in &trials {
             assert!(t.requests.is_empty());
             assert_eq!(t.size, 16_000);
-            assert_eq!(t.config["workload"]["kind"], "telemetry");
-            assert_eq!(t.config["workload"]["duration_ms"], 2000);
+            assert_eq!(t.config(&plan)["workload"]["kind"], "telemetry");
+            assert_eq!(t.config(&plan)["workload"]["duration_ms"], 2000);
             let mode = plan.arms[t.arm].telemetry.unwrap();
-            assert_eq!(t.config["arm"]["telemetry"], mode.name());
-            assert!(t.config["arm"].get("http").is_none());
+            assert_eq!(t.config(&plan)["arm"]["telemetry"], mode.name());
+            assert!(t.config(&plan)["arm"].get("http").is_none());
         }
     }
 
@@ -276,7 +309,7 @@ http = "1.1"
                 )
             );
             assert_eq!(
-                base.config[CONFIG_BEFORE],
+                base.config(&p)[CONFIG_BEFORE],
                 p.conditions[other.condition].name
             );
         }
@@ -306,7 +339,7 @@ http = "1.1"
         assert!(
             expand(&plain)
                 .iter()
-                .all(|s| s.config.get(CONFIG_BEFORE).is_none())
+                .all(|s| s.config(&plain).get(CONFIG_BEFORE).is_none())
         );
     }
 

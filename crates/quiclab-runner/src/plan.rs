@@ -215,6 +215,17 @@ impl Arm {
 }
 
 impl Plan {
+    /// How many trials the plan expands to, counted without expanding it.
+    pub fn trial_count(&self) -> u64 {
+        let conditions = (self.conditions.len() - usize::from(self.interleave.is_some())) as u64;
+        let per = if self.interleave.is_some() { 2 } else { 1 };
+        u64::from(self.iterations)
+            .saturating_mul(conditions)
+            .saturating_mul(self.sizes.len() as u64)
+            .saturating_mul(self.arms.len() as u64)
+            .saturating_mul(per)
+    }
+
     /// What the plan's stacks need that this machine lacks (programs not installed, with
     /// what provides each), once each.
     pub fn missing(&self) -> Vec<String> {
@@ -358,6 +369,10 @@ fn merge(
     out.extend(over.iter().cloned());
     out
 }
+
+/// The most trials a plan may have: each is a few hundred bytes until it runs, and a few
+/// kilobytes in the results database after.
+pub const MAX_TRIALS: u64 = 1_000_000;
 
 /// The longest a trial's data may take to cross its link at the link's rate, unless the plan
 /// sets a trial-timeout (the client's own limit is many times this).
@@ -963,6 +978,22 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
                 .collect::<Result<Vec<_>, PlanError>>()?;
             axes.push((k.get_ref().clone(), vs));
         }
+        // counted before they are made: a few short lists can multiply into more conditions
+        // than memory holds
+        let combinations = axes
+            .iter()
+            .fold(1u64, |n, (_, vs)| n.saturating_mul(vs.len() as u64));
+        if combinations > MAX_TRIALS {
+            return Err(ctx.err(
+                0..0,
+                format!(
+                    "matrix: {combinations} combinations of its values, each a condition; \
+                     allowed: at most {} trials in a plan: fewer values per key, or several \
+                     plans (each into its own --out directory)",
+                    MAX_TRIALS
+                ),
+            ));
+        }
         // every combination, the first key varying slowest
         let mut combos: Vec<Vec<(String, String, std::ops::Range<usize>)>> = vec![Vec::new()];
         for (k, vs) in &axes {
@@ -1105,7 +1136,7 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         }
         comparisons.push((c.a.get_ref().clone(), c.b.get_ref().clone()));
     }
-    Ok(Plan {
+    let plan = Plan {
         name,
         description: raw.description.trim().to_string(),
         source: file.to_string(),
@@ -1119,7 +1150,28 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         arms,
         comparisons,
         trial_timeout,
-    })
+    };
+    let trials = plan.trial_count();
+    if trials > MAX_TRIALS {
+        return Err(PlanError {
+            file: file.into(),
+            line: 0,
+            column: 0,
+            message: format!(
+                "{} profile: {} iterations x {} conditions x {} sizes x {} arms = {trials} \
+                 trials; allowed: at most {} in a plan: split it into several plans (e.g. one \
+                 per condition or arm, each into its own --out directory) or run fewer \
+                 iterations",
+                profile.name(),
+                plan.iterations,
+                plan.conditions.len(),
+                plan.sizes.len(),
+                plan.arms.len(),
+                MAX_TRIALS
+            ),
+        });
+    }
+    Ok(plan)
 }
 
 #[cfg(test)]
@@ -1133,6 +1185,22 @@ mod tests {
         let trace = std::env::temp_dir().join(format!("quiclab-plan-{}.trace", std::process::id()));
         std::fs::write(&trace, "1\n").unwrap();
         let rate_and_trace = format!("[network]\nrate = \"10mbit\"\ntrace = {trace:?}\n");
+        let values: Vec<String> = (1..=20).map(|v| format!("\"{v}ms\"")).collect();
+        let huge_matrix = format!(
+            "[matrix]\n{}",
+            [
+                "delay",
+                "jitter",
+                "up-delay",
+                "down-delay",
+                "up-jitter",
+                "down-jitter",
+                "reorder-delay"
+            ]
+            .iter()
+            .map(|k| format!("{k} = [{}]\n", values.join(",")))
+            .collect::<String>()
+        );
         for (extra, name, wanted) in [
             ("", "..", "name = \"..\": allowed: letters"),
             ("", ".hidden", "not first"),
@@ -1178,6 +1246,8 @@ mod tests {
                 "p",
                 "duplicate key \"network\"",
             ),
+            // 20^7 combinations (1.28e9): refused before any is made
+            (huge_matrix.as_str(), "p", "1280000000 combinations"),
         ] {
             let text = format!("{}{extra}", base.replace("\"p\"", &format!("{name:?}")));
             let e = parse(&text, "t.toml", Profile::Full)
@@ -1191,6 +1261,20 @@ mod tests {
         let slow = format!("trial-timeout = \"1000min\"\n{base}[network]\nrate = \"100bit\"\n");
         parse(&slow, "t.toml", Profile::Full).unwrap();
         let _ = std::fs::remove_file(&trace);
+        // 100000 iterations x 11 conditions: over the limit, counted, not expanded
+        let many = base.replace("iterations = 1", "iterations = 100000")
+            + "[matrix]\ndelay = [\"1ms\",\"2ms\",\"3ms\",\"4ms\",\"5ms\",\"6ms\",\"7ms\",\
+               \"8ms\",\"9ms\",\"10ms\",\"11ms\"]\n";
+        let e = parse(&many, "t.toml", Profile::Full)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("= 1100000 trials; allowed: at most 1000000"),
+            "{e}"
+        );
+        let fewer = many.replace("100000", "90000");
+        let p = parse(&fewer, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.trial_count(), 990_000);
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
         size: spec.size,
         iteration: spec.iteration,
         seed: spec.seed,
-        config: spec.config.clone(),
+        config: spec.config(plan),
         started_unix_ms,
         wall_ms: started.elapsed().as_secs_f64() * 1000.0,
         outcome,
