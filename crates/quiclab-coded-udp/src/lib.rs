@@ -299,6 +299,7 @@ fn sample(conn: &quiclab_coded::Connection, state: &mut ServerConn) -> TimelineS
         congestion_event,
         retransmits: Some(s.repair_proactive + s.repair_reactive + s.probes),
         impossible_rtt_samples: None,
+        busy_rtt_samples: None,
         first_loss_offset: None,
         udp_payload: None,
     }

@@ -192,6 +192,7 @@ pub fn timeline(
             congestion_event: congestion,
             retransmits: Some(st.lost),
             impossible_rtt_samples: path_min_rtt_us.map(|_| st.impossible),
+            busy_rtt_samples: None,
             first_loss_offset: None,
             udp_payload: None,
         };

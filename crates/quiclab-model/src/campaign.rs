@@ -271,6 +271,10 @@ pub struct Detail {
     /// Every resource's times (the pages workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<PageDetail>,
+    /// How late the emulator handed a packet over (ms), when later than the runner's limit: the
+    /// host stalled the link, so the trial's times include the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator_late_ms: Option<f64>,
 }
 
 impl Detail {
@@ -279,6 +283,7 @@ impl Detail {
             && self.telemetry.is_none()
             && self.bulk.is_none()
             && self.page.is_none()
+            && self.emulator_late_ms.is_none()
     }
 }
 

@@ -234,6 +234,10 @@ pub struct TimelineSample {
     /// so a minimum below the floor counts as one. `None` without a floor (`--path-min-rtt`).
     #[serde(default)]
     pub impossible_rtt_samples: Option<u64>,
+    /// Cumulative RTT samples below the floor that the endpoint's late reading of its clock
+    /// explains (QUIC: the host was busy; not counted as impossible). `None` where not told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_rtt_samples: Option<u64>,
     /// Bytes of the connection's stream the sender had sent before the first data it later
     /// retransmitted (TCP: the cumulative ACK point at the first retransmission; QUIC: packet
     /// bytes, headers included, sent before the first packet declared lost). `None` until a

@@ -947,6 +947,7 @@ async fn sample_timeline(
             congestion_event: cc.congestion_events > events,
             retransmits: Some(stats.path.lost_packets),
             impossible_rtt_samples: recorder.path_min_rtt().map(|_| cc.impossible_rtt_samples),
+            busy_rtt_samples: recorder.path_min_rtt().map(|_| cc.busy_rtt_samples),
             first_loss_offset: cc.first_loss_offset,
             udp_payload: Some(u32::from(stats.path.current_mtu)),
         };

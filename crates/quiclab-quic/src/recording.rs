@@ -11,7 +11,11 @@
 //! - bytes in flight, as quinn reported them after the last batch of acknowledgements;
 //! - RTT samples: one per batch of acknowledgements, `now` minus the send time of the newest
 //!   packet the batch acknowledges (quinn's raw sample, before ack-delay correction); a sample
-//!   below the path's minimum RTT is impossible and counted as such;
+//!   below the path's minimum RTT is impossible and counted as such, unless the host explains
+//!   it: quinn reads its clock once and then a batch of datagrams, so on a busy host an
+//!   acknowledgement read late is stamped with a time before it arrived. A low sample that the
+//!   clock read when the batch is recorded brings back to the path's minimum is counted as a
+//!   busy-host sample instead (a fault of the timing, not of the stack);
 //! - congestion events, lost bytes, the current and peak congestion window;
 //! - the packet bytes sent before the first packet later declared lost (from a trail of sent
 //!   totals kept, one point per millisecond, until the first loss).
@@ -42,6 +46,9 @@ pub struct CcSnapshot {
     pub rtt_samples: u64,
     /// RTT samples below the path's minimum RTT (only counted when a floor is set).
     pub impossible_rtt_samples: u64,
+    /// RTT samples below the floor that the stamping delay explains (see the module's
+    /// contract): the host was busy, the stack is not at fault.
+    pub busy_rtt_samples: u64,
     pub min_rtt_sample: Option<Duration>,
     pub latest_rtt_sample: Option<Duration>,
     /// Packet bytes sent before the first packet declared lost.
@@ -143,13 +150,19 @@ impl Recorder {
         self.window(&mut st, m);
         let newest_sent = st.batch_newest_sent.take();
         let sample = newest_sent.map(|sent| now.saturating_duration_since(sent));
-        if let Some(s) = sample {
+        // the latest the batch can have arrived: when it is recorded (after `now`)
+        let latest = Instant::now().max(now);
+        if let (Some(s), Some(sent)) = (sample, newest_sent) {
             let snap = &mut st.snap;
             snap.rtt_samples += 1;
             snap.latest_rtt_sample = Some(s);
             snap.min_rtt_sample = Some(snap.min_rtt_sample.map_or(s, |m| m.min(s)));
-            if self.floor.is_some_and(|f| s < f) {
-                snap.impossible_rtt_samples += 1;
+            if let Some(f) = self.floor.filter(|&f| s < f) {
+                if latest.saturating_duration_since(sent) >= f {
+                    snap.busy_rtt_samples += 1;
+                } else {
+                    snap.impossible_rtt_samples += 1;
+                }
             }
         }
         if st.snap.first_loss_offset.is_none() && st.trail.len() < TRAIL_MAX {
@@ -321,6 +334,31 @@ mod tests {
     }
 
     #[test]
+    fn a_low_sample_the_stamping_delay_explains_is_the_hosts_not_the_stacks() {
+        let rec = Recorder::new(Some(Duration::from_millis(50)));
+        let real = Instant::now();
+        // sent 60 ms ago on a 50 ms path; the driver stamped the acknowledgement 20 ms before
+        // it recorded the batch: a 40 ms sample, but the batch may have arrived as late as now
+        rec.acked(
+            real - Duration::from_millis(60),
+            1200,
+            (Duration::ZERO, Duration::ZERO),
+        );
+        rec.end_acks(real - Duration::from_millis(20), 0, window(20_000));
+        let s = rec.snapshot();
+        assert_eq!((s.busy_rtt_samples, s.impossible_rtt_samples), (1, 0));
+        // sent 30 ms ago: too soon even for now, whatever the stamping delay
+        rec.acked(
+            real - Duration::from_millis(30),
+            1200,
+            (Duration::ZERO, Duration::ZERO),
+        );
+        rec.end_acks(real - Duration::from_millis(5), 0, window(20_000));
+        let s = rec.snapshot();
+        assert_eq!((s.busy_rtt_samples, s.impossible_rtt_samples), (1, 1));
+    }
+
+    #[test]
     fn counts_acks_samples_losses_and_the_first_loss_offset() {
         let rec = Recorder::new(Some(Duration::from_millis(50)));
         let t0 = Instant::now();
@@ -348,6 +386,7 @@ mod tests {
         rec.acked(ms(9), 1200, rtt);
         rec.end_acks(ms(20), 0, window(30_000));
         assert_eq!(rec.snapshot().impossible_rtt_samples, 1);
+        assert_eq!(rec.snapshot().busy_rtt_samples, 0);
 
         // The first loss: a packet sent at 60.5 ms, when the sent total known was 12,000.
         rec.end_acks(ms(70), 2400, window(30_000));

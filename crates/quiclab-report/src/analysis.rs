@@ -60,6 +60,10 @@ pub struct ArmCell<'a> {
     /// Successful trials with at least one RTT sample below the path's minimum, and the samples.
     pub impossible_rtt_trials: usize,
     pub impossible_rtt_samples: u64,
+    /// Successful trials whose emulator fell behind (the host stalled it), and the worst
+    /// lateness (ms).
+    pub emulator_late_trials: usize,
+    pub emulator_late_max_ms: f64,
     /// Distinct failure reasons with their counts, in order of first appearance.
     pub failure_reasons: Vec<(String, usize)>,
     /// The trial whose timeline represents the arm: see [`median_trial`].
@@ -314,6 +318,14 @@ fn arm_cell<'a>(
             .filter(|m| m.impossible_rtt_samples.unwrap_or(0) > 0)
             .count(),
         impossible_rtt_samples: ms.iter().filter_map(|m| m.impossible_rtt_samples).sum(),
+        emulator_late_trials: ms
+            .iter()
+            .filter(|m| m.detail.emulator_late_ms.is_some())
+            .count(),
+        emulator_late_max_ms: ms
+            .iter()
+            .filter_map(|m| m.detail.emulator_late_ms)
+            .fold(0.0, f64::max),
         median_trial: median_trial(ok.iter().copied()),
         failure_reasons,
         summary,

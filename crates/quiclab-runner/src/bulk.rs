@@ -116,6 +116,7 @@ mod tests {
             congestion_event: false,
             retransmits: None,
             impossible_rtt_samples: None,
+            busy_rtt_samples: None,
             first_loss_offset: None,
             udp_payload: payload,
         })

@@ -82,7 +82,12 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
         &mut requests,
         &mut phases,
     ) {
-        Ok(m) => Ok(m),
+        Ok(mut m) => {
+            // the guard of the emulator's timing: a trial whose packets it handed over late
+            // measured the host too; say so with the trial rather than trust it silently
+            m.detail.emulator_late_ms = emulator_late_ms(&link).filter(|&l| l > EMULATOR_BEHIND_MS);
+            Ok(m)
+        }
         Err(Failure::Interrupted) => return TrialEnd::Interrupted,
         Err(Failure::Failed(why)) => Err(why),
     };
@@ -497,6 +502,20 @@ fn timed_clients(
         server_cpu_s: s1 - s0,
         client_cpu_s: c1 - c0,
     })
+}
+
+/// How late the emulator may hand a packet over before its trial is flagged (a host that
+/// stalls the forwarding threads this long has lengthened the packet's path by as much).
+pub const EMULATOR_BEHIND_MS: f64 = 5.0;
+
+/// The latest the emulator handed a packet over, in either direction, from a trial's link
+/// record (ms; None without an emulator).
+fn emulator_late_ms(link: &serde_json::Value) -> Option<f64> {
+    link.as_array()?
+        .iter()
+        .filter_map(|d| d["lateness_max_us"].as_f64())
+        .reduce(f64::max)
+        .map(|us| us / 1000.0)
 }
 
 fn link_json(reports: &[DirectionReport]) -> serde_json::Value {

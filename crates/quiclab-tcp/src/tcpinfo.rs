@@ -326,6 +326,7 @@ impl Sampler {
             impossible_rtt_samples: self
                 .path_min_rtt_us
                 .map(|floor| impossible_min_rtt(&info, floor)),
+            busy_rtt_samples: None,
             first_loss_offset: self.first_loss_offset,
             udp_payload: None,
         })

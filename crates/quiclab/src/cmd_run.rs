@@ -270,6 +270,12 @@ impl Progress for Bar {
     fn trial_done(&mut self, plan: &Plan, spec: &TrialSpec, rec: &TrialRecord) {
         self.running.remove(&spec.id);
         self.done += 1;
+        let late = match &rec.outcome {
+            Ok(m) => m.detail.emulator_late_ms.map_or(String::new(), |l| {
+                format!(" (the host held the emulator's packets up to {l:.1} ms)")
+            }),
+            Err(_) => String::new(),
+        };
         let what = match &rec.outcome {
             Ok(m) => match &m.detail.telemetry {
                 Some(d) => {
@@ -305,9 +311,10 @@ impl Progress for Bar {
                 format!("FAILED: {e}")
             }
         };
+        let what = what + &late;
         match &self.bar {
             Some(b) => {
-                if rec.outcome.is_err() {
+                if rec.outcome.is_err() || !late.is_empty() {
                     b.println(format!("  {}: {what}", cell(plan, spec)));
                 }
                 b.inc(1);

@@ -397,3 +397,49 @@ fn a_large_file_is_streamed_and_a_fifo_under_the_root_blocks_nothing() {
     assert!(peak_kb < 150_000, "serve's peak memory {peak_kb} kB");
     stop_within(serve, Duration::from_secs(3));
 }
+
+#[test]
+fn a_trial_whose_emulator_the_host_held_up_is_flagged() {
+    common::assert_root();
+    let dir = common::TempDir::new("held");
+    let plan = dir.join("plan.toml");
+    // one 1 MB transfer at 4 Mbit/s: two seconds in which to pause the runner
+    std::fs::write(
+        &plan,
+        "name = \"held\"\niterations = 1\n[workload]\nkind = \"single-object\"\n\
+         sizes = [\"1MB\"]\n[network]\ndelay = \"5ms\"\nrate = \"4mbit\"\n[arms.h2]\nhttp = \"2\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = common::quiclab()
+        .args(["run", plan.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id();
+    assert!(
+        eventually(Duration::from_secs(10), || namespaces_of(pid).len() == 2),
+        "the trial started"
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    // the runner (and with it the emulator's threads) stops for 150 ms mid-transfer
+    // SAFETY: signals to the child this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(150));
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    let o = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // said as the trial ends, and in the report's cell
+    assert!(
+        err.contains("the host held the emulator's packets up to"),
+        "{err}"
+    );
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        report.contains("the host held the emulator's packets up to"),
+        "the report flags the trial"
+    );
+}

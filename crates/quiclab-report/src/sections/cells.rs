@@ -396,6 +396,15 @@ fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
                 }
             ));
         }
+        if a.emulator_late_trials > 0 {
+            flags.push(format!(
+                "<span class=\"flag\">the host held the emulator's packets up to {} ms in {} \
+                 trial{}: their times include the host's</span>",
+                units::number(a.emulator_late_max_ms, 1),
+                a.emulator_late_trials,
+                if a.emulator_late_trials == 1 { "" } else { "s" }
+            ));
+        }
         for (reason, n) in &a.failure_reasons {
             flags.push(format!(
                 "<span class=\"flag\">failed: {} ×{n}</span>",
