@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::bail;
 use clap::Args;
 use quiclab_netns::selftest::{self, Row};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 /// Check that the emulated link does what it is configured to do, as seen by real sockets.
 ///
@@ -53,10 +53,11 @@ fn line(cells: [&str; 4], verdict: &str) -> String {
     s
 }
 
-/// The first SIGINT, SIGTERM or SIGHUP sets the returned flag; a second one exits at once.
+/// The first SIGINT, SIGTERM, SIGHUP or SIGQUIT sets the returned flag; a second one exits at
+/// once.
 fn stop_requests() -> anyhow::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
+    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
         // registered first, so it sees the flag as the previous signal left it
         signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
         signal_hook::flag::register(sig, stop.clone())?;
