@@ -145,6 +145,7 @@ pub fn write_atomic_with(
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
+    remove_dead_writers_files(&dir, &name);
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -165,6 +166,28 @@ pub fn write_atomic_with(
         let _ = std::fs::remove_file(&tmp);
         io(path)(e)
     })
+}
+
+/// Removes the temporary files of `name` that writers killed mid-write left (`.NAME.PID.tmp`
+/// of a pid that no longer runs).
+fn remove_dead_writers_files(dir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for e in entries.filter_map(|e| e.ok()) {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(".tmp"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 #[cfg(test)]

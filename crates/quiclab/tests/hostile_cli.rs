@@ -443,3 +443,46 @@ fn a_trial_whose_emulator_the_host_held_up_is_flagged() {
         "the report flags the trial"
     );
 }
+
+#[test]
+fn a_report_killed_mid_write_leaves_a_whole_report() {
+    common::assert_root();
+    let (_dir, out) = common::run_plan(
+        "killreport",
+        &tiny_plan(
+            "killreport",
+            2,
+            "[arms.h2]\nhttp = \"2\"\n[arms.h3]\nhttp = \"3\"\n",
+        ),
+        &[],
+    );
+    let report = out.join("report.html");
+    let whole = std::fs::read_to_string(&report).unwrap();
+    assert!(whole.trim_end().ends_with("</html>"));
+    // killed at every moment of its short life, 60 times
+    for i in 0..60u64 {
+        let mut r = common::quiclab()
+            .arg("report")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(500 * (i % 20)));
+        let _ = r.kill();
+        r.wait().unwrap();
+        let now = std::fs::read_to_string(&report).unwrap();
+        assert_eq!(now, whole, "after a kill at {} us", 500 * (i % 20));
+    }
+    // no temporary file is left behind either
+    let stray: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(
+        stray.len() <= 1,
+        "at most the file of the last kill: {stray:?}"
+    );
+}
