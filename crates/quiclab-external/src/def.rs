@@ -17,7 +17,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The stack files shipped with quiclab: (file name, text).
-pub const BUILTIN: &[(&str, &str)] = &[("ngtcp2.toml", include_str!("../stacks/ngtcp2.toml"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("ngtcp2.toml", include_str!("../stacks/ngtcp2.toml")),
+    ("quic-go.toml", include_str!("../stacks/quic-go.toml")),
+];
 
 /// Where a stack file came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,175 @@
+// quiclab-quic-go: quic-go's HTTP/3 server and client, driven the way quiclab drives an
+// external stack (see docs/stacks.md and crates/quiclab-external/stacks/quic-go.toml).
+//
+//	quiclab-quic-go server --addr ADDR --port PORT --cert FILE --key FILE --htdocs DIR [--qlog-dir DIR]
+//	quiclab-quic-go client --cacert FILE --download DIR [--qlog-dir DIR] URL
+//
+// The client prints one line per event, as it happens, for the adapter to stamp:
+// "start", "handshake complete alpn=h3", "status 200", "first byte", "last byte",
+// and "error: ..." on failure.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/qlog"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: quiclab-quic-go server|client [flags]; see -h of each")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "server":
+		err = server(os.Args[2:])
+	case "client":
+		err = client(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q; allowed: server, client", os.Args[1])
+	}
+	if err != nil {
+		fmt.Printf("error: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// quicConfig is the configuration both sides share: qlog files in dir when given.
+func quicConfig(qlogDir string) *quic.Config {
+	c := &quic.Config{MaxIdleTimeout: 10 * time.Second}
+	if qlogDir != "" {
+		// qlog's default tracer writes to $QLOGDIR, one file per connection
+		os.Setenv("QLOGDIR", qlogDir)
+		c.Tracer = qlog.DefaultConnectionTracer
+	}
+	return c
+}
+
+func server(args []string) error {
+	fs := flag.NewFlagSet("server", flag.ExitOnError)
+	addr := fs.String("addr", "::", "address to listen on")
+	port := fs.Int("port", 443, "UDP port")
+	cert := fs.String("cert", "", "PEM certificate chain")
+	key := fs.String("key", "", "PEM private key")
+	htdocs := fs.String("htdocs", "", "documents directory")
+	qlogDir := fs.String("qlog-dir", "", "write qlog files here")
+	fs.Parse(args)
+	if *cert == "" || *key == "" || *htdocs == "" {
+		return errors.New("--cert, --key and --htdocs are required")
+	}
+	pair, err := tls.LoadX509KeyPair(*cert, *key)
+	if err != nil {
+		return err
+	}
+	srv := &http3.Server{
+		Addr:       net.JoinHostPort(*addr, strconv.Itoa(*port)),
+		TLSConfig:  http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{pair}}),
+		QUICConfig: quicConfig(*qlogDir),
+		Handler:    http.FileServer(http.Dir(*htdocs)),
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe() }()
+	select {
+	case err := <-done:
+		return err
+	case <-stop:
+		// closes every connection, which flushes their qlog files
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		return nil
+	}
+}
+
+func client(args []string) error {
+	fs := flag.NewFlagSet("client", flag.ExitOnError)
+	cacert := fs.String("cacert", "", "PEM certificate to trust")
+	download := fs.String("download", "", "directory to save the body in")
+	qlogDir := fs.String("qlog-dir", "", "write qlog files here")
+	fs.Parse(args)
+	if fs.NArg() != 1 || *cacert == "" || *download == "" {
+		return errors.New("give --cacert, --download and one URL")
+	}
+	url := fs.Arg(0)
+	pem, err := os.ReadFile(*cacert)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("%s: no certificate", *cacert)
+	}
+	tr := &http3.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{http3.NextProtoH3}},
+		QUICConfig:      quicConfig(*qlogDir),
+	}
+	defer tr.Close()
+	tr.Dial = func(ctx context.Context, addr string, tlsConf *tls.Config, conf *quic.Config) (*quic.Conn, error) {
+		fmt.Println("start")
+		conn, err := quic.DialAddrEarly(ctx, addr, tlsConf, conf)
+		if err != nil {
+			return nil, err
+		}
+		<-conn.HandshakeComplete()
+		fmt.Printf("handshake complete alpn=%s\n", conn.ConnectionState().TLS.NegotiatedProtocol)
+		return conn, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	fmt.Printf("status %d\n", resp.StatusCode)
+	out, err := os.Create(filepath.Join(*download, "body"))
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	buf := make([]byte, 64*1024)
+	first := true
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				fmt.Println("first byte")
+				first = false
+			}
+			if _, werr := out.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Println("last byte")
+	return nil
+}
