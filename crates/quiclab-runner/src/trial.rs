@@ -543,6 +543,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_servers_handshake_limit_grows_with_the_path() {
+        // a 10 s one-way delay: a TCP+TLS handshake alone takes over 40 s, beyond serve's
+        // default limit of 10 s
+        for (delay, wanted) in [("0ms", "10000ms"), ("10s", "210000ms")] {
+            let plan = crate::plan::parse(
+                &format!(
+                    "name = \"t\"\niterations = 1\n[workload]\nkind = \"single-object\"\n\
+                     sizes = [\"1KB\"]\n[network]\ndelay = \"{delay}\"\n[arms.h2]\nhttp = \"2\"\n"
+                ),
+                "t",
+                crate::plan::Profile::Full,
+            )
+            .unwrap();
+            let spec = &crate::expand::expand(&plan)[0];
+            let (server, _) = command_lines(Path::new("quiclab"), Path::new("/d"), &plan, spec);
+            assert!(
+                server.contains(&format!("--handshake-timeout {wanted}")),
+                "{delay}: {server}"
+            );
+        }
+    }
+
+    #[test]
     fn a_trial_of_several_requests_has_time_for_all_of_them() {
         let text = |workload: &str| {
             format!(

@@ -312,6 +312,9 @@ pub(crate) fn quiclab_server(t: &Endpoint, out: ServerOutput, own: Vec<String>) 
     quiclab_server_on("[::]:443", t, out, own)
 }
 
+/// `quiclab serve`'s handshake limit on a path of no delay (its default).
+const SERVE_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// [`quiclab_server`] listening on another address (e.g. port 80 for `http://` URLs).
 pub(crate) fn quiclab_server_on(
     listen: &str,
@@ -326,6 +329,13 @@ pub(crate) fn quiclab_server_on(
         "--write-cert".into(),
         t.cert.display().to_string(),
     ];
+    // serve's limit on a slow handshake (against idle connections) grows with the path: a
+    // TLS handshake over TCP takes two round trips and more when a packet is lost
+    let handshake = SERVE_HANDSHAKE_TIMEOUT + t.path_min_rtt * 10;
+    args.extend([
+        "--handshake-timeout".into(),
+        format!("{}ms", handshake.as_millis()),
+    ]);
     // the server receives telemetry: its own sending side (acknowledgements) says nothing
     if let ServerOutput::Units(p) = out {
         args.extend(["--telemetry-log".into(), p.display().to_string()]);
