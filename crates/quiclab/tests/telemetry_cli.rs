@@ -36,6 +36,8 @@ struct Run {
     received: Vec<ReceivedUnit>,
     /// What the host did meanwhile, for failure messages (see [`HostCounters`]).
     host: String,
+    /// The longest the host held the emulator's packets back (its `late` events), ms.
+    held_ms: f64,
 }
 
 /// Host-wide counters that explain a stall no protocol caused: CPU time the hypervisor took
@@ -103,7 +105,19 @@ fn run(dir: &Path, mode: Mode, link_args: &[&str], client_args: &str) -> Run {
         cert.display()
     );
     let before = HostCounters::now();
-    let stdout = link(link_args, &server, &client);
+    let events = dir.join(format!("{mode}-events.jsonl"));
+    let mut args: Vec<&str> = link_args.to_vec();
+    let events_arg = events.display().to_string();
+    args.extend(["--events", &events_arg]);
+    let stdout = link(&args, &server, &client);
+    let held_ms = std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"late\""))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["by_ns"].as_u64())
+        .max()
+        .map_or(0.0, |ns| ns as f64 / 1e6);
     let host = HostCounters::now().since(before);
     let mut flushes = Vec::new();
     let mut summary = None;
@@ -132,6 +146,7 @@ fn run(dir: &Path, mode: Mode, link_args: &[&str], client_args: &str) -> Run {
         flushes,
         received,
         host,
+        held_ms,
     }
 }
 
@@ -146,33 +161,50 @@ fn without_loss_p50_and_p98_lie_within_1_ms_of_delay_plus_wait_in_the_flush() {
     // removed when the test ends, passed or failed
     let dir = TempDir::new("telemetry-model");
     for mode in Mode::ALL {
-        let r = run(
-            &dir,
-            mode,
-            &["--delay", "25ms", "--seed", "1"],
-            "--duration 5s",
-        );
-        assert_eq!(r.summary.units_sent, 5000, "{mode}");
-        let out = r.outcomes();
-        // nothing is lost on a loss-free link, datagrams included
-        assert!(out.iter().all(|o| o.recv_us.is_some()), "{mode}");
-        let mut lat: Vec<f64> = out.iter().map(|o| ms(o.latency_us().unwrap())).collect();
-        let mut model: Vec<f64> = out.iter().map(|o| ms(o.model_us)).collect();
-        lat.sort_by(f64::total_cmp);
-        model.sort_by(f64::total_cmp);
-        for p in [0.5, 0.98] {
-            let (got, want) = (
-                quantile_sorted(&lat, p).unwrap(),
-                quantile_sorted(&model, p).unwrap(),
+        // a run in which the host held the emulator's packets back (its `late` events) measured
+        // the host: it is measured again, up to twice; a deviation the host does not explain
+        // fails at once
+        let mut attempt = 0;
+        let (lat, deviations) = loop {
+            attempt += 1;
+            let r = run(
+                &dir,
+                mode,
+                &["--delay", "25ms", "--seed", "1"],
+                "--duration 5s",
             );
-            eprintln!("{mode}: p{} {got:.2} ms, model {want:.2} ms", p * 100.0);
-            assert!(
-                (got - want).abs() <= 1.0,
-                "{mode}: p{} {got:.2} ms, the model says {want:.2} ms; {}",
-                p * 100.0,
-                r.host
-            );
-        }
+            assert_eq!(r.summary.units_sent, 5000, "{mode}");
+            let out = r.outcomes();
+            // nothing is lost on a loss-free link, datagrams included
+            assert!(out.iter().all(|o| o.recv_us.is_some()), "{mode}");
+            let mut lat: Vec<f64> = out.iter().map(|o| ms(o.latency_us().unwrap())).collect();
+            let mut model: Vec<f64> = out.iter().map(|o| ms(o.model_us)).collect();
+            lat.sort_by(f64::total_cmp);
+            model.sort_by(f64::total_cmp);
+            let mut deviations = Vec::new();
+            for p in [0.5, 0.98] {
+                let (got, want) = (
+                    quantile_sorted(&lat, p).unwrap(),
+                    quantile_sorted(&model, p).unwrap(),
+                );
+                eprintln!("{mode}: p{} {got:.2} ms, model {want:.2} ms", p * 100.0);
+                if (got - want).abs() > 1.0 {
+                    deviations.push(format!(
+                        "{mode}: p{} {got:.2} ms, the model says {want:.2} ms; {}, the host held \
+                         the emulator's packets up to {:.1} ms",
+                        p * 100.0,
+                        r.host,
+                        r.held_ms
+                    ));
+                }
+            }
+            let host_explains = r.held_ms >= 2.0;
+            if deviations.is_empty() || !host_explains || attempt == 3 {
+                break (lat, deviations);
+            }
+            eprintln!("measured again: {}", deviations.join("; "));
+        };
+        assert!(deviations.is_empty(), "{}", deviations.join("\n"));
         // no unit arrives before the path allows
         assert!(lat[0] >= ms(ONE_WAY_US), "{mode}: {} ms", lat[0]);
     }
