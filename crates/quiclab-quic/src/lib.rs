@@ -1748,6 +1748,38 @@ mod tests {
         assert_eq!(partial.congestion, QuicCongestion::Bbr);
     }
 
+    /// A QUIC server of `id` with default options on an ephemeral loopback port (started inside
+    /// a tokio runtime): its address, what stops it, and its task.
+    fn loopback_server(
+        id: &crate::tls::Identity,
+    ) -> (
+        SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<ServeStats>,
+    ) {
+        let tcp = crate::tls::server_config(id, &[KxGroup::X25519]).unwrap();
+        let server = QuicServer::bind(QuicServerOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tls: Arc::new(server_tls(&tcp)),
+            quic: QuicOptions::default(),
+            timeline: None,
+            path_min_rtt_us: None,
+            qlog_dir: None,
+            root: None,
+            service: None,
+        })
+        .unwrap();
+        let addr = server.local_addr();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(server.run_until(
+            async {
+                let _ = stop_rx.await;
+            },
+            |e| eprintln!("server error: {e}"),
+        ));
+        (addr, stop_tx, served)
+    }
+
     /// RFC 9114 7.2.8: an HTTP/2 frame type (here PING, 0x06) on a request stream, first or
     /// after the request's HEADERS, is a connection error of type H3_FRAME_UNEXPECTED.
     #[test]
@@ -1759,26 +1791,7 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let id = crate::tls::Identity::self_signed().unwrap();
-            let tcp = crate::tls::server_config(&id, &[KxGroup::X25519]).unwrap();
-            let server = QuicServer::bind(QuicServerOptions {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                tls: Arc::new(server_tls(&tcp)),
-                quic: QuicOptions::default(),
-                timeline: None,
-                path_min_rtt_us: None,
-                qlog_dir: None,
-                root: None,
-                service: None,
-            })
-            .unwrap();
-            let addr = server.local_addr();
-            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-            let served = tokio::spawn(server.run_until(
-                async {
-                    let _ = stop_rx.await;
-                },
-                |_| {},
-            ));
+            let (addr, stop_tx, served) = loopback_server(&id);
             let opts = QuicClientOptions {
                 quic: QuicOptions::default(),
                 ca_pem: id.chain_pem().to_string(),
@@ -1842,26 +1855,8 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let id = crate::tls::Identity::self_signed().unwrap();
-            let tcp = crate::tls::server_config(&id, &[KxGroup::X25519]).unwrap();
-            let server = QuicServer::bind(QuicServerOptions {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                tls: Arc::new(server_tls(&tcp)),
-                quic: QuicOptions::default(),
-                timeline: None,
-                path_min_rtt_us: None,
-                qlog_dir: None,
-                root: None,
-                service: None,
-            })
-            .unwrap();
-            let port = server.local_addr().port();
-            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-            let served = tokio::spawn(server.run_until(
-                async {
-                    let _ = stop_rx.await;
-                },
-                |e| eprintln!("server error: {e}"),
-            ));
+            let (addr, stop_tx, served) = loopback_server(&id);
+            let port = addr.port();
             let urls: Vec<String> = [100_000, 1, 0, 300_000]
                 .iter()
                 .map(|n| format!("https://127.0.0.1:{port}/bytes/{n}"))
@@ -1920,27 +1915,8 @@ mod tests {
 
             // A second server (its own session cache) behind the same name: the ticket from the
             // first is offered, 0-RTT is refused, and the request is repeated in 1-RTT.
-            let other = QuicServer::bind(QuicServerOptions {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                tls: Arc::new(server_tls(
-                    &crate::tls::server_config(&id, &[KxGroup::X25519]).unwrap(),
-                )),
-                quic: QuicOptions::default(),
-                timeline: None,
-                path_min_rtt_us: None,
-                qlog_dir: None,
-                root: None,
-                service: None,
-            })
-            .unwrap();
-            let other_port = other.local_addr().port();
-            let (other_stop, other_rx) = tokio::sync::oneshot::channel::<()>();
-            let other_served = tokio::spawn(other.run_until(
-                async {
-                    let _ = other_rx.await;
-                },
-                |e| eprintln!("server error: {e}"),
-            ));
+            let (other_addr, other_stop, other_served) = loopback_server(&id);
+            let other_port = other_addr.port();
             let urls2 = [
                 format!("https://127.0.0.1:{port}/bytes/1000"),
                 format!("https://127.0.0.1:{other_port}/bytes/70000"),

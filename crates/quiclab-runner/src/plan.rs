@@ -370,6 +370,18 @@ fn merge(
     out
 }
 
+/// Plans built into quiclab, runnable by name.
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("www21", include_str!("../../../plans/www21.toml")),
+    ("clients", include_str!("../../../plans/clients.toml")),
+    ("repeat", include_str!("../../../plans/repeat.toml")),
+    ("hls", include_str!("../../../plans/hls.toml")),
+    ("telemetry", include_str!("../../../plans/telemetry.toml")),
+    ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
+    ("bulk-mtu", include_str!("../../../plans/bulk-mtu.toml")),
+    ("pages", include_str!("../../../plans/pages.toml")),
+];
+
 /// The most trials a plan may have: each is a few hundred bytes until it runs, and a few
 /// kilobytes in the results database after.
 pub const MAX_TRIALS: u64 = 1_000_000;

@@ -9,18 +9,7 @@ use std::time::{Duration, Instant};
 
 use quiclab_link::Trace;
 use quiclab_link::rng::mix;
-use quiclab_runner::plan::{Profile, parse};
-
-const PLANS: &[(&str, &str)] = &[
-    ("www21", include_str!("../../../plans/www21.toml")),
-    ("clients", include_str!("../../../plans/clients.toml")),
-    ("repeat", include_str!("../../../plans/repeat.toml")),
-    ("hls", include_str!("../../../plans/hls.toml")),
-    ("telemetry", include_str!("../../../plans/telemetry.toml")),
-    ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
-    ("bulk-mtu", include_str!("../../../plans/bulk-mtu.toml")),
-    ("pages", include_str!("../../../plans/pages.toml")),
-];
+use quiclab_runner::plan::{BUILT_IN as PLANS, Profile, parse};
 
 /// The fuzzer's time budget (CI runs it every time: bounded, deterministic in what it tries).
 const BUDGET: Duration = Duration::from_secs(15);

@@ -18,17 +18,7 @@ use quiclab_store::{Store, TrialRecord};
 
 use crate::signals::Signals;
 
-/// Plans built into quiclab, runnable by name.
-pub const BUILT_IN: &[(&str, &str)] = &[
-    ("www21", include_str!("../../../plans/www21.toml")),
-    ("clients", include_str!("../../../plans/clients.toml")),
-    ("repeat", include_str!("../../../plans/repeat.toml")),
-    ("hls", include_str!("../../../plans/hls.toml")),
-    ("telemetry", include_str!("../../../plans/telemetry.toml")),
-    ("coded-loss", include_str!("../../../plans/coded-loss.toml")),
-    ("bulk-mtu", include_str!("../../../plans/bulk-mtu.toml")),
-    ("pages", include_str!("../../../plans/pages.toml")),
-];
+use quiclab_runner::plan::BUILT_IN;
 
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///

@@ -14,6 +14,15 @@ fn tiny_plan(name: &str, iterations: u32, arms: &str) -> String {
     )
 }
 
+/// A plan of `iterations` HTTP/2 GETs of 1 MB over a 5 ms link of `rate`: trials long enough
+/// to act on one while it runs.
+fn slow_plan(name: &str, iterations: u32, rate: &str) -> String {
+    format!(
+        "name = \"{name}\"\niterations = {iterations}\n[workload]\nkind = \"single-object\"\n\
+         sizes = [\"1MB\"]\n[network]\ndelay = \"5ms\"\nrate = \"{rate}\"\n[arms.h2]\nhttp = \"2\"\n"
+    )
+}
+
 /// `quiclab ARGS`: (exit code, standard error).
 fn quiclab(args: &[&str]) -> (Option<i32>, String) {
     let o = common::quiclab().args(args).output().unwrap();
@@ -29,12 +38,7 @@ fn a_second_run_into_a_busy_directory_is_refused_naming_the_first() {
     let dir = common::TempDir::new("busy");
     let plan = dir.join("plan.toml");
     // long enough trials (1 MB at 2 Mbit/s: over 4 s each) that the first run is surely busy
-    std::fs::write(
-        &plan,
-        "name = \"busy\"\niterations = 3\n[workload]\nkind = \"single-object\"\n\
-         sizes = [\"1MB\"]\n[network]\ndelay = \"5ms\"\nrate = \"2mbit\"\n[arms.h2]\nhttp = \"2\"\n",
-    )
-    .unwrap();
+    std::fs::write(&plan, slow_plan("busy", 3, "2mbit")).unwrap();
     let out = dir.join("out");
     let mut first = common::quiclab()
         .args(["run", plan.to_str().unwrap(), "--jobs", "1", "--out"])
@@ -229,12 +233,7 @@ fn sigquit_stops_a_run_cleanly_like_ctrl_c() {
     common::assert_root();
     let dir = common::TempDir::new("quit");
     let plan = dir.join("plan.toml");
-    std::fs::write(
-        &plan,
-        "name = \"quit\"\niterations = 4\n[workload]\nkind = \"single-object\"\n\
-         sizes = [\"1MB\"]\n[network]\ndelay = \"5ms\"\nrate = \"4mbit\"\n[arms.h2]\nhttp = \"2\"\n",
-    )
-    .unwrap();
+    std::fs::write(&plan, slow_plan("quit", 4, "4mbit")).unwrap();
     let mut run = common::quiclab()
         .args(["run", plan.to_str().unwrap(), "--jobs", "2", "--out"])
         .arg(dir.join("out"))
@@ -404,12 +403,7 @@ fn a_trial_whose_emulator_the_host_held_up_is_flagged() {
     let dir = common::TempDir::new("held");
     let plan = dir.join("plan.toml");
     // one 1 MB transfer at 4 Mbit/s: two seconds in which to pause the runner
-    std::fs::write(
-        &plan,
-        "name = \"held\"\niterations = 1\n[workload]\nkind = \"single-object\"\n\
-         sizes = [\"1MB\"]\n[network]\ndelay = \"5ms\"\nrate = \"4mbit\"\n[arms.h2]\nhttp = \"2\"\n",
-    )
-    .unwrap();
+    std::fs::write(&plan, slow_plan("held", 1, "4mbit")).unwrap();
     let out = dir.join("out");
     let run = common::quiclab()
         .args(["run", plan.to_str().unwrap(), "--out"])
