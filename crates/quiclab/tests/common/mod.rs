@@ -29,7 +29,8 @@ pub fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
-/// A test's directory ([`tmpdir`]), removed when the test ends, passed or failed.
+/// A test's directory ([`tmpdir`]), removed when the test ends, passed or failed (kept, to
+/// look into, when the environment sets `QUICLAB_TEST_KEEP`).
 pub struct TempDir(PathBuf);
 
 impl TempDir {
@@ -53,7 +54,9 @@ impl AsRef<std::path::Path> for TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if std::env::var_os("QUICLAB_TEST_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -127,4 +130,100 @@ pub fn run_plan(name: &str, plan: &str, args: &[&str]) -> (TempDir, PathBuf) {
         .unwrap();
     assert!(st.success(), "quiclab run {name}: {st}");
     (dir, out)
+}
+
+/// Watches whether the host stops this machine's CPUs: a thread pinned to each CPU, at a
+/// real-time priority above every thread of the lab (the link emulator runs at 10), wakes every
+/// millisecond and notes how late it woke. A late wake-up at that priority means nothing the
+/// lab runs could have run on that CPU either: the hypervisor paused it, or the kernel gave it
+/// to something else (its fair-share server runs ordinary tasks ahead of real-time ones for up
+/// to 50 ms a second). Costs a few microseconds a millisecond per CPU.
+pub struct StallWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl StallWatch {
+    /// Real-time priority of the watching threads.
+    const PRIORITY: i32 = 20;
+    const TICK_NS: u64 = 1_000_000;
+
+    pub fn start() -> StallWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = (0..cpus)
+            .map(|cpu| {
+                let stop = stop.clone();
+                std::thread::spawn(move || watch_cpu(cpu, &stop))
+            })
+            .collect();
+        StallWatch { stop, threads }
+    }
+
+    /// The longest any CPU was held, ms; `None` if a watching thread could not be pinned or
+    /// given its priority (it then saw nothing).
+    pub fn stop(self) -> Option<f64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let worst = self
+            .threads
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect::<Vec<u64>>();
+        if worst.contains(&u64::MAX) {
+            return None;
+        }
+        Some(worst.into_iter().max().unwrap_or(0) as f64 / 1e6)
+    }
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One CPU's watch: the worst lateness of a wake-up in ns, or u64::MAX if the thread could not
+/// be pinned or given its priority.
+fn watch_cpu(cpu: usize, stop: &std::sync::atomic::AtomicBool) -> u64 {
+    // SAFETY: the cpu set and the scheduling parameters are ours; both calls act on this thread.
+    let ready = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let param = libc::sched_param {
+            sched_priority: StallWatch::PRIORITY,
+        };
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            && libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
+            && libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) == 0
+    };
+    if !ready {
+        return u64::MAX;
+    }
+    let mut worst = 0;
+    let mut due = now_ns();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        due += StallWatch::TICK_NS;
+        let ts = libc::timespec {
+            tv_sec: (due / 1_000_000_000) as libc::time_t,
+            tv_nsec: (due % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: clock_nanosleep reads the timespec we own; TIMER_ABSTIME needs no remainder.
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        let now = now_ns();
+        worst = worst.max(now.saturating_sub(due));
+        // after a stall, count from now rather than running the missed ticks back to back
+        due = due.max(now);
+    }
+    worst
 }
