@@ -3,6 +3,9 @@
 //
 //	quiclab-quic-go server --addr ADDR --port PORT --cert FILE --key FILE --htdocs DIR [--qlog-dir DIR]
 //	quiclab-quic-go client --cacert FILE --download DIR [--qlog-dir DIR] URL
+//	quiclab-quic-go telemetry --mode MODE --units-per-second N --flush N --duration D --cacert FILE [--qlog-dir DIR] URL
+//
+// The server also receives quiclab telemetry when given --telemetry-log FILE (telemetry.go).
 //
 // The client prints one line per event, as it happens, for the adapter to stamp:
 // "start", "handshake complete alpn=h3", "status 200", "first byte", "last byte",
@@ -23,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,7 +37,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: quiclab-quic-go server|client [flags]; see -h of each")
+		fmt.Fprintln(os.Stderr, "usage: quiclab-quic-go server|client|telemetry [flags]; see -h of each")
 		os.Exit(2)
 	}
 	var err error
@@ -42,8 +46,10 @@ func main() {
 		err = server(os.Args[2:])
 	case "client":
 		err = client(os.Args[2:])
+	case "telemetry":
+		err = telemetryClient(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q; allowed: server, client", os.Args[1])
+		err = fmt.Errorf("unknown command %q; allowed: server, client, telemetry", os.Args[1])
 	}
 	if err != nil {
 		fmt.Printf("error: %v\n", err)
@@ -70,6 +76,7 @@ func server(args []string) error {
 	key := fs.String("key", "", "PEM private key")
 	htdocs := fs.String("htdocs", "", "documents directory")
 	qlogDir := fs.String("qlog-dir", "", "write qlog files here")
+	telemetryLog := fs.String("telemetry-log", "", "also receive quiclab telemetry (ALPN quiclab-telemetry) and write its records here (JSON lines)")
 	fs.Parse(args)
 	if *cert == "" || *key == "" || *htdocs == "" {
 		return errors.New("--cert, --key and --htdocs are required")
@@ -86,6 +93,9 @@ func server(args []string) error {
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	if *telemetryLog != "" {
+		return serveWithTelemetry(srv, *telemetryLog, stop)
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.ListenAndServe() }()
 	select {
@@ -98,6 +108,77 @@ func server(args []string) error {
 		srv.Shutdown(ctx)
 		return nil
 	}
+}
+
+// serveWithTelemetry serves HTTP/3 and quiclab telemetry on one UDP port, telling them apart
+// by ALPN, until a signal; telemetry connections are read at a real-time priority.
+func serveWithTelemetry(srv *http3.Server, logPath string, stop <-chan os.Signal) error {
+	log, err := newRecordLog(logPath)
+	if err != nil {
+		return err
+	}
+	if err := useRealtimePriority(); err != nil {
+		fmt.Fprintf(os.Stderr, "quiclab-quic-go: warning: cannot run at a real-time priority (%v)\n", err)
+	} else {
+		fmt.Fprintln(os.Stderr, "quiclab-quic-go: telemetry at a real-time priority (SCHED_FIFO 5)")
+	}
+	tlsConf := srv.TLSConfig.Clone()
+	tlsConf.GetConfigForClient = nil
+	tlsConf.NextProtos = []string{http3.NextProtoH3, alpnTelemetry}
+	conf := srv.QUICConfig.Clone()
+	conf.EnableDatagrams = true
+	ln, err := quic.ListenAddrEarly(srv.Addr, tlsConf, conf)
+	if err != nil {
+		log.close()
+		return err
+	}
+	var (
+		mu    sync.Mutex
+		conns []*quic.Conn
+		wg    sync.WaitGroup
+	)
+	accepted := make(chan error, 1)
+	go func() {
+		for index := uint32(0); ; {
+			conn, err := ln.Accept(context.Background())
+			if err != nil {
+				accepted <- err
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			if conn.ConnectionState().TLS.NegotiatedProtocol == alpnTelemetry {
+				wg.Add(1)
+				go func(i uint32) {
+					defer wg.Done()
+					serveTelemetry(conn, i, log)
+				}(index)
+				index++
+			} else {
+				go srv.ServeQUICConn(conn)
+			}
+		}
+	}()
+	select {
+	case err = <-accepted:
+	case <-stop:
+	}
+	ln.Close()
+	mu.Lock()
+	for _, c := range conns {
+		c.CloseWithError(0, "server stopping")
+	}
+	mu.Unlock()
+	// every connection's record is written before the log closes
+	wg.Wait()
+	if cerr := log.close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if errors.Is(err, quic.ErrServerClosed) {
+		err = nil
+	}
+	return err
 }
 
 func client(args []string) error {

@@ -80,10 +80,18 @@ pub enum Placeholder {
     Keylog,
     Knobs,
     Value,
+    /// Telemetry server: the file of quiclab's telemetry records it writes (JSON lines).
+    TelemetryLog,
+    /// Telemetry client: the mode (quic-stream, quic-streams or quic-datagrams), units per
+    /// second, units per flush, and how long units are generated (e.g. "6000ms").
+    Mode,
+    UnitsPerSecond,
+    Flush,
+    Duration,
 }
 
 impl Placeholder {
-    const ALL: [(&'static str, Placeholder); 16] = [
+    const ALL: [(&'static str, Placeholder); 21] = [
         ("address", Placeholder::Address),
         ("port", Placeholder::Port),
         ("cert", Placeholder::Cert),
@@ -100,6 +108,11 @@ impl Placeholder {
         ("keylog", Placeholder::Keylog),
         ("knobs", Placeholder::Knobs),
         ("value", Placeholder::Value),
+        ("telemetry_log", Placeholder::TelemetryLog),
+        ("mode", Placeholder::Mode),
+        ("units_per_second", Placeholder::UnitsPerSecond),
+        ("flush", Placeholder::Flush),
+        ("duration", Placeholder::Duration),
     ];
 
     pub fn name(self) -> &'static str {
@@ -141,6 +154,38 @@ const CLIENT_PLACES: &[Placeholder] = &[
     Placeholder::Keylog,
     Placeholder::Knobs,
 ];
+
+const TELEMETRY_SERVER_PLACES: &[Placeholder] = &[Placeholder::TelemetryLog];
+const TELEMETRY_CLIENT_PLACES: &[Placeholder] = &[
+    Placeholder::Url,
+    Placeholder::Host,
+    Placeholder::Port,
+    Placeholder::Cacert,
+    Placeholder::QlogDir,
+    Placeholder::Keylog,
+    Placeholder::Knobs,
+    Placeholder::Mode,
+    Placeholder::UnitsPerSecond,
+    Placeholder::Flush,
+    Placeholder::Duration,
+];
+
+/// The telemetry modes an external stack may carry (quiclab's names; TLS over TCP is quiclab's
+/// own).
+pub const TELEMETRY_MODES: [&str; 3] = ["quic-stream", "quic-streams", "quic-datagrams"];
+
+/// How an external stack carries quiclab's telemetry workload: its client program writes
+/// quiclab's client records on standard output, its server the units it read into
+/// `{telemetry_log}` (the protocol and records: crates/quiclab-telemetry).
+#[derive(Debug, Clone)]
+pub struct TelemetryDef {
+    /// Of [`TELEMETRY_MODES`], in the file's order.
+    pub modes: Vec<String>,
+    /// Added to the server's arguments in telemetry trials.
+    pub server_args: Vec<Template>,
+    /// The client program (the `[client]` program) and its arguments for a telemetry run.
+    pub client: Command,
+}
 
 /// One piece of a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,6 +406,8 @@ pub struct StackDef {
     pub client: Command,
     pub lines: ClientLines,
     pub knobs: Vec<KnobDef>,
+    /// How it carries telemetry, if it does.
+    pub telemetry: Option<TelemetryDef>,
 }
 
 impl StackDef {
@@ -757,6 +804,71 @@ impl StackDef {
                 "knobs have arguments, but a side's args have no {knobs} to put them in".into(),
             ));
         }
+        let telemetry = match &raw.telemetry {
+            None => None,
+            Some(t) => {
+                let mut modes = Vec::new();
+                for m in &t.modes {
+                    if !TELEMETRY_MODES.contains(&m.get_ref().as_str()) {
+                        return Err(err(
+                            m.span(),
+                            format!(
+                                "telemetry mode {:?}: allowed: {}",
+                                m.get_ref(),
+                                TELEMETRY_MODES.join(", ")
+                            ),
+                        ));
+                    }
+                    modes.push(m.get_ref().clone());
+                }
+                if modes.is_empty() {
+                    return Err(err(
+                        t.client_args_at(),
+                        format!(
+                            "[telemetry] modes: give the modes it carries, of {}",
+                            TELEMETRY_MODES.join(", ")
+                        ),
+                    ));
+                }
+                let server_args = t
+                    .server_args
+                    .iter()
+                    .map(|a| template(a, TELEMETRY_SERVER_PLACES))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if !server_args
+                    .iter()
+                    .any(|a| a.uses(Placeholder::TelemetryLog))
+                {
+                    return Err(err(
+                        t.client_args_at(),
+                        "[telemetry] server-args must use {telemetry_log}: without it quiclab \
+                         cannot read what the server received"
+                            .into(),
+                    ));
+                }
+                let mut needs: Vec<&[Placeholder]> = vec![
+                    &[Placeholder::Url, Placeholder::Host],
+                    &[Placeholder::UnitsPerSecond],
+                    &[Placeholder::Flush],
+                    &[Placeholder::Duration],
+                ];
+                if modes.len() > 1 {
+                    needs.push(&[Placeholder::Mode]);
+                }
+                let client = command(
+                    &raw.client.program,
+                    t.client_args.get_ref(),
+                    TELEMETRY_CLIENT_PLACES,
+                    "telemetry",
+                    &needs,
+                )?;
+                Some(TelemetryDef {
+                    modes,
+                    server_args,
+                    client,
+                })
+            }
+        };
         Ok(StackDef {
             source,
             text: text.to_string(),
@@ -772,6 +884,7 @@ impl StackDef {
             client,
             lines,
             knobs,
+            telemetry,
         })
     }
 }
@@ -856,6 +969,22 @@ struct RawStack {
     client: RawClient,
     #[serde(default)]
     knobs: indexmap::IndexMap<String, Spanned<RawKnob>>,
+    telemetry: Option<RawTelemetry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawTelemetry {
+    modes: Vec<Spanned<String>>,
+    server_args: Vec<Spanned<String>>,
+    client_args: Spanned<Vec<Spanned<String>>>,
+}
+
+impl RawTelemetry {
+    /// Where a problem of the section as a whole is shown.
+    fn client_args_at(&self) -> Range<usize> {
+        self.client_args.span()
+    }
 }
 
 #[derive(Deserialize)]
@@ -1019,5 +1148,72 @@ mod tests {
         );
         let e = broken("name = \"ngtcp2\"", "name = \"ng tcp2\"");
         assert!(e.message.contains("letters"), "{e}");
+    }
+
+    fn quic_go_text() -> &'static str {
+        BUILTIN.iter().find(|(n, _)| *n == "quic-go.toml").unwrap().1
+    }
+
+    /// The quic-go file with `from` replaced by `to`, parsed.
+    fn quic_go_with(from: &str, to: &str) -> Result<StackDef, DefError> {
+        let text = quic_go_text().replacen(from, to, 1);
+        assert_ne!(text, quic_go_text(), "{from:?} is in the file");
+        StackDef::parse(&text, Source::File("g.toml".into()))
+    }
+
+    #[test]
+    fn a_telemetry_section_names_its_modes_and_renders_its_client() {
+        let d = StackDef::builtin()
+            .into_iter()
+            .find(|d| d.name == "quic-go")
+            .unwrap();
+        let t = d.telemetry.as_ref().expect("quic-go carries telemetry");
+        assert_eq!(t.modes, TELEMETRY_MODES);
+        let place = |p: Placeholder| format!("<{}>", p.name());
+        let args = StackDef::render(&t.client, &[], &place);
+        for want in [
+            "telemetry",
+            "--mode=<mode>",
+            "--units-per-second=<units_per_second>",
+            "--flush=<flush>",
+            "--duration=<duration>",
+            "<url>",
+        ] {
+            assert!(args.iter().any(|a| a == want), "{want} in {args:?}");
+        }
+        let server: Vec<String> = t.server_args.iter().map(|a| a.render(&place)).collect();
+        assert_eq!(server, ["--telemetry-log=<telemetry_log>"]);
+        // a stack file without the section carries none
+        let ngtcp2 = StackDef::builtin().into_iter().find(|d| d.name == "ngtcp2");
+        assert!(ngtcp2.unwrap().telemetry.is_none());
+    }
+
+    #[test]
+    fn telemetry_mistakes_are_named_where_they_are() {
+        let text = quic_go_text();
+        let e = quic_go_with("\"quic-datagrams\"]", "\"tcp\"]").unwrap_err();
+        assert!(
+            e.message.contains("\"tcp\"") && e.message.contains("quic-streams"),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("modes = [", text));
+        let e = quic_go_with("\"--telemetry-log={telemetry_log}\"", "\"--log\"").unwrap_err();
+        assert!(e.message.contains("{telemetry_log}"), "{e}");
+        let e = quic_go_with("\"--flush={flush}\", ", "").unwrap_err();
+        assert!(e.message.contains("{flush}"), "{e}");
+        // a placeholder of the other side
+        let e = quic_go_with("\"--flush={flush}\"", "\"--flush={telemetry_log}\"").unwrap_err();
+        assert!(e.message.contains("cannot be used here"), "{e}");
+        // one mode needs no {mode}; several do
+        let one = quic_go_with(
+            "modes = [\"quic-stream\", \"quic-streams\", \"quic-datagrams\"]",
+            "modes = [\"quic-streams\"]",
+        )
+        .unwrap();
+        assert_eq!(one.telemetry.unwrap().modes, ["quic-streams"]);
+        let e = quic_go_with("\"--mode={mode}\", ", "").unwrap_err();
+        assert!(e.message.contains("{mode}"), "{e}");
+        let e = quic_go_with("server-args", "server-argz").unwrap_err();
+        assert!(e.message.contains("server-argz"), "{e}");
     }
 }

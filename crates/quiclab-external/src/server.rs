@@ -37,6 +37,9 @@ pub struct ServeOptions {
     /// The key, the documents and (unless `qlog_dir`) the qlog files go here.
     pub work_dir: PathBuf,
     pub keylog: Option<PathBuf>,
+    /// Receive telemetry too, writing quiclab's telemetry records here (the stack file's
+    /// `[telemetry]` server arguments are added).
+    pub telemetry_log: Option<PathBuf>,
 }
 
 /// Why the server could not run.
@@ -55,6 +58,8 @@ pub enum ServeError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("stack {stack:?} does not carry telemetry (its file has no [telemetry] section)")]
+    NoTelemetry { stack: String },
     #[error("cannot make a certificate: {0}")]
     Certificate(String),
     #[error("cannot start {program}: {source}")]
@@ -90,6 +95,15 @@ pub struct Server {
 impl Server {
     /// Prepares the files and starts the program; returns once it holds its port.
     pub fn start(def: &StackDef, o: &ServeOptions) -> Result<Server, ServeError> {
+        let telemetry_args = match (&o.telemetry_log, &def.telemetry) {
+            (None, _) => &[][..],
+            (Some(_), Some(t)) => &t.server_args[..],
+            (Some(_), None) => {
+                return Err(ServeError::NoTelemetry {
+                    stack: def.name.clone(),
+                });
+            }
+        };
         let program = def.server.locate().ok_or_else(|| ServeError::Missing {
             stack: def.name.clone(),
             program: def.server.program.clone(),
@@ -129,10 +143,17 @@ impl Server {
                     .as_ref()
                     .map(|k| k.display().to_string())
                     .unwrap_or_default(),
+                Placeholder::TelemetryLog => o
+                    .telemetry_log
+                    .as_ref()
+                    .map(|k| k.display().to_string())
+                    .unwrap_or_default(),
                 _ => String::new(),
             }
         };
-        let args = StackDef::render(&def.server, &def.knob_args(true, &o.knobs, &value), &value);
+        let mut args =
+            StackDef::render(&def.server, &def.knob_args(true, &o.knobs, &value), &value);
+        args.extend(telemetry_args.iter().map(|t| t.render(&value)));
         let name = def.server.program.clone();
         let mut cmd = std::process::Command::new(&program);
         cmd.args(&args).stdin(Stdio::null());

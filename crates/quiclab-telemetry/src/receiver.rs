@@ -8,6 +8,11 @@
 //!   task, so that a stream waiting for a retransmission never holds another back; every
 //!   datagram is read as a whole number of units. The connection's end (the client closing it)
 //!   is the normal end, not an error.
+//! - Over QUIC, a client whose stack cannot tell when its data is acknowledged asks instead
+//!   (the end-of-run question, [`answer_end`]): a bidirectional stream carrying the number of
+//!   unidirectional streams it opened (8 bytes, big-endian), finished. The answer, once that
+//!   many streams were read to their end, is the number of units read so far (8 bytes), and
+//!   the end of the stream.
 //! - Records go to a [`RecordLog`] as [`ServerRecord`]s: one per unit, and one per connection
 //!   when it ends.
 //! - [`Receiver`] is how servers speak it: a `TlsService` of the TCP server and a `QuicService`
@@ -144,6 +149,9 @@ pub async fn serve_quic(
     let units = Arc::new(AtomicU64::new(0));
     let partial = Arc::new(AtomicU64::new(0));
     let mut streams: JoinSet<Option<String>> = JoinSet::new();
+    // streams read to their end, for the end-of-run question
+    let (finished, _) = tokio::sync::watch::channel(0u64);
+    let mut answers: JoinSet<()> = JoinSet::new();
     let (mut stream_count, mut datagrams) = (0u64, 0u64);
     let mut error = None;
     loop {
@@ -152,7 +160,12 @@ pub async fn serve_quic(
                 Ok(s) => {
                     stream_count += 1;
                     let (log, units, partial) = (log.clone(), units.clone(), partial.clone());
-                    streams.spawn(read_stream(s, connection, log, units, partial));
+                    let finished = finished.clone();
+                    streams.spawn(async move {
+                        let error = read_stream(s, connection, log, units, partial).await;
+                        finished.send_modify(|n| *n += 1);
+                        error
+                    });
                 }
                 Err(e) => {
                     if !normal_end(&e) {
@@ -191,6 +204,17 @@ pub async fn serve_quic(
                     break;
                 }
             },
+            question = conn.accept_bi() => match question {
+                Ok((send, recv)) => {
+                    answers.spawn(answer_end(send, recv, finished.subscribe(), units.clone()));
+                }
+                Err(e) => {
+                    if !normal_end(&e) {
+                        error = Some(format!("accepting a stream: {e}"));
+                    }
+                    break;
+                }
+            },
             Some(done) = streams.join_next(), if !streams.is_empty() => {
                 if let Ok(Some(e)) = done {
                     error.get_or_insert(e);
@@ -198,6 +222,7 @@ pub async fn serve_quic(
             }
         }
     }
+    answers.abort_all();
     while let Some(done) = streams.join_next().await {
         if let Ok(Some(e)) = done {
             error.get_or_insert(e);
@@ -215,6 +240,31 @@ pub async fn serve_quic(
     };
     let _ = log.write_all(vec![ServerRecord::Connection(end.clone())]);
     end
+}
+
+/// Answers the end-of-run question (see the module's contract) on one bidirectional stream.
+async fn answer_end(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    mut finished: tokio::sync::watch::Receiver<u64>,
+    units: Arc<AtomicU64>,
+) {
+    let Ok(question) = recv.read_to_end(UNIT_BYTES).await else {
+        let _ = send.reset(1u32.into());
+        return;
+    };
+    let Ok(streams) = <[u8; UNIT_BYTES]>::try_from(question.as_slice()) else {
+        let _ = send.reset(1u32.into());
+        return;
+    };
+    let streams = u64::from_be_bytes(streams);
+    if finished.wait_for(|n| *n >= streams).await.is_err() {
+        return;
+    }
+    let read = units.load(Ordering::Relaxed);
+    if send.write_all(&read.to_be_bytes()).await.is_ok() {
+        let _ = send.finish();
+    }
 }
 
 /// Reads one stream to its end; returns what went wrong, if anything.

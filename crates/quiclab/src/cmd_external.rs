@@ -97,6 +97,10 @@ struct ServeArgs {
     /// The path's minimum RTT (e.g. 50ms): RTT samples below it count as impossible.
     #[arg(long, value_name = "DURATION", value_parser = crate::cmd_link::parse_time)]
     path_min_rtt: Option<std::time::Duration>,
+    /// Receive quiclab telemetry too (a stack whose file has a [telemetry] section), writing
+    /// the units it reads here (JSON lines, as `quiclab serve --telemetry-log`).
+    #[arg(long, value_name = "FILE")]
+    telemetry_log: Option<PathBuf>,
 }
 
 /// Fetch URLs with the stack's client, one connection each.
@@ -152,6 +156,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         knobs,
         work_dir: a.stack.work_dir,
         keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
+        telemetry_log: a.telemetry_log,
     };
     let mut server = Server::start(&def, &opts)?;
     eprintln!("$ {}", server.command_line);

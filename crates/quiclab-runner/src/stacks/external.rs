@@ -10,13 +10,13 @@
 use std::path::Path;
 use std::sync::RwLock;
 
-use quiclab_external::def::{DefError, StackDef};
+use quiclab_external::def::{DefError, Placeholder, StackDef, TelemetryDef};
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_telemetry::Mode;
 
 use super::{
     ArmStack, Capability, Check, ClientRequest, Endpoint, Flag, Knob, Launch, ServerOutput, Stack,
-    with_cc,
+    TelemetryRequest, with_cc,
 };
 
 /// An external stack; lives as long as the process (the registry hands out `&'static`).
@@ -28,6 +28,8 @@ pub struct External {
     implementation: &'static str,
     http: &'static [HttpVersion],
     knobs: &'static [&'static Knob],
+    /// The telemetry modes its file lists.
+    modes: &'static [Mode],
 }
 
 /// External stacks registered so far (`None` until the built-in files are read).
@@ -136,7 +138,15 @@ impl External {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
+        let modes: Vec<Mode> = def
+            .telemetry
+            .iter()
+            .flat_map(|t| &t.modes)
+            // the file's modes are checked against quiclab's names when it is read
+            .filter_map(|m| m.parse().ok())
+            .collect();
         External {
+            modes: Box::leak(modes.into_boxed_slice()),
             identity: format!("{} {hex}", def.name),
             name: leak(&def.name),
             implementation: leak(&def.implementation),
@@ -155,6 +165,51 @@ impl External {
             }
         }
         out
+    }
+}
+
+impl External {
+    /// The stack's own telemetry client, started directly: it writes quiclab's client records
+    /// itself (the stack file's `[telemetry]` section).
+    fn telemetry_client(
+        &self,
+        arm: &ArmStack,
+        t: &Endpoint,
+        run: &TelemetryRequest,
+        def: &TelemetryDef,
+    ) -> Launch {
+        let url = run.url.clone();
+        // the workload's own URL, of the trial's server
+        let (host, port) = quiclab_endpoint::url::Url::parse(&url)
+            .map(|u| (u.host, u.port))
+            .unwrap_or_default();
+        let value = |p: Placeholder| -> String {
+            match p {
+                Placeholder::Url => url.clone(),
+                Placeholder::Host => host.clone(),
+                Placeholder::Port => port.to_string(),
+                Placeholder::Cacert => t.cert.display().to_string(),
+                Placeholder::QlogDir => t
+                    .qlog_dir
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+                Placeholder::Mode => arm.mode.map(Mode::name).unwrap_or_default().to_string(),
+                Placeholder::UnitsPerSecond => run.units_per_second.to_string(),
+                Placeholder::Flush => run.flush_units.to_string(),
+                Placeholder::Duration => format!("{}ms", run.duration_ms),
+                _ => String::new(),
+            }
+        };
+        let knobs = self.def.knob_args(false, arm.knobs, &value);
+        let args = StackDef::render(&def.client, &knobs, &value);
+        Launch {
+            program: def
+                .client
+                .locate()
+                .unwrap_or_else(|| def.client.program.clone().into()),
+            args,
+            ..Launch::default()
+        }
     }
 }
 
@@ -180,7 +235,15 @@ impl Stack for External {
     }
 
     fn capabilities(&self) -> &'static [Capability] {
-        &[Capability::Get]
+        if self.def.telemetry.is_some() {
+            &[Capability::Get, Capability::Telemetry]
+        } else {
+            &[Capability::Get]
+        }
+    }
+
+    fn telemetry_modes(&self) -> &'static [Mode] {
+        self.modes
     }
 
     fn resumes(&self) -> bool {
@@ -195,13 +258,16 @@ impl Stack for External {
         self.identity.clone()
     }
 
-    fn label(&self, _http: HttpVersion, _mode: Option<Mode>, knobs: &[(String, String)]) -> String {
+    fn label(&self, _http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String {
         let cc = self.def.knob("quic-cc");
         let given = super::knob(knobs, "quic-cc");
         let default = cc
             .and_then(|k| k.default.as_deref())
             .unwrap_or("its default");
-        with_cc(&self.def.label, given, default)
+        match mode {
+            Some(mode) => with_cc(&super::telemetry_label(mode, self.name), given, default),
+            None => with_cc(&self.def.label, given, default),
+        }
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
@@ -228,8 +294,13 @@ impl Stack for External {
                 format!("{}us", t.path_min_rtt.as_micros()),
             ]);
         }
-        if let ServerOutput::Timeline(p) = out {
-            args.extend(["--timeline".into(), p.display().to_string()]);
+        match out {
+            ServerOutput::Timeline(p) => {
+                args.extend(["--timeline".into(), p.display().to_string()]);
+            }
+            ServerOutput::Units(p) => {
+                args.extend(["--telemetry-log".into(), p.display().to_string()]);
+            }
         }
         Launch {
             program: t.bin.to_path_buf(),
@@ -239,6 +310,9 @@ impl Stack for External {
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+        if let (Some(run), Some(def)) = (&request.telemetry, &self.def.telemetry) {
+            return self.telemetry_client(arm, t, run, def);
+        }
         let mut args = vec!["external".to_string(), request.command.to_string()];
         if request.json {
             args.push("--json".into());

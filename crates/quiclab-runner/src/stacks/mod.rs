@@ -211,6 +211,17 @@ pub struct ClientRequest {
     pub command: &'static str,
     pub json: bool,
     pub args: Vec<String>,
+    /// A telemetry run's parameters, for a stack whose client is not quiclab's.
+    pub telemetry: Option<TelemetryRequest>,
+}
+
+/// What a telemetry client is asked to send (the arguments of `quiclab telemetry`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetryRequest {
+    pub units_per_second: u32,
+    pub flush_units: u32,
+    pub duration_ms: u64,
+    pub url: String,
 }
 
 /// A process to start in a namespace.
@@ -374,6 +385,18 @@ pub(crate) fn path_min_rtt_args(t: &Endpoint) -> Vec<String> {
             "--path-min-rtt".to_string(),
             format!("{}us", t.path_min_rtt.as_micros()),
         ]
+    }
+}
+
+/// How a telemetry arm's stack is named in labels, for an implementation.
+pub(crate) fn telemetry_label(mode: Mode, implementation: &str) -> String {
+    match mode {
+        Mode::Tcp => format!("telemetry over TLS/TCP ({implementation})"),
+        Mode::QuicStream => format!("telemetry over one QUIC stream ({implementation})"),
+        Mode::QuicStreams => format!("telemetry over a QUIC stream per flush ({implementation})"),
+        Mode::QuicDatagrams => {
+            format!("telemetry in QUIC datagrams, one per flush ({implementation})")
+        }
     }
 }
 

@@ -198,13 +198,11 @@ impl Stack for Quinn {
 
     fn label(&self, _http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String {
         let stack = match mode {
-            Some(Mode::QuicStream) => "telemetry over one QUIC stream (quinn)",
-            Some(Mode::QuicStreams) => "telemetry over a QUIC stream per flush (quinn)",
-            Some(_) => "telemetry in QUIC datagrams, one per flush (quinn)",
-            None => "HTTP/3 over QUIC (quinn)",
+            Some(mode) => super::telemetry_label(mode, "quinn"),
+            None => "HTTP/3 over QUIC (quinn)".to_string(),
         };
         // quiclab's QUIC endpoints run cubic unless told otherwise
-        with_cc(stack, super::knob(knobs, "quic-cc"), "cubic")
+        with_cc(&stack, super::knob(knobs, "quic-cc"), "cubic")
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {

@@ -110,6 +110,7 @@ impl WorkloadKind for Bulk {
         };
         ClientPhase::Timed {
             request: ClientRequest {
+                telemetry: None,
                 command: "get",
                 json: false,
                 args: vec![t.bytes_url(quiclab_tcp::server::MAX_BYTES)],

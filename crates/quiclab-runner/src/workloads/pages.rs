@@ -47,6 +47,7 @@ impl WorkloadKind for Pages {
         }
         args.push(t.url(""));
         ClientPhase::Once(ClientRequest {
+            telemetry: None,
             command: "page",
             json: true,
             args,

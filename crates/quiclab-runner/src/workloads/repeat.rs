@@ -60,6 +60,7 @@ impl WorkloadKind for Repeat {
             t.bytes_url(t.size),
         ]);
         ClientPhase::Once(ClientRequest {
+            telemetry: None,
             command: "get",
             json: true,
             args,

@@ -140,6 +140,7 @@ impl WorkloadKind for Segments {
         let mut args = vec!["--connection".to_string(), "reuse".into()];
         args.extend(t.requests.iter().map(|&s| t.bytes_url(s)));
         ClientPhase::Once(ClientRequest {
+            telemetry: None,
             command: "get",
             json: true,
             args,

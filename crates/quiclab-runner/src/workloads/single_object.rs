@@ -31,6 +31,7 @@ impl WorkloadKind for SingleObject {
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
         ClientPhase::Once(ClientRequest {
+            telemetry: None,
             command: "get",
             json: true,
             args: vec!["--connection".into(), "new".into(), t.bytes_url(t.size)],

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::outputs::tail;
-use crate::stacks::{Capability, ClientRequest};
+use crate::stacks::{Capability, ClientRequest, TelemetryRequest};
 use crate::telemetry as units;
 
 pub struct Telemetry;
@@ -98,6 +98,12 @@ impl WorkloadKind for Telemetry {
     fn client(&self, t: &TrialCtx) -> ClientPhase {
         let (units_per_second, flush_units, duration_ms) = params(t.workload);
         ClientPhase::Once(ClientRequest {
+            telemetry: Some(TelemetryRequest {
+                units_per_second,
+                flush_units,
+                duration_ms,
+                url: t.url(""),
+            }),
             command: "telemetry",
             json: true,
             args: vec![

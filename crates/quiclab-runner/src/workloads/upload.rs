@@ -59,6 +59,7 @@ impl WorkloadKind for Upload {
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
         ClientPhase::Once(ClientRequest {
+            telemetry: None,
             command: "get",
             json: true,
             args: vec![
