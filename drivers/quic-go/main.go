@@ -57,6 +57,20 @@ func main() {
 	}
 }
 
+// ccFlag is the congestion controller flag every command takes.
+func ccFlag(fs *flag.FlagSet) *string {
+	return fs.String("cc", "cubic", "congestion controller: cubic (quic-go's only one)")
+}
+
+// checkCC refuses a controller quic-go does not offer: its sender is Cubic (a NewReno mode
+// exists inside it but is not exposed).
+func checkCC(cc string) error {
+	if cc != "cubic" {
+		return fmt.Errorf("--cc %q: quic-go offers cubic only", cc)
+	}
+	return nil
+}
+
 // quicConfig is the configuration both sides share: qlog files in dir when given.
 func quicConfig(qlogDir string) *quic.Config {
 	c := &quic.Config{MaxIdleTimeout: 10 * time.Second}
@@ -76,8 +90,12 @@ func server(args []string) error {
 	key := fs.String("key", "", "PEM private key")
 	htdocs := fs.String("htdocs", "", "documents directory")
 	qlogDir := fs.String("qlog-dir", "", "write qlog files here")
+	cc := ccFlag(fs)
 	telemetryLog := fs.String("telemetry-log", "", "also receive quiclab telemetry (ALPN quiclab-telemetry) and write its records here (JSON lines)")
 	fs.Parse(args)
+	if err := checkCC(*cc); err != nil {
+		return err
+	}
 	if *cert == "" || *key == "" || *htdocs == "" {
 		return errors.New("--cert, --key and --htdocs are required")
 	}
@@ -186,7 +204,11 @@ func client(args []string) error {
 	cacert := fs.String("cacert", "", "PEM certificate to trust")
 	download := fs.String("download", "", "directory to save the body in")
 	qlogDir := fs.String("qlog-dir", "", "write qlog files here")
+	cc := ccFlag(fs)
 	fs.Parse(args)
+	if err := checkCC(*cc); err != nil {
+		return err
+	}
 	if fs.NArg() != 1 || *cacert == "" || *download == "" {
 		return errors.New("give --cacert, --download and one URL")
 	}

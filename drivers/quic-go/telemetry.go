@@ -200,8 +200,16 @@ func telemetryClient(args []string) error {
 	drain := fs.Duration("drain", 10*time.Second, "how long to wait after the last flush for the server to have everything")
 	cacert := fs.String("cacert", "", "PEM certificate to trust")
 	qlogDir := fs.String("qlog-dir", "", "write qlog files here")
+	cc := ccFlag(fs)
 	realtime := fs.Bool("realtime", true, "run at a real-time priority (SCHED_FIFO 5)")
+	mtuDiscovery := fs.String("mtu-discovery", "on", "probe for a larger packet size: on or off")
 	fs.Parse(args)
+	if err := checkCC(*cc); err != nil {
+		return err
+	}
+	if *mtuDiscovery != "on" && *mtuDiscovery != "off" {
+		return fmt.Errorf("--mtu-discovery %q: allowed: on, off", *mtuDiscovery)
+	}
 	if fs.NArg() != 1 || *cacert == "" {
 		return errors.New("give --cacert and one URL (https://HOST[:PORT])")
 	}
@@ -250,7 +258,9 @@ func telemetryClient(args []string) error {
 		Realtime: isRealtime(),
 		Schedule: schedule{UnitsPerSecond: uint32(*rate), FlushUnits: uint32(*flushUnits), Units: units},
 	}
-	flushes, err := sendUnits(&summary, addr, u.Hostname(), pool, *qlogDir, *drain)
+	conf := quicConfig(*qlogDir)
+	conf.DisablePathMTUDiscovery = *mtuDiscovery == "off"
+	flushes, err := sendUnits(&summary, addr, u.Hostname(), pool, conf, *drain)
 	if err != nil {
 		summary.Error = ptr(err.Error())
 	}
@@ -276,9 +286,8 @@ func telemetryClient(args []string) error {
 
 // sendUnits runs the schedule over one connection and fills in the summary; the flushes sent
 // and why the run ended early, if it did.
-func sendUnits(s *summaryRecord, addr, host string, pool *x509.CertPool, qlogDir string, drain time.Duration) ([]flushRecord, error) {
+func sendUnits(s *summaryRecord, addr, host string, pool *x509.CertPool, conf *quic.Config, drain time.Duration) ([]flushRecord, error) {
 	tlsConf := &tls.Config{RootCAs: pool, ServerName: host, NextProtos: []string{alpnTelemetry}}
-	conf := quicConfig(qlogDir)
 	conf.EnableDatagrams = s.Mode == "quic-datagrams"
 	s.ConnectUS = monoUS()
 	s.Schedule.EpochUS = s.ConnectUS

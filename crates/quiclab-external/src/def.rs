@@ -1151,7 +1151,11 @@ mod tests {
     }
 
     fn quic_go_text() -> &'static str {
-        BUILTIN.iter().find(|(n, _)| *n == "quic-go.toml").unwrap().1
+        BUILTIN
+            .iter()
+            .find(|(n, _)| *n == "quic-go.toml")
+            .unwrap()
+            .1
     }
 
     /// The quic-go file with `from` replaced by `to`, parsed.

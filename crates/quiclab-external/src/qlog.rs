@@ -76,13 +76,8 @@ struct State {
     impossible: u64,
 }
 
-/// The sender's timeline of one connection.
-pub fn timeline(
-    text: &[u8],
-    anchor_us: u64,
-    connection: u32,
-    path_min_rtt_us: Option<u64>,
-) -> Result<Vec<TimelineSample>, QlogError> {
+/// The events of a JSON-SEQ qlog file after its header, checked (see the module's contract).
+fn events(text: &[u8]) -> Result<impl Iterator<Item = Value> + '_, QlogError> {
     let mut records = text
         .split(|b| *b == 0x1e)
         .filter(|r| !r.iter().all(u8::is_ascii_whitespace))
@@ -97,6 +92,77 @@ pub fn timeline(
     {
         return Err(QlogError::TimeFormat(f.to_string()));
     }
+    Ok(records)
+}
+
+/// A packet the sender declared lost (`recovery:packet_lost`), with when it was sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loss {
+    /// Packet number space (`packet_type`) and number.
+    pub space: String,
+    pub number: u64,
+    /// When it was sent and when it was declared lost, ms from the connection's start.
+    pub sent_ms: f64,
+    pub lost_ms: f64,
+    /// When the sender next sent a packet (its repair goes first), ms; `None` if it sent none.
+    pub next_sent_ms: Option<f64>,
+    /// What declared it lost, as the implementation says (e.g. `time_threshold`,
+    /// `reordering_threshold`, `pto_expired`).
+    pub trigger: Option<String>,
+}
+
+/// Every packet one connection's sender declared lost, in the order it did (a loss of a packet
+/// the log never showed sent is left out: the log began later or was cut).
+pub fn losses(text: &[u8]) -> Result<Vec<Loss>, QlogError> {
+    let mut sent: BTreeMap<(String, u64), f64> = BTreeMap::new();
+    let mut out: Vec<Loss> = Vec::new();
+    // losses still waiting for the next packet sent
+    let mut waiting = 0;
+    for ev in events(text)? {
+        let (Some(time), Some(name)) = (ev["time"].as_f64(), ev["name"].as_str()) else {
+            continue;
+        };
+        let header = &ev["data"]["header"];
+        let (Some(space), Some(number)) = (
+            header["packet_type"].as_str(),
+            header["packet_number"].as_u64(),
+        ) else {
+            continue;
+        };
+        match name {
+            "transport:packet_sent" => {
+                for l in &mut out[waiting..] {
+                    l.next_sent_ms = Some(time);
+                }
+                waiting = out.len();
+                sent.insert((space.to_string(), number), time);
+            }
+            "recovery:packet_lost" => {
+                if let Some(&sent_ms) = sent.get(&(space.to_string(), number)) {
+                    out.push(Loss {
+                        space: space.to_string(),
+                        number,
+                        sent_ms,
+                        lost_ms: time,
+                        next_sent_ms: None,
+                        trigger: ev["data"]["trigger"].as_str().map(str::to_string),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The sender's timeline of one connection.
+pub fn timeline(
+    text: &[u8],
+    anchor_us: u64,
+    connection: u32,
+    path_min_rtt_us: Option<u64>,
+) -> Result<Vec<TimelineSample>, QlogError> {
+    let records = events(text)?;
     // per packet number space: packet number -> the stream ranges it carried
     let mut sent: BTreeMap<(String, u64), Vec<StreamRange>> = BTreeMap::new();
     let mut acked: BTreeMap<u64, Ranges> = BTreeMap::new();
@@ -302,5 +368,35 @@ mod tests {
         // 20 ms is impossible on a 50 ms path; 49 ms is within the log's millisecond
         assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
         assert!(timeline(b"\x1e{\"x\":1}", 0, 0, None).is_err());
+    }
+
+    #[test]
+    fn a_loss_is_timed_from_its_sending_to_its_declaration_and_the_next_packet() {
+        let lost = |t: u64, pn: u64, trigger: &str| {
+            format!(
+                r#"{{"time":{t},"name":"recovery:packet_lost","data":{{"header":{{"packet_type":"1RTT","packet_number":{pn}}},"trigger":"{trigger}"}}}}"#
+            )
+        };
+        let text = seq(&[
+            HEADER,
+            &sent(10, 0, 0, 80),
+            &sent(20, 1, 80, 80),
+            &sent(30, 2, 160, 80),
+            // packet 0 declared lost by time (9/8 of an RTT after a later packet's ack)
+            &lost(86, 0, "time_threshold"),
+            &sent(87, 3, 0, 80),
+            // a packet never seen sent (the log began later) is left out
+            &lost(90, 77, "time_threshold"),
+            &lost(95, 1, "pto_expired"),
+        ]);
+        let l = losses(&text).unwrap();
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert_eq!((l[0].number, l[0].sent_ms, l[0].lost_ms), (0, 10.0, 86.0));
+        assert_eq!(l[0].next_sent_ms, Some(87.0));
+        assert_eq!(l[0].trigger.as_deref(), Some("time_threshold"));
+        // nothing was sent after the second loss
+        assert_eq!((l[1].number, l[1].next_sent_ms), (1, None));
+        assert_eq!(l[1].trigger.as_deref(), Some("pto_expired"));
+        assert_eq!(losses(b"not a qlog"), Err(QlogError::NoHeader));
     }
 }

@@ -353,6 +353,26 @@ pub struct TelemetryDetail {
     pub send_late_max_us: u64,
     /// Both endpoints ran at a real-time priority.
     pub realtime: bool,
+    /// Every packet the client's QUIC stack declared lost, from its qlog: how its loss
+    /// detection timed the repair (empty over TCP or without a qlog).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loss_detection: Vec<LossDetection>,
+}
+
+/// One packet a sender declared lost, as its qlog tells.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LossDetection {
+    /// When it was sent, ms from the connection's start.
+    pub sent_ms: f64,
+    /// From sending it to declaring it lost, ms.
+    pub declared_after_ms: f64,
+    /// From sending it to sending the next packet (which carries the repair first), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repaired_after_ms: Option<f64>,
+    /// What declared it lost, in the implementation's words (`time_threshold`,
+    /// `reordering_threshold`, `pto_expired`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
 }
 
 impl TelemetryDetail {

@@ -19,6 +19,9 @@ mod sections;
 pub mod stats;
 pub mod synthetic;
 
+/// S5's published percentiles, which the telemetry section sets beside a campaign's.
+pub use sections::telemetry::APTPOD;
+
 /// The campaign model the report reads (from quiclab-model).
 pub(crate) use quiclab_model::campaign as model;
 /// How numbers are written, shared with the rest of quiclab.

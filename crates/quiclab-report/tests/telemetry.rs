@@ -4,7 +4,8 @@
 //! a single stream, and never arriving as a datagram.
 
 use quiclab_model::campaign::{
-    Arm, Campaign, Condition, Detail, LostPacket, Metrics, Stall, TelemetryDetail, Trial, Workload,
+    Arm, Campaign, Condition, Detail, LossDetection, LostPacket, Metrics, Stall, TelemetryDetail,
+    Trial, Workload,
 };
 use quiclab_report::render;
 use quiclab_report::stats;
@@ -43,6 +44,7 @@ fn detail(mode: &str, lossy: bool, offset_ms: f64) -> TelemetryDetail {
         send_late_p99_us: 100,
         send_late_max_us: 200,
         realtime: true,
+        loss_detection: Vec::new(),
     };
     d.latency_us = (0..UNITS)
         .map(|i| {
@@ -54,6 +56,24 @@ fn detail(mode: &str, lossy: bool, offset_ms: f64) -> TelemetryDetail {
             Some(((d.model_ms(i) + 0.3 + offset_ms + extra) * 1000.0).round() as u32)
         })
         .collect();
+    if lossy && mode.starts_with("quic") {
+        // the client's stack declared three losses, 60, 62 and 70 ms after sending them, and
+        // sent again 5 ms after each
+        d.loss_detection = [
+            (60.0, "time_threshold"),
+            (62.0, "time_threshold"),
+            (70.0, "pto_expired"),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (after, trigger))| LossDetection {
+            sent_ms: 1000.0 * i as f64,
+            declared_after_ms: after,
+            repaired_after_ms: Some(after + 5.0),
+            trigger: Some(trigger.into()),
+        })
+        .collect();
+    }
     if lossy && mode != "quic-datagrams" {
         d.stalls = (0..UNITS / 500)
             .map(|n| Stall {
@@ -244,4 +264,39 @@ fn other_workloads_get_no_telemetry_section() {
     c.workload = Workload::SingleObject;
     let html = render(&c);
     assert!(!html.contains("<section id=\"telemetry\">"));
+}
+
+#[test]
+fn the_study_s_published_percentiles_stand_beside_every_quic_arm_with_its_loss_detection() {
+    let c = campaign(0.0);
+    let html = render(&c);
+    let at = html.find("Beside the study").expect("the study's table");
+    let table = &html[at..at + html[at..].find("</table>").unwrap()];
+    // the published row, every figure
+    for (_, _, clean, lossy) in quiclab_report::APTPOD {
+        assert!(table.contains(&format!(">{clean:.2}<")), "{clean}");
+        assert!(table.contains(&format!(">{lossy:.2}<")), "{lossy}");
+    }
+    // a row per QUIC arm with its own percentiles; none for TCP
+    for arm in ARMS {
+        let row = table.find(&format!("</span>{arm}<br>"));
+        assert_eq!(row.is_some(), arm != "tcp", "{arm}");
+        if arm == "tcp" {
+            continue;
+        }
+        let p98 = stats::quantile(&pooled(&c, "loss 2%", arm), 0.98).unwrap();
+        let row = &table[row.unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        assert!(row.contains(&format!(">{p98:.2}<")), "{arm}: {row}");
+        // losses (three in each of two trials): declared after the median of 60, 62 and 70 ms,
+        // sent again 5 ms later, and what declared them
+        assert!(
+            row.contains(">62 ms<") && row.contains(">67 ms<"),
+            "{arm}: {row}"
+        );
+        assert!(
+            row.contains("6 losses: time_threshold 67 %, pto_expired 33 %"),
+            "{arm}: {row}"
+        );
+    }
 }

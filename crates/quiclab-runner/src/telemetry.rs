@@ -27,7 +27,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use quiclab_model::campaign::{LostPacket, Stall, TelemetryDetail};
+use quiclab_model::campaign::{LossDetection, LostPacket, Stall, TelemetryDetail};
 use quiclab_telemetry::{
     ClientRecord, ConnectionEnd, ReceivedUnit, Schedule, SenderSummary, SentFlush, ServerRecord,
     UnitOutcome, outcomes,
@@ -80,6 +80,36 @@ impl LinkEvents {
 
 /// The drops and late departures in an event log (`events.jsonl`), whose times count from
 /// `epoch_ns` on CLOCK_MONOTONIC.
+/// The losses the client's QUIC stack declared, from its qlog files in the trial's folder
+/// (`*client*.sqlog` / `.qlog`: quiclab's own client and external clients name them so), in file
+/// name order; none over TCP or when no file can be read.
+pub fn read_client_losses(dir: &Path) -> Vec<LossDetection> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.contains("client") && (n.ends_with(".sqlog") || n.ends_with(".qlog"))
+            })
+        })
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| std::fs::read(f).ok())
+        .filter_map(|text| quiclab_external::qlog::losses(&text).ok())
+        .flatten()
+        .map(|l| LossDetection {
+            sent_ms: l.sent_ms,
+            declared_after_ms: l.lost_ms - l.sent_ms,
+            repaired_after_ms: l.next_sent_ms.map(|n| n - l.sent_ms),
+            trigger: l.trigger,
+        })
+        .collect()
+}
+
 pub fn read_link_events(path: &Path, epoch_ns: u64) -> LinkEvents {
     let mut out = LinkEvents::default();
     let Ok(f) = std::fs::File::open(path) else {
@@ -257,6 +287,7 @@ pub fn detail(
         send_late_p99_us: summary.send_late_p99_us,
         send_late_max_us: summary.send_late_max_us,
         realtime: summary.realtime && server_realtime,
+        loss_detection: Vec::new(),
     };
     (detail, out)
 }

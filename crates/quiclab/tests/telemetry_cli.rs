@@ -94,18 +94,70 @@ impl Run {
     }
 }
 
+/// Whose endpoints a run uses.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Endpoints {
+    /// `quiclab serve` and `quiclab telemetry` (quinn over QUIC).
+    Quiclab,
+    /// quic-go's, through quiclab's Go driver: the server as trials start it (`quiclab
+    /// external serve`), the client directly.
+    QuicGo,
+}
+
+/// The quic-go driver's program (.ci/setup builds it).
+const QUIC_GO: &str = "quiclab-quic-go";
+
 fn run(dir: &Path, mode: Mode, link_args: &[&str], client_args: &str) -> Run {
+    run_with(Endpoints::Quiclab, dir, mode, link_args, client_args)
+}
+
+fn run_with(
+    endpoints: Endpoints,
+    dir: &Path,
+    mode: Mode,
+    link_args: &[&str],
+    client_args: &str,
+) -> Run {
     let bin = common::QUICLAB;
     let (cert, log) = (dir.join("cert.pem"), dir.join(format!("{mode}.jsonl")));
-    let server = format!(
-        "exec {bin} serve --listen '[::]:443' --write-cert {} --telemetry-log {}",
-        cert.display(),
-        log.display()
-    );
-    let client = format!(
-        "exec {bin} telemetry --json --mode {mode} --cacert {} {client_args} https://$QUICLAB_SERVER",
-        cert.display()
-    );
+    let (server, client) = match endpoints {
+        Endpoints::Quiclab => (
+            format!(
+                "exec {bin} serve --listen '[::]:443' --write-cert {} --telemetry-log {}",
+                cert.display(),
+                log.display()
+            ),
+            format!(
+                "exec {bin} telemetry --json --mode {mode} --cacert {} {client_args} \
+                 https://$QUICLAB_SERVER",
+                cert.display()
+            ),
+        ),
+        Endpoints::QuicGo => {
+            assert!(
+                std::process::Command::new(QUIC_GO)
+                    .arg("-h")
+                    .output()
+                    .is_ok(),
+                "{QUIC_GO} is not installed: .ci/setup builds it from drivers/quic-go"
+            );
+            let _ = std::fs::remove_file(&log);
+            (
+                format!(
+                    "exec {bin} external serve --stack quic-go --cert {} --work-dir {} \
+                     --telemetry-log {}",
+                    cert.display(),
+                    dir.join(format!("{mode}-server")).display(),
+                    log.display()
+                ),
+                format!(
+                    "exec {QUIC_GO} telemetry --mode {mode} --cacert {} {client_args} \
+                     https://$QUICLAB_SERVER",
+                    cert.display()
+                ),
+            )
+        }
+    };
     let before = HostCounters::now();
     let watch = StallWatch::start();
     let events = dir.join(format!("{mode}-events.jsonl"));
@@ -256,8 +308,34 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
     assert_root();
     let _alone = alone();
     let dir = TempDir::new("telemetry-loss");
-    // Two packets from the client, 1.5 s and 4 s into a 6 s run (a packet per flush, once the
-    // handshake is over). Without MTU probes, every packet then carries a flush.
+    losses_hold_back_what_the_mode_says(
+        Endpoints::Quiclab,
+        &dir,
+        &Mode::ALL,
+        "--quic-mtu-discovery off",
+    );
+}
+
+/// quic-go (S5's implementation) over the same link, through quiclab's Go driver: its streams
+/// and datagrams behave as quinn's do.
+#[test]
+fn quic_go_holds_back_a_lost_flush_as_its_mode_says() {
+    assert_root();
+    let _alone = alone();
+    let dir = TempDir::new("telemetry-quic-go");
+    let quic = [Mode::QuicStream, Mode::QuicStreams, Mode::QuicDatagrams];
+    losses_hold_back_what_the_mode_says(Endpoints::QuicGo, &dir, &quic, "--mtu-discovery off");
+}
+
+/// Runs each mode over a link that drops two of the client's packets, 1.5 s and 4 s into a 6 s
+/// run, and checks what each loss held back ([`check_losses`]). `no_probes` turns the
+/// client's MTU probes off: then every packet, once the handshake is over, carries a flush.
+fn losses_hold_back_what_the_mode_says(
+    endpoints: Endpoints,
+    dir: &Path,
+    modes: &[Mode],
+    no_probes: &str,
+) {
     let link_args = [
         "--delay",
         "25ms",
@@ -266,16 +344,16 @@ fn a_lost_packet_holds_back_its_own_flush_on_streams_per_flush_and_every_later_o
         "--seed",
         "1",
     ];
-    let client_args = "--duration 6s --quic-mtu-discovery off";
-    for mode in Mode::ALL {
+    let client_args = format!("--duration 6s {no_probes}");
+    for &mode in modes {
         // A run during which the host held a CPU from the lab (see StallWatch) measured the
         // host: it is measured again, up to twice. A failure with no such stall fails at once.
         for attempt in 1.. {
-            let r = run(&dir, mode, &link_args, client_args);
+            let r = run_with(endpoints, dir, mode, &link_args, &client_args);
             let Err(failure) = check_losses(mode, &r) else {
                 break;
             };
-            let failure = format!("{failure} ({})", r.host);
+            let failure = format!("{endpoints:?} {failure} ({})", r.host);
             assert!(r.stalled_ms >= STALL_MS && attempt < 3, "{failure}");
             eprintln!("measured again: {failure}");
         }
@@ -407,4 +485,54 @@ fn runs_of(keys: impl Iterator<Item = u64>) -> Vec<Vec<u64>> {
         }
     }
     runs
+}
+
+/// A campaign's telemetry trials carry how the client's QUIC stack detected each loss, from its
+/// qlog, for quinn and quic-go alike: a packet cannot be declared lost before a later one was
+/// acknowledged (at least one round trip after it was sent), and at 2 % loss neither stack
+/// needs its probe timeout's worst case (a few round trips) to find a loss.
+#[test]
+fn a_campaign_times_each_stack_s_loss_detection_from_its_qlog() {
+    assert_root();
+    let _alone = alone();
+    let plan = "name = \"losses\"\niterations = 1\nseed = 5\n\
+                [workload]\nkind = \"telemetry\"\nunits-per-second = 1000\nflush = 10\n\
+                duration = \"4s\"\n[network]\ndelay = \"25ms\"\nloss = \"2%\"\n\
+                [arms.quinn]\ntelemetry = \"quic-streams\"\n\
+                [arms.quic-go]\ntelemetry = \"quic-streams\"\nstack = \"quic-go\"\n";
+    let (_dir, out) = common::run_plan("telemetry-losses", plan, &[]);
+    let trials = quiclab_store::Store::open_existing(&out)
+        .unwrap()
+        .trials()
+        .unwrap();
+    assert_eq!(trials.len(), 2);
+    for t in &trials {
+        let m = t
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", t.arm));
+        let d = m.detail.telemetry.as_ref().unwrap();
+        // about 400 packets each way at 2 %: some were lost (P(none) = 0.98^400 < 1e-3)
+        assert!(!d.loss_detection.is_empty(), "{}: no loss detected", t.arm);
+        for l in &d.loss_detection {
+            // the log's times are the stack's own, to a microsecond or better
+            assert!(
+                l.declared_after_ms >= RTT_MS - 0.5,
+                "{}: declared lost {} ms after sending",
+                t.arm,
+                l.declared_after_ms
+            );
+            assert!(l.declared_after_ms <= 4.0 * RTT_MS, "{}: {l:?}", t.arm);
+            assert!(l.trigger.is_some(), "{}: {l:?}", t.arm);
+        }
+        eprintln!(
+            "{}: {} losses, declared after {:?} ms",
+            t.arm,
+            d.loss_detection.len(),
+            d.loss_detection
+                .iter()
+                .map(|l| l.declared_after_ms.round())
+                .collect::<Vec<_>>()
+        );
+    }
 }

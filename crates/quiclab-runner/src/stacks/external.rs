@@ -129,7 +129,9 @@ impl External {
                     flag: Flag::Template,
                     help: leak(&k.help),
                     check: Check::External(k),
-                    telemetry: false,
+                    // a stack that carries telemetry puts its knobs in its telemetry client's
+                    // {knobs} too; resuming is for repeated connections only
+                    telemetry: def.telemetry.is_some() && k.key != "resume",
                 }))
             })
             .collect();

@@ -161,8 +161,9 @@ impl WorkloadKind for Telemetry {
             loss_up: t.link.up.loss,
             loss_down: t.link.down.loss,
         };
-        let (detail, outcomes) =
+        let (mut detail, outcomes) =
             units::detail(&summary, &flushes, &received, &link, path, server_realtime);
+        detail.loss_detection = units::read_client_losses(ran.dir);
         let missing = outcomes.iter().filter(|o| o.recv_us.is_none()).count();
         if missing > 0 && !summary.mode.unreliable() {
             return Err(format!(
