@@ -20,6 +20,7 @@ use toml::Spanned;
 pub const BUILTIN: &[(&str, &str)] = &[
     ("ngtcp2.toml", include_str!("../stacks/ngtcp2.toml")),
     ("quic-go.toml", include_str!("../stacks/quic-go.toml")),
+    ("quiche.toml", include_str!("../stacks/quiche.toml")),
 ];
 
 /// Where a stack file came from.

@@ -7,7 +7,7 @@ use quiclab_store::Store;
 mod common;
 
 /// The HTTP/3 stacks: quiclab's own (quinn) and the external ones that serve and fetch.
-const STACKS: &[&str] = &["quinn", "ngtcp2", "quic-go"];
+const STACKS: &[&str] = &["quinn", "ngtcp2", "quic-go", "quiche"];
 
 #[test]
 fn every_http3_client_fetches_1mb_byte_exact_from_every_http3_server_at_1_percent_loss() {

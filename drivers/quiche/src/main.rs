@@ -1,0 +1,153 @@
+//! quiclab-quiche: quiche's HTTP/3 server and client (Cloudflare's QUIC implementation, Rust
+//! over BoringSSL), driven the way quiclab drives an external stack (docs/stacks.md and
+//! crates/quiclab-external/stacks/quiche.toml).
+//!
+//! The server serves a documents directory; it schedules its responses with quiche's own
+//! RFC 9218 scheduler, from each request's `priority` header and PRIORITY_UPDATE frames (or,
+//! with `--priorities off`, every response at the default priority). The client fetches one URL
+//! and prints one line per event as it happens, for quiclab to stamp: "start", "handshake
+//! complete alpn=h3", "status 200", "first byte", "last byte", and "error: ..." on failure.
+//! Both write a qlog file per connection (JSON-SEQ) into `--qlog-dir`.
+
+mod client;
+mod server;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+
+/// Largest UDP payload either side sends or takes.
+const MAX_DATAGRAM: usize = 1350;
+
+#[derive(Parser)]
+#[command(about = "quiche's HTTP/3 endpoints for quiclab (see docs/stacks.md)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Server(server::Args),
+    Client(client::Args),
+}
+
+fn main() {
+    let result = match Cli::parse().command {
+        Command::Server(a) => server::run(a),
+        Command::Client(a) => client::run(a),
+    };
+    if let Err(e) = result {
+        println!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// A congestion controller quiche offers, by the name quiclab gives it.
+fn check_cc(cc: &str) -> Result<(), String> {
+    match cc {
+        "cubic" | "reno" | "bbr2" => Ok(()),
+        _ => Err(format!(
+            "--cc {cc:?}: allowed: cubic, reno, bbr2 (quiche's BBRv2)"
+        )),
+    }
+}
+
+/// The transport settings both sides share.
+fn config(cc: &str) -> Result<quiche::Config, String> {
+    check_cc(cc)?;
+    let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(|e| e.to_string())?;
+    c.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
+        .map_err(|e| e.to_string())?;
+    c.set_max_idle_timeout(10_000);
+    c.set_max_recv_udp_payload_size(MAX_DATAGRAM);
+    c.set_max_send_udp_payload_size(MAX_DATAGRAM);
+    c.set_initial_max_data(100_000_000);
+    c.set_initial_max_stream_data_bidi_local(10_000_000);
+    c.set_initial_max_stream_data_bidi_remote(10_000_000);
+    c.set_initial_max_stream_data_uni(1_000_000);
+    c.set_initial_max_streams_bidi(1000);
+    c.set_initial_max_streams_uni(100);
+    c.set_disable_active_migration(true);
+    c.set_cc_algorithm_name(cc).map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// Sends what the connection has to send, honouring its pacing (each packet leaves at its
+/// `at`, waiting at most `MAX_PACING_WAIT` at a time so that arrivals are not held up long).
+fn flush(conn: &mut quiche::Connection, socket: &UdpSocket, out: &mut [u8]) -> Result<(), String> {
+    const MAX_PACING_WAIT: Duration = Duration::from_millis(2);
+    loop {
+        let (len, info) = match conn.send(out) {
+            Ok(v) => v,
+            Err(quiche::Error::Done) => return Ok(()),
+            Err(e) => return Err(format!("sending: {e}")),
+        };
+        let now = Instant::now();
+        if info.at > now {
+            std::thread::sleep((info.at - now).min(MAX_PACING_WAIT));
+        }
+        match socket.send_to(&out[..len], info.to) {
+            Ok(_) => {}
+            // a full socket buffer drops the packet: QUIC's loss recovery repairs it
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(format!("sending to {}: {e}", info.to)),
+        }
+    }
+}
+
+/// A qlog writer for a connection into `dir` (none when no directory is given).
+fn qlog(
+    conn: &mut quiche::Connection,
+    dir: Option<&Path>,
+    name: &str,
+    title: &str,
+) -> Result<(), String> {
+    let Some(dir) = dir else {
+        return Ok(());
+    };
+    let path = dir.join(name);
+    let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    conn.set_qlog(
+        Box::new(std::io::BufWriter::new(file)),
+        title.to_string(),
+        format!("quiclab-quiche {}", env!("CARGO_PKG_VERSION")),
+    );
+    Ok(())
+}
+
+/// Receives one datagram, waiting at most `wait`; `None` when none came.
+fn receive(
+    socket: &UdpSocket,
+    buf: &mut [u8],
+    wait: Duration,
+) -> Result<Option<(usize, SocketAddr)>, String> {
+    // a zero timeout means "block forever" to the socket
+    socket
+        .set_read_timeout(Some(wait.max(Duration::from_micros(1))))
+        .map_err(|e| e.to_string())?;
+    match socket.recv_from(buf) {
+        Ok(v) => Ok(Some(v)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(format!("receiving: {e}")),
+    }
+}
+
+/// Random bytes for connection ids.
+fn random_id() -> [u8; quiche::MAX_CONN_ID_LEN] {
+    use ring::rand::SecureRandom;
+    let mut id = [0u8; quiche::MAX_CONN_ID_LEN];
+    ring::rand::SystemRandom::new()
+        .fill(&mut id)
+        .expect("the system's random source works");
+    id
+}
