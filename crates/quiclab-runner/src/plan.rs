@@ -656,7 +656,7 @@ fn parse_arm(
             format!("arm {arm:?}: no stack speaks {}", http.title()),
         ));
     };
-    for (s, at) in [&server, &client] {
+    for (side, (s, at)) in [("server", &server), ("client", &client)] {
         let fits = match mode {
             Some(m) => s.telemetry_modes().contains(&m),
             None => s.http().contains(&http),
@@ -675,18 +675,27 @@ fn parse_arm(
                 ),
             ));
         }
-        if !s.capabilities().contains(&workload.needs()) {
+        // a client must do what the workload needs; a server must serve it
+        let can = |c: Capability| {
+            if side == "client" {
+                s.capabilities().contains(&c)
+            } else {
+                s.serves(c)
+            }
+        };
+        if !can(workload.needs()) {
             let runs: Vec<&str> = workloads::WORKLOADS
                 .iter()
-                .filter(|w| s.capabilities().contains(&w.needs()))
+                .filter(|w| can(w.needs()))
                 .map(|w| w.kind())
                 .collect();
             return Err(ctx.err(
                 at.clone(),
                 format!(
-                    "arm {arm:?}: stack {:?} does not run the {} workload; its workloads: {}",
+                    "arm {arm:?}: stack {:?} does not run the {} workload{}; its workloads: {}",
                     s.name(),
                     workload.kind(),
+                    if side == "server" { " as a server" } else { "" },
                     runs.join(", ")
                 ),
             ));

@@ -51,13 +51,34 @@ fn load(page: &str, http: &str, server_args: &str, dir: &std::path::Path) -> Val
         "exec {bin} serve --listen '[::]:443' --write-cert {} {server_args}",
         cert.display()
     );
+    load_from(page, http, &server, dir)
+}
+
+/// [`load`] from quiche's server (quiclab's driver, started as trials start it), holding the
+/// test pages' resources, its priorities `on` or `off`.
+fn load_from_quiche(page: &str, priorities: &str, dir: &std::path::Path) -> Value {
+    let bin = env!("CARGO_BIN_EXE_quiclab");
+    let server = format!(
+        "exec {bin} external serve --stack quiche --cert {} --work-dir {} \
+         --objects 10000,50000,300000 --knob quic-priorities={priorities}",
+        dir.join("cert.pem").display(),
+        dir.join("quiche-server").display()
+    );
+    load_from(page, "3", &server, dir)
+}
+
+/// Loads `page` over HTTP version `http` from the server started by the shell command `server`
+/// (which writes its certificate to DIR/cert.pem); see [`load`].
+fn load_from(page: &str, http: &str, server: &str, dir: &std::path::Path) -> Value {
+    let cert = dir.join("cert.pem");
+    let bin = env!("CARGO_BIN_EXE_quiclab");
     let client = format!(
         "exec {bin} page --json --http {http} --page {page} --cacert {} https://$QUICLAB_SERVER",
         cert.display()
     );
     let (stdout, stderr) = common::link_output(
         &["--rate", "10mbit", "--delay", "10ms", "--queue", "4mb"],
-        &server,
+        server,
         &client,
         0,
     );
@@ -282,4 +303,52 @@ fn tcp_pages_load_whole_over_one_or_six_connections() {
         // the study's finding: an HTTP/2 server ignores priorities, yet the header went out
         assert_eq!(rec["priorities_sent"], true);
     }
+}
+
+/// quiche's own RFC 9218 scheduler (S1's Cloudflare server): the main image's urgency moves its
+/// arrival as quiclab's scheduler does, and with priorities off the responses go in request
+/// order, one by one (quiche's default priority: urgency 3, not incremental).
+#[test]
+fn quiche_s_scheduler_moves_the_main_image_by_its_urgency() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::TempDir::new("page-quiche");
+    let tol = PACKET_MS + TASK_SLACK_MS;
+
+    // urgency 1, before the other images' 5: it ends before any of them
+    let urgent = load_from_quiche(&write_manifest(&dir, 1, true), "on", &dir);
+    let hero_urgent = times(&urgent, "hero.jpg");
+    let imgs = images(&urgent);
+    eprintln!("quiche u=1: main image {hero_urgent:?}, images {imgs:?}");
+    for (k, img) in imgs.iter().enumerate() {
+        assert!(
+            img.2 > hero_urgent.2 + tol,
+            "quiche u=1: img-{k} ended at {:.1} ms, the main image at {:.1} ms",
+            img.2,
+            hero_urgent.2
+        );
+    }
+    // urgency 6: every other image ends first, and most of the main image follows them
+    let late = load_from_quiche(&write_manifest(&dir, 6, true), "on", &dir);
+    let hero_late = times(&late, "hero.jpg");
+    let imgs = images(&late);
+    eprintln!("quiche u=6: main image {hero_late:?}, images {imgs:?}");
+    let last_img = imgs.iter().map(|i| i.2).fold(0.0, f64::max);
+    assert!(
+        hero_late.2 - last_img > serialise_ms(200_000.0),
+        "quiche u=6: the main image ended {:.1} ms after the last image",
+        hero_late.2 - last_img
+    );
+    // the images' 200 kB moved from after the main image to before it: 160 ms, half asserted
+    assert!(
+        hero_late.2 - hero_urgent.2 > serialise_ms(100_000.0),
+        "quiche: main image's last byte at u=1: {:.1} ms, at u=6: {:.1} ms",
+        hero_urgent.2,
+        hero_late.2
+    );
+
+    // priorities off: the main image, requested first, goes whole before the images, which go
+    // one by one, whatever its urgency (6)
+    let off = load_from_quiche(&write_manifest(&dir, 6, true), "off", &dir);
+    one_by_one(&off, tol, "quiche, priorities off");
 }

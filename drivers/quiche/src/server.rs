@@ -212,9 +212,31 @@ fn serve(c: &mut Client, h3_config: &quiche::h3::Config, htdocs: &Path, honour: 
             Err(_) => break,
         }
     }
-    let streams: Vec<u64> = c.responses.keys().copied().collect();
-    for s in streams {
-        if send(&mut c.conn, h3, s, c.responses.get_mut(&s).expect("listed")) {
+    // Headers first, in request order: they give each stream its priority. Then bodies, in
+    // the order quiche's scheduler ranks the writable streams (most urgent first): a body
+    // written early would otherwise take the window a more urgent one should have.
+    let mut waiting: Vec<u64> = c
+        .responses
+        .iter()
+        .filter(|(_, r)| r.headers.is_some())
+        .map(|(s, _)| *s)
+        .collect();
+    waiting.sort_unstable();
+    for s in waiting {
+        if send(
+            &mut c.conn,
+            h3,
+            s,
+            c.responses.get_mut(&s).expect("listed"),
+            true,
+        ) {
+            c.responses.remove(&s);
+        }
+    }
+    for s in c.conn.writable() {
+        if let Some(r) = c.responses.get_mut(&s)
+            && send(&mut c.conn, h3, s, r, false)
+        {
             c.responses.remove(&s);
         }
     }
@@ -291,12 +313,14 @@ fn respond(
     }
 }
 
-/// Moves one response on as far as the stream takes it; true when it is all sent.
+/// Moves one response on as far as the stream takes it (its headers only, if asked); true when
+/// it is all sent.
 fn send(
     conn: &mut quiche::Connection,
     h3: &mut quiche::h3::Connection,
     stream: u64,
     r: &mut Response,
+    headers_only: bool,
 ) -> bool {
     if let Some(headers) = &r.headers {
         let fin = r.body.is_none();
@@ -309,6 +333,9 @@ fn send(
         if fin {
             return true;
         }
+    }
+    if headers_only || r.headers.is_some() {
+        return false;
     }
     loop {
         if r.offset == r.pending.len() && !r.eof {

@@ -244,6 +244,15 @@ impl Stack for External {
         }
     }
 
+    fn serves(&self, c: Capability) -> bool {
+        // a page's resources are static files (/bytes/N) as GETs' are
+        match c {
+            Capability::Get | Capability::PageLoad => true,
+            Capability::Telemetry => self.def.telemetry.is_some(),
+            Capability::Upload => false,
+        }
+    }
+
     fn telemetry_modes(&self) -> &'static [Mode] {
         self.modes
     }

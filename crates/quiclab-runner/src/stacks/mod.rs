@@ -83,6 +83,11 @@ pub trait Stack: Sync {
     fn knobs(&self) -> &'static [&'static Knob];
     /// What its client can do (so which workloads it runs: each needs one of these).
     fn capabilities(&self) -> &'static [Capability];
+    /// Its server serves what a client of this capability asks (by default: what its own
+    /// client does).
+    fn serves(&self, c: Capability) -> bool {
+        self.capabilities().contains(&c)
+    }
     /// How telemetry flushes may travel over it (none: it does not run telemetry).
     fn telemetry_modes(&self) -> &'static [Mode] {
         &[]

@@ -200,7 +200,8 @@ pub trait WorkloadKind: Sync {
     fn grid(&self, _w: &Workload, sizes: &[u64]) -> String {
         format!("{} sizes", sizes.len())
     }
-    /// A trial of `size` in the iteration of `seed`: its requests' body sizes, and how the
+    /// A trial of `size` in the iteration of `seed`: its requests' body sizes (what a server of
+    /// static files must hold: a page's resources, each size once), and how the
     /// trial's configuration (hashed into its id) names the workload.
     fn trial(&self, w: &Workload, size: u64, seed: u64) -> (Vec<u64>, serde_json::Value);
     /// What the server writes.

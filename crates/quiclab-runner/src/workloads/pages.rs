@@ -31,10 +31,17 @@ impl WorkloadKind for Pages {
     }
 
     fn trial(&self, w: &Workload, size: u64, _seed: u64) -> (Vec<u64>, serde_json::Value) {
-        // one page load: its requests are the client's to discover
+        // one page load: the client discovers its requests; a server of static files (an
+        // external stack's) needs every resource's size, each served at /bytes/N
         let page = page::page_for(w, size);
+        let mut sizes: Vec<u64> = page
+            .and_then(|p| quiclab_pages::page::load_manifest(&p.source).ok())
+            .map(|m| m.resources.iter().map(|r| r.bytes).collect())
+            .unwrap_or_default();
+        sizes.sort_unstable();
+        sizes.dedup();
         (
-            Vec::new(),
+            sizes,
             json!({"kind": "pages", "page": page.map(|p| &p.name),
                    "source": page.map(|p| &p.source), "bytes": size}),
         )
