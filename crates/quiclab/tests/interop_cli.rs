@@ -1,6 +1,7 @@
 //! The interop matrix: every HTTP/3 client stack fetches 1 MB from every HTTP/3 server stack
 //! through the emulated link with 1 % loss, byte for byte (as the QUIC Interop Runner's transfer
-//! test does). A failing pair is named with its reason. As root: trials need namespaces.
+//! test does). A failing pair is named with its reason. Also: an external stack's 0-RTT. As root:
+//! trials need namespaces.
 
 use quiclab_store::Store;
 
@@ -46,4 +47,28 @@ fn every_http3_client_fetches_1mb_byte_exact_from_every_http3_server_at_1_percen
         "pairs that failed:\n{}",
         failures.join("\n")
     );
+}
+
+/// quiche's client resumes its session with 0-RTT, as quinn's does: the first request pays the
+/// handshake's round trip before its own (TTFB at least 2 RTTs), every later one goes with the
+/// first flight (one RTT, well under one and a half).
+#[test]
+fn quiche_resumes_with_0rtt_and_saves_a_round_trip() {
+    common::assert_root();
+    const RTT_MS: f64 = 50.0;
+    let plan = "name = \"zero-rtt\"\niterations = 1\nseed = 3\n[workload]\nkind = \"repeat\"\n\
+                requests = 4\nsizes = [\"10kb\"]\n[network]\ndelay = \"25ms\"\n\
+                [arms.quiche]\nstack = \"quiche\"\n";
+    let (_dir, out) = common::run_plan("zero-rtt", plan, &[]);
+    let trials = Store::open_existing(&out).unwrap().trials().unwrap();
+    let requests = trials[0].requests.as_array().unwrap();
+    assert_eq!(requests.len(), 4);
+    let ttfb = |r: &serde_json::Value| r["ttfb_ms"].as_f64().unwrap();
+    assert!(ttfb(&requests[0]) >= 2.0 * RTT_MS, "{}", requests[0]);
+    assert_eq!(requests[0]["handshake"]["resumed"], false);
+    for r in &requests[1..] {
+        assert_eq!(r["handshake"]["zero_rtt_accepted"], true, "{r}");
+        let t = ttfb(r);
+        assert!((RTT_MS..1.5 * RTT_MS).contains(&t), "TTFB {t} ms: {r}");
+    }
 }

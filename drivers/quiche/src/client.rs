@@ -22,11 +22,18 @@ pub struct Args {
     /// Congestion controller: cubic, reno or bbr2.
     #[arg(long, default_value = "cubic")]
     cc: String,
+    /// Resume the TLS session kept in this file by the connection before (its request then
+    /// goes as 0-RTT data), and keep this connection's session there for the next one.
+    #[arg(long)]
+    session: Option<PathBuf>,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
     url: String,
 }
+
+/// BoringSSL's `ssl_early_data_accepted` (`ssl_early_data_reason_t`).
+const EARLY_DATA_ACCEPTED: u32 = 2;
 
 /// Prints an event line at once (quiclab stamps it when it reads it).
 fn event(line: &str) {
@@ -63,6 +70,9 @@ pub fn run(a: Args) -> Result<(), String> {
         .ok_or_else(|| format!("{authority}: no address"))?;
     let mut config = super::config(&a.cc)?;
     config.verify_peer(true);
+    if a.session.is_some() {
+        config.enable_early_data();
+    }
     config
         .load_verify_locations_from_file(&a.cacert.display().to_string())
         .map_err(|e| format!("{}: {e}", a.cacert.display()))?;
@@ -73,23 +83,29 @@ pub fn run(a: Args) -> Result<(), String> {
     };
     let socket = UdpSocket::bind(bind).map_err(|e| e.to_string())?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
-    let scid = super::random_id();
-    let scid = quiche::ConnectionId::from_ref(&scid);
+    let id = super::random_id();
+    let scid = quiche::ConnectionId::from_ref(&id);
     // BoringSSL checks a host name against the certificate's DNS names only: an address is
     // checked after the handshake instead (the server must present a certificate of --cacert)
     let by_address = host.parse::<std::net::IpAddr>().is_ok();
     let name = (!by_address).then_some(host.as_str());
     let mut conn = quiche::connect(name, &scid, local, peer, &mut config)
         .map_err(|e| format!("connecting: {e}"))?;
+    if let Some(saved) = a.session.as_ref().and_then(|p| std::fs::read(p).ok()) {
+        conn.set_session(&saved)
+            .map_err(|e| format!("resuming the session kept in the file: {e}"))?;
+    }
     let trusted = if by_address {
         pem_certificates(&a.cacert)?
     } else {
         Vec::new()
     };
+    // one file per connection (a run of several connections shares the directory)
+    let hex: String = id[..8].iter().map(|b| format!("{b:02x}")).collect();
     super::qlog(
         &mut conn,
         a.qlog_dir.as_deref(),
-        "client.sqlog",
+        &format!("client-{hex}.sqlog"),
         "quiclab-quiche client",
     )?;
     std::fs::create_dir_all(&a.download).map_err(|e| e.to_string())?;
@@ -102,23 +118,12 @@ pub fn run(a: Args) -> Result<(), String> {
     let mut h3: Option<quiche::h3::Connection> = None;
     let mut first = true;
     let mut done = false;
+    let (mut established, mut early) = (false, false);
     event("start");
     super::flush(&mut conn, &socket, &mut out)?;
     while !conn.is_closed() {
-        if Instant::now() > deadline {
-            return Err(format!("no response within {} s", a.timeout));
-        }
-        let wait = conn.timeout().unwrap_or(Duration::from_millis(100));
-        match super::receive(&socket, &mut buf, wait)? {
-            Some((len, from)) => {
-                let info = quiche::RecvInfo { from, to: local };
-                if let Err(e) = conn.recv(&mut buf[..len], info) {
-                    return Err(format!("receiving: {e}"));
-                }
-            }
-            None => conn.on_timeout(),
-        }
-        if conn.is_established() && h3.is_none() {
+        if conn.is_established() && !established {
+            established = true;
             if by_address
                 && !conn
                     .peer_cert()
@@ -133,6 +138,13 @@ pub fn run(a: Args) -> Result<(), String> {
                 "handshake complete alpn={}",
                 String::from_utf8_lossy(conn.application_proto())
             ));
+            if early && conn.early_data_reason() != EARLY_DATA_ACCEPTED {
+                event("0-RTT rejected");
+            }
+        }
+        // with a resumed session the request goes before the handshake ends, as 0-RTT data
+        if (conn.is_established() || conn.is_in_early_data()) && h3.is_none() {
+            early = !conn.is_established();
             let mut c = quiche::h3::Connection::with_transport(&mut conn, &h3_config)
                 .map_err(|e| format!("HTTP/3: {e}"))?;
             let req = [
@@ -144,6 +156,9 @@ pub fn run(a: Args) -> Result<(), String> {
             ];
             c.send_request(&mut conn, &req, true)
                 .map_err(|e| format!("sending the request: {e}"))?;
+            if early {
+                event("0-RTT sent");
+            }
             h3 = Some(c);
         }
         if let Some(c) = h3.as_mut() {
@@ -166,6 +181,11 @@ pub fn run(a: Args) -> Result<(), String> {
                     Ok((_, quiche::h3::Event::Finished)) => {
                         event("last byte");
                         done = true;
+                        // the session ticket came with the handshake's end: keep it
+                        if let (Some(path), Some(session)) = (&a.session, conn.session()) {
+                            std::fs::write(path, session)
+                                .map_err(|e| format!("{}: {e}", path.display()))?;
+                        }
                         conn.close(true, 0x100, b"done").ok();
                     }
                     Ok((stream, quiche::h3::Event::Reset(code))) => {
@@ -178,6 +198,22 @@ pub fn run(a: Args) -> Result<(), String> {
             }
         }
         super::flush(&mut conn, &socket, &mut out)?;
+        if conn.is_closed() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no response within {} s", a.timeout));
+        }
+        let wait = conn.timeout().unwrap_or(Duration::from_millis(100));
+        match super::receive(&socket, &mut buf, wait)? {
+            Some((len, from)) => {
+                let info = quiche::RecvInfo { from, to: local };
+                if let Err(e) = conn.recv(&mut buf[..len], info) {
+                    return Err(format!("receiving: {e}"));
+                }
+            }
+            None => conn.on_timeout(),
+        }
     }
     if done {
         return Ok(());
