@@ -71,6 +71,21 @@ func checkCC(cc string) error {
 	return nil
 }
 
+// keyLog is where TLS secrets go (NSS key log format, which Wireshark reads): the file that
+// SSLKEYLOGFILE names, appended to, as quiclab's own endpoints do; nowhere when it is unset.
+func keyLog() io.Writer {
+	path := os.Getenv("SSLKEYLOGFILE")
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "quiclab-quic-go: warning: SSLKEYLOGFILE %s: %v\n", path, err)
+		return nil
+	}
+	return f
+}
+
 // quicConfig is the configuration both sides share: qlog files in dir when given.
 func quicConfig(qlogDir string) *quic.Config {
 	c := &quic.Config{MaxIdleTimeout: 10 * time.Second}
@@ -105,7 +120,7 @@ func server(args []string) error {
 	}
 	srv := &http3.Server{
 		Addr:       net.JoinHostPort(*addr, strconv.Itoa(*port)),
-		TLSConfig:  http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{pair}}),
+		TLSConfig:  http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{pair}, KeyLogWriter: keyLog()}),
 		QUICConfig: quicConfig(*qlogDir),
 		Handler:    http.FileServer(http.Dir(*htdocs)),
 	}
@@ -222,7 +237,7 @@ func client(args []string) error {
 		return fmt.Errorf("%s: no certificate", *cacert)
 	}
 	tr := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{http3.NextProtoH3}},
+		TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{http3.NextProtoH3}, KeyLogWriter: keyLog()},
 		QUICConfig:      quicConfig(*qlogDir),
 	}
 	defer tr.Close()

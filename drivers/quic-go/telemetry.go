@@ -287,7 +287,7 @@ func telemetryClient(args []string) error {
 // sendUnits runs the schedule over one connection and fills in the summary; the flushes sent
 // and why the run ended early, if it did.
 func sendUnits(s *summaryRecord, addr, host string, pool *x509.CertPool, conf *quic.Config, drain time.Duration) ([]flushRecord, error) {
-	tlsConf := &tls.Config{RootCAs: pool, ServerName: host, NextProtos: []string{alpnTelemetry}}
+	tlsConf := &tls.Config{RootCAs: pool, ServerName: host, NextProtos: []string{alpnTelemetry}, KeyLogWriter: keyLog()}
 	conf.EnableDatagrams = s.Mode == "quic-datagrams"
 	s.ConnectUS = monoUS()
 	s.Schedule.EpochUS = s.ConnectUS

@@ -9,7 +9,7 @@
 //!   datagram is read as a whole number of units. The connection's end (the client closing it)
 //!   is the normal end, not an error.
 //! - Over QUIC, a client whose stack cannot tell when its data is acknowledged asks instead
-//!   (the end-of-run question, [`answer_end`]): a bidirectional stream carrying the number of
+//!   (the end-of-run question, `answer_end`): a bidirectional stream carrying the number of
 //!   unidirectional streams it opened (8 bytes, big-endian), finished. The answer, once that
 //!   many streams were read to their end, is the number of units read so far (8 bytes), and
 //!   the end of the stream.

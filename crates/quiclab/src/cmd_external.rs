@@ -97,7 +97,7 @@ struct ServeArgs {
     /// The path's minimum RTT (e.g. 50ms): RTT samples below it count as impossible.
     #[arg(long, value_name = "DURATION", value_parser = crate::cmd_link::parse_time)]
     path_min_rtt: Option<std::time::Duration>,
-    /// Receive quiclab telemetry too (a stack whose file has a [telemetry] section), writing
+    /// Receive quiclab telemetry too (a stack whose file has a `[telemetry]` section), writing
     /// the units it reads here (JSON lines, as `quiclab serve --telemetry-log`).
     #[arg(long, value_name = "FILE")]
     telemetry_log: Option<PathBuf>,

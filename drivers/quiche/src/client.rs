@@ -102,7 +102,7 @@ pub fn run(a: Args) -> Result<(), String> {
     };
     // one file per connection (a run of several connections shares the directory)
     let hex: String = id[..8].iter().map(|b| format!("{b:02x}")).collect();
-    super::qlog(
+    super::record(
         &mut conn,
         a.qlog_dir.as_deref(),
         &format!("client-{hex}.sqlog"),

@@ -72,7 +72,29 @@ fn config(cc: &str) -> Result<quiche::Config, String> {
     c.set_initial_max_streams_uni(100);
     c.set_disable_active_migration(true);
     c.set_cc_algorithm_name(cc).map_err(|e| e.to_string())?;
+    if std::env::var_os("SSLKEYLOGFILE").is_some() {
+        c.log_keys();
+    }
     Ok(c)
+}
+
+/// Where a connection's TLS secrets go (NSS key log format, which Wireshark reads): the file
+/// that SSLKEYLOGFILE names, appended to, as quiclab's own endpoints do; nowhere when unset.
+fn key_log(conn: &mut quiche::Connection) {
+    let Some(path) = std::env::var_os("SSLKEYLOGFILE") else {
+        return;
+    };
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(f) => conn.set_keylog(Box::new(f)),
+        Err(e) => eprintln!(
+            "quiclab-quiche: warning: SSLKEYLOGFILE {}: {e}",
+            std::path::Path::new(&path).display()
+        ),
+    }
 }
 
 /// Sends what the connection has to send, at once. quiche says when each packet should leave
@@ -95,13 +117,14 @@ fn flush(conn: &mut quiche::Connection, socket: &UdpSocket, out: &mut [u8]) -> R
     }
 }
 
-/// A qlog writer for a connection into `dir` (none when no directory is given).
-fn qlog(
+/// What a connection records: its key log, and its qlog into `dir` (none without a directory).
+fn record(
     conn: &mut quiche::Connection,
     dir: Option<&Path>,
     name: &str,
     title: &str,
 ) -> Result<(), String> {
+    key_log(conn);
     let Some(dir) = dir else {
         return Ok(());
     };
@@ -130,7 +153,10 @@ fn receive(
         Err(e)
             if matches!(
                 e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    // a signal (the server's stop) interrupted the wait
+                    | std::io::ErrorKind::Interrupted
             ) =>
         {
             Ok(None)

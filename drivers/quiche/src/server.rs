@@ -120,7 +120,7 @@ pub fn run(a: Args) -> Result<(), String> {
                     let scid = quiche::ConnectionId::from_ref(&id);
                     let mut conn = quiche::accept(&scid, None, local, from, &mut config)
                         .map_err(|e| format!("accepting: {e}"))?;
-                    super::qlog(
+                    super::record(
                         &mut conn,
                         a.qlog_dir.as_deref(),
                         &format!("server-{accepted}.sqlog"),
