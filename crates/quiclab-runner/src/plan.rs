@@ -1656,8 +1656,8 @@ http = "2"
             // the coded transport has no resumption: the stacks that have it are named
             (
                 "resume = true",
-                "over TCP (stack \"tcp\"), HTTP/3 over QUIC (stack \"quinn\") and HTTP/3 over \
-                 QUIC (stack \"ngtcp2\")",
+                "over TCP (stack \"tcp\"), HTTP/3 over QUIC (stack \"quinn\"), HTTP/3 over \
+                 QUIC (stack \"ngtcp2\") and HTTP/3 over QUIC (stack \"quiche\")",
             ),
         ] {
             let e = parse(

@@ -19,7 +19,8 @@ use quiclab_external::server::{ServeOptions, Server};
 /// and prints quiclab's request records (TTFB, TTLB, handshake, bytes checked against the
 /// pattern). Trials run these in their namespaces; they also work by hand, e.g.
 /// `quiclab external get --stack ngtcp2 --cacert cert.pem https://198.18.0.2/bytes/100000`.
-/// The built-in stacks: ngtcp2. --stack also takes a stack file's path.
+/// The built-in stacks: ngtcp2, quic-go, quiche. --stack also takes a stack file's path. A stack
+/// whose file has a `[telemetry]` section also receives telemetry (`serve --telemetry-log`).
 #[derive(Args)]
 pub struct ExternalCmd {
     #[command(subcommand)]
