@@ -57,12 +57,23 @@ fn load(page: &str, http: &str, server_args: &str, dir: &std::path::Path) -> Val
 /// [`load`] from quiche's server (quiclab's driver, started as trials start it), holding the
 /// test pages' resources, its priorities `on` or `off`.
 fn load_from_quiche(page: &str, priorities: &str, dir: &std::path::Path) -> Value {
+    load_from_external(
+        "quiche",
+        &format!("--knob quic-priorities={priorities}"),
+        page,
+        dir,
+    )
+}
+
+/// [`load`] from an external stack's server, started as trials start it, holding the test
+/// pages' resources.
+fn load_from_external(stack: &str, args: &str, page: &str, dir: &std::path::Path) -> Value {
     let bin = env!("CARGO_BIN_EXE_quiclab");
     let server = format!(
-        "exec {bin} external serve --stack quiche --cert {} --work-dir {} \
-         --objects 10000,50000,300000 --knob quic-priorities={priorities}",
+        "exec {bin} external serve --stack {stack} --cert {} --work-dir {} \
+         --objects 10000,50000,300000 {args}",
         dir.join("cert.pem").display(),
-        dir.join("quiche-server").display()
+        dir.join(format!("{stack}-server")).display()
     );
     load_from(page, "3", &server, dir)
 }
@@ -351,4 +362,33 @@ fn quiche_s_scheduler_moves_the_main_image_by_its_urgency() {
     // one by one, whatever its urgency (6)
     let off = load_from_quiche(&write_manifest(&dir, 6, true), "off", &dir);
     one_by_one(&off, tol, "quiche, priorities off");
+}
+
+/// quic-go's `http3` server honours RFC 9218 priorities by itself (the request's header sets its
+/// stream's priority): the main image's urgency moves its arrival there too.
+#[test]
+fn quic_go_s_server_moves_the_main_image_by_its_urgency() {
+    assert_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::TempDir::new("page-quic-go");
+    let hero_end = |urgency: u8| {
+        let rec = load_from_external("quic-go", "", &write_manifest(&dir, urgency, true), &dir);
+        let hero = times(&rec, "hero.jpg");
+        let imgs = images(&rec);
+        eprintln!("quic-go u={urgency}: main image {hero:?}, images {imgs:?}");
+        (hero.2, imgs.iter().map(|i| i.2).fold(0.0, f64::max))
+    };
+    let (urgent, imgs_after_urgent) = hero_end(1);
+    let (late, imgs_before_late) = hero_end(6);
+    // urgent: the 200 kB of images follow it; late: they go first (half of each margin asserted)
+    assert!(
+        imgs_after_urgent - urgent > serialise_ms(100_000.0),
+        "quic-go u=1: the images ended {:.1} ms after the main image",
+        imgs_after_urgent - urgent
+    );
+    assert!(
+        late - imgs_before_late > serialise_ms(100_000.0),
+        "quic-go u=6: the main image ended {:.1} ms after the images",
+        late - imgs_before_late
+    );
 }
