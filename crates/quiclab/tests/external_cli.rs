@@ -60,9 +60,11 @@ fn ngtcp2_and_quinn_fetch_from_each_other_and_the_timelines_account_for_every_by
             t.arm,
             m.ttlb_ms
         );
-        // the handshake takes one round trip for every client
+        // the handshake takes one round trip for every client; an external client's two ends
+        // are the times quiclab read the program's lines, each up to a millisecond late on a
+        // busy host (one seen 0.12 ms short of the round trip)
         let hs = m.handshake_ms.expect("a handshake time");
-        assert!((50.0..60.0).contains(&hs), "{}: handshake {hs} ms", t.arm);
+        assert!((49.0..60.0).contains(&hs), "{}: handshake {hs} ms", t.arm);
         assert!(!m.timeline.is_empty(), "{}: no timeline", t.arm);
         eprintln!(
             "{}: TTFB {:.1} ms, TTLB {:.1} ms, timeline ends at {} acknowledged bytes",
