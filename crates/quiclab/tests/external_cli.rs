@@ -8,6 +8,15 @@ use quiclab_store::{Store, TrialRecord};
 
 mod common;
 
+/// The tests that time handshakes and round trips to the millisecond run one at a time: side by
+/// side (the test harness's default) their endpoints share two cores and delay each other.
+static TIMED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timed() -> std::sync::MutexGuard<'static, ()> {
+    // a failed test poisons the lock; the next one may still measure
+    TIMED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One size, one link: 20 Mbit/s and 50 ms RTT.
 fn plan(size: &str, arms: &str) -> String {
     format!(
@@ -32,6 +41,7 @@ fn server_timeline(out: &Path, t: &TrialRecord) -> Vec<serde_json::Value> {
 
 #[test]
 fn ngtcp2_and_quinn_fetch_from_each_other_and_the_timelines_account_for_every_byte() {
+    let _timed = timed();
     common::assert_root();
     let arms = "[arms.quinn]\nhttp = \"3\"\n\
                 [arms.ngtcp2]\nstack = \"ngtcp2\"\n\
@@ -228,6 +238,7 @@ fn a_stack_whose_program_is_missing_is_refused_before_anything_runs() {
 #[test]
 fn ngtcp2_resumes_with_0rtt_against_both_servers_and_saves_a_round_trip() {
     common::assert_root();
+    let _timed = timed();
     let plan = "name = \"ext-repeat\"\niterations = 1\nseed = 4\n[workload]\nkind = \"repeat\"\n\
                 requests = 3\nsizes = [\"10KB\"]\n[network]\nrate = \"20mbit\"\ndelay = \"25ms\"\n\
                 [arms.ngtcp2]\nstack = \"ngtcp2\"\n\
