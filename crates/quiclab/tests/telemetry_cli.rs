@@ -350,7 +350,7 @@ fn losses_hold_back_what_the_mode_says(
         // host: it is measured again, up to twice. A failure with no such stall fails at once.
         for attempt in 1.. {
             let r = run_with(endpoints, dir, mode, &link_args, &client_args);
-            let Err(failure) = check_losses(mode, &r) else {
+            let Err(failure) = check_losses(mode, &r, endpoints) else {
                 break;
             };
             let failure = format!("{endpoints:?} {failure} ({})", r.host);
@@ -361,7 +361,17 @@ fn losses_hold_back_what_the_mode_says(
 }
 
 /// Checks one mode's run over the link that drops two of the client's packets.
-fn check_losses(mode: Mode, r: &Run) -> Result<(), String> {
+///
+/// With quinn (MTU probes off) every client packet after the handshake carries a flush, so both
+/// drops hit one. quic-go's client also sends packets of its own (acknowledgements of the
+/// server's stream credit) among them: a drop may hit one of those and cost no flush, so one or
+/// two of the drops hit a flush there.
+fn check_losses(mode: Mode, r: &Run, endpoints: Endpoints) -> Result<(), String> {
+    let hits = if endpoints == Endpoints::Quiclab {
+        2..=2
+    } else {
+        1..=2
+    };
     let out = r.outcomes();
     let late = late_flushes(&out);
     let brief = brief(&late);
@@ -377,17 +387,20 @@ fn check_losses(mode: Mode, r: &Run) -> Result<(), String> {
     );
     match mode {
         Mode::QuicDatagrams => {
-            // the two flushes are lost, whole, and nothing is repaired: no flush comes a round
+            // the flushes hit are lost, whole, and nothing is repaired: no flush comes a round
             // trip late (a stalled host may hold a few back by less)
             host_noise_only(mode, &late, &[])?;
             ensure!(
-                missing.len() == 20,
+                missing.len().is_multiple_of(10) && hits.contains(&(missing.len() / 10)),
                 "{mode}: {} units missing",
                 missing.len()
             );
             let mut flushes = missing.clone();
             flushes.dedup();
-            ensure!(flushes.len() == 2, "{mode}: missing {missing:?}");
+            ensure!(
+                flushes.len() == missing.len() / 10,
+                "{mode}: missing {missing:?}"
+            );
         }
         Mode::QuicStreams => {
             ensure!(missing.is_empty(), "{mode}: missing {missing:?}");
@@ -398,7 +411,7 @@ fn check_losses(mode: Mode, r: &Run) -> Result<(), String> {
                 .map(|(k, _)| *k)
                 .collect();
             ensure!(
-                repaired.len() == 2,
+                hits.contains(&repaired.len()),
                 "{mode}: repaired {repaired:?} of {brief:?}"
             );
             for k in &repaired {
@@ -426,7 +439,10 @@ fn check_losses(mode: Mode, r: &Run) -> Result<(), String> {
                 .into_iter()
                 .filter(|run| late[&run[0]].iter().any(|u| u.0 >= RTT_MS))
                 .collect();
-            ensure!(runs.len() == 2, "{mode}: runs {runs:?} of {brief:?}");
+            ensure!(
+                hits.contains(&runs.len()),
+                "{mode}: runs {runs:?} of {brief:?}"
+            );
             host_noise_only(mode, &late, &runs.concat())?;
             for run in &runs {
                 ensure!(run.len() >= 3, "{mode}: {run:?} of {brief:?}");
