@@ -71,6 +71,19 @@ func checkCC(cc string) error {
 	return nil
 }
 
+// trustPool is the certificates of a PEM file, for a client to trust.
+func trustPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificate", path)
+	}
+	return pool, nil
+}
+
 // keyLog is where TLS secrets go (NSS key log format, which Wireshark reads): the file that
 // SSLKEYLOGFILE names, appended to, as quiclab's own endpoints do; nowhere when it is unset.
 func keyLog() io.Writer {
@@ -228,13 +241,9 @@ func client(args []string) error {
 		return errors.New("give --cacert, --download and one URL")
 	}
 	url := fs.Arg(0)
-	pem, err := os.ReadFile(*cacert)
+	pool, err := trustPool(*cacert)
 	if err != nil {
 		return err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("%s: no certificate", *cacert)
 	}
 	tr := &http3.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{http3.NextProtoH3}, KeyLogWriter: keyLog()},

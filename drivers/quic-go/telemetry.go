@@ -236,13 +236,9 @@ func telemetryClient(args []string) error {
 	if u.Port() == "" {
 		addr += ":443"
 	}
-	pem, err := os.ReadFile(*cacert)
+	pool, err := trustPool(*cacert)
 	if err != nil {
 		return err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("%s: no certificate", *cacert)
 	}
 	if *realtime {
 		if err := useRealtimePriority(); err != nil {
