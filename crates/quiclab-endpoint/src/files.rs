@@ -183,6 +183,8 @@ fn content_type(path: &Path) -> &'static str {
         "jpg" | "jpeg" => "image/jpeg",
         "gif" => "image/gif",
         "webp" => "image/webp",
+        "ttf" => "font/ttf",
+        "woff2" => "font/woff2",
         "m3u8" => "application/vnd.apple.mpegurl",
         "ts" => "video/mp2t",
         _ => "application/octet-stream",

@@ -5,12 +5,14 @@
 //! - [`har`]: importing a manifest from a browser's HAR file.
 //! - [`page_client`]: loads a page over HTTP/1.1 or HTTP/2 (`quiclab-tcp`) or HTTP/3
 //!   (`quiclab-quic`), with or without RFC 9218 priorities, and reports every resource.
+//! - [`site`]: a page as real web content (HTML, CSS, scripts, fonts, images) for a browser.
 //!
 //! Must never: know about plans, trials or the store; print.
 
 pub mod har;
 pub mod page;
 pub mod page_client;
+pub mod site;
 
 use quiclab_endpoint::{errors, url};
 use quiclab_quic as quic;
