@@ -46,6 +46,9 @@ pub struct ResourceRecord {
     pub start_ms: Option<f64>,
     pub first_byte_ms: Option<f64>,
     pub last_byte_ms: Option<f64>,
+    /// The protocol that carried it as the client saw it ("h2", "h3"), where the client says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 /// What `quiclab page` reports for one page load.
@@ -66,6 +69,44 @@ pub struct PageRecord {
     /// Present when every resource arrived.
     pub metrics: Option<PageMetrics>,
     pub error: Option<String>,
+    /// What a real browser measured besides the network (a browser client's loads only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<BrowserMetrics>,
+}
+
+/// A real browser's own view of a page load, milliseconds from the navigation's start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BrowserMetrics {
+    /// The browser and its version.
+    pub browser: String,
+    /// The load event (what S1 called page load time).
+    pub load_event_ms: Option<f64>,
+    pub dom_content_loaded_ms: Option<f64>,
+    pub first_paint_ms: Option<f64>,
+    pub first_contentful_paint_ms: Option<f64>,
+    pub largest_contentful_paint_ms: Option<f64>,
+    /// From the filmstrip of screenshots (WebPageTest's histogram progress).
+    pub speed_index_ms: Option<f64>,
+    pub visually_complete_ms: Option<f64>,
+    pub first_visual_change_ms: Option<f64>,
+    /// Screenshots the filmstrip had.
+    pub frames: u32,
+    /// (ms, visual completeness 0-1) per screenshot.
+    pub visual_progress: Vec<(f64, f64)>,
+    /// quiclab's page model applied to the browser's own arrival times: what the built-in
+    /// loader would have computed from this load's network.
+    pub model: Option<PageMetrics>,
+    /// Every protocol the page's resources came over.
+    pub protocols: Vec<String>,
+    /// Scripts that ran, images decoded of those in the document, fonts loaded of those
+    /// declared: the content was real.
+    pub scripts_run: u32,
+    pub images_decoded: u32,
+    pub images: u32,
+    pub fonts_loaded: u32,
+    pub fonts: u32,
+    /// Requests for what the page does not list (e.g. a favicon).
+    pub extra_requests: u32,
 }
 
 /// Why a page load failed; the record keeps it with its causes.
@@ -168,6 +209,7 @@ pub async fn load(page: &Page, base: &str, stack: &Stack, send_priorities: bool)
         resources: Vec::new(),
         metrics: None,
         error: None,
+        browser: None,
     };
     let limit = (http == HttpVersion::Http11).then_some(H1_CONNECTIONS);
     let mut loader = Loader::new(page.clone(), limit, start_us);
@@ -211,6 +253,7 @@ pub async fn load(page: &Page, base: &str, stack: &Stack, send_priorities: bool)
             start_ms: ms(t.request_us),
             first_byte_ms: ms(t.first_byte_us),
             last_byte_ms: ms(t.last_byte_us),
+            protocol: None,
         })
         .collect();
     record.bytes = page

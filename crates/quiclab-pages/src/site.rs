@@ -30,6 +30,32 @@ use crate::page::{Kind, Page};
 /// The browser window the site is laid out for (width, height in CSS pixels).
 pub const VIEWPORT: (u32, u32) = (1280, 800);
 
+/// The folder under a server's root that holds the pages' sites: page P is at
+/// `/site/SLUG/` ([`slug`]).
+pub const SITE_DIR: &str = "site";
+
+/// The page's folder name under [`SITE_DIR`]: its name reduced to letters, digits, `-` and `_`.
+pub fn slug(page: &Page) -> String {
+    let s: String = page
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if s.is_empty() { "page".into() } else { s }
+}
+
+/// The URL path of the page's document, from a server root holding [`SITE_DIR`].
+pub fn document_path(page: &Page) -> String {
+    format!("/{SITE_DIR}/{}/{}", slug(page), file_name(page, 0))
+}
+
 /// One file of a site.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SiteFile {

@@ -2,6 +2,7 @@
 
 mod bench_stacks;
 mod cmd_bench;
+mod cmd_browse;
 mod cmd_external;
 mod cmd_get;
 mod cmd_link;
@@ -48,6 +49,7 @@ enum Cmd {
     Bench(cmd_bench::BenchCmd),
     Get(cmd_get::GetCmd),
     Page(cmd_page::PageCmd),
+    Browse(cmd_browse::BrowseCmd),
     Serve(cmd_serve::ServeCmd),
     Telemetry(cmd_telemetry::TelemetryCmd),
     External(cmd_external::ExternalCmd),
@@ -152,6 +154,7 @@ fn main() {
         Cmd::Bench(c) => cmd_bench::bench(c),
         Cmd::Get(c) => cmd_get::get(c),
         Cmd::Page(c) => cmd_page::page(c),
+        Cmd::Browse(c) => cmd_browse::browse(c),
         Cmd::Serve(c) => cmd_serve::serve(c),
         Cmd::Telemetry(c) => cmd_telemetry::telemetry(c),
         Cmd::External(c) => cmd_external::external(c),

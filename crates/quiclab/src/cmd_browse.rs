@@ -1,0 +1,212 @@
+//! `quiclab browse`: load a page in a real browser (Chromium, headless) and report what it saw.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use quiclab_browser::load::{LoadOptions, load};
+use quiclab_model::record::HttpVersion;
+use quiclab_pages::page;
+use quiclab_pages::site;
+
+/// Load a web page in Chromium (headless, a fresh profile) and report the network and the
+/// browser's own metrics: the load event, first and largest contentful paint, and the Speed
+/// Index of a filmstrip of screenshots (WebPageTest's definition), with every resource's
+/// request, first and last byte and the protocol that carried it.
+///
+/// The server serves the page as real web content: `quiclab browse --page P --write-site DIR`
+/// writes it under DIR/site/P/ for `quiclab serve --root DIR`. The browser trusts the server's
+/// certificate (--cacert) by its public-key pin; over HTTP/3 the origin is forced onto QUIC,
+/// over HTTP/2 QUIC is off, and every resource's protocol is checked against the one asked for.
+///
+/// Exits with 1 if the load failed (a missing or crashed browser, a resource that did not
+/// arrive, a load event that did not come within --timeout).
+///
+/// Example (inside `quiclab link`):
+///   quiclab browse --page medium --write-site /tmp/www
+///   quiclab serve --root /tmp/www --write-cert /tmp/cert.pem          (server side)
+///   quiclab browse --http 3 --page medium --cacert /tmp/cert.pem https://$QUICLAB_SERVER
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct BrowseCmd {
+    /// The server: `https://HOST[:PORT]` (the page is at /site/PAGE/ below it).
+    #[arg(value_name = "URL", required_unless_present = "write_site")]
+    url: Option<String>,
+    /// The page: small, medium, large, a TOML manifest or a HAR file.
+    #[arg(long, value_name = "NAME|FILE", default_value = "small")]
+    page: String,
+    /// Write the page's site under DIR/site/PAGE/ and exit.
+    #[arg(long, value_name = "DIR")]
+    write_site: Option<PathBuf>,
+    /// HTTP version: 2 (QUIC off) or 3 (the origin forced onto QUIC).
+    #[arg(long, default_value = "3", value_parser = ["2", "3"])]
+    http: String,
+    /// The server's certificate (PEM), trusted by its public key's pin.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// The browser's program.
+    #[arg(long, value_name = "PROGRAM", default_value = "chromium")]
+    browser: PathBuf,
+    /// Keep Chromium's net-log here.
+    #[arg(long, value_name = "FILE")]
+    netlog: Option<PathBuf>,
+    /// Keep the browser's standard error here (default: a file beside the profile, removed).
+    #[arg(long, value_name = "FILE")]
+    browser_log: Option<PathBuf>,
+    /// Seconds the load event may take.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+    /// Print one JSON record instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
+    let page = page::load_manifest(&c.page).context("--page")?;
+    if let Some(dir) = &c.write_site {
+        let folder = dir.join(site::SITE_DIR).join(site::slug(&page));
+        let built = site::build(&page);
+        built
+            .write(&folder)
+            .with_context(|| format!("writing {}", folder.display()))?;
+        for (i, want, got) in built.shortfall(&page) {
+            eprintln!(
+                "quiclab: {}: {want} bytes in the manifest, {got} as a real file (its smallest form)",
+                page.resources[i].id
+            );
+        }
+        println!("{}", folder.display());
+        return Ok(0);
+    }
+    let url = c
+        .url
+        .as_deref()
+        .expect("clap requires URL without --write-site");
+    let program = which(&c.browser).with_context(|| {
+        format!(
+            "--browser {}: not found; install Chromium (Debian: apt-get install chromium)",
+            c.browser.display()
+        )
+    })?;
+    let cacert = c
+        .cacert
+        .as_ref()
+        .context("--cacert is required: the server's certificate (quiclab serve --write-cert)")?;
+    let pem = std::fs::read_to_string(cacert)
+        .with_context(|| format!("reading --cacert {}", cacert.display()))?;
+    let pin = quiclab_browser::spki::pin_from_pem(&pem)
+        .with_context(|| format!("--cacert {}", cacert.display()))?;
+    anyhow::ensure!(
+        c.timeout.is_finite() && c.timeout > 0.0 && c.timeout <= 3600.0,
+        "--timeout {}: allowed: 0 to 3600 seconds",
+        c.timeout
+    );
+    let profile = tempdir()?;
+    let opts = LoadOptions {
+        program,
+        url: format!(
+            "{}{}",
+            url.trim_end_matches('/'),
+            site::document_path(&page)
+        ),
+        http: HttpVersion::from_name(&c.http).expect("clap allows 2 and 3"),
+        page,
+        spki_pin: pin,
+        profile_dir: profile.join("profile"),
+        stderr: c
+            .browser_log
+            .clone()
+            .unwrap_or_else(|| profile.join("browser.log")),
+        netlog: c.netlog.clone(),
+        timeout: Duration::from_secs_f64(c.timeout),
+    };
+    let mut record = load(&opts);
+    let _ = std::fs::remove_dir_all(&profile);
+    // no silent fallback: every resource came over the protocol asked for
+    let want = match opts.http {
+        HttpVersion::Http3 => "h3",
+        _ => "h2",
+    };
+    if record.error.is_none()
+        && let Some(r) = record
+            .resources
+            .iter()
+            .find(|r| r.protocol.as_deref() != Some(want))
+    {
+        record.error = Some(format!(
+            "resource {:?} came over {} instead of {want}",
+            r.id,
+            r.protocol.as_deref().unwrap_or("no protocol")
+        ));
+        record.metrics = None;
+    }
+    if c.json {
+        println!(
+            "{}",
+            serde_json::to_string(&record).context("encoding the record")?
+        );
+    } else {
+        println!("{}", summary(&record));
+    }
+    Ok(i32::from(record.error.is_some()))
+}
+
+fn summary(r: &quiclab_pages::page_client::PageRecord) -> String {
+    let mut s = format!(
+        "page {} in a browser over HTTP/{}: {} resources, {} bytes, {} connection(s)",
+        r.page,
+        r.http.name(),
+        r.resources.len(),
+        r.bytes,
+        r.connections
+    );
+    if let Some(b) = &r.browser {
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
+        s += &format!(
+            "; {}: load event {}, first contentful paint {}, largest contentful paint {}, \
+             Speed Index {} ({} frames), visually complete {}; protocols {}",
+            b.browser,
+            ms(b.load_event_ms),
+            ms(b.first_contentful_paint_ms),
+            ms(b.largest_contentful_paint_ms),
+            ms(b.speed_index_ms),
+            b.frames,
+            ms(b.visually_complete_ms),
+            b.protocols.join(", ")
+        );
+        if let Some(m) = &b.model {
+            s += &format!("; quiclab's model on these arrivals: {m}");
+        }
+    }
+    if let Some(e) = &r.error {
+        s += &format!(", FAILED: {e}");
+    }
+    s
+}
+
+/// `program` itself when it names a path, else the first match on PATH.
+fn which(program: &std::path::Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(program))
+        .find(|p| p.is_file())
+}
+
+/// A fresh private directory for the browser's profile.
+fn tempdir() -> anyhow::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    for n in 0..1000u32 {
+        let d = base.join(format!("quiclab-browse-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&d) {
+            Ok(()) => return Ok(d),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", d.display())),
+        }
+    }
+    anyhow::bail!("cannot create a profile directory in {}", base.display())
+}
