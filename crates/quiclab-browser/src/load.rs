@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use quiclab_model::record::{Handshake, HttpVersion};
+use quiclab_model::record::HttpVersion;
 use quiclab_pages::page::{Page, PageMetrics, ResourceTiming};
 use quiclab_pages::page_client::{BrowserMetrics, PageRecord, ResourceRecord};
 use quiclab_pages::site::{VIEWPORT, file_name};
@@ -139,20 +139,7 @@ struct Request {
 
 /// Loads the page once (see the module's contract).
 pub fn load(o: &LoadOptions) -> PageRecord {
-    let mut record = PageRecord {
-        page: o.page.name.clone(),
-        http: o.http,
-        priorities_sent: true,
-        start_us: quiclab_model::record::now_us(),
-        handshake_ms: None,
-        handshake: Handshake::default(),
-        connections: 0,
-        bytes: 0,
-        resources: Vec::new(),
-        metrics: None,
-        error: None,
-        browser: None,
-    };
+    let mut record = PageRecord::new(&o.page.name, o.http, true, quiclab_model::record::now_us());
     let mut seen = Seen::default();
     if let Err(e) = drive(o, &mut seen) {
         record.error = Some(e);

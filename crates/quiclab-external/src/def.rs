@@ -235,19 +235,24 @@ impl Command {
         self.args.iter().any(|a| a.uses(p))
     }
 
-    /// Where the program is: the name as given if it has a slash, else the first executable
-    /// of that name on `PATH` (and in /usr/sbin and /sbin, where servers often live).
+    /// Where the program is (see [`locate_program`]).
     pub fn locate(&self) -> Option<PathBuf> {
-        if self.program.contains('/') {
-            let p = PathBuf::from(&self.program);
-            return is_executable(&p).then_some(p);
-        }
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
-            .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
-            .map(|d| d.join(&self.program))
-            .find(|p| is_executable(p))
+        locate_program(&self.program)
     }
+}
+
+/// Where a program is: the name as given if it has a slash, else the first executable of that
+/// name on `PATH` (and in /usr/sbin and /sbin, where servers often live).
+pub fn locate_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return is_executable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|d| d.join(program))
+        .find(|p| is_executable(p))
 }
 
 fn is_executable(p: &Path) -> bool {

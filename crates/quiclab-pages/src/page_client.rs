@@ -74,6 +74,26 @@ pub struct PageRecord {
     pub browser: Option<BrowserMetrics>,
 }
 
+impl PageRecord {
+    /// A load of `page` over `http` starting at `start_us`, before anything happened.
+    pub fn new(page: &str, http: HttpVersion, priorities_sent: bool, start_us: u64) -> PageRecord {
+        PageRecord {
+            page: page.to_string(),
+            http,
+            priorities_sent,
+            start_us,
+            handshake_ms: None,
+            handshake: Handshake::default(),
+            connections: 0,
+            bytes: 0,
+            resources: Vec::new(),
+            metrics: None,
+            error: None,
+            browser: None,
+        }
+    }
+}
+
 /// A real browser's own view of a page load, milliseconds from the navigation's start.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BrowserMetrics {
@@ -197,20 +217,7 @@ pub async fn load(page: &Page, base: &str, stack: &Stack, send_priorities: bool)
         Stack::Quic(_) => HttpVersion::Http3,
     };
     let start_us = now_us();
-    let mut record = PageRecord {
-        page: page.name.clone(),
-        http,
-        priorities_sent: send_priorities,
-        start_us,
-        handshake_ms: None,
-        handshake: Handshake::default(),
-        connections: 0,
-        bytes: 0,
-        resources: Vec::new(),
-        metrics: None,
-        error: None,
-        browser: None,
-    };
+    let mut record = PageRecord::new(&page.name, http, send_priorities, start_us);
     let limit = (http == HttpVersion::Http11).then_some(H1_CONNECTIONS);
     let mut loader = Loader::new(page.clone(), limit, start_us);
     let mut carried = vec![0u32; page.resources.len()];

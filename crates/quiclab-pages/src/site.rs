@@ -207,36 +207,20 @@ pub fn build(page: &Page) -> Site {
     let hosts = &hosts;
     let children = |h: usize| (1..n).filter(move |&i| hosts[i] == h);
 
+    let cx = Ctx {
+        page,
+        names: &names,
+        bands: &bands,
+    };
     let mut files = Vec::with_capacity(n);
     for (i, r) in page.resources.iter().enumerate() {
         let target = r.bytes;
         let own_band = band_of(i).copied();
+        let kids = || children(i).collect();
         let bytes = match r.kind {
-            Kind::Html => html(
-                page,
-                i,
-                &names,
-                &bands,
-                children(i).collect(),
-                own_band,
-                target,
-            ),
-            Kind::Css => css(
-                page,
-                &names,
-                &bands,
-                children(i).collect(),
-                own_band,
-                target,
-            ),
-            Kind::Js => js(
-                page,
-                &names,
-                &bands,
-                children(i).collect(),
-                own_band,
-                target,
-            ),
+            Kind::Html => html(&cx, i, kids(), own_band, target),
+            Kind::Css => css(&cx, kids(), own_band, target),
+            Kind::Js => js(&cx, kids(), own_band, target),
             Kind::Font => font(target),
             Kind::Image => {
                 let rgb = own_band.map_or(BELOW, |b| b.rgb);
@@ -254,6 +238,15 @@ pub fn build(page: &Page) -> Site {
         });
     }
     Site { files, bands }
+}
+
+/// What the makers of HTML, stylesheets and scripts need besides their own resource: the page,
+/// every resource's file name, the bands above the fold.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    page: &'a Page,
+    names: &'a [String],
+    bands: &'a [Band],
 }
 
 /// The bands above the fold: one per resource with weight, heights in proportion.
@@ -316,15 +309,8 @@ fn font_text(bands: &[Band], i: usize) -> String {
 }
 
 /// The document (or a frame's document) `i`: names its children; the document holds the bands.
-fn html(
-    page: &Page,
-    i: usize,
-    names: &[String],
-    bands: &[Band],
-    kids: Vec<usize>,
-    own: Option<Band>,
-    target: u64,
-) -> Vec<u8> {
+fn html(cx: &Ctx, i: usize, kids: Vec<usize>, own: Option<Band>, target: u64) -> Vec<u8> {
+    let Ctx { page, names, bands } = *cx;
     let top = i == 0;
     let mut head = String::new();
     let mut tail = String::new();
@@ -467,14 +453,8 @@ fn escape(s: &str) -> String {
 
 /// A stylesheet: imports its stylesheets, declares its fonts, sets its background images (on
 /// the elements the document made for them), colours its band.
-fn css(
-    page: &Page,
-    names: &[String],
-    bands: &[Band],
-    kids: Vec<usize>,
-    own: Option<Band>,
-    target: u64,
-) -> Vec<u8> {
+fn css(cx: &Ctx, kids: Vec<usize>, own: Option<Band>, target: u64) -> Vec<u8> {
+    let Ctx { page, names, bands } = *cx;
     let mut s = String::new();
     for &k in &kids {
         if page.resources[k].kind == Kind::Css {
@@ -521,14 +501,8 @@ fn css(
 }
 
 /// A script: counts itself, makes its children, colours its band.
-fn js(
-    page: &Page,
-    names: &[String],
-    bands: &[Band],
-    kids: Vec<usize>,
-    own: Option<Band>,
-    target: u64,
-) -> Vec<u8> {
+fn js(cx: &Ctx, kids: Vec<usize>, own: Option<Band>, target: u64) -> Vec<u8> {
+    let Ctx { page, names, bands } = *cx;
     // `put` appends an element to its place once the document has it
     let mut s = String::from(
         "(function(){window.__qlScripts=(window.__qlScripts||0)+1;\

@@ -45,9 +45,9 @@ pub struct BrowseCmd {
     /// The server's certificate (PEM), trusted by its public key's pin.
     #[arg(long, value_name = "FILE")]
     cacert: Option<PathBuf>,
-    /// The browser's program.
+    /// The browser's program (a path, or a name looked up on PATH).
     #[arg(long, value_name = "PROGRAM", default_value = "chromium")]
-    browser: PathBuf,
+    browser: String,
     /// Keep Chromium's net-log here.
     #[arg(long, value_name = "FILE")]
     netlog: Option<PathBuf>,
@@ -83,10 +83,10 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
         .url
         .as_deref()
         .expect("clap requires URL without --write-site");
-    let program = which(&c.browser).with_context(|| {
+    let program = quiclab_external::def::locate_program(&c.browser).with_context(|| {
         format!(
             "--browser {}: not found; install Chromium (Debian: apt-get install chromium)",
-            c.browser.display()
+            c.browser
         )
     })?;
     let cacert = c
@@ -141,15 +141,7 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
         ));
         record.metrics = None;
     }
-    if c.json {
-        println!(
-            "{}",
-            serde_json::to_string(&record).context("encoding the record")?
-        );
-    } else {
-        println!("{}", summary(&record));
-    }
-    Ok(i32::from(record.error.is_some()))
+    crate::cmd_page::print_record(&record, c.json, summary)
 }
 
 fn summary(r: &quiclab_pages::page_client::PageRecord) -> String {
@@ -183,18 +175,6 @@ fn summary(r: &quiclab_pages::page_client::PageRecord) -> String {
         s += &format!(", FAILED: {e}");
     }
     s
-}
-
-/// `program` itself when it names a path, else the first match on PATH.
-fn which(program: &std::path::Path) -> Option<PathBuf> {
-    if program.components().count() > 1 {
-        return program.is_file().then(|| program.to_path_buf());
-    }
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(program))
-        .find(|p| p.is_file())
 }
 
 /// A fresh private directory for the browser's profile.

@@ -156,13 +156,23 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
         .build()
         .context("starting the tokio runtime")?;
     let record = runtime.block_on(page_client::load(&page, url, &stack, !c.no_priorities));
-    if c.json {
+    print_record(&record, c.json, summary)
+}
+
+/// Prints a page record as one JSON line (`json`) or as its `summary`; the exit code: 1 if the
+/// load failed.
+pub(crate) fn print_record(
+    record: &PageRecord,
+    json: bool,
+    summary: fn(&PageRecord) -> String,
+) -> anyhow::Result<i32> {
+    if json {
         println!(
             "{}",
-            serde_json::to_string(&record).context("encoding the record")?
+            serde_json::to_string(record).context("encoding the record")?
         );
     } else {
-        println!("{}", summary(&record));
+        println!("{}", summary(record));
     }
     Ok(i32::from(record.error.is_some()))
 }
