@@ -171,6 +171,10 @@ impl Seen {
 }
 
 const CALL: Duration = Duration::from_secs(10);
+/// How long the blank page must stay unchanged before its last frame is the baseline, and
+/// how long to wait for that at most.
+const BASELINE_QUIET: Duration = Duration::from_millis(200);
+const BASELINE_LIMIT: Duration = Duration::from_secs(3);
 /// After the load event, how long the filmstrip keeps going once frames stop changing.
 const SETTLE: Duration = Duration::from_millis(500);
 
@@ -214,16 +218,34 @@ fn drive(o: &LoadOptions, seen: &mut Seen) -> Result<(), String> {
     ] {
         b.call(s, m, p, CALL).map_err(err)?;
     }
-    // the blank page's first frame: what the filmstrip starts from
-    let until = Instant::now() + Duration::from_secs(2);
-    while seen.frames.is_empty() && Instant::now() < until {
-        if let Some(e) = b.next_event(Duration::from_millis(100)).map_err(err)? {
+    // the blank page as it looks once the window has its size: what the filmstrip starts from
+    // (a frame painted before the size took effect differs in a strip of the window). Frames
+    // come only when the picture changes: the last one before a quiet spell is the baseline.
+    let until = Instant::now() + BASELINE_LIMIT;
+    let mut last_frame = Instant::now();
+    while Instant::now() < until
+        && (seen.frames.is_empty() || last_frame.elapsed() < BASELINE_QUIET)
+    {
+        let frames = seen.frames.len();
+        if let Some(e) = b.next_event(Duration::from_millis(20)).map_err(err)? {
             on_event(&mut b, &sid, e, seen);
+            if seen.frames.len() != frames {
+                last_frame = Instant::now();
+            }
         }
     }
-    b.call(s, "Page.navigate", json!({"url": o.url}), o.timeout)
-        .map_err(err)?;
+    let before = seen.frames.len().saturating_sub(1);
+    seen.frames.drain(..before);
     let deadline = Instant::now() + o.timeout;
+    // the reply comes once the document's response has arrived: within the load's limit
+    match b.call(s, "Page.navigate", json!({"url": o.url}), o.timeout) {
+        Ok(_) => {}
+        Err(CdpError::Timeout { .. }) => {
+            b.close(Duration::from_secs(2));
+            return Err(no_load_event(o));
+        }
+        Err(e) => return Err(err(e)),
+    }
     let mut last_change = Instant::now();
     loop {
         let now = Instant::now();
@@ -255,12 +277,16 @@ fn drive(o: &LoadOptions, seen: &mut Seen) -> Result<(), String> {
         .and_then(|t| serde_json::from_str(t).ok());
     b.close(Duration::from_secs(2));
     if !seen.load_fired {
-        return Err(format!(
-            "the page did not fire its load event within {:.0} s",
-            o.timeout.as_secs_f64()
-        ));
+        return Err(no_load_event(o));
     }
     Ok(())
+}
+
+fn no_load_event(o: &LoadOptions) -> String {
+    format!(
+        "the page did not fire its load event within {:.0} s",
+        o.timeout.as_secs_f64()
+    )
 }
 
 /// What the page itself says: navigation timing, paint timing, largest contentful paint, and

@@ -33,6 +33,9 @@ pub struct ServeOptions {
     pub cert: PathBuf,
     /// The object sizes to serve at `/bytes/N`.
     pub objects: Vec<u64>,
+    /// A folder whose files are served too, at the same paths (copied into the documents:
+    /// a page's real web content).
+    pub root: Option<PathBuf>,
     pub knobs: Vec<(String, String)>,
     /// The key, the documents and (unless `qlog_dir`) the qlog files go here.
     pub work_dir: PathBuf,
@@ -127,6 +130,9 @@ impl Server {
             .map_err(files(&key))?;
         let htdocs = o.work_dir.join("htdocs");
         write_documents(&htdocs, &o.objects).map_err(files(&htdocs))?;
+        if let Some(root) = &o.root {
+            copy_tree(root, &htdocs).map_err(files(root))?;
+        }
         let qlog_dir = o.work_dir.join("qlog");
         std::fs::create_dir_all(&qlog_dir).map_err(files(&qlog_dir))?;
         let watcher = Watcher::start(&qlog_dir).map_err(files(&qlog_dir))?;
@@ -355,6 +361,22 @@ fn write_documents(htdocs: &Path, sizes: &[u64]) -> std::io::Result<()> {
     let body: Vec<u8> = (0..largest).map(pattern_byte).collect();
     for n in sizes {
         std::fs::write(dir.join(n.to_string()), &body[..n as usize])?;
+    }
+    Ok(())
+}
+
+/// Copies the regular files and folders under `from` into `to` (links and other files are
+/// left out: the documents are the lab's own files).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let kind = e.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()))?;
+        } else if kind.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
     }
     Ok(())
 }

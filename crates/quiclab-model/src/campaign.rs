@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::page::{PageDetail, PageInfo, ResourceTimes};
+pub use crate::page::{BrowserDetail, PageDetail, PageInfo, ResourceTimes};
 
 /// One campaign, as stored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -47,4 +47,28 @@ pub struct PageDetail {
     pub main_image_ms: Option<f64>,
     pub connections: u32,
     pub resources: Vec<ResourceTimes>,
+    /// A real browser's own measurements (a browser client's trials only). The fields above
+    /// are then the browser's: the page load time is its load event, the first render its
+    /// first contentful paint, the visual-progress index the Speed Index of its filmstrip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<BrowserDetail>,
+}
+
+/// What a real browser measured of a page load, ms from the navigation's start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BrowserDetail {
+    /// The browser and its version.
+    pub browser: String,
+    pub load_event_ms: Option<f64>,
+    pub first_contentful_paint_ms: Option<f64>,
+    pub largest_contentful_paint_ms: Option<f64>,
+    /// Speed Index from the filmstrip (WebPageTest's histogram progress).
+    pub speed_index_ms: Option<f64>,
+    pub visually_complete_ms: Option<f64>,
+    /// quiclab's page model on the browser's own arrival times: its page load time (last
+    /// byte) and visual-progress index, to set against the browser's.
+    pub model_plt_ms: Option<f64>,
+    pub model_speed_index_ms: Option<f64>,
+    /// The protocols the resources came over.
+    pub protocols: Vec<String>,
 }

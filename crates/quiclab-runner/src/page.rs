@@ -4,7 +4,9 @@
 use std::ops::Range;
 use std::path::Path;
 
-use quiclab_model::campaign::{Detail, Metrics, PageDetail, PageInfo, ResourceTimes, Workload};
+use quiclab_model::campaign::{
+    BrowserDetail, Detail, Metrics, PageDetail, PageInfo, ResourceTimes, Workload,
+};
 use quiclab_netns::DirectionReport;
 use quiclab_pages::page::{self, BUILTIN};
 use quiclab_pages::page_client::PageRecord;
@@ -153,6 +155,17 @@ pub(crate) fn metrics(
                         last_byte_ms: ms(r.last_byte_ms),
                     })
                     .collect(),
+                browser: rec.browser.as_ref().map(|b| BrowserDetail {
+                    browser: b.browser.clone(),
+                    load_event_ms: b.load_event_ms,
+                    first_contentful_paint_ms: b.first_contentful_paint_ms,
+                    largest_contentful_paint_ms: b.largest_contentful_paint_ms,
+                    speed_index_ms: b.speed_index_ms,
+                    visually_complete_ms: b.visually_complete_ms,
+                    model_plt_ms: b.model.as_ref().map(|m| m.plt_ms),
+                    model_speed_index_ms: b.model.as_ref().map(|m| m.speed_index_ms),
+                    protocols: b.protocols.clone(),
+                }),
             }),
             ..Detail::default()
         },

@@ -182,10 +182,30 @@ struct Plumbing {
     phase: ClientPhase,
 }
 
+/// The folder of a trial's directory its server serves a page's real web content from; removed
+/// when the trial ends (it is made again from the manifest).
+const SITE_ROOT: &str = "www";
+
+/// Writes the real web content of the trial's page, if its workload serves one, under
+/// `dir/SITE_ROOT`.
+fn write_site(page: &quiclab_pages::page::Page, dir: &Path) -> Result<(), String> {
+    use quiclab_pages::site;
+    let folder = dir
+        .join(SITE_ROOT)
+        .join(site::SITE_DIR)
+        .join(site::slug(page));
+    site::build(page)
+        .write(&folder)
+        .map_err(|e| format!("cannot write the page's site in {}: {e}", folder.display()))
+}
+
 fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
     let arm = &plan.arms[spec.arm];
     let workload = workloads::of(&plan.workload);
     let cert = dir.join("cert.pem");
+    let root = workload
+        .site(&trial_ctx(plan, spec))
+        .map(|_| dir.join(SITE_ROOT));
     let endpoint = Endpoint {
         bin,
         cert: &cert,
@@ -193,6 +213,7 @@ fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
         qlog_dir: workload.keeps_packets().then_some(dir),
         dir,
         objects: &spec.requests,
+        root: root.as_deref(),
     };
     let writes = workload.server_writes();
     let server_output = dir.join(match writes {
@@ -312,6 +333,9 @@ fn execute(
         client: client_launch,
         phase,
     } = plumbing(&env.bin, dir, plan, spec);
+    if let Some(page) = workload.site(&t) {
+        write_site(&page, dir).map_err(fail)?;
+    }
     let server_log = dir.join("server.log");
     let mut server = Process::spawn(
         topo.ns(Side::Server),
@@ -380,6 +404,7 @@ fn execute(
     }
     // SIGTERM lets the server write its last timeline samples
     server.stop(STOP_GRACE);
+    let _ = std::fs::remove_dir_all(dir.join(SITE_ROOT));
     let stop_ms = lap.ms();
     let reports = topo
         .finish()

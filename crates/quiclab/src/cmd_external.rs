@@ -91,6 +91,9 @@ struct ServeArgs {
     /// Object sizes to serve at /bytes/N, comma-separated bytes.
     #[arg(long, value_name = "N,...", value_delimiter = ',')]
     objects: Vec<u64>,
+    /// A folder whose files are served too, at the same paths (e.g. a page's site).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
     /// Where to write the sending side's timeline (JSON lines) from the server's qlog files
     /// when it stops.
     #[arg(long, value_name = "FILE")]
@@ -154,6 +157,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         port: a.port,
         cert: a.cert,
         objects: a.objects,
+        root: a.root,
         knobs,
         work_dir: a.stack.work_dir,
         keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),

@@ -108,3 +108,195 @@ fn chromium_loads_the_real_page_over_the_protocol_asked_for() {
         );
     }
 }
+
+/// Bands of the synthetic page: (share of the window's height, when painted in ms from the
+/// navigation's start, colour).
+const REVEALS: [(f64, f64, &str); 4] = [
+    (0.4, 400.0, "#3c7ab4"),
+    (0.3, 800.0, "#b45a3c"),
+    (0.2, 1200.0, "#5ab43c"),
+    (0.1, 1600.0, "#8c3cb4"),
+];
+
+#[test]
+fn speed_index_of_a_page_painted_at_set_times_is_the_analytic_one() {
+    assert_root();
+    let dir = TempDir::new("browse-reveal");
+    // a one-document page whose script paints bands of known areas at known times
+    let manifest = dir.join("reveal.toml");
+    std::fs::write(
+        &manifest,
+        "name = \"reveal\"\n[[resource]]\nid = \"index.html\"\ntype = \"html\"\nbytes = 2000\n",
+    )
+    .unwrap();
+    let www = dir.join("www");
+    let out = common::quiclab()
+        .args(["browse", "--page"])
+        .arg(&manifest)
+        .arg("--write-site")
+        .arg(&www)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (height, mut top, mut bands, mut timers) = (800.0, 0.0, String::new(), String::new());
+    for (k, (share, at, colour)) in REVEALS.iter().enumerate() {
+        let h = share * height;
+        bands += &format!(
+            "<div id=\"r{k}\" style=\"position:absolute;left:0;top:{top}px;width:1280px;height:{h}px\"></div>"
+        );
+        timers += &format!(
+            "setTimeout(function(){{document.getElementById('r{k}').style.background='{colour}'}}, {at} - performance.now());"
+        );
+        top += h;
+    }
+    std::fs::write(
+        std::path::Path::new(&folder).join("000-index.html"),
+        format!(
+            "<!doctype html><html><head><link rel=\"icon\" href=\"data:,\"></head>\
+             <body style=\"margin:0;background:#fff\">{bands}<script>{timers}</script></body></html>"
+        ),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_quiclab");
+    let cert = dir.join("cert.pem");
+    let server = format!(
+        "exec {bin} serve --listen '[::]:443' --root {} --write-cert {}",
+        www.display(),
+        cert.display()
+    );
+    let client = format!(
+        "exec {bin} browse --json --http 3 --page {} --cacert {} https://$QUICLAB_SERVER",
+        manifest.display(),
+        cert.display()
+    );
+    let (stdout, _) = common::link_output(&["--delay", "1ms"], &server, &client, 0);
+    let rec: Value = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no record:\n{stdout}"));
+    assert!(rec["error"].is_null(), "{rec}");
+    let b = &rec["browser"];
+    // SI = sum of each band's share times the moment it is painted
+    let analytic: f64 = REVEALS.iter().map(|(share, at, _)| share * at).sum();
+    let si = b["speed_index_ms"].as_f64().unwrap();
+    assert!(
+        (si - analytic).abs() <= 0.05 * analytic,
+        "Speed Index {si:.1} ms against {analytic:.1} ms: {b}"
+    );
+    // complete when the last band is painted, a frame or few later (60 frames a second)
+    let vc = b["visually_complete_ms"].as_f64().unwrap();
+    let last = REVEALS[3].1;
+    assert!(
+        vc >= last && vc <= last + 100.0,
+        "visually complete at {vc}: {b}"
+    );
+    // each band's paint shows as a step of its share in the filmstrip
+    let progress: Vec<(f64, f64)> = serde_json::from_value(b["visual_progress"].clone()).unwrap();
+    let mut shares = 0.0;
+    for (share, at, _) in REVEALS {
+        shares += share;
+        let before = progress.iter().rfind(|(t, _)| *t < at).unwrap();
+        // (a frame is scaled to half size: a band's edge may blend a row, under 1 %)
+        assert!(
+            before.1 < shares - share + 0.01,
+            "{at}: {before:?} in {progress:?}"
+        );
+        let after = progress.iter().find(|(t, _)| *t >= at).unwrap();
+        assert!(
+            (after.1 - shares).abs() < 0.01,
+            "{at}: {after:?} in {progress:?}"
+        );
+    }
+    println!("Speed Index {si:.1} ms (analytic {analytic:.1} ms), visually complete {vc:.1} ms");
+}
+
+/// A browser that dies at once: the load fails, naming what the browser last said.
+#[test]
+fn a_crashing_browser_fails_the_load_with_its_last_words() {
+    let dir = TempDir::new("browse-crash");
+    let fake = dir.join("fake-chromium");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'fatal: no display for you' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cert = lab_cert(&dir);
+    let out = common::quiclab()
+        .args(["browse", "--json", "--browser"])
+        .arg(&fake)
+        .arg("--cacert")
+        .arg(&cert)
+        .arg("https://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = rec["error"].as_str().unwrap();
+    assert!(err.contains("no display for you"), "{err}");
+    // a browser that is not installed is refused before anything runs
+    let out = common::quiclab()
+        .args(["browse", "--browser", "no-such-browser", "--cacert"])
+        .arg(&cert)
+        .arg("https://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("apt-get install chromium"),
+        "{stderr}"
+    );
+}
+
+/// A server that accepts and never answers: no load event, a clear record within the limit.
+#[test]
+fn a_page_that_never_loads_times_out_with_a_record() {
+    let dir = TempDir::new("browse-hang");
+    let cert = lab_cert(&dir);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        // hold every connection open without a byte
+        let mut open = Vec::new();
+        for s in listener.incoming().take(8).flatten() {
+            open.push(s);
+        }
+    });
+    let start = std::time::Instant::now();
+    let out = common::quiclab()
+        .args([
+            "browse",
+            "--json",
+            "--http",
+            "2",
+            "--timeout",
+            "3",
+            "--cacert",
+        ])
+        .arg(&cert)
+        .arg(format!("https://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    let took = start.elapsed().as_secs_f64();
+    assert_eq!(out.status.code(), Some(1));
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = rec["error"].as_str().unwrap();
+    assert!(err.contains("load event within 3 s"), "{err}");
+    // the limit, the browser's start and its closing (a few seconds), not a hang
+    assert!(took < 20.0, "took {took:.1} s");
+    drop(held);
+}
+
+/// A certificate file for the browser to pin (the lab's own, as `serve --write-cert` writes).
+fn lab_cert(dir: &std::path::Path) -> std::path::PathBuf {
+    let cert = dir.join("cert.pem");
+    let id = quiclab_endpoint::tls::Identity::self_signed().unwrap();
+    std::fs::write(&cert, id.chain_pem()).unwrap();
+    cert
+}

@@ -76,3 +76,77 @@ b = "h3-fifo"
         "the page load time heatmap"
     );
 }
+
+#[test]
+fn chrome_arms_run_in_a_campaign_over_the_protocol_asked_for_and_keep_the_net_log() {
+    assert_root();
+    let dir = common::TempDir::new("pages-chrome");
+    let plan = dir.join("p.toml");
+    std::fs::write(
+        &plan,
+        r#"name = "p"
+iterations = 2
+[workload]
+kind = "pages"
+pages = ["small"]
+[network]
+rate = "10mbit"
+delay = "10ms"
+[arms.chrome-h2]
+http = "2"
+client-stack = "chrome"
+[arms.chrome-h3]
+http = "3"
+client-stack = "chrome"
+[arms.chrome-h3-quiche]
+http = "3"
+server-stack = "quiche"
+client-stack = "chrome"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = quiclab()
+        .args(["run", plan.to_str().unwrap(), "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+
+    let campaign = Store::open_existing(&out_dir).unwrap().campaign().unwrap();
+    assert_eq!(campaign.trials.len(), 6);
+    for t in &campaign.trials {
+        let m = t
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{} {}: {e}", t.arm, t.id));
+        let d = m.detail.page.as_ref().expect("page detail");
+        let b = d.browser.as_ref().expect("the browser's own measurements");
+        let proto = if t.arm == "chrome-h2" { "h2" } else { "h3" };
+        assert_eq!(b.protocols, [proto], "{}", t.arm);
+        // the page load time of a browser arm is its load event, after every last byte
+        assert_eq!(Some(m.ttlb_ms), b.load_event_ms, "{}", t.arm);
+        let last = d
+            .resources
+            .iter()
+            .map(|r| r.last_byte_ms)
+            .fold(0.0, f64::max);
+        assert!(m.ttlb_ms >= last - 1.0, "{}: {} < {last}", t.arm, m.ttlb_ms);
+        // the model on the same arrivals ends with the last byte (times kept in whole µs)
+        assert_eq!(b.model_plt_ms.map(|p| (p - last).abs() < 0.01), Some(true));
+        assert!(
+            b.speed_index_ms
+                .is_some_and(|s| s > 0.0 && s <= m.ttlb_ms + 100.0)
+        );
+    }
+    // the median trial of each cell keeps Chromium's net-log
+    let kept: Vec<_> = campaign
+        .trials
+        .iter()
+        .filter_map(|t| t.artifacts.as_ref())
+        .filter(|a| out_dir.join(a).join("netlog.json").is_file())
+        .collect();
+    assert_eq!(kept.len(), 3, "one net-log per cell: {kept:?}");
+}

@@ -349,6 +349,7 @@ mod tests {
                 r("hero <1>", "image", 50.0, 100.0, 300.0),
                 r("index.html", "html", 0.0, 40.0, 50.0),
             ],
+            browser: None,
         }
     }
 

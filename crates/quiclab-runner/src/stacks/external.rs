@@ -299,6 +299,9 @@ impl Stack for External {
             let sizes: Vec<String> = t.objects.iter().map(u64::to_string).collect();
             args.extend(["--objects".into(), sizes.join(",")]);
         }
+        if let Some(root) = t.root {
+            args.extend(["--root".into(), root.display().to_string()]);
+        }
         if !t.path_min_rtt.is_zero() {
             args.extend([
                 "--path-min-rtt".into(),

@@ -12,6 +12,7 @@
 //! [`for_http`]) or explicitly (`stack = "quinn"`); an arm may pair a `server-stack` with a
 //! different `client-stack` when both speak its HTTP version.
 
+mod chrome;
 mod coded;
 pub mod external;
 mod quinn;
@@ -34,6 +35,7 @@ static BUILTIN: &[&dyn Stack] = &[
     &quinn::Quinn,
     &coded::Coded,
     &tcp_plain::TcpPlain,
+    &chrome::Chrome,
 ];
 
 /// Every stack: the built-in ones, then the external stacks (the stack files shipped with
@@ -197,6 +199,9 @@ pub struct Endpoint<'a> {
     pub dir: &'a Path,
     /// The object sizes the trial's requests ask for (a server of static files writes them).
     pub objects: &'a [u64],
+    /// A folder of files the server serves besides its routes (`quiclab serve --root`): the
+    /// real web content of a page trial, for a browser.
+    pub root: Option<&'a Path>,
 }
 
 /// What the server writes for the trial.
@@ -352,6 +357,9 @@ pub(crate) fn quiclab_server_on(
         "--handshake-timeout".into(),
         format!("{}ms", handshake.as_millis()),
     ]);
+    if let Some(root) = t.root {
+        args.extend(["--root".into(), root.display().to_string()]);
+    }
     // the server receives telemetry: its own sending side (acknowledgements) says nothing
     if let ServerOutput::Units(p) = out {
         args.extend(["--telemetry-log".into(), p.display().to_string()]);

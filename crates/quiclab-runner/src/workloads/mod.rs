@@ -204,6 +204,10 @@ pub trait WorkloadKind: Sync {
     /// static files must hold: a page's resources, each size once), and how the
     /// trial's configuration (hashed into its id) names the workload.
     fn trial(&self, w: &Workload, size: u64, seed: u64) -> (Vec<u64>, serde_json::Value);
+    /// The page whose real web content the server serves (under `site/`, for a browser).
+    fn site(&self, _t: &TrialCtx) -> Option<quiclab_pages::page::Page> {
+        None
+    }
     /// What the server writes.
     fn server_writes(&self) -> ServerWrites {
         ServerWrites::Timeline

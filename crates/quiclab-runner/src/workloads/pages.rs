@@ -47,6 +47,11 @@ impl WorkloadKind for Pages {
         )
     }
 
+    fn site(&self, t: &TrialCtx) -> Option<quiclab_pages::page::Page> {
+        let p = page::page_for(t.workload, t.size)?;
+        quiclab_pages::page::load_manifest(&p.source).ok()
+    }
+
     fn client(&self, t: &TrialCtx) -> ClientPhase {
         let mut args = Vec::new();
         if let Some(p) = page::page_for(t.workload, t.size) {

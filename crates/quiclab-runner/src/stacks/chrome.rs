@@ -1,0 +1,95 @@
+//! `chrome`: a real browser as the client. Chromium (Debian's `chromium`, headless) loads the
+//! page's real web content through `quiclab browse` over HTTP/2 or HTTP/3 (forced onto QUIC);
+//! it serves nothing, so an arm pairs it with a server (`client-stack = "chrome"`, the server
+//! being the HTTP version's default or `server-stack`).
+
+use quiclab_model::record::{HttpVersion, Transport};
+
+use super::{ArmStack, Capability, ClientRequest, Endpoint, Knob, Launch, ServerOutput, Stack};
+
+pub struct Chrome;
+
+/// The browser's program, looked up on PATH.
+const PROGRAM: &str = "chromium";
+
+impl Stack for Chrome {
+    fn name(&self) -> &'static str {
+        "chrome"
+    }
+
+    fn transport(&self) -> Transport {
+        // a client only: an arm's transport is its server's
+        Transport::Quic
+    }
+
+    fn http(&self) -> &'static [HttpVersion] {
+        &[HttpVersion::Http2, HttpVersion::Http3]
+    }
+
+    fn implementation(&self) -> &'static str {
+        "Chromium (Debian's chromium, headless, driven over the DevTools protocol)"
+    }
+
+    fn knobs(&self) -> &'static [&'static Knob] {
+        &[]
+    }
+
+    fn capabilities(&self) -> &'static [Capability] {
+        &[Capability::PageLoad]
+    }
+
+    fn serves(&self, _c: Capability) -> bool {
+        false
+    }
+
+    fn resumes(&self) -> bool {
+        false
+    }
+
+    fn label(
+        &self,
+        http: HttpVersion,
+        _mode: Option<quiclab_telemetry::Mode>,
+        _knobs: &[(String, String)],
+    ) -> String {
+        format!("Chrome, {}", http.title())
+    }
+
+    fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
+        // never asked (it serves nothing, so no plan names it as a server); the version's
+        // default server would do
+        super::for_http(arm.http)
+            .expect("every HTTP version has a default stack")
+            .server(arm, t, out)
+    }
+
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+        // the browser loads what the page workload asks of `quiclab page`, through `quiclab
+        // browse`
+        let browse = ClientRequest {
+            command: "browse",
+            ..request.clone()
+        };
+        let own = vec![
+            "--http".to_string(),
+            arm.http.name().to_string(),
+            "--browser".into(),
+            PROGRAM.into(),
+            "--netlog".into(),
+            t.dir.join("netlog.json").display().to_string(),
+            "--browser-log".into(),
+            t.dir.join("browser.log").display().to_string(),
+        ];
+        super::quiclab_client(t, &browse, own)
+    }
+
+    fn missing(&self) -> Vec<String> {
+        match quiclab_external::def::locate_program(PROGRAM) {
+            Some(_) => Vec::new(),
+            None => vec![format!(
+                "stack \"chrome\" needs the program {PROGRAM:?}, which is not installed \
+                 (install: apt-get install chromium)"
+            )],
+        }
+    }
+}
