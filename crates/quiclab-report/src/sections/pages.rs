@@ -38,6 +38,8 @@ pub struct PageCell {
     pub render_ms: Option<f64>,
     pub speed_index_ms: Option<f64>,
     pub main_image_ms: Option<f64>,
+    /// A browser arm's: quiclab's page model on the browser's own arrival times.
+    pub model_speed_index_ms: Option<f64>,
 }
 
 fn page_of(t: &Trial) -> Option<&PageDetail> {
@@ -57,7 +59,90 @@ pub fn cell(trials: &[&Trial]) -> PageCell {
         render_ms: med(&|d| Some(d.render_ms)),
         speed_index_ms: med(&|d| Some(d.speed_index_ms)),
         main_image_ms: med(&|d| d.main_image_ms),
+        model_speed_index_ms: med(&|d| d.browser.as_ref()?.model_speed_index_ms),
     }
+}
+
+/// The client stack of a real browser: its arms' page load time is the load event, their
+/// visual progress the Speed Index of screenshots.
+const BROWSER: &str = "chrome";
+
+/// How far quiclab's model may stray from the browser before the check flags it.
+const MODEL_TOLERANCE: f64 = 0.10;
+
+/// `model` relative to `browser`, flagged (bold) beyond [`MODEL_TOLERANCE`].
+fn model_vs(browser: Option<f64>, model: Option<f64>) -> String {
+    match (browser, model) {
+        (Some(b), Some(m)) if b > 0.0 => {
+            let x = (m - b) / b;
+            let text = units::signed_pct(x);
+            if x.abs() > MODEL_TOLERANCE {
+                format!("<strong>{text}</strong>")
+            } else {
+                text
+            }
+        }
+        _ => "–".into(),
+    }
+}
+
+/// The model check of one condition: every compared pair of a built-in loader's arm and a
+/// browser's arm, page by page (empty without such pairs).
+fn model_check(an: &Analysis, ci: usize, pages: &[PageInfo]) -> String {
+    let camp = an.campaign;
+    let browser = |i: usize| camp.arms[i].client_stack == BROWSER;
+    let pairs: Vec<(usize, usize)> = an
+        .comparisons
+        .iter()
+        .filter_map(|cmp| match (browser(cmp.a), browser(cmp.b)) {
+            (false, true) => Some((cmp.a, cmp.b)),
+            (true, false) => Some((cmp.b, cmp.a)),
+            _ => None,
+        })
+        .collect();
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<table>\n<tr><th>page</th><th>model vs browser</th><th class=\"num\">page load: model</th>\
+         <th class=\"num\">browser</th><th class=\"num\">model − browser</th>\
+         <th class=\"num\">visual progress: model</th><th class=\"num\">browser</th>\
+         <th class=\"num\">model − browser</th><th class=\"num\">model on the browser's arrivals</th></tr>\n",
+    );
+    for (si, &size) in camp.sizes.iter().enumerate() {
+        for &(own, real) in &pairs {
+            let m = cell(&an.cell(ci, si, own).ok);
+            let b = cell(&an.cell(ci, si, real).ok);
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{} vs {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                esc(&label(pages, size)),
+                esc(&camp.arms[own].name),
+                esc(&camp.arms[real].name),
+                opt_ms(m.plt_ms),
+                opt_ms(b.plt_ms),
+                model_vs(b.plt_ms, m.plt_ms),
+                opt_ms(m.speed_index_ms),
+                opt_ms(b.speed_index_ms),
+                model_vs(b.speed_index_ms, m.speed_index_ms),
+                model_vs(b.speed_index_ms, b.model_speed_index_ms),
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        "</table>\n<p class=\"caption\"><strong>Model check</strong>: quiclab's loader and page \
+         model (page load: last byte; visual progress: arrivals weighted above the fold) against \
+         a real browser loading the same page's real content from the same server (page load: \
+         its load event; visual progress: the Speed Index of its screenshots). Medians; \
+         differences beyond {:.0} % in bold. The last column applies the model to the browser's \
+         own arrival times: it measures the visual model alone, without the loader's \
+         scheduling.</p>\n",
+        MODEL_TOLERANCE * 100.0
+    );
+    out
 }
 
 /// The trial with the median page load time (the lower median), the waterfall's trial.
@@ -107,8 +192,10 @@ pub fn render(an: &Analysis) -> Option<String> {
          (Σ w<sub>i</sub>·max(arrival<sub>i</sub>, first render) / Σ w<sub>i</sub>, the \
          integral of 1 − visual completeness, like WebPageTest's Speed Index with resource \
          arrivals standing in for screenshots). <strong>Main image</strong>: the last byte of the \
-         page's main image. Medians over the successful trials; the heatmaps of the page load \
-         time change are in the TTLB section below.</p>\n",
+         page's main image. Arms whose client is a real browser (Chromium) load the page's real \
+         content: for them page load is the load event, first render the first contentful paint \
+         and visual progress the Speed Index of screenshots. Medians over the successful trials; \
+         the heatmaps of the page load time change are in the TTLB section below.</p>\n",
     );
     for (ci, cond) in camp.conditions.iter().enumerate() {
         let _ = write!(
@@ -167,6 +254,7 @@ pub fn render(an: &Analysis) -> Option<String> {
                 "</table>\n<p class=\"caption\">Change of b's median relative to a's: negative \
                  is b sooner.</p>\n",
             );
+            out.push_str(&model_check(an, ci, pages));
         }
         // waterfalls of this condition, one per page and arm, on one time scale per page
         let _ = writeln!(
@@ -451,5 +539,95 @@ mod tests {
             ..camp.clone()
         };
         assert!(render(&Analysis::new(&other)).is_none());
+    }
+
+    /// A built-in loader's arm against a browser's: the model check puts their medians side by
+    /// side and flags what strays beyond the tolerance.
+    #[test]
+    fn the_model_check_sets_the_loader_against_the_browser() {
+        use crate::model::{Arm, BrowserDetail, Campaign, Comparison, Condition, Metrics};
+        let trial = |arm: &str, it: u32, plt: f64, si: f64, browser: Option<BrowserDetail>| {
+            let mut d = detail();
+            d.plt_ms = plt;
+            d.speed_index_ms = si;
+            d.browser = browser;
+            Trial {
+                id: format!("{arm}-{it}"),
+                arm: arm.into(),
+                condition: "base".into(),
+                size: 2000,
+                iteration: it,
+                seed: 1,
+                before: None,
+                outcome: Ok(Metrics {
+                    ttlb_ms: plt,
+                    detail: crate::model::Detail {
+                        page: Some(d),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                }),
+                artifacts: None,
+            }
+        };
+        let real = |model_si: f64| {
+            Some(BrowserDetail {
+                model_speed_index_ms: Some(model_si),
+                ..Default::default()
+            })
+        };
+        let trials = vec![
+            trial("h3", 0, 400.0, 200.0, None),
+            trial("chrome-h3", 0, 500.0, 210.0, real(205.0)),
+        ];
+        let arm = |n: &str, client: &str| Arm {
+            name: n.into(),
+            label: n.into(),
+            client_stack: client.into(),
+            ..Default::default()
+        };
+        let camp = Campaign {
+            workload: Workload::Pages {
+                pages: vec![PageInfo {
+                    name: "p".into(),
+                    source: "p".into(),
+                    resources: 2,
+                    bytes: 2000,
+                }],
+            },
+            arms: vec![arm("h3", "quinn"), arm("chrome-h3", "chrome")],
+            conditions: vec![Condition {
+                name: "base".into(),
+                label: "10 Mbit/s".into(),
+                rtt_ms: 20.0,
+                rate_bps: Some(10_000_000),
+            }],
+            sizes: vec![2000],
+            comparisons: vec![Comparison {
+                a: "chrome-h3".into(),
+                b: "h3".into(),
+            }],
+            trials,
+            ..Default::default()
+        };
+        let html = render(&Analysis::new(&camp)).unwrap();
+        let check = &html[html.find("model vs browser").expect("a model check")..];
+        // whichever side of the comparison the browser is on, the model is set against it
+        assert!(check.contains("<td>h3 vs chrome-h3</td>"), "{check}");
+        // page load 400 against 500: 20 % short, beyond the tolerance
+        assert!(check.contains(&format!("<strong>{}</strong>", units::signed_pct(-0.2))));
+        // visual progress 200 against 210, and the model on the browser's arrivals 205: within
+        assert!(check.contains(&format!(">{}<", units::signed_pct((200.0 - 210.0) / 210.0))));
+        assert!(check.contains(&format!(">{}<", units::signed_pct((205.0 - 210.0) / 210.0))));
+        // without a browser arm among the comparisons: no model check
+        let plain = Campaign {
+            arms: vec![arm("h3", "quinn"), arm("chrome-h3", "quinn")],
+            ..camp.clone()
+        };
+        assert!(
+            !render(&Analysis::new(&plain))
+                .unwrap()
+                .contains("model vs browser")
+        );
     }
 }
