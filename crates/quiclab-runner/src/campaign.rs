@@ -199,6 +199,10 @@ pub fn run(
         let (done, busy) = (monitor_stop.clone(), busy.clone());
         std::thread::spawn(move || watch_cpu(&done, &busy))
     };
+    // a trial whose client takes the host (a browser) runs alone: it holds this for writing,
+    // every other trial for reading
+    let host = std::sync::RwLock::new(());
+    let host = &host;
     let result = std::thread::scope(|scope| {
         for _ in 0..jobs {
             let (queue, tx, env, stop) = (queue.clone(), tx.clone(), env.clone(), stop.clone());
@@ -210,6 +214,13 @@ pub fn run(
                     // a poisoned queue means another worker panicked: stop taking work
                     let Some(spec) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
                         return;
+                    };
+                    let alone = plan.arms[spec.arm].client_stack.takes_the_host();
+                    // a poisoned lock only means another worker panicked mid-trial
+                    let (_shared, _alone) = if alone {
+                        (None, Some(host.write().unwrap_or_else(|e| e.into_inner())))
+                    } else {
+                        (Some(host.read().unwrap_or_else(|e| e.into_inner())), None)
                     };
                     let _ = tx.send(Msg::Started(spec.clone()));
                     let end = trial::run(&env, plan, &spec, &stop);

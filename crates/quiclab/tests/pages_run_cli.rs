@@ -102,12 +102,14 @@ client-stack = "chrome"
 http = "3"
 server-stack = "quiche"
 client-stack = "chrome"
+[arms.h2]
+http = "2"
 "#,
     )
     .unwrap();
     let out_dir = dir.join("out");
     let out = quiclab()
-        .args(["run", plan.to_str().unwrap(), "--out"])
+        .args(["run", plan.to_str().unwrap(), "--jobs", "4", "--out"])
         .arg(&out_dir)
         .output()
         .unwrap();
@@ -115,9 +117,31 @@ client-stack = "chrome"
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
 
-    let campaign = Store::open_existing(&out_dir).unwrap().campaign().unwrap();
-    assert_eq!(campaign.trials.len(), 6);
-    for t in &campaign.trials {
+    let store = Store::open_existing(&out_dir).unwrap();
+    // a browser takes the host: its trials ran alone though four could run at once
+    let records = store.trials().unwrap();
+    let span = |r: &quiclab_store::TrialRecord| {
+        (
+            r.started_unix_ms as f64,
+            r.started_unix_ms as f64 + r.wall_ms,
+        )
+    };
+    for b in records.iter().filter(|r| r.arm.starts_with("chrome")) {
+        let (b0, b1) = span(b);
+        for o in records.iter().filter(|o| o.id != b.id) {
+            let (o0, o1) = span(o);
+            // (start times are whole milliseconds)
+            assert!(
+                o1 <= b0 + 1.0 || o0 >= b1 - 1.0,
+                "{} ran beside {}",
+                o.arm,
+                b.arm
+            );
+        }
+    }
+    let campaign = store.campaign().unwrap();
+    assert_eq!(campaign.trials.len(), 8);
+    for t in campaign.trials.iter().filter(|t| t.arm != "h2") {
         let m = t
             .outcome
             .as_ref()

@@ -46,6 +46,11 @@ impl Stack for Chrome {
         false
     }
 
+    fn takes_the_host(&self) -> bool {
+        // a browser, its renderer, network service and compositor: several cores at once
+        true
+    }
+
     fn label(
         &self,
         http: HttpVersion,

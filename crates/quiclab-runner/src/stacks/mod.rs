@@ -136,6 +136,11 @@ pub trait Stack: Sync {
     fn missing(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Its client takes the host (several processes and cores, as a browser's): its trials run
+    /// alone, the campaign's other trials waiting meanwhile.
+    fn takes_the_host(&self) -> bool {
+        false
+    }
     /// The server is ready for clients once its log says this.
     fn ready(&self, log: &str) -> bool {
         log.contains("listening")
