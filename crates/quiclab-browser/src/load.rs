@@ -29,16 +29,12 @@ use serde_json::{Value, json};
 use crate::cdp::{Browser, CdpError};
 use crate::visual::{Histogram, speed_index};
 
-/// What a load needs.
+/// How the browser is started, whatever it is then asked to do.
 #[derive(Debug, Clone)]
-pub struct LoadOptions {
+pub struct BrowserOptions {
     /// The browser's program (`chromium`).
     pub program: PathBuf,
-    /// The document's URL.
-    pub url: String,
     pub http: HttpVersion,
-    /// The page's manifest (to match requests to resources).
-    pub page: Page,
     /// Base64 SHA-256 of the server certificate's public key, trusted as if signed.
     pub spki_pin: String,
     /// A fresh directory for the browser's profile (removed by the caller).
@@ -47,12 +43,23 @@ pub struct LoadOptions {
     pub stderr: PathBuf,
     /// Chromium's net-log, if wanted.
     pub netlog: Option<PathBuf>,
+}
+
+/// What a load needs.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub browser: BrowserOptions,
+    /// The document's URL.
+    pub url: String,
+    /// The page's manifest (to match requests to resources).
+    pub page: Page,
     /// How long the load event may take.
     pub timeout: Duration,
 }
 
-/// The command line for a load (without the DevTools pipe flag).
-pub fn browser_args(o: &LoadOptions) -> Vec<String> {
+/// The command line for a browser that will reach `url`'s origin only (without the DevTools
+/// pipe flag).
+pub fn browser_args(o: &BrowserOptions, url: &str) -> Vec<String> {
     let mut a: Vec<String> = [
         "--headless",
         "--no-sandbox",
@@ -73,7 +80,7 @@ pub fn browser_args(o: &LoadOptions) -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     // no name resolves but the page's own host: nothing else is reached
-    let host_port = origin_host_port(&o.url);
+    let host_port = origin_host_port(url);
     let host = host_port
         .rsplit_once(':')
         .map_or(host_port.as_str(), |(h, _)| h);
@@ -91,7 +98,7 @@ pub fn browser_args(o: &LoadOptions) -> Vec<String> {
             a.push("--enable-quic".into());
             a.push(format!(
                 "--origin-to-force-quic-on={}",
-                origin_host_port(&o.url)
+                origin_host_port(url)
             ));
         }
         _ => a.push("--disable-quic".into()),
@@ -139,7 +146,12 @@ struct Request {
 
 /// Loads the page once (see the module's contract).
 pub fn load(o: &LoadOptions) -> PageRecord {
-    let mut record = PageRecord::new(&o.page.name, o.http, true, quiclab_model::record::now_us());
+    let mut record = PageRecord::new(
+        &o.page.name,
+        o.browser.http,
+        true,
+        quiclab_model::record::now_us(),
+    );
     let mut seen = Seen::default();
     if let Err(e) = drive(o, &mut seen) {
         record.error = Some(e);
@@ -170,7 +182,7 @@ impl Seen {
     }
 }
 
-const CALL: Duration = Duration::from_secs(10);
+pub(crate) const CALL: Duration = Duration::from_secs(10);
 /// How long the blank page must stay unchanged before its last frame is the baseline, and
 /// how long to wait for that at most.
 const BASELINE_QUIET: Duration = Duration::from_millis(200);
@@ -178,13 +190,15 @@ const BASELINE_LIMIT: Duration = Duration::from_secs(3);
 /// After the load event, how long the filmstrip keeps going once frames stop changing.
 const SETTLE: Duration = Duration::from_millis(500);
 
-fn drive(o: &LoadOptions, seen: &mut Seen) -> Result<(), String> {
+/// A browser started for `url`'s origin, with a blank tab attached (its session id) whose
+/// page and network events are on, and the browser's version.
+pub(crate) fn open_tab(o: &BrowserOptions, url: &str) -> Result<(Browser, String, String), String> {
     let err = |e: CdpError| e.to_string();
-    let mut b = Browser::launch(&o.program, &browser_args(o), &o.stderr).map_err(err)?;
+    let mut b = Browser::launch(&o.program, &browser_args(o, url), &o.stderr).map_err(err)?;
     let v = b
         .call(None, "Browser.getVersion", json!({}), CALL)
         .map_err(err)?;
-    seen.version = v["product"].as_str().unwrap_or("chromium").to_string();
+    let version = v["product"].as_str().unwrap_or("chromium").to_string();
     let t = b
         .call(
             None,
@@ -203,10 +217,18 @@ fn drive(o: &LoadOptions, seen: &mut Seen) -> Result<(), String> {
         )
         .map_err(err)?;
     let sid = a["sessionId"].as_str().unwrap_or_default().to_string();
+    for m in ["Page.enable", "Network.enable"] {
+        b.call(Some(&sid), m, json!({}), CALL).map_err(err)?;
+    }
+    Ok((b, sid, version))
+}
+
+fn drive(o: &LoadOptions, seen: &mut Seen) -> Result<(), String> {
+    let err = |e: CdpError| e.to_string();
+    let (mut b, sid, version) = open_tab(&o.browser, &o.url)?;
+    seen.version = version;
     let s = Some(sid.as_str());
     for (m, p) in [
-        ("Page.enable", json!({})),
-        ("Network.enable", json!({})),
         (
             "Emulation.setDeviceMetricsOverride",
             json!({"width": VIEWPORT.0, "height": VIEWPORT.1, "deviceScaleFactor": 1, "mobile": false}),
@@ -585,18 +607,16 @@ mod tests {
 
     #[test]
     fn h3_forces_the_origin_onto_quic_and_h2_turns_quic_off() {
-        let mut o = LoadOptions {
+        let mut o = BrowserOptions {
             program: "chromium".into(),
-            url: "https://198.18.0.2/small/000-index.html".into(),
             http: HttpVersion::Http3,
-            page: quiclab_pages::page::builtin("small").unwrap(),
             spki_pin: "PIN".into(),
             profile_dir: "/tmp/p".into(),
             stderr: "/tmp/e".into(),
             netlog: None,
-            timeout: Duration::from_secs(5),
         };
-        let a = browser_args(&o).join(" ");
+        let url = "https://198.18.0.2/small/000-index.html";
+        let a = browser_args(&o, url).join(" ");
         assert!(
             a.contains("--origin-to-force-quic-on=198.18.0.2:443"),
             "{a}"
@@ -608,7 +628,7 @@ mod tests {
             "{a}"
         );
         o.http = HttpVersion::Http2;
-        let a = browser_args(&o).join(" ");
+        let a = browser_args(&o, url).join(" ");
         assert!(
             a.contains("--disable-quic") && !a.contains("force-quic"),
             "{a}"

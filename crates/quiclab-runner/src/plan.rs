@@ -678,7 +678,7 @@ fn parse_arm(
         // a client must do what the workload needs; a server must serve it
         let can = |c: Capability| {
             if side == "client" {
-                s.capabilities().contains(&c)
+                Capability::any_covers(s.capabilities(), c)
             } else {
                 s.serves(c)
             }
@@ -1814,6 +1814,26 @@ http = "2"
             "{e}"
         );
         assert_eq!(e.line, line_of("http = \"coded\"", &pages), "{e}");
+
+        // a browser fetches one object on a new connection, but no series of requests
+        let chrome = GOOD.replace(
+            "quic-cc = \"bbr\"\nhttp = \"3\"",
+            "client-stack = \"chrome\"\nhttp = \"3\"",
+        );
+        let p = parse(&chrome, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.arms[1].client_stack.name(), "chrome");
+        let repeat = chrome.replace(
+            "kind = \"single-object\"",
+            "kind = \"repeat\"\nrequests = 3",
+        );
+        let e = parse(&repeat, "t.toml", Profile::Full).unwrap_err();
+        assert!(
+            e.message.contains(
+                "stack \"chrome\" does not run the repeat workload; its workloads: \
+                 single-object, pages"
+            ),
+            "{e}"
+        );
     }
 
     const TELEMETRY: &str = r#"

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_browser::load::{LoadOptions, load};
+use quiclab_browser::load::{BrowserOptions, LoadOptions, load};
+use quiclab_browser::object::ObjectOptions;
 use quiclab_model::record::HttpVersion;
 use quiclab_pages::page;
 use quiclab_pages::site;
@@ -20,13 +21,19 @@ use quiclab_pages::site;
 /// certificate (--cacert) by its public-key pin; over HTTP/3 the origin is forced onto QUIC,
 /// over HTTP/2 QUIC is off, and every resource's protocol is checked against the one asked for.
 ///
+/// With --object, URL is one object instead (e.g. https://HOST/bytes/100000): the browser
+/// starts on a blank page, then fetches it on a new connection as a page's script would, and
+/// the record is `quiclab get`'s (times from the connection attempt, the handshake's end, the
+/// response's headers and the last byte; the key-exchange group the browser used).
+///
 /// Exits with 1 if the load failed (a missing or crashed browser, a resource that did not
 /// arrive, a load event that did not come within --timeout).
 ///
-/// Example (inside `quiclab link`):
+/// Examples (inside `quiclab link`):
 ///   quiclab browse --page medium --write-site /tmp/www
 ///   quiclab serve --root /tmp/www --write-cert /tmp/cert.pem          (server side)
 ///   quiclab browse --http 3 --page medium --cacert /tmp/cert.pem https://$QUICLAB_SERVER
+///   quiclab browse --http 3 --object --cacert /tmp/cert.pem https://$QUICLAB_SERVER/bytes/100000
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct BrowseCmd {
@@ -36,6 +43,12 @@ pub struct BrowseCmd {
     /// The page: small, medium, large, a TOML manifest or a HAR file.
     #[arg(long, value_name = "NAME|FILE", default_value = "small")]
     page: String,
+    /// Fetch URL as one object on a new connection, and print `quiclab get`'s record.
+    #[arg(long, conflicts_with_all = ["page", "write_site"])]
+    object: bool,
+    /// With --object: the connection to fetch it on; a fresh browser has only new ones.
+    #[arg(long, value_parser = ["new"], requires = "object")]
+    connection: Option<String>,
     /// Write the page's site under DIR/site/PAGE/ and exit.
     #[arg(long, value_name = "DIR")]
     write_site: Option<PathBuf>,
@@ -103,15 +116,9 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
         c.timeout
     );
     let profile = tempdir()?;
-    let opts = LoadOptions {
+    let browser = BrowserOptions {
         program,
-        url: format!(
-            "{}{}",
-            url.trim_end_matches('/'),
-            site::document_path(&page)
-        ),
         http: HttpVersion::from_name(&c.http).expect("clap allows 2 and 3"),
-        page,
         spki_pin: pin,
         profile_dir: profile.join("profile"),
         stderr: c
@@ -119,12 +126,31 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
             .clone()
             .unwrap_or_else(|| profile.join("browser.log")),
         netlog: c.netlog.clone(),
-        timeout: Duration::from_secs_f64(c.timeout),
+    };
+    let timeout = Duration::from_secs_f64(c.timeout);
+    if c.object {
+        let record = quiclab_browser::object::fetch(&ObjectOptions {
+            browser,
+            url: url.to_string(),
+            timeout,
+        });
+        let _ = std::fs::remove_dir_all(&profile);
+        return crate::cmd_get::report(&[record], c.json);
+    }
+    let opts = LoadOptions {
+        browser,
+        url: format!(
+            "{}{}",
+            url.trim_end_matches('/'),
+            site::document_path(&page)
+        ),
+        page,
+        timeout,
     };
     let mut record = load(&opts);
     let _ = std::fs::remove_dir_all(&profile);
     // no silent fallback: every resource came over the protocol asked for
-    let want = match opts.http {
+    let want = match opts.browser.http {
         HttpVersion::Http3 => "h3",
         _ => "h2",
     };

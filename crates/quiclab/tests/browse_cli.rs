@@ -109,6 +109,76 @@ fn chromium_loads_the_real_page_over_the_protocol_asked_for() {
     }
 }
 
+#[test]
+fn chromium_fetches_one_object_on_a_new_connection_as_get_records_it() {
+    assert_root();
+    let dir = TempDir::new("browse-object");
+    let bin = env!("CARGO_BIN_EXE_quiclab");
+    let cert = dir.join("cert.pem");
+    const SIZE: f64 = 200_000.0;
+    const RATE_BPS: f64 = 10e6;
+    for (http, alpn, handshake_rtts) in [("3", "h3", 1.0), ("2", "h2", 2.0)] {
+        let server = format!(
+            "exec {bin} serve --listen '[::]:443' --write-cert {}",
+            cert.display()
+        );
+        let client = format!(
+            "exec {bin} browse --json --object --connection new --http {http} --cacert {} https://$QUICLAB_SERVER/bytes/{SIZE}",
+            cert.display()
+        );
+        let before = quiclab_model::record::now_us();
+        let (stdout, _) = common::link_output(
+            &["--rate", "10mbit", "--delay", "10ms", "--queue", "100ms"],
+            &server,
+            &client,
+            0,
+        );
+        let after = quiclab_model::record::now_us();
+        let recs = common::json_lines(&stdout);
+        assert_eq!(recs.len(), 1, "{stdout}");
+        let r = &recs[0];
+        assert!(r["error"].is_null(), "HTTP/{http}: {r}");
+        assert_eq!(
+            (r["status"].as_u64(), r["bytes"].as_f64()),
+            (Some(200), Some(SIZE))
+        );
+        assert_eq!(r["new_connection"], true);
+        // no silent fallback, and the key exchange the server's first group
+        assert_eq!(r["handshake"]["alpn"], alpn, "{r}");
+        assert_eq!(r["handshake"]["group"], "x25519", "{r}");
+        // the browser's clock is the records' clock (CLOCK_MONOTONIC)
+        let us = |k: &str| r[k].as_f64().unwrap();
+        let start = us("start_us");
+        assert!(
+            start > before as f64 && us("last_byte_us") < after as f64,
+            "{before} < {start} .. {} < {after}",
+            us("last_byte_us")
+        );
+        // the handshake takes its round trips (QUIC one, TCP and TLS two), the request one more,
+        // and the body its serialisation at the link's rate (the floor: headers and acks aside)
+        let handshake_ms = (us("handshake_done_us") - start) / 1000.0;
+        assert!(
+            handshake_ms >= handshake_rtts * RTT_MS - 1.0,
+            "HTTP/{http}: handshake {handshake_ms} ms"
+        );
+        let floor = (handshake_rtts + 1.0) * RTT_MS + SIZE * 8.0 / RATE_BPS * 1000.0;
+        let (ttfb, ttlb) = (
+            r["ttfb_ms"].as_f64().unwrap(),
+            r["ttlb_ms"].as_f64().unwrap(),
+        );
+        assert!(
+            ttfb >= (handshake_rtts + 1.0) * RTT_MS - 1.0 && ttfb < ttlb,
+            "HTTP/{http}: TTFB {ttfb} ms, TTLB {ttlb}"
+        );
+        // and at most a few round trips of slow start more (the window reaches the path's
+        // 25 kB in three) and the browser's own work
+        assert!(
+            ttlb >= floor - 1.0 && ttlb <= floor + 6.0 * RTT_MS + 100.0,
+            "HTTP/{http}: TTLB {ttlb} ms against a floor of {floor}"
+        );
+    }
+}
+
 /// Bands of the synthetic page: (share of the window's height, when painted in ms from the
 /// navigation's start, colour).
 const REVEALS: [(f64, f64, &str); 4] = [
@@ -228,18 +298,24 @@ fn a_crashing_browser_fails_the_load_with_its_last_words() {
     .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let cert = lab_cert(&dir);
-    let out = common::quiclab()
-        .args(["browse", "--json", "--browser"])
-        .arg(&fake)
-        .arg("--cacert")
-        .arg(&cert)
-        .arg("https://127.0.0.1:9")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let err = rec["error"].as_str().unwrap();
-    assert!(err.contains("no display for you"), "{err}");
+    // a page load and an object's fetch alike
+    for (mode, url) in [
+        ("--page=small", "https://127.0.0.1:9"),
+        ("--object", "https://127.0.0.1:9/bytes/1000"),
+    ] {
+        let out = common::quiclab()
+            .args(["browse", "--json", mode, "--browser"])
+            .arg(&fake)
+            .arg("--cacert")
+            .arg(&cert)
+            .arg(url)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{mode}");
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let err = rec["error"].as_str().unwrap();
+        assert!(err.contains("no display for you"), "{mode}: {err}");
+    }
     // a browser that is not installed is refused before anything runs
     let out = common::quiclab()
         .args(["browse", "--browser", "no-such-browser", "--cacert"])

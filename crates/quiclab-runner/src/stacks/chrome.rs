@@ -1,5 +1,6 @@
 //! `chrome`: a real browser as the client. Chromium (Debian's `chromium`, headless) loads the
-//! page's real web content through `quiclab browse` over HTTP/2 or HTTP/3 (forced onto QUIC);
+//! page's real web content through `quiclab browse` over HTTP/2 or HTTP/3 (forced onto QUIC),
+//! or fetches a single object (`browse --object`);
 //! it serves nothing, so an arm pairs it with a server (`client-stack = "chrome"`, the server
 //! being the HTTP version's default or `server-stack`).
 
@@ -35,7 +36,7 @@ impl Stack for Chrome {
     }
 
     fn capabilities(&self) -> &'static [Capability] {
-        &[Capability::PageLoad]
+        &[Capability::GetOne, Capability::PageLoad]
     }
 
     fn serves(&self, _c: Capability) -> bool {
@@ -69,13 +70,18 @@ impl Stack for Chrome {
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
-        // the browser loads what the page workload asks of `quiclab page`, through `quiclab
-        // browse`
+        // the browser does through `quiclab browse` what the workload asks of `quiclab page`
+        // (load the page), or of `quiclab get` (one object on a new connection: --object takes
+        // get's arguments for it)
         let browse = ClientRequest {
             command: "browse",
             ..request.clone()
         };
-        let own = vec![
+        let mut own = Vec::new();
+        if request.command == "get" {
+            own.push("--object".to_string());
+        }
+        own.extend([
             "--http".to_string(),
             arm.http.name().to_string(),
             "--browser".into(),
@@ -84,7 +90,7 @@ impl Stack for Chrome {
             t.dir.join("netlog.json").display().to_string(),
             "--browser-log".into(),
             t.dir.join("browser.log").display().to_string(),
-        ];
+        ]);
         super::quiclab_client(t, &browse, own)
     }
 

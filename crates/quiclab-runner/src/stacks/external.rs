@@ -247,7 +247,7 @@ impl Stack for External {
     fn serves(&self, c: Capability) -> bool {
         // a page's resources are static files (/bytes/N) as GETs' are
         match c {
-            Capability::Get | Capability::PageLoad => true,
+            Capability::Get | Capability::GetOne | Capability::PageLoad => true,
             Capability::Telemetry => self.def.telemetry.is_some(),
             Capability::Upload => false,
         }

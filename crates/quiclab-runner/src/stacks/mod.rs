@@ -88,7 +88,7 @@ pub trait Stack: Sync {
     /// Its server serves what a client of this capability asks (by default: what its own
     /// client does).
     fn serves(&self, c: Capability) -> bool {
-        self.capabilities().contains(&c)
+        Capability::any_covers(self.capabilities(), c)
     }
     /// How telemetry flushes may travel over it (none: it does not run telemetry).
     fn telemetry_modes(&self) -> &'static [Mode] {
@@ -158,12 +158,26 @@ impl fmt::Debug for dyn Stack {
 pub enum Capability {
     /// GET URLs in order, on one connection or a new one each (timed per request).
     Get,
+    /// GET one URL on a new connection (a client that does [`Capability::Get`] does this too).
+    GetOne,
     /// POST a number of bytes to a URL instead.
     Upload,
     /// Load a web page as a browser does (`quiclab page`).
     PageLoad,
     /// Send telemetry units in one of its telemetry modes (`quiclab telemetry`).
     Telemetry,
+}
+
+impl Capability {
+    /// A stack that has this capability does what `need` asks.
+    pub fn covers(self, need: Capability) -> bool {
+        self == need || (self == Capability::Get && need == Capability::GetOne)
+    }
+
+    /// Some of `have` covers `need`.
+    pub fn any_covers(have: &[Capability], need: Capability) -> bool {
+        have.iter().any(|c| c.covers(need))
+    }
 }
 
 /// What an arm asks of a stack: the HTTP version, the telemetry mode (telemetry arms) and the

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
-use crate::stacks::ClientRequest;
+use crate::stacks::{Capability, ClientRequest};
 
 pub struct SingleObject;
 
@@ -16,6 +16,11 @@ impl WorkloadKind for SingleObject {
 
     fn keys(&self) -> &'static [&'static str] {
         &["sizes"]
+    }
+
+    fn needs(&self) -> Capability {
+        // one GET on a new connection: a browser's client does it too
+        Capability::GetOne
     }
 
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError> {
