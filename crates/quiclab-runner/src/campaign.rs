@@ -1,10 +1,10 @@
 //! Running a plan into a campaign directory: skip what is finished, run the rest on `jobs`
 //! worker threads, record each trial as it ends, keep artifacts of the median trials.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use quiclab_model::campaign as model;
@@ -12,6 +12,7 @@ use quiclab_store::{Store, StoreError, TrialRecord};
 
 use crate::expand::{TrialSpec, expand};
 use crate::plan::Plan;
+use crate::queue::Queue;
 use crate::trial::{self, TrialEnd, TrialEnv};
 
 /// How to run a campaign.
@@ -172,11 +173,16 @@ pub fn run(
         &serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
     )?;
     let finished = store.finished()?;
-    let todo: VecDeque<TrialSpec> = specs
+    let mut todo: Vec<TrialSpec> = specs
         .iter()
         .filter(|s| !finished.contains(&s.id))
         .cloned()
         .collect();
+    // a trial that takes the host starts once every running trial has ended: within an
+    // iteration those trials go last, together, so the workers drain once per iteration
+    // rather than before each of them (the order is otherwise the plan's, and stable)
+    let alone = |s: &TrialSpec| plan.arms[s.arm].client_stack.takes_the_host();
+    todo.sort_by_key(|s| (s.iteration, alone(s)));
     let mut summary = Summary {
         total: specs.len(),
         skipped: specs.len() - todo.len(),
@@ -189,7 +195,11 @@ pub fn run(
         events: true,
     };
     let jobs = opts.jobs.min(todo.len().max(1));
-    let queue = Arc::new(Mutex::new(todo));
+    let queue = Queue::new(todo.into_iter().map(|s| {
+        let a = alone(&s);
+        (s, a)
+    }));
+    let queue = &queue;
     let (tx, rx) = mpsc::channel::<Msg>();
     // the monitor only counts; the loop below reads the count, so the channel closes exactly
     // when the last worker returns
@@ -199,28 +209,14 @@ pub fn run(
         let (done, busy) = (monitor_stop.clone(), busy.clone());
         std::thread::spawn(move || watch_cpu(&done, &busy))
     };
-    // a trial whose client takes the host (a browser) runs alone: it holds this for writing,
-    // every other trial for reading
-    let host = std::sync::RwLock::new(());
-    let host = &host;
     let result = std::thread::scope(|scope| {
         for _ in 0..jobs {
-            let (queue, tx, env, stop) = (queue.clone(), tx.clone(), env.clone(), stop.clone());
+            let (tx, env, stop) = (tx.clone(), env.clone(), stop.clone());
             scope.spawn(move || {
                 loop {
-                    if stop.load(Ordering::Relaxed) {
+                    // a trial whose client takes the host (a browser) starts alone
+                    let Some((spec, _running)) = queue.take(&stop) else {
                         return;
-                    }
-                    // a poisoned queue means another worker panicked: stop taking work
-                    let Some(spec) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
-                        return;
-                    };
-                    let alone = plan.arms[spec.arm].client_stack.takes_the_host();
-                    // a poisoned lock only means another worker panicked mid-trial
-                    let (_shared, _alone) = if alone {
-                        (None, Some(host.write().unwrap_or_else(|e| e.into_inner())))
-                    } else {
-                        (Some(host.read().unwrap_or_else(|e| e.into_inner())), None)
                     };
                     let _ = tx.send(Msg::Started(spec.clone()));
                     let end = trial::run(&env, plan, &spec, &stop);

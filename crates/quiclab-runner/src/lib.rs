@@ -19,6 +19,7 @@ mod keys;
 pub mod outputs;
 mod page;
 pub mod plan;
+mod queue;
 pub mod stacks;
 pub mod telemetry;
 pub mod trial;

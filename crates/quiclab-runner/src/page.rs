@@ -193,12 +193,8 @@ pub(crate) fn trial_metrics(
     if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
         return Err(format!("the link emulator failed: {err}"));
     }
-    let status = status.map_err(|timeout| {
-        format!(
-            "the client did not finish within {:.0} s",
-            timeout.as_secs_f64()
-        )
-    })?;
+    let status =
+        status.map_err(|timeout| format!("the client did not finish within {:?}", timeout))?;
     let Some(rec) = rec else {
         return Err(format!(
             "the client ({status}) wrote no page record: {}",

@@ -186,17 +186,26 @@ struct Plumbing {
 /// when the trial ends (it is made again from the manifest).
 const SITE_ROOT: &str = "www";
 
-/// Writes the real web content of the trial's page, if its workload serves one, under
-/// `dir/SITE_ROOT`.
-fn write_site(page: &quiclab_pages::page::Page, dir: &Path) -> Result<(), String> {
-    use quiclab_pages::site;
-    let folder = dir
-        .join(SITE_ROOT)
-        .join(site::SITE_DIR)
-        .join(site::slug(page));
-    site::build(page)
-        .write(&folder)
-        .map_err(|e| format!("cannot write the page's site in {}: {e}", folder.display()))
+/// The real web content of a trial's page under `dir/SITE_ROOT`, removed when dropped (so on
+/// every way out of the trial, after its server, which is started later and so dropped first).
+struct Site(std::path::PathBuf);
+
+impl Site {
+    fn write(page: &quiclab_pages::page::Page, dir: &Path) -> Result<Site, String> {
+        use quiclab_pages::site;
+        let root = Site(dir.join(SITE_ROOT));
+        let folder = root.0.join(site::SITE_DIR).join(site::slug(page));
+        site::build(page)
+            .write(&folder)
+            .map_err(|e| format!("cannot write the page's site in {}: {e}", folder.display()))?;
+        Ok(root)
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
@@ -333,9 +342,11 @@ fn execute(
         client: client_launch,
         phase,
     } = plumbing(&env.bin, dir, plan, spec);
-    if let Some(page) = workload.site(&t) {
-        write_site(&page, dir).map_err(fail)?;
-    }
+    let site = workload
+        .site(&t)
+        .map(|page| Site::write(&page, dir))
+        .transpose()
+        .map_err(fail)?;
     let server_log = dir.join("server.log");
     let mut server = Process::spawn(
         topo.ns(Side::Server),
@@ -404,7 +415,7 @@ fn execute(
     }
     // SIGTERM lets the server write its last timeline samples
     server.stop(STOP_GRACE);
-    let _ = std::fs::remove_dir_all(dir.join(SITE_ROOT));
+    drop(site);
     let stop_ms = lap.ms();
     let reports = topo
         .finish()
@@ -566,6 +577,21 @@ fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pages_site_is_removed_on_every_way_out() {
+        let dir = std::env::temp_dir().join(format!("quiclab-site-{}", std::process::id()));
+        let page = quiclab_pages::page::builtin("small").unwrap();
+        // a way out by an error after the site was written: the guard goes with it
+        let early = || -> Result<(), String> {
+            let site = Site::write(&page, &dir)?;
+            assert!(site.0.join(quiclab_pages::site::SITE_DIR).is_dir());
+            Err("the server did not start".into())
+        };
+        assert!(early().is_err());
+        assert!(dir.is_dir() && !dir.join(SITE_ROOT).exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_servers_handshake_limit_grows_with_the_path() {

@@ -174,3 +174,51 @@ http = "2"
         .collect();
     assert_eq!(kept.len(), 3, "one net-log per cell: {kept:?}");
 }
+
+#[test]
+fn a_browser_trial_that_times_out_keeps_its_logs_but_not_its_site() {
+    assert_root();
+    let dir = common::TempDir::new("pages-chrome-fail");
+    let plan = dir.join("p.toml");
+    // the small page is 0.59 MB: at 10 Mbit/s its bytes alone take 470 ms, so a trial that
+    // may take 300 ms fails while the browser is loading the site
+    std::fs::write(
+        &plan,
+        r#"name = "p"
+iterations = 1
+trial-timeout = "300ms"
+[workload]
+kind = "pages"
+pages = ["small"]
+[network]
+rate = "10mbit"
+delay = "10ms"
+[arms.chrome-h3]
+http = "3"
+client-stack = "chrome"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = quiclab()
+        .args(["run", plan.to_str().unwrap(), "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("FAILED: the client did not finish within 300ms"),
+        "{stderr}"
+    );
+    let campaign = Store::open_existing(&out_dir).unwrap().campaign().unwrap();
+    assert_eq!(campaign.trials.len(), 1);
+    let t = &campaign.trials[0];
+    assert!(t.outcome.is_err(), "{:?}", t.outcome);
+    let kept = out_dir.join(
+        t.artifacts
+            .as_ref()
+            .expect("a failed trial keeps its files"),
+    );
+    assert!(kept.join("server.log").is_file(), "{}", kept.display());
+    assert!(!kept.join("www").exists(), "the site outlived its trial");
+}

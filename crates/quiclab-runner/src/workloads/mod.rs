@@ -259,12 +259,8 @@ pub(crate) fn link_ok(reports: &[DirectionReport]) -> Result<(), String> {
 
 /// The client finished before its timeout.
 pub(crate) fn finished(ran: &Ran) -> Result<ExitStatus, String> {
-    ran.status.ok_or_else(|| {
-        format!(
-            "the client did not finish within {:.0} s",
-            ran.timeout.as_secs_f64()
-        )
-    })
+    ran.status
+        .ok_or_else(|| format!("the client did not finish within {:?}", ran.timeout))
 }
 
 /// The client exited successfully.

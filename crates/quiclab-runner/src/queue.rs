@@ -1,0 +1,160 @@
+//! The campaign's queue of trials: the workers take trials in order, and a trial that takes the
+//! host (a browser's) starts only once no other trial runs. While such a trial waits at the head
+//! nothing else starts, so the workers drain once and it does not wait behind trials started
+//! after it; trials that take the host one after another run back to back.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Trials to run, each with whether it takes the host.
+pub(crate) struct Queue<T> {
+    state: Mutex<State<T>>,
+    changed: Condvar,
+}
+
+struct State<T> {
+    todo: VecDeque<(T, bool)>,
+    /// Trials running beside others.
+    shared: usize,
+    /// A trial that takes the host is running.
+    alone: bool,
+}
+
+impl<T> State<T> {
+    /// Takes the head if it may start now.
+    fn try_take(&mut self) -> Option<(T, bool)> {
+        let &(_, alone) = self.todo.front()?;
+        let free = !self.alone && (!alone || self.shared == 0);
+        if !free {
+            return None;
+        }
+        if alone {
+            self.alone = true;
+        } else {
+            self.shared += 1;
+        }
+        self.todo.pop_front()
+    }
+}
+
+/// A started trial's place: dropping it tells the queue the trial ended.
+pub(crate) struct Running<'a, T> {
+    queue: &'a Queue<T>,
+    alone: bool,
+}
+
+impl<T> Drop for Running<'_, T> {
+    fn drop(&mut self) {
+        let mut s = self.queue.lock();
+        if self.alone {
+            s.alone = false;
+        } else {
+            s.shared -= 1;
+        }
+        drop(s);
+        self.queue.changed.notify_all();
+    }
+}
+
+impl<T> Queue<T> {
+    pub(crate) fn new(todo: impl IntoIterator<Item = (T, bool)>) -> Self {
+        Queue {
+            state: Mutex::new(State {
+                todo: todo.into_iter().collect(),
+                shared: 0,
+                alone: false,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        // a worker that panicked holding the lock left the counts as they were
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next trial, once it may start (see the module's rule); `None` once the queue is
+    /// empty or `stop` is set.
+    pub(crate) fn take(&self, stop: &AtomicBool) -> Option<(T, Running<'_, T>)> {
+        let mut s = self.lock();
+        loop {
+            if stop.load(Ordering::Relaxed) || s.todo.is_empty() {
+                return None;
+            }
+            if let Some((item, alone)) = s.try_take() {
+                return Some((item, Running { queue: self, alone }));
+            }
+            s = self
+                .changed
+                .wait_timeout(s, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The head, if it may start now (without waiting).
+    #[cfg(test)]
+    fn try_take(&self) -> Option<(T, Running<'_, T>)> {
+        let (item, alone) = self.lock().try_take()?;
+        Some((item, Running { queue: self, alone }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_that_takes_the_host_starts_alone_and_holds_back_those_after_it() {
+        let q = Queue::new([
+            ("s1", false),
+            ("s2", false),
+            ("x1", true),
+            ("x2", true),
+            ("s3", false),
+        ]);
+        let (a, ra) = q.try_take().unwrap();
+        let (b, rb) = q.try_take().unwrap();
+        assert_eq!((a, b), ("s1", "s2"));
+        // x1 waits for both, and s3 behind it does not start meanwhile
+        assert!(q.try_take().is_none());
+        drop(ra);
+        assert!(q.try_take().is_none());
+        drop(rb);
+        let (x, rx) = q.try_take().unwrap();
+        assert_eq!(x, "x1");
+        assert!(q.try_take().is_none(), "nothing beside a trial alone");
+        drop(rx);
+        // the next one alone follows at once, then shared trials again
+        let (x, rx) = q.try_take().unwrap();
+        assert_eq!(x, "x2");
+        assert!(q.try_take().is_none());
+        drop(rx);
+        let (s, _rs) = q.try_take().unwrap();
+        assert_eq!(s, "s3");
+        assert!(q.try_take().is_none(), "empty");
+    }
+
+    #[test]
+    fn workers_waiting_for_the_host_wake_when_it_frees_and_stop_ends_the_wait() {
+        let q = Queue::new([("s1", false), ("x1", true)]);
+        let stop = AtomicBool::new(false);
+        let (_, rs) = q.take(&stop).unwrap();
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| q.take(&stop).map(|(x, _)| x));
+            std::thread::sleep(Duration::from_millis(30));
+            assert!(!waiter.is_finished(), "x1 started beside s1");
+            drop(rs);
+            assert_eq!(waiter.join().unwrap(), Some("x1"));
+        });
+        let q = Queue::new([("s1", false), ("x1", true)]);
+        let (_, _rs) = q.take(&stop).unwrap();
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| q.take(&stop).is_none());
+            stop.store(true, Ordering::Relaxed);
+            assert!(waiter.join().unwrap(), "a stopped campaign starts nothing");
+        });
+    }
+}
