@@ -32,8 +32,8 @@ fn qlog(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// One field of every packet of the capture that matches `filter`, decrypted with `keys` if
-/// given.
+/// One field (or several, separated by spaces) of every packet of the capture that matches
+/// `filter`, decrypted with `keys` if given.
 fn tshark(pcap: &Path, keys: Option<&Path>, filter: &str, field: &str) -> Vec<String> {
     let mut cmd = Command::new("tshark");
     cmd.arg("-r").arg(pcap);
@@ -41,10 +41,11 @@ fn tshark(pcap: &Path, keys: Option<&Path>, filter: &str, field: &str) -> Vec<St
         cmd.arg("-o")
             .arg(format!("tls.keylog_file:{}", k.display()));
     }
-    let out = cmd
-        .args(["-Y", filter, "-T", "fields", "-e", field])
-        .output()
-        .expect("tshark runs (the tshark package)");
+    cmd.args(["-Y", filter, "-T", "fields"]);
+    for f in field.split(' ') {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark runs (the tshark package)");
     assert!(
         out.status.success(),
         "{}",
@@ -146,7 +147,15 @@ fn key_logs_qlogs_and_a_capture_that_tshark_decrypts() {
         .sum();
     assert!(
         h2_bytes >= 30_000,
-        "HTTP/2 DATA bytes decrypted: {h2_bytes}"
+        "HTTP/2 DATA bytes decrypted: {h2_bytes}; the capture's TCP packets (time, ports, \
+         flags, length, TLS record types):\n{}",
+        tshark(
+            &pcap,
+            Some(&keys),
+            "tcp",
+            "frame.time_relative tcp.srcport tcp.flags.str tcp.len tls.record.content_type"
+        )
+        .join("\n")
     );
     assert!(!tshark(&pcap, Some(&keys), quic_filter, "quic.stream.stream_id").is_empty());
     let _ = std::fs::remove_dir_all(&d);

@@ -104,6 +104,7 @@ fn h3_downloads_are_exact_and_resumed_connections_answer_in_one_round_trip() {
         .filter(|s: &Value| s["connection"] == 1)
         .collect();
     let transfer_ms = ms(&recs[1], "ttlb_ms");
+    eprintln!("timeline: {} samples over {transfer_ms} ms", samples.len());
     assert!(
         samples.len() as f64 >= transfer_ms / 5.0 * 0.8,
         "{} samples over {transfer_ms} ms",
