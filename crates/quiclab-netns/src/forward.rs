@@ -3,6 +3,13 @@
 //! scheduled time. (A thread per direction, because a write into a TUN device runs the receiving
 //! endpoint's network stack in the writer's context: one direction must not wait for the other's.)
 //!
+//! Offloads: a device made with them (`IFF_VNET_HDR`, TSO and USO) hands over a sender's
+//! segmentation-offload super-packets (up to 64 KiB of TCP or UDP); they are split into the
+//! wire-size segments the sender's kernel would have sent, each checksummed, before the pipeline
+//! sees them, so every decision (MTU, loss by packet index, queue, serialisation, delay, capture,
+//! events) is per wire packet as without offloads. Departures due together are coalesced again
+//! (GRO) and written as one super-packet, so the receiving kernel's work is per super-packet too.
+//!
 //! Timing: the threads run at a real-time priority (SCHED_FIFO) so that the endpoints, which share
 //! the CPU, do not delay departures; they sleep in epoll with an absolute CLOCK_MONOTONIC timerfd
 //! (1 ns timer slack) and wake early by a learned margin, spinning the last stretch before a
@@ -20,7 +27,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use quiclab_link::{Counters, Direction, Event, Pipeline};
-use tun_rs::SyncDevice;
+use tun_rs::{GROTable, IDEAL_BATCH_SIZE, SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::pcap::{PcapWriter, wall_clock};
 use crate::sys::{self, Clock, Epoll, EventFd, TimerFd};
@@ -32,6 +39,8 @@ const TOKEN_DEVICE: u64 = 2;
 const READ_BATCH: usize = 64;
 /// Largest IP packet a TUN device hands us.
 const MAX_PACKET: usize = 65_536;
+/// `gso_type` of an offload header (its second byte) for a packet that is not a super-packet.
+const GSO_NONE: u8 = 0;
 /// SCHED_FIFO priority of the forwarding thread.
 const REALTIME_PRIORITY: i32 = 10;
 /// Share of a core a forwarding thread may use in the long run. Well under the kernel's
@@ -50,7 +59,8 @@ pub struct DirectionReport {
     pub counters: Counters,
     /// Actual minus scheduled departure time, nanoseconds.
     pub lateness_ns: Histogram<u64>,
-    /// Packets the kernel refused on write (counted, not retried).
+    /// Writes the kernel refused (counted, not retried): a packet each without offloads, a batch
+    /// of departures with them.
     pub write_errors: u64,
     /// First I/O error that stopped the thread, if any.
     pub error: Option<String>,
@@ -58,6 +68,13 @@ pub struct DirectionReport {
     /// before the emulator could read them (loss the link configuration did not ask for; seen
     /// only when the endpoints outrun the emulator).
     pub device_drops: u64,
+    /// Super-packets from the device that could not be split into segments (malformed offload
+    /// metadata; dropped and counted).
+    pub split_errors: u64,
+    /// Reads that held a super-packet of several segments (0 without offloads).
+    pub super_packets: u64,
+    /// Super-packets written: departures of one flow coalesced (0 without offloads).
+    pub super_packets_out: u64,
 }
 
 impl DirectionReport {
@@ -89,11 +106,11 @@ impl Forwarder {
     /// every packet event is written there as a JSON line. With `pcap`, a capture as the client
     /// sees it is written there: uplink packets as they leave the client (dropped ones too),
     /// downlink packets as they reach it, stamped with the real-time clock.
+    /// The devices' MTU is `mtu` (the largest packet, or segment of a super-packet, read).
     pub fn start(
-        client: SyncDevice,
-        server: SyncDevice,
-        up: Pipeline,
-        down: Pipeline,
+        [client, server]: [SyncDevice; 2],
+        mtu: usize,
+        [up, down]: [Pipeline; 2],
         events: Option<Box<dyn Write + Send>>,
         pcap: Option<Box<dyn Write + Send>>,
     ) -> io::Result<Self> {
@@ -123,8 +140,8 @@ impl Forwarder {
         };
         let count = LinkCount::new();
         let (client, server) = (Arc::new(client), Arc::new(server));
-        let mut up = Way::new(Direction::Up, up, client.clone(), server.clone());
-        let mut down = Way::new(Direction::Down, down, server, client);
+        let mut up = Way::new(Direction::Up, up, client.clone(), server.clone(), mtu);
+        let mut down = Way::new(Direction::Down, down, server, client, mtu);
         // The client's view: what it sends as it is read, what it receives as it is written.
         up.capture_read = capture_tx.clone();
         down.capture_write = capture_tx;
@@ -147,6 +164,37 @@ impl Forwarder {
             capture,
             clock,
             _count: count,
+        })
+    }
+
+    /// A bare copy between the devices, for benchmarks: each direction's thread writes what it
+    /// reads at once, as read (offload headers and super-packets included), with no pipeline,
+    /// timing or capture; the floor of the emulator's device I/O. Its reports count packets
+    /// (reads) and bytes.
+    pub fn start_copy([client, server]: [SyncDevice; 2]) -> io::Result<Self> {
+        client.set_nonblocking(true)?;
+        server.set_nonblocking(true)?;
+        let stop = Arc::new(EventFd::new()?);
+        let (client, server) = (Arc::new(client), Arc::new(server));
+        let mut threads = Vec::new();
+        for (dir, rx, tx) in [
+            (Direction::Up, client.clone(), server.clone()),
+            (Direction::Down, server, client),
+        ] {
+            let stop = stop.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("quiclab-copy-{}", dir.as_str()))
+                    .spawn(move || copy(dir, &rx, &tx, &stop))?,
+            );
+        }
+        Ok(Forwarder {
+            stop,
+            threads,
+            writer: None,
+            capture: None,
+            clock: Clock::start(),
+            _count: LinkCount::new(),
         })
     }
 
@@ -197,6 +245,52 @@ impl Drop for Forwarder {
     }
 }
 
+fn copy(dir: Direction, rx: &SyncDevice, tx: &SyncDevice, stop: &EventFd) -> DirectionReport {
+    let mut counters = Counters::default();
+    let mut write_errors = 0;
+    let result = (|| -> io::Result<()> {
+        let epoll = Epoll::new()?;
+        epoll.add(rx.as_raw_fd(), TOKEN_DEVICE)?;
+        epoll.add(stop.as_raw_fd(), TOKEN_STOP)?;
+        let mut buf = vec![0u8; VIRTIO_NET_HDR_LEN + MAX_PACKET];
+        loop {
+            match rx.recv(&mut buf) {
+                Ok(n) => {
+                    counters.packets_in += 1;
+                    counters.bytes_in += n as u64;
+                    match tx.send(&buf[..n]) {
+                        Ok(_) => {
+                            counters.packets_out += 1;
+                            counters.bytes_out += n as u64;
+                        }
+                        Err(_) => write_errors += 1,
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if epoll.wait()? & (1 << TOKEN_STOP) != 0 {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })();
+    DirectionReport {
+        dir,
+        counters,
+        lateness_ns: Histogram::new(3).expect("valid histogram"),
+        write_errors,
+        error: result
+            .err()
+            .map(|e| format!("copy ({}): {e}", dir.as_str())),
+        device_drops: 0,
+        split_errors: 0,
+        super_packets: 0,
+        super_packets_out: 0,
+    }
+}
+
 fn write_events(w: Box<dyn Write + Send>, rx: mpsc::Receiver<Vec<Event>>) -> io::Result<u64> {
     let mut w = io::BufWriter::with_capacity(1 << 20, w);
     let mut n = 0;
@@ -228,13 +322,58 @@ struct Way {
     tx: Arc<SyncDevice>,
     lateness: Histogram<u64>,
     write_errors: u64,
+    split_errors: u64,
+    super_packets: u64,
+    super_packets_out: u64,
     /// Where packets read from `rx`, or written to `tx`, are captured.
     capture_read: Option<CaptureSink>,
     capture_write: Option<CaptureSink>,
+    /// The devices carry offload headers (see the module's notes), and the buffers for them.
+    offload: Option<Offload>,
+}
+
+/// Buffers of a direction whose devices carry offload headers.
+struct Offload {
+    /// A super-packet as read, header first.
+    read: Vec<u8>,
+    /// Its wire-size segments, and their lengths.
+    segments: Vec<Vec<u8>>,
+    sizes: Vec<usize>,
+    /// Departures of one write, each after room for the header (reused: [`Offload::used`] of
+    /// them are this write's).
+    batch: Vec<Vec<u8>>,
+    used: usize,
+    /// Buffers of departed packets, for the segments of the next reads.
+    spare: Vec<Vec<u8>>,
+    mtu: usize,
+    gro: GROTable,
+}
+
+impl Offload {
+    fn new(mtu: usize) -> Self {
+        Offload {
+            read: vec![0; VIRTIO_NET_HDR_LEN + MAX_PACKET],
+            segments: vec![vec![0; mtu]; IDEAL_BATCH_SIZE],
+            sizes: vec![0; IDEAL_BATCH_SIZE],
+            batch: Vec::with_capacity(IDEAL_BATCH_SIZE),
+            used: 0,
+            spare: Vec::new(),
+            mtu,
+            gro: GROTable::default(),
+        }
+    }
 }
 
 impl Way {
-    fn new(dir: Direction, pipe: Pipeline, rx: Arc<SyncDevice>, tx: Arc<SyncDevice>) -> Self {
+    fn new(
+        dir: Direction,
+        pipe: Pipeline,
+        rx: Arc<SyncDevice>,
+        tx: Arc<SyncDevice>,
+        mtu: usize,
+    ) -> Self {
+        // both devices of a link are made alike; a device reports offloads when it has them
+        let offload = (rx.tcp_gso() && tx.tcp_gso()).then(|| Offload::new(mtu.min(MAX_PACKET)));
         Way {
             dir,
             pipe,
@@ -243,13 +382,20 @@ impl Way {
             lateness: Histogram::new_with_bounds(1, 60_000_000_000, 3)
                 .expect("valid histogram bounds"),
             write_errors: 0,
+            split_errors: 0,
+            super_packets: 0,
+            super_packets_out: 0,
             capture_read: None,
             capture_write: None,
+            offload,
         }
     }
 
     /// Reads up to a batch of packets into the pipeline; true if any arrived.
     fn read(&mut self, clock: Clock, buf: &mut [u8]) -> io::Result<bool> {
+        if self.offload.is_some() {
+            return self.read_offload(clock);
+        }
         for i in 0..READ_BATCH {
             match self.rx.recv(buf) {
                 Ok(n) => {
@@ -266,8 +412,47 @@ impl Way {
         Ok(true)
     }
 
+    /// [`Way::read`] from a device with offloads: each read is a packet or a super-packet,
+    /// split into its wire-size segments, which arrive together.
+    fn read_offload(&mut self, clock: Clock) -> io::Result<bool> {
+        let o = self.offload.as_mut().expect("called with offloads");
+        for i in 0..READ_BATCH {
+            let n = match self
+                .rx
+                .recv_multiple(&mut o.read, &mut o.segments, &mut o.sizes, 0)
+            {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(i > 0),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // not the device's error but the splitting's: that super-packet is lost
+                Err(e) if e.raw_os_error().is_none() => {
+                    self.split_errors += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.super_packets += u64::from(n > 1);
+            let now = clock.now();
+            for (seg, &len) in o.segments.iter_mut().zip(&o.sizes).take(n) {
+                // the segment's buffer goes into the pipeline; a departed one takes its place
+                let mut fresh = o.spare.pop().unwrap_or_default();
+                fresh.resize(o.mtu, 0);
+                let mut packet = std::mem::replace(seg, fresh);
+                packet.truncate(len);
+                if let Some(c) = &self.capture_read {
+                    let _ = c.send((wall_clock(), packet.clone()));
+                }
+                self.pipe.push(now, packet);
+            }
+        }
+        Ok(true)
+    }
+
     /// Writes every departure due by now.
     fn transmit(&mut self, clock: Clock) {
+        if self.offload.is_some() {
+            return self.transmit_offload(clock);
+        }
         let now = clock.now();
         while let Some(d) = self.pipe.poll_transmit(now) {
             let t = clock.now();
@@ -281,6 +466,59 @@ impl Way {
         }
     }
 
+    /// [`Way::transmit`] to a device with offloads: the departures due are written in batches,
+    /// those of one flow coalesced into super-packets.
+    fn transmit_offload(&mut self, clock: Clock) {
+        let now = clock.now();
+        let o = self.offload.as_mut().expect("called with offloads");
+        loop {
+            o.used = 0;
+            while o.used < IDEAL_BATCH_SIZE {
+                let Some(d) = self.pipe.poll_transmit(now) else {
+                    break;
+                };
+                let t = clock.now();
+                self.lateness
+                    .saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
+                if o.used == o.batch.len() {
+                    // room to coalesce a flow's segments into one super-packet in place (GRO
+                    // does not grow a buffer: it leaves the segments apart instead)
+                    o.batch
+                        .push(Vec::with_capacity(2 * VIRTIO_NET_HDR_LEN + MAX_PACKET));
+                }
+                let b = &mut o.batch[o.used];
+                b.clear();
+                b.resize(VIRTIO_NET_HDR_LEN, 0);
+                b.extend_from_slice(&d.data);
+                o.used += 1;
+                match &self.capture_write {
+                    Some(c) => {
+                        let _ = c.send((wall_clock(), d.data));
+                    }
+                    None if o.spare.len() < IDEAL_BATCH_SIZE => o.spare.push(d.data),
+                    None => {}
+                }
+            }
+            let full = o.used == IDEAL_BATCH_SIZE;
+            if o.used > 0
+                && self
+                    .tx
+                    .send_multiple(&mut o.gro, &mut o.batch[..o.used], VIRTIO_NET_HDR_LEN)
+                    .is_err()
+            {
+                self.write_errors += 1;
+            }
+            // a coalesced buffer carries a segmentation type in its header
+            self.super_packets_out += o.batch[..o.used]
+                .iter()
+                .filter(|b| b.len() > 1 && b[1] != GSO_NONE)
+                .count() as u64;
+            if !full {
+                return;
+            }
+        }
+    }
+
     fn report(self, error: Option<String>) -> DirectionReport {
         DirectionReport {
             dir: self.dir,
@@ -289,6 +527,9 @@ impl Way {
             write_errors: self.write_errors,
             error,
             device_drops: 0,
+            split_errors: self.split_errors,
+            super_packets: self.super_packets,
+            super_packets_out: self.super_packets_out,
         }
     }
 }

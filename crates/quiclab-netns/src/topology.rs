@@ -161,14 +161,33 @@ impl Topology {
         )?;
         let link_mtu = cfg.link.up.mtu.into_iter().chain(cfg.link.down.mtu).max();
         let mtu = cfg.device_mtu.or(link_mtu).unwrap_or(1500);
+        Self::with_tuns(mtu, |devices| {
+            Forwarder::start(devices, mtu as usize, [up, down], cfg.events, cfg.pcap)
+        })
+    }
+
+    /// The two namespaces joined by TUN devices of `mtu` and a bare copy between them (no
+    /// emulator: see [`Forwarder::start_copy`]), for benchmarks.
+    pub fn bare_copy(mtu: u32) -> Result<Self> {
+        if !sys::is_root() {
+            return Err(Error::NotRoot);
+        }
+        Self::with_tuns(mtu, Forwarder::start_copy)
+    }
+
+    /// Namespaces with a TUN device each, joined by what `start` makes of the two devices.
+    fn with_tuns(
+        mtu: u32,
+        start: impl FnOnce([SyncDevice; 2]) -> std::io::Result<Forwarder>,
+    ) -> Result<Self> {
         let id = new_id();
         let lock = RunLock::take(&id)?;
         let client = create_ns(&format!("{PREFIX}{id}-client"))?;
         let server = create_ns(&format!("{PREFIX}{id}-server"))?;
         let client_tun = make_tun(&client, mtu, CLIENT_V4, CLIENT_V6)?;
         let server_tun = make_tun(&server, mtu, SERVER_V4, SERVER_V6)?;
-        let forwarder = Forwarder::start(client_tun, server_tun, up, down, cfg.events, cfg.pcap)
-            .context(|| "cannot start the link emulator".into())?;
+        let forwarder =
+            start([client_tun, server_tun]).context(|| "cannot start the link emulator".into())?;
         Ok(Topology {
             id,
             forwarder: Some(forwarder),
@@ -268,6 +287,9 @@ fn make_tun(ns: &Netns, mtu: u32, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<SyncDevi
             .name(TUN_NAME)
             .mtu(mtu16)
             .tx_queue_len(TUN_QUEUE)
+            // segmentation offloads: the kernel hands over super-packets, which the emulator
+            // splits into wire-size segments (see forward.rs)
+            .offload(true)
             .enable(false)
             .build_sync()
     })?;

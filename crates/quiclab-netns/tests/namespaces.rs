@@ -297,3 +297,68 @@ fn a_dead_runs_namespaces_under_a_reused_pid_are_reclaimed() {
     let median = r.median().expect("replies");
     assert!(median >= Duration::from_millis(10), "{median:?}");
 }
+
+#[test]
+fn a_senders_super_packets_cross_as_wire_size_segments() {
+    let _machine = exclusive();
+    let dir = std::env::temp_dir().join(format!("quiclab-segments-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("link.pcap");
+    // no impairment: the sender's kernel sends as fast as it can, in super-packets
+    let mut topo = Topology::start(TopologyConfig {
+        link: LinkConfig::default(),
+        device_mtu: Some(1500),
+        events: None,
+        pcap: Some(Box::new(std::fs::File::create(&pcap).unwrap())),
+    })
+    .expect("topology starts");
+    let g = probe::tcp_goodput(
+        &topo,
+        &GoodputConfig {
+            flow: Flow::Upload,
+            congestion: "cubic".into(),
+            duration: Duration::from_secs(1),
+            ..GoodputConfig::default()
+        },
+    )
+    .expect("bulk transfer runs");
+    let up = uplink_report(&mut topo);
+    drop(topo);
+    assert!(g.bytes > 10_000_000, "{} bytes", g.bytes);
+    // the kernel handed the emulator super-packets (offloads are on) ...
+    assert!(up.super_packets > 0, "no super-packet read: {up:?}");
+    assert_eq!(up.split_errors, 0);
+    // and, departing together, they were coalesced again: at least a few segments a write
+    assert!(
+        up.super_packets_out > 0 && up.super_packets_out * 4 < up.counters.packets_out,
+        "{} super-packets written of {} packets",
+        up.super_packets_out,
+        up.counters.packets_out
+    );
+    // ... which it counted, queued and captured as the wire packets the sender's kernel would
+    // have sent: none above the MTU, most data packets full
+    assert!(
+        up.counters.bytes_in <= up.counters.packets_in * 1500,
+        "{:?}",
+        up.counters
+    );
+    let bytes = std::fs::read(&pcap).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut at, mut lengths) = (24, Vec::new());
+    while at + 16 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        lengths.push(len);
+        at += 16 + len;
+    }
+    let full = lengths.iter().filter(|&&l| l == 1500).count();
+    assert!(
+        lengths.iter().all(|&l| l <= 1500),
+        "a captured packet above the MTU: {:?}",
+        lengths.iter().max()
+    );
+    assert!(
+        full * 2 > lengths.len() / 2,
+        "{full} full-size packets of {}",
+        lengths.len()
+    );
+}

@@ -29,9 +29,13 @@ enum BenchWhat {
 /// Forwarding capacity and timer precision of the link emulator.
 ///
 /// Capacity: one TCP flow (iperf3, cubic) through the emulator with no impairment at MTU 1500
-/// and 9000, next to the same namespaces joined directly by a veth pair (offloads on, and off
-/// where ethtool is available), with the emulator/veth ratio. Precision: actual minus scheduled
-/// departure time of every packet while a TCP flow fills a 10 Mbit/s and a 1 Gbit/s link.
+/// and 9000; through a bare copy between the same TUN devices (no emulator: the floor of its
+/// device I/O); through the emulator behind a rate limit at half its measured capacity (the
+/// rate it delivers against the limit); and over the same namespaces joined directly by a veth
+/// pair (offloads on, and off where ethtool is available), with the emulator/veth ratio. Each
+/// row gives Gbit/s, the emulator's packets per second, and the CPU seconds the whole machine
+/// spent per GB carried. Precision: actual minus scheduled departure time of every packet while
+/// a TCP flow fills a 10 Mbit/s and a 1 Gbit/s link.
 #[derive(Args)]
 pub struct LinkBench {
     /// Length of each measurement.
@@ -51,6 +55,41 @@ struct Flow {
     gbps: f64,
     retransmits: u64,
     secs: f64,
+    /// Bytes received.
+    bytes: f64,
+    /// CPU time the whole machine spent over the run, s.
+    cpu_s: f64,
+}
+
+impl Flow {
+    /// CPU seconds per GB carried.
+    fn cpu_per_gb(&self) -> f64 {
+        self.cpu_s / (self.bytes / 1e9).max(1e-9)
+    }
+}
+
+/// CPU time the machine has spent busy since boot, s (/proc/stat: every state but idle and
+/// iowait).
+fn busy_cpu_s() -> f64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy: f64 = v
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
+        .map(|(_, x)| x)
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    busy / tick
 }
 
 /// Runs an iperf3 server and client across `server`/`client` namespaces.
@@ -72,6 +111,7 @@ fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyh
         d.as_secs_f64(),
         log.display()
     );
+    let cpu0 = busy_cpu_s();
     let mut cli = Process::spawn(client, "iperf3 client", &cmd, &[], Mode::Background)?;
     let deadline = Instant::now() + d + Duration::from_secs(10);
     let st = loop {
@@ -86,8 +126,9 @@ fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyh
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let cpu_s = busy_cpu_s() - cpu0;
     srv.stop(Duration::from_millis(200));
-    let flow = parse_iperf(&log);
+    let flow = parse_iperf(&log).map(|f| Flow { cpu_s, ..f });
     let _ = std::fs::remove_dir_all(&dir);
     if !st.success() {
         bail!("iperf3 failed ({st}); is iperf3 installed? (.ci/setup installs it)");
@@ -110,6 +151,8 @@ fn parse_iperf(path: &Path) -> anyhow::Result<Flow> {
             / 1e9,
         retransmits: v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
         secs: recv["seconds"].as_f64().unwrap_or(0.0),
+        bytes: recv["bytes"].as_f64().unwrap_or(0.0),
+        cpu_s: 0.0,
     })
 }
 
@@ -146,24 +189,62 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
         d.as_secs_f64()
     );
     println!(
-        "{:<44} {:>10} {:>12} {:>10} {:>12}",
-        "path", "Gbit/s", "packets/s", "retrans", "kernel drops"
+        "{:<48} {:>8} {:>11} {:>8} {:>9} {:>12}",
+        "path", "Gbit/s", "packets/s", "retrans", "CPU s/GB", "kernel drops"
     );
+    let row = |label: &str, flow: &Flow, pps: Option<f64>, drops: Option<u64>| {
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        println!(
+            "{label:<48} {:>8.2} {:>11} {:>8} {:>9.2} {:>12}",
+            flow.gbps,
+            opt(pps.map(|p| format!("{p:.0}"))),
+            flow.retransmits,
+            flow.cpu_per_gb(),
+            opt(drops.map(|n| n.to_string()))
+        );
+    };
     let mut emu = Vec::new();
     for mtu in [1500u32, 9000] {
         let (flow, reports) = emulated(LinkConfig::default(), mtu, d, &signals)?;
         let r = up(&reports)?;
         let pps = r.counters.packets_out as f64 / flow.secs.max(1e-9);
-        println!(
-            "{:<44} {:>10.2} {:>12.0} {:>10} {:>12}",
-            format!("emulator, no impairment, MTU {mtu}"),
-            flow.gbps,
-            pps,
-            flow.retransmits,
-            r.device_drops
+        row(
+            &format!("emulator, no impairment, MTU {mtu}"),
+            &flow,
+            Some(pps),
+            Some(r.device_drops),
         );
         emu.push((mtu, flow.gbps));
     }
+    for mtu in [1500u32, 9000] {
+        let mut topo = Topology::bare_copy(mtu)?;
+        let flow = iperf(topo.ns(Side::Client), topo.ns(Side::Server), d, &signals)?;
+        let reports = topo.finish()?;
+        let r = up(&reports)?;
+        row(
+            &format!("bare TUN copy (device reads), MTU {mtu}"),
+            &flow,
+            Some(r.counters.packets_out as f64 / flow.secs.max(1e-9)),
+            Some(r.device_drops),
+        );
+    }
+    // accuracy: a rate limit at half the emulator's capacity at MTU 1500, on whole megabits
+    let half_mbit = (emu[0].1 * 1000.0 / 2.0).floor().max(1.0);
+    let mut cfg = LinkConfig::default();
+    let load = |_: &str| -> Result<quiclab_link::Trace, String> { Err("no files".into()) };
+    for dir in [&mut cfg.up, &mut cfg.down] {
+        dir.set("rate", &format!("{half_mbit}mbit"), &load)?;
+    }
+    let (flow, reports) = emulated(cfg, 1500, d, &signals)?;
+    let r = up(&reports)?;
+    row(
+        &format!("emulator, rate {half_mbit} Mbit/s, MTU 1500"),
+        &flow,
+        Some(r.counters.packets_out as f64 / flow.secs.max(1e-9)),
+        Some(r.device_drops),
+    );
+    // the rate applies to whole IP packets: what the link carried over the transfer
+    let carried_gbps = r.counters.bytes_out as f64 * 8.0 / flow.secs.max(1e-9) / 1e9;
     let mut refs = Vec::new();
     let mut variants = vec![(1500u32, true), (9000, true)];
     if has_ethtool {
@@ -176,13 +257,17 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
             "direct veth, offloads {}, MTU {mtu}",
             if offloads { "on" } else { "off" }
         );
-        println!(
-            "{label:<44} {:>10.2} {:>12} {:>10} {:>12}",
-            flow.gbps, "-", flow.retransmits, "-"
-        );
+        row(&label, &flow, None, None);
         refs.push((mtu, offloads, flow.gbps));
     }
     println!();
+    println!(
+        "rate limit {half_mbit} Mbit/s: the link carried {:.3} Gbit/s of IP packets ({:+.1} % of \
+         the limit; TCP goodput {:.3})",
+        carried_gbps,
+        (carried_gbps * 1000.0 / half_mbit - 1.0) * 100.0,
+        flow.gbps
+    );
     for (mtu, g) in &emu {
         for (rm, off, rg) in &refs {
             if rm == mtu {
