@@ -107,23 +107,12 @@ mod tests {
         }
     }
 
+    /// A sample at `t_us` with nothing else known.
     fn sample(t_us: u64) -> TimelineSample {
-        TimelineSample {
-            transport: quiclab_model::record::Transport::Quic,
-            connection: 0,
-            t_us,
-            cwnd_bytes: None,
-            bytes_in_flight: None,
-            acked_bytes: None,
-            rtt_us: None,
-            rate_bps: None,
-            congestion_event: false,
-            retransmits: None,
-            impossible_rtt_samples: None,
-            busy_rtt_samples: None,
-            first_loss_offset: None,
-            udp_payload: None,
-        }
+        serde_json::from_value(serde_json::json!({
+            "transport": "quic", "connection": 0, "t_us": t_us, "congestion_event": false
+        }))
+        .unwrap()
     }
 
     #[test]

@@ -105,6 +105,7 @@ fn start(link: LinkConfig, device_mtu: Option<u32>) -> Result<Topology> {
         device_mtu,
         events: None,
         pcap: None,
+        offloads: false,
     })
 }
 

@@ -50,6 +50,11 @@ pub struct TopologyConfig {
     pub events: Option<Box<dyn Write + Send>>,
     /// Write a packet capture (pcap, the client's view) here.
     pub pcap: Option<Box<dyn Write + Send>>,
+    /// The TUN devices take segmentation offloads (see forward.rs): the kernels hand over and
+    /// take super-packets, split and coalesced by the emulator, which then carries several
+    /// times more at high rates. Off by default: every decision is per wire packet either way,
+    /// but the round trip of a lone small packet is not yet shown to be as exact with them.
+    pub offloads: bool,
 }
 
 /// Which end of the link.
@@ -161,31 +166,32 @@ impl Topology {
         )?;
         let link_mtu = cfg.link.up.mtu.into_iter().chain(cfg.link.down.mtu).max();
         let mtu = cfg.device_mtu.or(link_mtu).unwrap_or(1500);
-        Self::with_tuns(mtu, |devices| {
+        Self::with_tuns(mtu, cfg.offloads, |devices| {
             Forwarder::start(devices, mtu as usize, [up, down], cfg.events, cfg.pcap)
         })
     }
 
-    /// The two namespaces joined by TUN devices of `mtu` and a bare copy between them (no
-    /// emulator: see [`Forwarder::start_copy`]), for benchmarks.
-    pub fn bare_copy(mtu: u32) -> Result<Self> {
+    /// The two namespaces joined by TUN devices of `mtu` (with offloads or not) and a bare
+    /// copy between them (no emulator: see [`Forwarder::start_copy`]), for benchmarks.
+    pub fn bare_copy(mtu: u32, offloads: bool) -> Result<Self> {
         if !sys::is_root() {
             return Err(Error::NotRoot);
         }
-        Self::with_tuns(mtu, Forwarder::start_copy)
+        Self::with_tuns(mtu, offloads, Forwarder::start_copy)
     }
 
     /// Namespaces with a TUN device each, joined by what `start` makes of the two devices.
     fn with_tuns(
         mtu: u32,
+        offloads: bool,
         start: impl FnOnce([SyncDevice; 2]) -> std::io::Result<Forwarder>,
     ) -> Result<Self> {
         let id = new_id();
         let lock = RunLock::take(&id)?;
         let client = create_ns(&format!("{PREFIX}{id}-client"))?;
         let server = create_ns(&format!("{PREFIX}{id}-server"))?;
-        let client_tun = make_tun(&client, mtu, CLIENT_V4, CLIENT_V6)?;
-        let server_tun = make_tun(&server, mtu, SERVER_V4, SERVER_V6)?;
+        let client_tun = make_tun(&client, mtu, offloads, CLIENT_V4, CLIENT_V6)?;
+        let server_tun = make_tun(&server, mtu, offloads, SERVER_V4, SERVER_V6)?;
         let forwarder =
             start([client_tun, server_tun]).context(|| "cannot start the link emulator".into())?;
         Ok(Topology {
@@ -277,7 +283,13 @@ impl Topology {
 }
 
 /// Creates the TUN device inside `ns` and gives it its addresses and route.
-fn make_tun(ns: &Netns, mtu: u32, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<SyncDevice> {
+fn make_tun(
+    ns: &Netns,
+    mtu: u32,
+    offloads: bool,
+    v4: Ipv4Addr,
+    v6: Ipv6Addr,
+) -> Result<SyncDevice> {
     let mtu16 = u16::try_from(mtu).map_err(|_| Error::Io {
         what: format!("device MTU {mtu}"),
         source: std::io::Error::other("must be at most 65535"),
@@ -289,7 +301,7 @@ fn make_tun(ns: &Netns, mtu: u32, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<SyncDevi
             .tx_queue_len(TUN_QUEUE)
             // segmentation offloads: the kernel hands over super-packets, which the emulator
             // splits into wire-size segments (see forward.rs)
-            .offload(true)
+            .offload(offloads)
             .enable(false)
             .build_sync()
     })?;

@@ -326,6 +326,7 @@ fn execute(
             device_mtu: None,
             events,
             pcap,
+            offloads: false,
         }),
     }
     .map_err(|e| fail(format!("cannot build the topology: {e}")))?;

@@ -29,9 +29,10 @@ enum BenchWhat {
 /// Forwarding capacity and timer precision of the link emulator.
 ///
 /// Capacity: one TCP flow (iperf3, cubic) through the emulator with no impairment at MTU 1500
-/// and 9000; through a bare copy between the same TUN devices (no emulator: the floor of its
-/// device I/O); through the emulator behind a rate limit at half its measured capacity (the
-/// rate it delivers against the limit); and over the same namespaces joined directly by a veth
+/// and 9000, without and with segmentation offloads on its devices (quiclab link --offloads);
+/// through a bare copy between the same TUN devices (no emulator: the floor of its device
+/// I/O); through the emulator (offloads on) behind a rate limit at half its measured capacity
+/// (the rate it delivers against the limit); and over the same namespaces joined directly by a veth
 /// pair (offloads on, and off where ethtool is available), with the emulator/veth ratio. Each
 /// row gives Gbit/s, the emulator's packets per second, and the CPU seconds the whole machine
 /// spent per GB carried. Precision: actual minus scheduled departure time of every packet while
@@ -159,6 +160,7 @@ fn parse_iperf(path: &Path) -> anyhow::Result<Flow> {
 fn emulated(
     cfg: LinkConfig,
     mtu: u32,
+    offloads: bool,
     d: Duration,
     s: &Signals,
 ) -> anyhow::Result<(Flow, Vec<DirectionReport>)> {
@@ -167,6 +169,7 @@ fn emulated(
         device_mtu: Some(mtu),
         events: None,
         pcap: None,
+        offloads,
     })?;
     let flow = iperf(topo.ns(Side::Client), topo.ns(Side::Server), d, s)?;
     let reports = topo.finish()?;
@@ -203,42 +206,52 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
             opt(drops.map(|n| n.to_string()))
         );
     };
+    let on_off = |o: bool| if o { "on" } else { "off" };
     let mut emu = Vec::new();
-    for mtu in [1500u32, 9000] {
-        let (flow, reports) = emulated(LinkConfig::default(), mtu, d, &signals)?;
-        let r = up(&reports)?;
-        let pps = r.counters.packets_out as f64 / flow.secs.max(1e-9);
-        row(
-            &format!("emulator, no impairment, MTU {mtu}"),
-            &flow,
-            Some(pps),
-            Some(r.device_drops),
-        );
-        emu.push((mtu, flow.gbps));
+    for offloads in [false, true] {
+        for mtu in [1500u32, 9000] {
+            let (flow, reports) = emulated(LinkConfig::default(), mtu, offloads, d, &signals)?;
+            let r = up(&reports)?;
+            let pps = r.counters.packets_out as f64 / flow.secs.max(1e-9);
+            row(
+                &format!("emulator, offloads {}, MTU {mtu}", on_off(offloads)),
+                &flow,
+                Some(pps),
+                Some(r.device_drops),
+            );
+            emu.push((mtu, offloads, flow.gbps));
+        }
     }
-    for mtu in [1500u32, 9000] {
-        let mut topo = Topology::bare_copy(mtu)?;
-        let flow = iperf(topo.ns(Side::Client), topo.ns(Side::Server), d, &signals)?;
-        let reports = topo.finish()?;
-        let r = up(&reports)?;
-        row(
-            &format!("bare TUN copy (device reads), MTU {mtu}"),
-            &flow,
-            Some(r.counters.packets_out as f64 / flow.secs.max(1e-9)),
-            Some(r.device_drops),
-        );
+    for offloads in [false, true] {
+        for mtu in [1500u32, 9000] {
+            let mut topo = Topology::bare_copy(mtu, offloads)?;
+            let flow = iperf(topo.ns(Side::Client), topo.ns(Side::Server), d, &signals)?;
+            let reports = topo.finish()?;
+            let r = up(&reports)?;
+            row(
+                &format!("bare TUN copy, offloads {}, MTU {mtu}", on_off(offloads)),
+                &flow,
+                Some(r.counters.packets_out as f64 / flow.secs.max(1e-9)),
+                Some(r.device_drops),
+            );
+        }
     }
-    // accuracy: a rate limit at half the emulator's capacity at MTU 1500, on whole megabits
-    let half_mbit = (emu[0].1 * 1000.0 / 2.0).floor().max(1.0);
+    // accuracy: a rate limit at half the emulator's capacity at MTU 1500 with offloads, on
+    // whole megabits
+    let capacity = emu
+        .iter()
+        .find(|(mtu, o, _)| *mtu == 1500 && *o)
+        .map_or(1.0, |e| e.2);
+    let half_mbit = (capacity * 1000.0 / 2.0).floor().max(1.0);
     let mut cfg = LinkConfig::default();
     let load = |_: &str| -> Result<quiclab_link::Trace, String> { Err("no files".into()) };
     for dir in [&mut cfg.up, &mut cfg.down] {
         dir.set("rate", &format!("{half_mbit}mbit"), &load)?;
     }
-    let (flow, reports) = emulated(cfg, 1500, d, &signals)?;
+    let (flow, reports) = emulated(cfg, 1500, true, d, &signals)?;
     let r = up(&reports)?;
     row(
-        &format!("emulator, rate {half_mbit} Mbit/s, MTU 1500"),
+        &format!("emulator, offloads on, rate {half_mbit} Mbit/s, MTU 1500"),
         &flow,
         Some(r.counters.packets_out as f64 / flow.secs.max(1e-9)),
         Some(r.device_drops),
@@ -268,12 +281,12 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
         (carried_gbps * 1000.0 / half_mbit - 1.0) * 100.0,
         flow.gbps
     );
-    for (mtu, g) in &emu {
+    for (mtu, offloads, g) in &emu {
         for (rm, off, rg) in &refs {
-            if rm == mtu {
+            if rm == mtu && off == offloads {
                 println!(
-                    "emulator / veth (offloads {}) at MTU {mtu}: {:.2}",
-                    if *off { "on" } else { "off" },
+                    "emulator / veth, both with offloads {} at MTU {mtu}: {:.2}",
+                    on_off(*off),
                     g / rg
                 );
             }
@@ -294,7 +307,7 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
             dir.set("rate", rate, &load)?;
             dir.set("delay", "5ms", &load)?;
         }
-        let (flow, reports) = emulated(cfg, 1500, d, &signals)?;
+        let (flow, reports) = emulated(cfg, 1500, false, d, &signals)?;
         let r = up(&reports)?;
         println!(
             "{:<30} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.3}",

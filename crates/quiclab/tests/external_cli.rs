@@ -8,8 +8,9 @@ use quiclab_store::{Store, TrialRecord};
 
 mod common;
 
-/// The tests that time handshakes and round trips to the millisecond run one at a time: side by
-/// side (the test harness's default) their endpoints share two cores and delay each other.
+/// The tests run one at a time: those that time handshakes and round trips to the millisecond
+/// must not share the two cores with another test's endpoints (the harness runs tests side by
+/// side by default), and the others are short.
 static TIMED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn timed() -> std::sync::MutexGuard<'static, ()> {
@@ -151,6 +152,7 @@ fn user_stack(dir: &Path, name: &str, edit: impl Fn(String) -> String) {
 
 #[test]
 fn a_client_program_that_fails_or_says_nothing_fails_its_trial_with_its_output_kept() {
+    let _timed = timed();
     common::assert_root();
     let dir = common::TempDir::new("external-failures");
     // a client given an option it does not know exits non-zero; `true` exits 0 saying nothing
@@ -198,6 +200,7 @@ fn a_client_program_that_fails_or_says_nothing_fails_its_trial_with_its_output_k
 
 #[test]
 fn a_stack_whose_program_is_missing_is_refused_before_anything_runs() {
+    let _timed = timed();
     let dir = common::TempDir::new("external-missing");
     user_stack(&dir, "mine", |t| {
         t.replace(

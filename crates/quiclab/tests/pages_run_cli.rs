@@ -178,12 +178,10 @@ http = "2"
 #[test]
 fn a_browser_trial_that_times_out_keeps_its_logs_but_not_its_site() {
     assert_root();
-    let dir = common::TempDir::new("pages-chrome-fail");
-    let plan = dir.join("p.toml");
     // the small page is 0.59 MB: at 10 Mbit/s its bytes alone take 470 ms, so a trial that
     // may take 300 ms fails while the browser is loading the site
-    std::fs::write(
-        &plan,
+    let (_dir, out_dir) = common::run_plan(
+        "pages-chrome-fail",
         r#"name = "p"
 iterations = 1
 trial-timeout = "300ms"
@@ -197,23 +195,16 @@ delay = "10ms"
 http = "3"
 client-stack = "chrome"
 "#,
-    )
-    .unwrap();
-    let out_dir = dir.join("out");
-    let out = quiclab()
-        .args(["run", plan.to_str().unwrap(), "--out"])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("FAILED: the client did not finish within 300ms"),
-        "{stderr}"
+        &[],
     );
     let campaign = Store::open_existing(&out_dir).unwrap().campaign().unwrap();
     assert_eq!(campaign.trials.len(), 1);
     let t = &campaign.trials[0];
-    assert!(t.outcome.is_err(), "{:?}", t.outcome);
+    let err = t.outcome.as_ref().unwrap_err();
+    assert!(
+        err.contains("the client did not finish within 300ms"),
+        "{err}"
+    );
     let kept = out_dir.join(
         t.artifacts
             .as_ref()
