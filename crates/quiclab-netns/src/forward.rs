@@ -502,9 +502,9 @@ impl Way {
             let full = o.used == IDEAL_BATCH_SIZE;
             let written = match o.used {
                 0 => Ok(0),
-                // a packet alone goes as it is (its header says: no offload): the coalescing
-                // path would mark even a single datagram a super-packet, which the receiving
-                // kernel then takes a slower way (+0.2 ms a round trip for a lone UDP probe)
+                // a packet alone goes as it is (its header says: no offload); the coalescing
+                // path would mark even a single datagram a super-packet, for the receiving
+                // kernel to take apart
                 1 => self.tx.send(&o.batch[0]),
                 n => self
                     .tx
