@@ -8,7 +8,8 @@
 //!   updates, sync or other names resolved: only the page's origin is reached), and trusts the
 //!   lab's certificate by its SPKI pin. For HTTP/3 the origin is forced onto QUIC
 //!   (`--origin-to-force-quic-on`); for HTTP/2 QUIC is off, so neither can fall back silently
-//!   to the other unnoticed: every resource's protocol is recorded from the network events.
+//!   to the other unnoticed: every resource's protocol is recorded from the network events,
+//!   and one that came over another protocol is the record's error.
 //! - Times are milliseconds from the navigation's start (`performance.timeOrigin`); the record's
 //!   `start_us` is that instant on the monotonic clock (Chromium's network timestamps are that
 //!   clock), so server timelines line up with it.
@@ -157,7 +158,30 @@ pub fn load(o: &LoadOptions) -> PageRecord {
         record.error = Some(e);
     }
     fill(o, &seen, &mut record);
+    // no silent fallback: every resource came over the protocol asked for
+    let want = protocol(o.browser.http);
+    if record.error.is_none()
+        && let Some(r) = record
+            .resources
+            .iter()
+            .find(|r| r.protocol.as_deref() != Some(want))
+    {
+        record.error = Some(format!(
+            "resource {:?} came over {} instead of {want}",
+            r.id,
+            r.protocol.as_deref().unwrap_or("no protocol")
+        ));
+        record.metrics = None;
+    }
     record
+}
+
+/// How the browser's network events name the protocol of an HTTP version ("h3", "h2").
+pub(crate) fn protocol(http: HttpVersion) -> &'static str {
+    match http {
+        HttpVersion::Http3 => "h3",
+        _ => "h2",
+    }
 }
 
 /// What the load gathered.

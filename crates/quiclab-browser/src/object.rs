@@ -16,11 +16,11 @@
 
 use std::time::{Duration, Instant};
 
-use quiclab_model::record::{HttpVersion, RequestRecord, now_us};
+use quiclab_model::record::{RequestRecord, now_us};
 use serde_json::{Value, json};
 
 use crate::cdp::CdpError;
-use crate::load::{BrowserOptions, CALL, open_tab};
+use crate::load::{BrowserOptions, CALL, open_tab, protocol};
 
 /// What a fetch needs.
 #[derive(Debug, Clone)]
@@ -159,10 +159,7 @@ fn fill(o: &ObjectOptions, seen: &Seen, rec: &mut RequestRecord) {
         rec.last_byte_us = None;
     }
     // no silent fallback: the object came over the protocol asked for
-    let want = match o.browser.http {
-        HttpVersion::Http3 => "h3",
-        _ => "h2",
-    };
+    let want = protocol(o.browser.http);
     if rec.error.is_none()
         && let Some(got) = rec.handshake.alpn.as_deref()
         && got != want
@@ -174,6 +171,7 @@ fn fill(o: &ObjectOptions, seen: &Seen, rec: &mut RequestRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quiclab_model::record::HttpVersion;
 
     fn opts(http: HttpVersion) -> ObjectOptions {
         ObjectOptions {

@@ -147,26 +147,8 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
         page,
         timeout,
     };
-    let mut record = load(&opts);
+    let record = load(&opts);
     let _ = std::fs::remove_dir_all(&profile);
-    // no silent fallback: every resource came over the protocol asked for
-    let want = match opts.browser.http {
-        HttpVersion::Http3 => "h3",
-        _ => "h2",
-    };
-    if record.error.is_none()
-        && let Some(r) = record
-            .resources
-            .iter()
-            .find(|r| r.protocol.as_deref() != Some(want))
-    {
-        record.error = Some(format!(
-            "resource {:?} came over {} instead of {want}",
-            r.id,
-            r.protocol.as_deref().unwrap_or("no protocol")
-        ));
-        record.metrics = None;
-    }
     crate::cmd_page::print_record(&record, c.json, summary)
 }
 
