@@ -52,7 +52,7 @@ use quiclab_endpoint::{ServeStats, files, requests, routes, timeline, tls, url};
 
 use crate::files::Lookup;
 use crate::requests::{Connector, Requests};
-use crate::routes::{PATTERN_PERIOD, Route, fill_pattern};
+use crate::routes::{Route, fill_pattern};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use crate::url::{Url, UrlError};
@@ -604,7 +604,6 @@ pub struct CodedClient {
     opts: CodedClientOptions,
     tls: ClientTls,
     clock: Clock,
-    pattern: Vec<u8>,
 }
 
 impl CodedClient {
@@ -616,7 +615,6 @@ impl CodedClient {
             opts,
             tls,
             clock: Clock::start(),
-            pattern: pattern_buffer(),
         })
     }
 }
@@ -654,7 +652,7 @@ impl Connector for CodedClient {
         t: &Target,
         rec: &mut RequestRecord,
     ) -> Result<(), RequestError> {
-        let result = fetch(c, &self.clock, t, &self.pattern, rec);
+        let result = fetch(c, &self.clock, t, rec);
         if rec.new_connection {
             rec.handshake_done_us = c.handshake_done_us;
         }
@@ -686,20 +684,12 @@ impl Connector for CodedClient {
     }
 }
 
-/// The pattern from phase 0, one period longer than the longest piece compared at once.
-fn pattern_buffer() -> Vec<u8> {
-    let mut p = vec![0u8; FEED_CHUNK + PATTERN_PERIOD as usize];
-    fill_pattern(0, &mut p);
-    p
-}
-
 /// Sends one request on `c` and reads its answer into `rec`; checks `/bytes/N` bodies against
 /// the pattern and their length.
 fn fetch(
     c: &mut ClientConn,
     clock: &Clock,
     t: &Target,
-    pattern: &[u8],
     rec: &mut RequestRecord,
 ) -> Result<(), RequestError> {
     let expected = crate::routes::expected_bytes(&t.path);
@@ -747,7 +737,7 @@ fn fetch(
                         let at = now_us();
                         rec.first_byte_us.get_or_insert(at);
                         if expected.is_some() && rec.status == 200 && failure.is_none() {
-                            failure = check_pattern(rec.bytes, &data, pattern);
+                            failure = check_pattern(rec.bytes, &data);
                         }
                         rec.bytes += data.len() as u64;
                         rec.last_byte_us = Some(at);
@@ -790,28 +780,12 @@ fn fetch(
 
 /// Compares `data`, found at body offset `offset`, with the pattern; says where it first
 /// differs.
-fn check_pattern(offset: u64, data: &[u8], pattern: &[u8]) -> Option<RequestError> {
-    let mut at = 0usize;
-    while at < data.len() {
-        let n = (data.len() - at).min(FEED_CHUNK);
-        let phase = ((offset + at as u64) % PATTERN_PERIOD) as usize;
-        let want = &pattern[phase..phase + n];
-        let got = &data[at..at + n];
-        if got != want {
-            let i = got
-                .iter()
-                .zip(want)
-                .position(|(a, b)| a != b)
-                .unwrap_or_default();
-            return Some(RequestError::BodyMismatch {
-                offset: offset + (at + i) as u64,
-                got: got[i],
-                expected: want[i],
-            });
-        }
-        at += n;
-    }
-    None
+fn check_pattern(offset: u64, data: &[u8]) -> Option<RequestError> {
+    crate::routes::first_mismatch(offset, data).map(|m| RequestError::BodyMismatch {
+        offset: m.offset,
+        got: m.got,
+        expected: m.expected,
+    })
 }
 
 #[cfg(test)]
@@ -995,12 +969,11 @@ mod tests {
 
     #[test]
     fn a_wrong_byte_is_found_and_named() {
-        let p = pattern_buffer();
         let mut body = vec![0u8; 1000];
         fill_pattern(500, &mut body);
-        assert!(check_pattern(500, &body, &p).is_none());
+        assert!(check_pattern(500, &body).is_none());
         body[17] ^= 1;
-        let e = check_pattern(500, &body, &p).unwrap();
+        let e = check_pattern(500, &body).unwrap();
         assert!(
             matches!(e, RequestError::BodyMismatch { offset: 517, .. }),
             "{e}"

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc;
 
-use quiclab_endpoint::routes::{expected_bytes, pattern_byte};
+use quiclab_endpoint::routes::{expected_bytes, first_mismatch};
 use quiclab_endpoint::url::Url;
 use quiclab_model::record::{HttpVersion, RequestRecord, now_us};
 
@@ -294,13 +294,10 @@ fn check_download(dir: &Path, path: &str) -> Result<u64, String> {
         if body.len() as u64 != want {
             return Err(format!("the body has {} bytes, not {want}", body.len()));
         }
-        if let Some(i) = body
-            .iter()
-            .enumerate()
-            .position(|(i, b)| *b != pattern_byte(i as u64))
-        {
+        if let Some(m) = first_mismatch(0, &body) {
             return Err(format!(
-                "the body differs from quiclab's pattern at byte {i} (the server sent other bytes)"
+                "the body differs from quiclab's pattern at byte {} (the server sent other bytes)",
+                m.offset
             ));
         }
     }
@@ -349,7 +346,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("quiclab-ext-check-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let good: Vec<u8> = (0..1000u64).map(pattern_byte).collect();
+        let good: Vec<u8> = (0..1000u64)
+            .map(quiclab_endpoint::routes::pattern_byte)
+            .collect();
         std::fs::write(dir.join("1000"), &good).unwrap();
         assert_eq!(check_download(&dir, "/bytes/1000"), Ok(1000));
         let e = check_download(&dir, "/bytes/999").unwrap_err();

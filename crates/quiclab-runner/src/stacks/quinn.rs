@@ -173,7 +173,7 @@ impl Stack for Quinn {
     }
 
     fn check(&self, knobs: &[(String, String)]) -> Result<Vec<String>, String> {
-        // combinations (e.g. GSO with a jumbo payload) are the stack's own rules
+        // combinations (e.g. an initial MTU above the largest payload) are the stack's own rules
         let knob = |k| super::knob(knobs, k);
         let mut o = QuicOptions::default();
         if let Some(c) = knob("quic-cc") {
