@@ -326,7 +326,7 @@ fn execute(
             device_mtu: None,
             events,
             pcap,
-            offloads: false,
+            offloads: cond.offloads,
         }),
     }
     .map_err(|e| fail(format!("cannot build the topology: {e}")))?;

@@ -186,9 +186,10 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
                         Some(t) => format!("{:.2}", gbps / t),
                     };
                     // against the tool's best at this MTU, whatever its payload
-                    let best = ceiling.iter().map(|(_, g)| *g).fold(None, |m: Option<f64>, g| {
-                        Some(m.map_or(g, |m| m.max(g)))
-                    });
+                    let best = ceiling
+                        .iter()
+                        .map(|(_, g)| *g)
+                        .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
                     let of_perf = match (arm_gso(&arm.knobs), best) {
                         (true, Some(g)) if conns == 1 => format!("{:.0} %", 100.0 * gbps / g),
                         _ => String::new(),
