@@ -116,18 +116,8 @@ pub fn run(
             marks.push(cpu());
         }
         let deadline = start + Duration::from_secs(total + 10);
-        let status = loop {
-            if let Some(st) = client.try_wait()? {
-                break st;
-            }
-            if signals.any() {
-                bail!("interrupted");
-            }
-            if Instant::now() > deadline {
-                bail!("quinn-perf's client did not finish within {} s", total + 10);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = crate::cmd_bench::wait_for_exit(&mut client, deadline, signals)
+            .context("quinn-perf's client")?;
         server.stop(Duration::from_millis(200));
         if !status.success() {
             bail!("quinn-perf's client failed ({status})");

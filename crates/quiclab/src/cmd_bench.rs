@@ -93,6 +93,27 @@ fn busy_cpu_s() -> f64 {
     busy / tick
 }
 
+/// Waits for a benchmark's client to exit: its status, or an error on a signal or past
+/// `deadline`.
+pub(crate) fn wait_for_exit(
+    p: &mut Process,
+    deadline: Instant,
+    signals: &Signals,
+) -> anyhow::Result<std::process::ExitStatus> {
+    loop {
+        if let Some(st) = p.try_wait()? {
+            return Ok(st);
+        }
+        if signals.any() {
+            bail!("interrupted");
+        }
+        if Instant::now() > deadline {
+            bail!("did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs an iperf3 server and client across `server`/`client` namespaces.
 fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyhow::Result<Flow> {
     let dir = std::env::temp_dir().join(format!("quiclab-bench-{}", std::process::id()));
@@ -114,19 +135,12 @@ fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyh
     );
     let cpu0 = busy_cpu_s();
     let mut cli = Process::spawn(client, "iperf3 client", &cmd, &[], Mode::Background)?;
-    let deadline = Instant::now() + d + Duration::from_secs(10);
-    let st = loop {
-        if let Some(st) = cli.try_wait()? {
-            break st;
-        }
-        if signals.any() {
-            bail!("interrupted");
-        }
-        if Instant::now() > deadline {
-            bail!("iperf3 did not finish in time");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let st = wait_for_exit(
+        &mut cli,
+        Instant::now() + d + Duration::from_secs(10),
+        signals,
+    )
+    .context("iperf3's client")?;
     let cpu_s = busy_cpu_s() - cpu0;
     srv.stop(Duration::from_millis(200));
     let flow = parse_iperf(&log).map(|f| Flow { cpu_s, ..f });
