@@ -92,6 +92,10 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
+    let perf = bench_perf::locate(b.quinn_perf.as_deref());
+    if let (None, Some(p)) = (&perf, &b.quinn_perf) {
+        bail!("--quinn-perf {}: no such executable", p.display());
+    }
     if !quiclab_netns::sys::is_root() {
         bail!("quiclab bench stacks creates network namespaces: run it as root");
     }
@@ -107,11 +111,9 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
         "Bulk download on a direct veth pair, {:.1} s per row (H2: TLS 1.3 over TCP, cubic; H3: quinn, cubic)",
         b.duration.as_secs_f64()
     );
-    let perf = bench_perf::locate(b.quinn_perf.as_deref());
-    match (&perf, &b.quinn_perf) {
-        (Some(p), _) => println!("quinn's perf tool: {}", p.display()),
-        (None, Some(p)) => bail!("--quinn-perf {}: no such executable", p.display()),
-        (None, None) => println!(
+    match &perf {
+        Some(p) => println!("quinn's perf tool: {}", p.display()),
+        None => println!(
             "quinn's perf tool: not measured ({} is not on PATH; build it with `{}`, or give --quinn-perf PATH)",
             bench_perf::PROGRAM,
             bench_perf::HOW_TO_GET
