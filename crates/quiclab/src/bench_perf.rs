@@ -65,9 +65,8 @@ pub fn run(
 ) -> anyhow::Result<PerfRun> {
     let seconds = measured.as_secs_f64().ceil().max(1.0) as u64;
     let topo = Topology::direct(mtu, true)?;
-    let dir = std::env::temp_dir().join(format!("quiclab-bench-perf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json = dir.join("client.json");
+    let dir = crate::cmd_bench::ScratchDir::new("quinn-perf")?;
+    let json = dir.path().join("client.json");
     let buffers = quiclab_quic::socket::SOCKET_BUFFER;
     let common = format!(
         "--max-udp-payload-size {payload} --initial-mtu {payload} \
@@ -134,7 +133,7 @@ pub fn run(
             client_cpu_s_per_gb: (c1 - c0) / gb,
         })
     })();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     drop(topo);
     result
 }

@@ -19,8 +19,9 @@ use crate::signals::Signals;
 /// On a direct veth pair (no emulator, offloads on) at MTU 1500 and 9000, `quiclab serve` sends
 /// a huge object to 1 and N `quiclab get` clients (one connection each) for --duration: H2
 /// over TLS/TCP (cubic), and H3 (quinn, cubic) with the UDP payload fixed at 1252 bytes and at
-/// the MTU's maximum (1472 or 8972), GSO on and off. Throughput is the bytes the server's connections had
-/// acknowledged (from its timelines; QUIC counts packet bytes) after a warm-up, per second;
+/// the MTU's maximum (1472 or 8972), GSO on and off. Throughput is the bytes the server's
+/// connections had acknowledged (from its timelines; QUIC counts packet bytes) after a
+/// warm-up, per second;
 /// CPU is user + system time of the server and of the clients over the same interval, per GB
 /// acknowledged. The QUIC/TCP ratio compares each QUIC row with TCP at the same MTU and number
 /// of connections, measured in the same run.
@@ -48,9 +49,6 @@ pub struct StacksBench {
     quinn_perf: Option<std::path::PathBuf>,
 }
 
-/// The bulk plan of one MTU: H2 over TLS/TCP, then H3 with the payload fixed at 1252 bytes and
-/// at the MTU's largest, GSO on and off (a GSO batch holds as many datagrams as fit one
-/// 65,507-byte send: 7 at 8972 bytes).
 /// The UDP payloads the H3 rows of an MTU use: 1252 bytes and the MTU's largest.
 fn payloads(mtu: u32) -> [u16; 2] {
     [1252, (mtu - 28) as u16]
@@ -61,6 +59,9 @@ fn arm_gso(knobs: &[(String, String)]) -> bool {
     knobs.iter().any(|(k, v)| k == "quic-gso" && v == "on")
 }
 
+/// The bulk plan of one MTU: H2 over TLS/TCP, then H3 with the payload fixed at 1252 bytes and
+/// at the MTU's largest, GSO on and off (a GSO batch holds as many datagrams as fit one
+/// 65,507-byte send: 7 at 8972 bytes).
 fn plan_text(mtu: u32, duration: Duration, connections: u32) -> String {
     let mut s = format!(
         "name = \"bench-stacks-{mtu}\"\niterations = 1\n[workload]\nkind = \"bulk\"\n\
@@ -69,9 +70,8 @@ fn plan_text(mtu: u32, duration: Duration, connections: u32) -> String {
          label = \"H2, TLS/TCP\"\n",
         duration.as_millis()
     );
-    for payload in payloads(mtu) {
+    for p in payloads(mtu) {
         for gso in [true, false] {
-            let p = payload;
             let on = if gso { "on" } else { "off" };
             s += &format!(
                 "[arms.h3-{p}-gso-{on}]\nhttp = \"3\"\nquic-cc = \"cubic\"\n\
@@ -101,12 +101,12 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
     }
     let signals = Signals::install()?;
     let stop = Arc::new(AtomicBool::new(false));
+    let scratch = crate::cmd_bench::ScratchDir::new("stacks")?;
     let env = TrialEnv {
         bin: std::env::current_exe().context("finding the quiclab binary")?,
-        dir: std::env::temp_dir().join(format!("quiclab-bench-stacks-{}", std::process::id())),
+        dir: scratch.path().to_path_buf(),
         events: false,
     };
-    std::fs::create_dir_all(&env.dir).with_context(|| format!("creating {}", env.dir.display()))?;
     println!(
         "Bulk download on a direct veth pair, {:.1} s per row (H2: TLS 1.3 over TCP, cubic; H3: quinn, cubic)",
         b.duration.as_secs_f64()
@@ -135,7 +135,7 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
             let plan = plan::parse(text, &format!("bench stacks (MTU {mtu})"), Profile::Full)?;
             let specs = quiclab_runner::expand::expand(&plan);
             // quinn's perf tool at each payload of the plan's H3 arms, GSO on, one connection
-            let mut ceiling: Vec<(u16, f64)> = Vec::new();
+            let mut ceiling: Vec<f64> = Vec::new();
             if let Some(program) = &perf {
                 for payload in bench_perf::payloads(payloads(*mtu)) {
                     if signals.any() {
@@ -153,7 +153,7 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
                         "",
                         ""
                     );
-                    ceiling.push((payload, r.gbps));
+                    ceiling.push(r.gbps);
                 }
             }
             // one connection count at a time, every arm of it, printed in the plan's order
@@ -188,10 +188,7 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
                         Some(t) => format!("{:.2}", gbps / t),
                     };
                     // against the tool's best at this MTU, whatever its payload
-                    let best = ceiling
-                        .iter()
-                        .map(|(_, g)| *g)
-                        .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
+                    let best = ceiling.iter().copied().reduce(f64::max);
                     let of_perf = match (arm_gso(&arm.knobs), best) {
                         (true, Some(g)) if conns == 1 => format!("{:.0} %", 100.0 * gbps / g),
                         _ => String::new(),
@@ -205,6 +202,6 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
         }
         Ok(0)
     })();
-    let _ = std::fs::remove_dir_all(&env.dir);
+    drop(scratch);
     result
 }

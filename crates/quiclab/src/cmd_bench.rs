@@ -114,11 +114,33 @@ pub(crate) fn wait_for_exit(
     }
 }
 
+/// A benchmark's scratch directory under the system's temporary one, removed when dropped
+/// (on errors and panics too, e.g. a closed stdout).
+pub(crate) struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    /// Creates `quiclab-bench-{what}-{pid}`.
+    pub(crate) fn new(what: &str) -> anyhow::Result<ScratchDir> {
+        let dir = std::env::temp_dir().join(format!("quiclab-bench-{what}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(ScratchDir(dir))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs an iperf3 server and client across `server`/`client` namespaces.
 fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyhow::Result<Flow> {
-    let dir = std::env::temp_dir().join(format!("quiclab-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let log = dir.join("iperf3.json");
+    let dir = ScratchDir::new("iperf3")?;
+    let log = dir.path().join("iperf3.json");
     let _ = std::fs::remove_file(&log);
     let mut srv = Process::spawn(
         server,
@@ -144,7 +166,6 @@ fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyh
     let cpu_s = busy_cpu_s() - cpu0;
     srv.stop(Duration::from_millis(200));
     let flow = parse_iperf(&log).map(|f| Flow { cpu_s, ..f });
-    let _ = std::fs::remove_dir_all(&dir);
     if !st.success() {
         bail!("iperf3 failed ({st}); is iperf3 installed? (.ci/setup installs it)");
     }
