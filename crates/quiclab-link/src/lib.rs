@@ -23,6 +23,7 @@ pub mod units;
 pub use config::{ConfigError, DirectionConfig, KEYS, LinkConfig};
 pub use event::{Counters, DropReason, Event, EventKind, LATE_EVENT};
 pub use pipeline::{Departure, Pipeline};
+pub use stage::Payload;
 pub use trace::Trace;
 pub use units::{QueueLimit, Rate};
 

@@ -9,29 +9,30 @@ use crate::event::{Counters, Event, EventKind, LATE_EVENT, Recorder};
 use crate::stage::delay::{DelayLine, DelaySpec};
 use crate::stage::filter::{self, Filter, Verdict};
 use crate::stage::queue::{RateQueue, TraceQueue};
-use crate::stage::{Packet, Stage};
+use crate::stage::{Packet, Payload, Stage};
 
 /// A packet leaving the link.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Departure {
+pub struct Departure<D = Vec<u8>> {
     /// When it was scheduled to leave (time since the link's epoch). A runtime that writes it
     /// later than this is late by the difference.
     pub at: Duration,
     pub index: u64,
-    pub data: Vec<u8>,
+    pub data: D,
 }
 
 /// One direction of an emulated link, driven by its caller's clock:
-/// `push(now, packet)`, `poll_transmit(now)`, `poll_timeout()`.
-pub struct Pipeline {
+/// `push(now, packet)`, `poll_transmit(now)`, `poll_timeout()`. It carries plain bytes unless
+/// its runtime chooses another [`Payload`].
+pub struct Pipeline<D: Payload = Vec<u8>> {
     filters: Vec<Box<dyn Filter>>,
-    stages: Vec<Box<dyn Stage>>,
+    stages: Vec<Box<dyn Stage<D>>>,
     rec: Recorder,
     next_index: u64,
-    ready: VecDeque<(Duration, Packet)>,
+    ready: VecDeque<(Duration, Packet<D>)>,
 }
 
-impl Pipeline {
+impl<D: Payload> Pipeline<D> {
     /// Builds the stages that `cfg` asks for, in the order they act: MTU, outages, listed drops,
     /// loss (i.i.d. or bursts), duplication, bottleneck (rate or trace, with its queue), delay.
     /// `log` turns the per-packet event log on.
@@ -62,7 +63,7 @@ impl Pipeline {
         if cfg.duplicate > 0.0 {
             filters.push(Box::new(filter::Duplicate::new(seed, dir, cfg.duplicate)));
         }
-        let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+        let mut stages: Vec<Box<dyn Stage<D>>> = Vec::new();
         if let Some(rate) = cfg.rate {
             stages.push(Box::new(RateQueue::new(rate, cfg.queue_limit())));
         } else if let Some(trace) = &cfg.trace {
@@ -85,7 +86,7 @@ impl Pipeline {
     pub fn from_parts(
         dir: Direction,
         filters: Vec<Box<dyn Filter>>,
-        stages: Vec<Box<dyn Stage>>,
+        stages: Vec<Box<dyn Stage<D>>>,
         log: bool,
     ) -> Self {
         Pipeline {
@@ -98,10 +99,10 @@ impl Pipeline {
     }
 
     /// A packet enters the link at `now`. Returns its index. `now` must not decrease.
-    pub fn push(&mut self, now: Duration, data: Vec<u8>) -> u64 {
+    pub fn push(&mut self, now: Duration, data: D) -> u64 {
         let index = self.next_index;
         self.next_index += 1;
-        let size = data.len();
+        let size = data.wire_len();
         self.rec.counters.packets_in += 1;
         self.rec.counters.bytes_in += size as u64;
         self.rec.event(now, index, size, EventKind::Arrive);
@@ -136,7 +137,7 @@ impl Pipeline {
         index
     }
 
-    fn enter(&mut self, now: Duration, pkt: Packet) {
+    fn enter(&mut self, now: Duration, pkt: Packet<D>) {
         match self.stages.first_mut() {
             Some(s) => s.push(now, pkt, &mut self.rec),
             None => self.ready.push_back((now, pkt)),
@@ -145,7 +146,7 @@ impl Pipeline {
 
     /// The next packet due by `now`, if any. Call until it returns `None`. A packet returned
     /// more than [`LATE_EVENT`] after it was due is logged as late by the difference.
-    pub fn poll_transmit(&mut self, now: Duration) -> Option<Departure> {
+    pub fn poll_transmit(&mut self, now: Duration) -> Option<Departure<D>> {
         if self.ready.is_empty() {
             self.cascade(now);
         }

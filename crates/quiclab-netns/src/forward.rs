@@ -4,11 +4,13 @@
 //! endpoint's network stack in the writer's context: one direction must not wait for the other's.)
 //!
 //! Offloads: a device made with them (`IFF_VNET_HDR`, TSO and USO) hands over a sender's
-//! segmentation-offload super-packets (up to 64 KiB of TCP or UDP); they are split into the
-//! wire-size segments the sender's kernel would have sent, each checksummed, before the pipeline
-//! sees them, so every decision (MTU, loss by packet index, queue, serialisation, delay, capture,
-//! events) is per wire packet as without offloads. Departures due together are coalesced again
-//! (GRO) and written as one super-packet, so the receiving kernel's work is per super-packet too.
+//! segmentation-offload super-packets (up to 64 KiB of TCP or UDP); each of the wire-size
+//! segments the sender's kernel would have sent enters the pipeline on its own, so every decision
+//! (MTU, loss by packet index, queue, serialisation, delay, capture, events) is per wire packet
+//! as without offloads. The bytes are cut only when the segments part ways (see
+//! [`crate::segments`]): all the segments of a super-packet leaving together, in order, are
+//! written as read; other departures due together are coalesced again (GRO) and written as one
+//! super-packet, so the receiving kernel's work is per super-packet too.
 //!
 //! Timing: the threads run at a real-time priority (SCHED_FIFO) so that the endpoints, which share
 //! the CPU, do not delay departures; they sleep in epoll with an absolute CLOCK_MONOTONIC timerfd
@@ -30,6 +32,7 @@ use quiclab_link::{Counters, Direction, Event, Pipeline};
 use tun_rs::{GROTable, IDEAL_BATCH_SIZE, SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::pcap::{PcapWriter, wall_clock};
+use crate::segments::{self, Frame, GSO_NONE, Pools, Read};
 use crate::sys::{self, Clock, Epoll, EventFd, TimerFd};
 
 const TOKEN_TIMER: u64 = 0;
@@ -39,8 +42,6 @@ const TOKEN_DEVICE: u64 = 2;
 const READ_BATCH: usize = 64;
 /// Largest IP packet a TUN device hands us.
 const MAX_PACKET: usize = 65_536;
-/// `gso_type` of an offload header (its second byte) for a packet that is not a super-packet.
-const GSO_NONE: u8 = 0;
 /// SCHED_FIFO priority of the forwarding thread.
 const REALTIME_PRIORITY: i32 = 10;
 /// Share of a core a forwarding thread may use in the long run. Well under the kernel's
@@ -73,8 +74,12 @@ pub struct DirectionReport {
     pub split_errors: u64,
     /// Reads that held a super-packet of several segments (0 without offloads).
     pub super_packets: u64,
-    /// Super-packets written: departures of one flow coalesced (0 without offloads).
+    /// Super-packets written: departures of one flow coalesced, or a super-packet's segments
+    /// leaving together and written as read (0 without offloads).
     pub super_packets_out: u64,
+    /// Of those, the super-packets written as read (all their segments left together, in
+    /// order, and no capture wanted their bytes).
+    pub written_as_read: u64,
 }
 
 impl DirectionReport {
@@ -106,11 +111,9 @@ impl Forwarder {
     /// every packet event is written there as a JSON line. With `pcap`, a capture as the client
     /// sees it is written there: uplink packets as they leave the client (dropped ones too),
     /// downlink packets as they reach it, stamped with the real-time clock.
-    /// The devices' MTU is `mtu` (the largest packet, or segment of a super-packet, read).
-    pub fn start(
+    pub(crate) fn start(
         [client, server]: [SyncDevice; 2],
-        mtu: usize,
-        [up, down]: [Pipeline; 2],
+        [up, down]: [Pipeline<Frame>; 2],
         events: Option<Box<dyn Write + Send>>,
         pcap: Option<Box<dyn Write + Send>>,
     ) -> io::Result<Self> {
@@ -140,8 +143,8 @@ impl Forwarder {
         };
         let count = LinkCount::new();
         let (client, server) = (Arc::new(client), Arc::new(server));
-        let mut up = Way::new(Direction::Up, up, client.clone(), server.clone(), mtu);
-        let mut down = Way::new(Direction::Down, down, server, client, mtu);
+        let mut up = Way::new(Direction::Up, up, client.clone(), server.clone());
+        let mut down = Way::new(Direction::Down, down, server, client);
         // The client's view: what it sends as it is read, what it receives as it is written.
         up.capture_read = capture_tx.clone();
         down.capture_write = capture_tx;
@@ -288,6 +291,7 @@ fn copy(dir: Direction, rx: &SyncDevice, tx: &SyncDevice, stop: &EventFd) -> Dir
         split_errors: 0,
         super_packets: 0,
         super_packets_out: 0,
+        written_as_read: 0,
     }
 }
 
@@ -317,7 +321,7 @@ fn write_pcap(w: Box<dyn Write + Send>, rx: mpsc::Receiver<(Duration, Vec<u8>)>)
 /// One direction as a forwarding thread sees it.
 struct Way {
     dir: Direction,
-    pipe: Pipeline,
+    pipe: Pipeline<Frame>,
     rx: Arc<SyncDevice>,
     tx: Arc<SyncDevice>,
     lateness: Histogram<u64>,
@@ -325,6 +329,7 @@ struct Way {
     split_errors: u64,
     super_packets: u64,
     super_packets_out: u64,
+    written_as_read: u64,
     /// Where packets read from `rx`, or written to `tx`, are captured.
     capture_read: Option<CaptureSink>,
     capture_write: Option<CaptureSink>,
@@ -334,46 +339,45 @@ struct Way {
 
 /// Buffers of a direction whose devices carry offload headers.
 struct Offload {
-    /// A super-packet as read, header first.
+    /// A read: offload header, then a packet or a super-packet.
     read: Vec<u8>,
-    /// Its wire-size segments, and their lengths.
-    segments: Vec<Vec<u8>>,
-    sizes: Vec<usize>,
+    /// Departures due now, in order.
+    due: Vec<Frame>,
     /// Departures of one write, each after room for the header (reused: [`Offload::used`] of
     /// them are this write's).
     batch: Vec<Vec<u8>>,
     used: usize,
-    /// Buffers of departed packets, for the segments of the next reads.
-    spare: Vec<Vec<u8>>,
-    mtu: usize,
+    pools: Pools,
     gro: GROTable,
 }
 
 impl Offload {
-    fn new(mtu: usize) -> Self {
+    fn new() -> Self {
         Offload {
             read: vec![0; VIRTIO_NET_HDR_LEN + MAX_PACKET],
-            segments: vec![vec![0; mtu]; IDEAL_BATCH_SIZE],
-            sizes: vec![0; IDEAL_BATCH_SIZE],
+            due: Vec::with_capacity(2 * IDEAL_BATCH_SIZE),
             batch: Vec::with_capacity(IDEAL_BATCH_SIZE),
             used: 0,
-            spare: Vec::new(),
-            mtu,
+            pools: Pools::default(),
             gro: GROTable::default(),
         }
     }
 }
 
+/// Departures collected for one round of writes; more while the last one is a super-packet's
+/// segment whose next segments may be due too (up to this many more).
+const DUE_BATCH: usize = IDEAL_BATCH_SIZE;
+const DUE_STRETCH: usize = 64;
+
 impl Way {
     fn new(
         dir: Direction,
-        pipe: Pipeline,
+        pipe: Pipeline<Frame>,
         rx: Arc<SyncDevice>,
         tx: Arc<SyncDevice>,
-        mtu: usize,
     ) -> Self {
         // both devices of a link are made alike; a device reports offloads when it has them
-        let offload = (rx.tcp_gso() && tx.tcp_gso()).then(|| Offload::new(mtu.min(MAX_PACKET)));
+        let offload = (rx.tcp_gso() && tx.tcp_gso()).then(Offload::new);
         Way {
             dir,
             pipe,
@@ -385,6 +389,7 @@ impl Way {
             split_errors: 0,
             super_packets: 0,
             super_packets_out: 0,
+            written_as_read: 0,
             capture_read: None,
             capture_write: None,
             offload,
@@ -402,7 +407,7 @@ impl Way {
                     if let Some(c) = &self.capture_read {
                         let _ = c.send((wall_clock(), buf[..n].to_vec()));
                     }
-                    self.pipe.push(clock.now(), buf[..n].to_vec());
+                    self.pipe.push(clock.now(), Frame::Bytes(buf[..n].to_vec()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(i > 0),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -413,36 +418,44 @@ impl Way {
     }
 
     /// [`Way::read`] from a device with offloads: each read is a packet or a super-packet,
-    /// split into its wire-size segments, which arrive together.
+    /// whose wire-size segments arrive together.
     fn read_offload(&mut self, clock: Clock) -> io::Result<bool> {
         let o = self.offload.as_mut().expect("called with offloads");
         for i in 0..READ_BATCH {
-            let n = match self
-                .rx
-                .recv_multiple(&mut o.read, &mut o.segments, &mut o.sizes, 0)
-            {
+            let n = match self.rx.recv(&mut o.read) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(i > 0),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // not the device's error but the splitting's: that super-packet is lost
-                Err(e) if e.raw_os_error().is_none() => {
-                    self.split_errors += 1;
-                    continue;
-                }
                 Err(e) => return Err(e),
             };
-            self.super_packets += u64::from(n > 1);
             let now = clock.now();
-            for (seg, &len) in o.segments.iter_mut().zip(&o.sizes).take(n) {
-                // the segment's buffer goes into the pipeline; a departed one takes its place
-                let mut fresh = o.spare.pop().unwrap_or_default();
-                fresh.resize(o.mtu, 0);
-                let mut packet = std::mem::replace(seg, fresh);
-                packet.truncate(len);
-                if let Some(c) = &self.capture_read {
-                    let _ = c.send((wall_clock(), packet.clone()));
+            match segments::take(&mut o.read, n, &mut o.pools) {
+                Ok(Read::Packet(p)) => {
+                    if let Some(c) = &self.capture_read {
+                        let _ = c.send((wall_clock(), p.clone()));
+                    }
+                    self.pipe.push(now, Frame::Bytes(p));
                 }
-                self.pipe.push(now, packet);
+                Ok(Read::Super(sp)) => {
+                    self.super_packets += 1;
+                    let sp = Arc::new(sp);
+                    if let Some(c) = &self.capture_read {
+                        match sp.segment_copies(&mut o.pools) {
+                            Ok(copies) => copies.into_iter().for_each(|p| {
+                                let _ = c.send((wall_clock(), p));
+                            }),
+                            Err(_) => {
+                                self.split_errors += 1;
+                                continue;
+                            }
+                        }
+                    }
+                    for seq in 0..sp.count() {
+                        self.pipe.push(now, Frame::Segment(sp.clone(), seq));
+                    }
+                }
+                // not the device's error but the packet's: that super-packet is lost
+                Err(_) => self.split_errors += 1,
             }
         }
         Ok(true)
@@ -458,28 +471,79 @@ impl Way {
             let t = clock.now();
             self.lateness
                 .saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
-            if self.tx.send(&d.data).is_err() {
+            let Frame::Bytes(data) = d.data else {
+                unreachable!("super-packets come only from devices with offloads")
+            };
+            if self.tx.send(&data).is_err() {
                 self.write_errors += 1;
             } else if let Some(c) = &self.capture_write {
-                let _ = c.send((wall_clock(), d.data));
+                let _ = c.send((wall_clock(), data));
             }
         }
     }
 
-    /// [`Way::transmit`] to a device with offloads: the departures due are written in batches,
-    /// those of one flow coalesced into super-packets.
+    /// [`Way::transmit`] to a device with offloads: a super-packet whose segments all leave
+    /// together is written as read; the other departures due are written in batches, those of
+    /// one flow coalesced into super-packets.
     fn transmit_offload(&mut self, clock: Clock) {
         let now = clock.now();
-        let o = self.offload.as_mut().expect("called with offloads");
         loop {
-            o.used = 0;
-            while o.used < IDEAL_BATCH_SIZE {
+            let o = self.offload.as_mut().expect("called with offloads");
+            o.due.clear();
+            while o.due.len() < DUE_BATCH + DUE_STRETCH {
+                // past the batch, only the rest of a super-packet whose segments are leaving
+                let unfinished = matches!(o.due.last(),
+                    Some(Frame::Segment(sp, seq)) if seq + 1 < sp.count());
+                if o.due.len() >= DUE_BATCH && !unfinished {
+                    break;
+                }
                 let Some(d) = self.pipe.poll_transmit(now) else {
                     break;
                 };
                 let t = clock.now();
                 self.lateness
                     .saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
+                o.due.push(d.data);
+            }
+            let more = o.due.len() >= DUE_BATCH;
+            let mut due = std::mem::take(&mut o.due);
+            let mut i = 0;
+            while i < due.len() {
+                if let Some(n) = self.whole_at(&due[i..]) {
+                    self.flush();
+                    let Frame::Segment(sp, _) = &due[i] else {
+                        unreachable!("a whole super-packet starts with its first segment")
+                    };
+                    if sp.with_raw(|raw| self.tx.send(raw)).is_err() {
+                        self.write_errors += 1;
+                    }
+                    self.super_packets_out += 1;
+                    self.written_as_read += 1;
+                    let o = self.offload.as_mut().expect("called with offloads");
+                    for f in due.drain(i..i + n) {
+                        if let Frame::Segment(sp, _) = f {
+                            o.pools.reclaim(sp);
+                        }
+                    }
+                    continue;
+                }
+                let frame = std::mem::replace(&mut due[i], Frame::Bytes(Vec::new()));
+                i += 1;
+                let o = self.offload.as_mut().expect("called with offloads");
+                let data = match frame {
+                    Frame::Bytes(b) => b,
+                    Frame::Segment(sp, seq) => {
+                        let cut = sp.take_segment(seq, &mut o.pools);
+                        o.pools.reclaim(sp);
+                        match cut {
+                            Ok(b) => b,
+                            Err(_) => {
+                                self.split_errors += 1;
+                                continue;
+                            }
+                        }
+                    }
+                };
                 if o.used == o.batch.len() {
                     // room to coalesce a flow's segments into one super-packet in place (GRO
                     // does not grow a buffer: it leaves the segments apart instead)
@@ -489,39 +553,69 @@ impl Way {
                 let b = &mut o.batch[o.used];
                 b.clear();
                 b.resize(VIRTIO_NET_HDR_LEN, 0);
-                b.extend_from_slice(&d.data);
+                b.extend_from_slice(&data);
                 o.used += 1;
                 match &self.capture_write {
                     Some(c) => {
-                        let _ = c.send((wall_clock(), d.data));
+                        let _ = c.send((wall_clock(), data));
                     }
-                    None if o.spare.len() < IDEAL_BATCH_SIZE => o.spare.push(d.data),
-                    None => {}
+                    None => o.pools.give_segment(data),
+                }
+                if o.used == IDEAL_BATCH_SIZE {
+                    self.flush();
                 }
             }
-            let full = o.used == IDEAL_BATCH_SIZE;
-            let written = match o.used {
-                0 => Ok(0),
-                // a packet alone goes as it is (its header says: no offload); the coalescing
-                // path would mark even a single datagram a super-packet, for the receiving
-                // kernel to take apart
-                1 => self.tx.send(&o.batch[0]),
-                n => self
-                    .tx
-                    .send_multiple(&mut o.gro, &mut o.batch[..n], VIRTIO_NET_HDR_LEN),
-            };
-            if written.is_err() {
-                self.write_errors += 1;
-            }
-            // a coalesced buffer carries a segmentation type in its header
-            self.super_packets_out += o.batch[..o.used]
-                .iter()
-                .filter(|b| b.len() > 1 && b[1] != GSO_NONE)
-                .count() as u64;
-            if !full {
+            self.flush();
+            due.clear();
+            self.offload.as_mut().expect("called with offloads").due = due;
+            if !more {
                 return;
             }
         }
+    }
+
+    /// When `due` starts with every segment of a super-packet, in order, and no capture wants
+    /// their bytes: how many.
+    fn whole_at(&self, due: &[Frame]) -> Option<usize> {
+        if self.capture_write.is_some() {
+            return None;
+        }
+        let Some(Frame::Segment(first, 0)) = due.first() else {
+            return None;
+        };
+        let n = usize::from(first.count());
+        let run = due.get(..n)?;
+        run.iter()
+            .enumerate()
+            .all(|(k, f)| {
+                matches!(f, Frame::Segment(sp, seq)
+                    if usize::from(*seq) == k && Arc::ptr_eq(sp, first))
+            })
+            .then_some(n)
+    }
+
+    /// Writes the batch of departures collected so far.
+    fn flush(&mut self) {
+        let o = self.offload.as_mut().expect("called with offloads");
+        let written = match o.used {
+            0 => return,
+            // a packet alone goes as it is (its header says: no offload); the coalescing
+            // path would mark even a single datagram a super-packet, for the receiving
+            // kernel to take apart
+            1 => self.tx.send(&o.batch[0]),
+            n => self
+                .tx
+                .send_multiple(&mut o.gro, &mut o.batch[..n], VIRTIO_NET_HDR_LEN),
+        };
+        if written.is_err() {
+            self.write_errors += 1;
+        }
+        // a coalesced buffer carries a segmentation type in its header
+        self.super_packets_out += o.batch[..o.used]
+            .iter()
+            .filter(|b| b.len() > 1 && b[1] != GSO_NONE)
+            .count() as u64;
+        o.used = 0;
     }
 
     fn report(self, error: Option<String>) -> DirectionReport {
@@ -535,6 +629,7 @@ impl Way {
             split_errors: self.split_errors,
             super_packets: self.super_packets,
             super_packets_out: self.super_packets_out,
+            written_as_read: self.written_as_read,
         }
     }
 }

@@ -25,6 +25,7 @@ use tun_rs::{DeviceBuilder, SyncDevice};
 use crate::error::{Context, Error, Result};
 use crate::forward::{DirectionReport, Forwarder};
 use crate::ns::{Netns, PREFIX};
+use crate::segments::Frame;
 use crate::sys;
 
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -152,7 +153,7 @@ impl Topology {
         if !sys::is_root() {
             return Err(Error::NotRoot);
         }
-        let up = Pipeline::new(
+        let up = Pipeline::<Frame>::new(
             Direction::Up,
             &cfg.link.up,
             cfg.link.seed,
@@ -167,7 +168,7 @@ impl Topology {
         let link_mtu = cfg.link.up.mtu.into_iter().chain(cfg.link.down.mtu).max();
         let mtu = cfg.device_mtu.or(link_mtu).unwrap_or(1500);
         Self::with_tuns(mtu, cfg.offloads, |devices| {
-            Forwarder::start(devices, mtu as usize, [up, down], cfg.events, cfg.pcap)
+            Forwarder::start(devices, [up, down], cfg.events, cfg.pcap)
         })
     }
 

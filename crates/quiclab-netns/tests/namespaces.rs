@@ -377,3 +377,73 @@ fn a_senders_super_packets_cross_as_wire_size_segments() {
         lengths.len()
     );
 }
+
+#[test]
+fn super_packets_leaving_together_are_written_as_read_and_a_loss_cuts_them() {
+    let _machine = exclusive();
+    let dir = std::env::temp_dir().join(format!("quiclab-as-read-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let events = dir.join("events.jsonl");
+    // 1 % loss on the way up and nothing else: a super-packet none of whose segments is lost
+    // leaves whole, one with a loss must be cut into its segments and the rest coalesced
+    let link = selftest::uplink(&[("loss", "1%")], 11).unwrap();
+    let mut topo = Topology::start(TopologyConfig {
+        link,
+        device_mtu: Some(1500),
+        events: Some(Box::new(std::fs::File::create(&events).unwrap())),
+        pcap: None,
+        offloads: true,
+    })
+    .expect("topology starts");
+    let g = probe::tcp_goodput(
+        &topo,
+        &GoodputConfig {
+            flow: Flow::Upload,
+            congestion: "cubic".into(),
+            duration: Duration::from_secs(1),
+            ..GoodputConfig::default()
+        },
+    )
+    .expect("bulk transfer runs");
+    let up = uplink_report(&mut topo);
+    drop(topo);
+    let log = std::fs::read_to_string(&events).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    // TCP delivered in spite of the loss: the cut segments' checksums held
+    assert!(g.bytes > 1_000_000, "{} bytes", g.bytes);
+    assert_eq!(up.split_errors, 0);
+    assert!(
+        up.written_as_read > 0,
+        "no super-packet written as read: {up:?}"
+    );
+    assert!(
+        up.written_as_read < up.super_packets,
+        "every super-packet was written whole in spite of 1 % loss: {up:?}"
+    );
+    // every decision was a wire packet's: one arrival per packet pushed, none above the MTU,
+    // and the drops are the configured 1 % of those packets
+    let (mut arrivals, mut over, mut drops) = (0u64, 0u64, 0u64);
+    for line in log.lines().filter(|l| l.contains("\"dir\":\"up\"")) {
+        if line.contains("\"event\":\"arrive\"") {
+            arrivals += 1;
+            let size: u64 = line
+                .split("\"size\":")
+                .nth(1)
+                .and_then(|s| s.split([',', '}']).next())
+                .and_then(|s| s.parse().ok())
+                .expect("an arrival has a size");
+            over += u64::from(size > 1500);
+        } else if line.contains("\"event\":\"drop\"") {
+            drops += 1;
+        }
+    }
+    assert_eq!(arrivals, up.counters.packets_in);
+    assert_eq!(over, 0, "arrivals above the MTU");
+    assert_eq!(drops, up.counters.dropped_random);
+    let (lo, hi) = binomial_99(0.01, arrivals as usize);
+    let f = drops as f64 / arrivals as f64;
+    assert!(
+        (lo..=hi).contains(&f),
+        "{drops} drops of {arrivals} packets ({f:.4}), expected {lo:.4}..{hi:.4}"
+    );
+}

@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use super::{Packet, Stage};
+use super::{Packet, Payload, Stage};
 use crate::Direction;
 use crate::event::Recorder;
 use crate::rng::{Draws, Stream};
@@ -22,24 +22,24 @@ pub struct DelaySpec {
     pub reorder_delay: Duration,
 }
 
-struct Held {
+struct Held<D> {
     exit: Duration,
     seq: u64,
-    pkt: Packet,
+    pkt: Packet<D>,
 }
 
-impl PartialEq for Held {
+impl<D> PartialEq for Held<D> {
     fn eq(&self, o: &Self) -> bool {
         (self.exit, self.seq) == (o.exit, o.seq)
     }
 }
-impl Eq for Held {}
-impl PartialOrd for Held {
+impl<D> Eq for Held<D> {}
+impl<D> PartialOrd for Held<D> {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for Held {
+impl<D> Ord for Held<D> {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         (self.exit, self.seq).cmp(&(o.exit, o.seq))
     }
@@ -47,18 +47,18 @@ impl Ord for Held {
 
 /// A delay line. Packets stay in order (a FIFO) unless jitter may reorder them or explicit
 /// reordering is on (then a heap ordered by exit time, ties by arrival).
-pub struct DelayLine {
+pub struct DelayLine<D = Vec<u8>> {
     spec: DelaySpec,
     jitter: Draws,
     reorder: Draws,
     last_exit: Duration,
     seq: u64,
-    fifo: VecDeque<(Duration, Packet)>,
-    heap: BinaryHeap<Reverse<Held>>,
+    fifo: VecDeque<(Duration, Packet<D>)>,
+    heap: BinaryHeap<Reverse<Held<D>>>,
     ordered: bool,
 }
 
-impl DelayLine {
+impl<D: Payload> DelayLine<D> {
     pub fn new(seed: u64, dir: Direction, spec: DelaySpec) -> Self {
         DelayLine {
             spec,
@@ -73,8 +73,8 @@ impl DelayLine {
     }
 }
 
-impl Stage for DelayLine {
-    fn push(&mut self, at: Duration, pkt: Packet, _: &mut Recorder) {
+impl<D: Payload> Stage<D> for DelayLine<D> {
+    fn push(&mut self, at: Duration, pkt: Packet<D>, _: &mut Recorder) {
         let k = u64::from(pkt.copy);
         let mut exit = at + self.spec.delay;
         if !self.spec.jitter.is_zero() {
@@ -102,7 +102,7 @@ impl Stage for DelayLine {
         }));
     }
 
-    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet)> {
+    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet<D>)> {
         if self.ordered {
             if self.fifo.front()?.0 > now {
                 return None;

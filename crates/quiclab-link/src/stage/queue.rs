@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{Packet, Stage};
+use super::{Packet, Payload, Stage};
 use crate::event::{DropReason, EventKind, Recorder};
 use crate::trace::{OPPORTUNITY_BYTES, Trace};
 use crate::units::{QueueLimit, Rate};
@@ -42,19 +42,19 @@ impl Limit {
     }
 }
 
-struct Slot {
+struct Slot<D> {
     start: Duration,
     finish: Duration,
-    pkt: Packet,
+    pkt: Packet<D>,
 }
 
 /// A constant-rate link behind a drop-tail queue. The queue is the buffer in front of the
 /// transmitter: the packet being serialised does not count against the limit, and a packet that
 /// finds the transmitter idle is always accepted.
-pub struct RateQueue {
+pub struct RateQueue<D = Vec<u8>> {
     rate: Rate,
     limit: Limit,
-    q: VecDeque<Slot>,
+    q: VecDeque<Slot<D>>,
     /// When the transmitter is free again.
     free_at: Duration,
     /// Index in `q` of the first packet that has not started serialisation.
@@ -63,7 +63,7 @@ pub struct RateQueue {
     waiting_packets: u64,
 }
 
-impl RateQueue {
+impl<D: Payload> RateQueue<D> {
     pub fn new(rate: Rate, limit: QueueLimit) -> Self {
         RateQueue {
             rate,
@@ -89,8 +89,8 @@ impl RateQueue {
     }
 }
 
-impl Stage for RateQueue {
-    fn push(&mut self, at: Duration, pkt: Packet, rec: &mut Recorder) {
+impl<D: Payload> Stage<D> for RateQueue<D> {
+    fn push(&mut self, at: Duration, pkt: Packet<D>, rec: &mut Recorder) {
         self.advance(at);
         let size = pkt.size() as u64;
         let idle = self.free_at <= at;
@@ -135,7 +135,7 @@ impl Stage for RateQueue {
         self.q.push_back(Slot { start, finish, pkt });
     }
 
-    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet)> {
+    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet<D>)> {
         if self.q.front()?.finish > now {
             return None;
         }
@@ -155,11 +155,11 @@ impl Stage for RateQueue {
 /// the queue empty is lost. An opportunity at time T serves packets that arrived at or before T,
 /// so a packet arriving at T still finds the packets served at T in the queue. None of this
 /// depends on whether the caller polls before or after pushing at T.
-pub struct TraceQueue {
+pub struct TraceQueue<D = Vec<u8>> {
     trace: Trace,
     limit: Limit,
     /// Queued packets with the bytes of each still to deliver.
-    q: VecDeque<(Packet, u32)>,
+    q: VecDeque<(Packet<D>, u32)>,
     queued_bytes: u64,
     next: Option<(u64, usize)>,
     /// The last opportunity run and the bytes it left unused because the queue ran dry. A
@@ -167,10 +167,10 @@ pub struct TraceQueue {
     spent: Option<((u64, usize), u32)>,
     /// The time of the last opportunity run, and the bytes and packets delivered at that time.
     delivered: (Duration, u64, u64),
-    out: VecDeque<(Duration, Packet)>,
+    out: VecDeque<(Duration, Packet<D>)>,
 }
 
-impl TraceQueue {
+impl<D: Payload> TraceQueue<D> {
     pub fn new(trace: Trace, limit: QueueLimit) -> Self {
         TraceQueue {
             limit: Limit::new(limit, |d| trace.bytes_in(d)),
@@ -217,8 +217,8 @@ impl TraceQueue {
     }
 }
 
-impl Stage for TraceQueue {
-    fn push(&mut self, at: Duration, pkt: Packet, rec: &mut Recorder) {
+impl<D: Payload> Stage<D> for TraceQueue<D> {
+    fn push(&mut self, at: Duration, pkt: Packet<D>, rec: &mut Recorder) {
         self.advance(at, false);
         let size = pkt.size() as u64;
         // what the opportunities at `at` already delivered still counts: the arrival comes first
@@ -266,7 +266,7 @@ impl Stage for TraceQueue {
         self.q.push_back((pkt, left));
     }
 
-    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet)> {
+    fn pop(&mut self, now: Duration) -> Option<(Duration, Packet<D>)> {
         self.advance(now, true);
         self.out.pop_front()
     }
