@@ -8,7 +8,7 @@
 //! segments the sender's kernel would have sent enters the pipeline on its own, so every decision
 //! (MTU, loss by packet index, queue, serialisation, delay, capture, events) is per wire packet
 //! as without offloads. The bytes are cut only when the segments part ways (see
-//! [`crate::segments`]): all the segments of a super-packet leaving together, in order, are
+//! `segments.rs`): all the segments of a super-packet leaving together, in order, are
 //! written as read; other departures due together are coalesced again (GRO) and written as one
 //! super-packet, so the receiving kernel's work is per super-packet too.
 //!
