@@ -22,7 +22,7 @@
 //!   finishes whichever stream it began first. A request not yet read (held up by a lost
 //!   packet) is waited for at most [`ARRIVAL_WAIT`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker, ready};
@@ -31,6 +31,7 @@ use bytes::{Buf, Bytes};
 use h3::error::Code;
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, StreamId, WriteBuf};
 use quinn::VarInt;
+use tokio_util::sync::ReusableBoxFuture;
 
 use crate::priority::Priority;
 
@@ -484,20 +485,46 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     }
 }
 
-/// The receiving half of a stream.
+/// The receiving half of a stream. It reads without copying: up to [`READ_CHUNKS`] of quinn's
+/// received chunks at once (one look at the connection's state for all of them), handed to h3
+/// one by one as they are.
 pub struct RecvStream {
-    stream: quinn::RecvStream,
-    buf: Box<[u8]>,
+    id: StreamId,
+    /// The stream while no read is under way (a read holds it).
+    stream: Option<quinn::RecvStream>,
+    reading: ReusableBoxFuture<'static, ChunksRead>,
+    /// Room for the chunks of the next read.
+    bufs: Vec<Bytes>,
+    /// Chunks read and not yet handed over, in stream order.
+    ready: VecDeque<Bytes>,
+    finished: bool,
+    /// A STOP_SENDING asked for while a read held the stream: sent when it returns (or, if no
+    /// more data ever comes, when the stream is dropped, which stops it with code 0).
+    stop: Option<VarInt>,
 }
 
-/// Bytes read from a stream at once (requests and control frames are small).
-const READ_BUF: usize = 16 * 1024;
+/// What a read gives back: the stream, the buffers, and how many of them it filled (`None`:
+/// the stream is finished).
+type ChunksRead = (
+    quinn::RecvStream,
+    Vec<Bytes>,
+    Result<Option<usize>, quinn::ReadError>,
+);
+
+/// Chunks read at once.
+const READ_CHUNKS: usize = 32;
 
 impl RecvStream {
     fn new(stream: quinn::RecvStream) -> Self {
         RecvStream {
-            stream,
-            buf: vec![0; READ_BUF].into_boxed_slice(),
+            // quinn's stream ids are valid QUIC stream ids, which are all below 2^62
+            id: StreamId::try_from(u64::from(stream.id())).expect("a QUIC stream id"),
+            stream: Some(stream),
+            reading: ReusableBoxFuture::new(async { unreachable!("polled before a read") }),
+            bufs: Vec::new(),
+            ready: VecDeque::new(),
+            finished: false,
+            stop: None,
         }
     }
 }
@@ -509,19 +536,52 @@ impl quic::RecvStream for RecvStream {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
-        let n = ready!(self.stream.poll_read(cx, &mut self.buf)).map_err(read_error)?;
-        // zero bytes into a non-empty buffer: the peer finished the stream
-        Poll::Ready(Ok((n > 0).then(|| Bytes::copy_from_slice(&self.buf[..n]))))
+        if let Some(chunk) = self.ready.pop_front() {
+            return Poll::Ready(Ok(Some(chunk)));
+        }
+        if self.finished {
+            return Poll::Ready(Ok(None));
+        }
+        if let Some(mut stream) = self.stream.take() {
+            let mut bufs = std::mem::take(&mut self.bufs);
+            bufs.resize(READ_CHUNKS, Bytes::new());
+            self.reading.set(async move {
+                let read = stream.read_chunks(&mut bufs).await;
+                (stream, bufs, read)
+            });
+        }
+        let (mut stream, mut bufs, read) = ready!(self.reading.poll(cx));
+        if let Some(code) = self.stop.take() {
+            let _ = stream.stop(code);
+        }
+        self.stream = Some(stream);
+        let read = read.map_err(read_error);
+        if let Ok(Some(n)) = read {
+            self.ready.extend(bufs.drain(..n));
+        }
+        bufs.clear();
+        self.bufs = bufs;
+        match read? {
+            Some(_) => Poll::Ready(Ok(self.ready.pop_front())),
+            None => {
+                self.finished = true;
+                Poll::Ready(Ok(None))
+            }
+        }
     }
 
     fn stop_sending(&mut self, error_code: u64) {
-        let _ = self
-            .stream
-            .stop(VarInt::from_u64(error_code).unwrap_or(VarInt::MAX));
+        let code = VarInt::from_u64(error_code).unwrap_or(VarInt::MAX);
+        match &mut self.stream {
+            Some(stream) => {
+                let _ = stream.stop(code);
+            }
+            None => self.stop = Some(code),
+        }
     }
 
     fn recv_id(&self) -> StreamId {
-        StreamId::try_from(u64::from(self.stream.id())).expect("a QUIC stream id")
+        self.id
     }
 }
 
