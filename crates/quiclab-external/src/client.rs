@@ -306,8 +306,7 @@ fn check_download(dir: &Path, path: &str) -> Result<u64, String> {
 
 /// The real-time priority of the threads that stamp the program's lines: a line is stamped
 /// when it is read, so the reader must wake as soon as it is written, however busy the host
-/// (ahead of every ordinary thread, the emulator's forwarding threads included: reading a line
-/// takes microseconds).
+/// (below the emulator's forwarding threads, which keep the path itself on time).
 const STAMP_PRIORITY: i32 = 5;
 
 fn read_lines(pipe: Box<dyn Read + Send>, tx: &mpsc::Sender<Line>) {

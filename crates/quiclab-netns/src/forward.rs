@@ -12,19 +12,22 @@
 //! written as read; other departures due together are coalesced again (GRO) and written as one
 //! super-packet, so the receiving kernel's work is per super-packet too.
 //!
-//! Timing: the threads run at the highest ordinary priority (nice -20) so that the endpoints,
-//! which share the CPU, hardly delay departures; they sleep in epoll with an absolute
-//! CLOCK_MONOTONIC timerfd (1 ns timer slack) and wake early by a learned margin, spinning the
-//! last stretch before a departure. They never spin while idle, and a duty budget keeps each
-//! under 80 % of a core in the long run, with CPU left for the endpoints.
+//! Timing: the threads sleep in epoll with an absolute CLOCK_MONOTONIC timerfd (1 ns timer
+//! slack) and wake early by a learned margin, spinning the last stretch before a departure.
+//! They never spin while idle, and a duty budget keeps each under 80 % of a core in the long
+//! run, with CPU left for the endpoints.
 //!
-//! Not a real-time class: a real-time thread that keeps a CPU busy (a link at a gigabit or more
-//! spins before nearly every departure) starves the ordinary threads on that CPU, and the
-//! kernel's fair server (Linux 6.12 and later) then runs them ahead of every real-time thread
+//! Scheduling class: the threads of a link that leaves them idle most of the time (a rate under
+//! [`FAST_LINK_BPS`]) run at a real-time priority (SCHED_FIFO), so that the endpoints sharing
+//! their CPU never delay a departure; those of a fast link (at or above it, or unlimited with
+//! offloads), which spin before nearly every departure, at the highest ordinary priority
+//! (nice -20). A real-time thread that keeps a CPU busy starves the ordinary threads on it, and
+//! the kernel's fair server (Linux 6.12 and later) then runs them ahead of every real-time thread
 //! for up to 50 ms. Measured on a 2-core virtual machine, one TCP flow through 1 Gbit/s and
-//! 5 ms: SCHED_FIFO departures were up to 50 ms late (p99 35 ms, 900 Mbit/s of goodput); at
-//! nice -20 at most 3 ms (p99 0.1 ms, 945 Mbit/s). Real-time endpoints (telemetry's) come
-//! before the emulator now, for the microseconds each of their sends takes.
+//! 5 ms: in the real-time class departures were up to 50 ms late (p99 35 ms, 900 Mbit/s of
+//! goodput), at nice -20 at most 3-6 ms (p99 0.1-0.5 ms, 945 Mbit/s). At campaign rates the
+//! real-time class stays: while concurrent trials kept both cores busy, nice -20 threads were
+//! held up to 7 ms (an ordinary thread runs out its slice before a woken one takes the CPU).
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -56,6 +59,11 @@ const DUTY: f64 = 0.8;
 const BURST: Duration = Duration::from_millis(10);
 /// Length of one forced sleep.
 const YIELD: Duration = Duration::from_micros(10);
+/// SCHED_FIFO priority of the forwarding threads of a link slower than [`FAST_LINK_BPS`].
+const REALTIME_PRIORITY: i32 = 10;
+/// From this rate on, a link's forwarding threads run in the ordinary class (see the module's
+/// notes): at 100 Mbit/s they already spin most of the time, at 500 Mbit/s without pause.
+pub const FAST_LINK_BPS: u64 = 500_000_000;
 
 /// What one direction did.
 #[derive(Debug)]
@@ -115,11 +123,14 @@ impl Forwarder {
     /// every packet event is written there as a JSON line. With `pcap`, a capture as the client
     /// sees it is written there: uplink packets as they leave the client (dropped ones too),
     /// downlink packets as they reach it, stamped with the real-time clock.
+    /// `realtime`: the threads run in the real-time class (for links slower than
+    /// [`FAST_LINK_BPS`]; see the module's notes).
     pub(crate) fn start(
         [client, server]: [SyncDevice; 2],
         [up, down]: [Pipeline<Frame>; 2],
         events: Option<Box<dyn Write + Send>>,
         pcap: Option<Box<dyn Write + Send>>,
+        realtime: bool,
     ) -> io::Result<Self> {
         client.set_nonblocking(true)?;
         server.set_nonblocking(true)?;
@@ -151,6 +162,7 @@ impl Forwarder {
         let mut down = Way::new(Direction::Down, down, server, client);
         // The client's view: what it sends as it is read, what it receives as it is written.
         up.capture_read = capture_tx.clone();
+        (up.realtime, down.realtime) = (realtime, realtime);
         down.capture_write = capture_tx;
         // A thread per direction: a departure never waits for the other direction's write, which
         // runs the receiving endpoint's network stack in the writer's context.
@@ -339,6 +351,8 @@ struct Way {
     capture_write: Option<CaptureSink>,
     /// The devices carry offload headers (see the module's notes), and the buffers for them.
     offload: Option<Offload>,
+    /// The thread runs in the real-time class (see the module's notes).
+    realtime: bool,
 }
 
 /// Buffers of a direction whose devices carry offload headers.
@@ -397,6 +411,7 @@ impl Way {
             capture_read: None,
             capture_write: None,
             offload,
+            realtime: true,
         }
     }
 
@@ -640,7 +655,9 @@ impl Way {
 
 fn run(mut way: Way, clock: Clock, stop: &EventFd, sink: EventSink) -> DirectionReport {
     sys::tight_timer_slack();
-    sys::highest_ordinary_priority();
+    if !(way.realtime && sys::realtime_priority(REALTIME_PRIORITY)) {
+        sys::highest_ordinary_priority();
+    }
     let error = forward_loop(&mut way, clock, stop, &sink)
         .err()
         .map(|e| format!("link emulator ({}): {e}", way.dir.as_str()));
@@ -836,5 +853,25 @@ impl WakeEstimate {
 
     fn margin(&self) -> Duration {
         (self.late + self.late / 4 + Duration::from_micros(5)).clamp(Self::MIN, Self::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_duty_budget_runs_out_after_a_burst_and_sleep_refills_it() {
+        let t0 = Duration::from_secs(1);
+        let mut b = DutyBudget::new(t0);
+        assert!(!b.spent(t0 + Duration::from_millis(5)));
+        // a burst longer than BURST spends the credit
+        assert!(b.spent(t0 + BURST + Duration::from_millis(1)));
+        // a millisecond asleep gives back 0.8 ms of credit (80 % duty)
+        b.slept(
+            t0 + BURST + Duration::from_millis(1),
+            t0 + BURST + Duration::from_millis(2),
+        );
+        assert!(!b.spent(t0 + BURST + Duration::from_millis(2)));
     }
 }

@@ -195,9 +195,9 @@ pub fn is_root() -> bool {
 }
 
 /// Gives this thread a real-time (SCHED_FIFO) priority so that ordinary threads competing for
-/// the CPU do not delay its wake-ups; for threads whose work is short (a real-time thread that
-/// keeps a CPU busy gets stalled, see [`highest_ordinary_priority`]). Returns false where that
-/// is not permitted.
+/// the CPU do not delay its wake-ups; for threads whose work is short (the kernel stalls a
+/// real-time thread that keeps a CPU busy, see `forward`). Returns false where that is not
+/// permitted.
 pub fn realtime_priority(priority: i32) -> bool {
     let p = libc::sched_param {
         sched_priority: priority,
@@ -206,13 +206,21 @@ pub fn realtime_priority(priority: i32) -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
-/// Gives this thread the highest ordinary priority (nice -20): ordinary threads competing for
-/// the CPU weigh 1/87 as much, so they hardly delay its wake-ups, and the kernel never stalls it
-/// to let them run as it does a real-time thread that starves them (see `forward`). Returns
-/// false where that is not permitted.
+/// Gives this thread the highest ordinary priority (nice -20; it holds whenever the thread is
+/// in the ordinary class): ordinary threads competing for the CPU weigh 1/87 as much, and the
+/// kernel never stalls it to let them run as it does a real-time thread that starves them (see
+/// `forward`). Returns false where that is not permitted.
 pub fn highest_ordinary_priority() -> bool {
     // SAFETY: on Linux, PRIO_PROCESS with who = 0 sets the calling thread's nice value only.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -20) == 0 }
+}
+
+/// Moves this thread to the ordinary class (SCHED_OTHER, at its nice value). Returns false
+/// where that failed.
+pub fn ordinary_class() -> bool {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: affects only the calling thread (pid 0); p is a valid sched_param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) == 0 }
 }
 
 /// Keeps memory the allocator has freed in the process instead of returning it to the kernel.

@@ -23,7 +23,7 @@ use quiclab_link::{Direction, LinkConfig, Pipeline};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
 use crate::error::{Context, Error, Result};
-use crate::forward::{DirectionReport, Forwarder};
+use crate::forward::{self, DirectionReport, Forwarder};
 use crate::ns::{Netns, PREFIX};
 use crate::segments::Frame;
 use crate::sys;
@@ -136,6 +136,16 @@ impl Drop for RunLock {
     }
 }
 
+/// A link whose forwarding threads are busy most of the time: a rate of
+/// [`forward::FAST_LINK_BPS`] or more either way, or no rate (nor trace) with offloads on, the
+/// devices' way to carry gigabits.
+fn is_fast(link: &LinkConfig, offloads: bool) -> bool {
+    [&link.up, &link.down].iter().any(|d| match d.rate {
+        Some(r) => r.bps() >= forward::FAST_LINK_BPS,
+        None => d.trace.is_none() && offloads,
+    })
+}
+
 /// The two namespaces and what joins them: TUN devices and the emulator, or a veth pair.
 pub struct Topology {
     id: String,
@@ -165,10 +175,11 @@ impl Topology {
             cfg.link.seed,
             cfg.events.is_some(),
         )?;
+        let fast = is_fast(&cfg.link, cfg.offloads);
         let link_mtu = cfg.link.up.mtu.into_iter().chain(cfg.link.down.mtu).max();
         let mtu = cfg.device_mtu.or(link_mtu).unwrap_or(1500);
         Self::with_tuns(mtu, cfg.offloads, |devices| {
-            Forwarder::start(devices, [up, down], cfg.events, cfg.pcap)
+            Forwarder::start(devices, [up, down], cfg.events, cfg.pcap, !fast)
         })
     }
 
@@ -362,4 +373,35 @@ impl Drop for Topology {
 /// The report of one direction.
 pub fn report(reports: &[DirectionReport], dir: Direction) -> Option<&DirectionReport> {
     reports.iter().find(|r| r.dir == dir)
+}
+
+#[cfg(test)]
+mod speed_tests {
+    use super::*;
+
+    fn link(up: Option<&str>, down: Option<&str>) -> LinkConfig {
+        let mut l = LinkConfig::default();
+        let none = |_: &str| -> std::result::Result<quiclab_link::Trace, String> {
+            Err("no files".into())
+        };
+        for (d, r) in [(&mut l.up, up), (&mut l.down, down)] {
+            if let Some(r) = r {
+                d.set("rate", r, &none).unwrap();
+            }
+        }
+        l
+    }
+
+    #[test]
+    fn gigabit_links_and_unlimited_offloaded_ones_are_fast() {
+        // campaign rates keep the real-time class, whatever the devices
+        assert!(!is_fast(&link(Some("10mbit"), Some("10mbit")), true));
+        assert!(!is_fast(&link(Some("100mbit"), None), false));
+        // a gigabit either way, or no rate with offloads (the devices' way to carry gigabits)
+        assert!(is_fast(&link(Some("1gbit"), Some("1gbit")), false));
+        assert!(is_fast(&link(Some("10mbit"), Some("5gbit")), false));
+        assert!(is_fast(&link(None, None), true));
+        // no rate without offloads: the real-time class, as for a plain wire in a campaign
+        assert!(!is_fast(&link(None, None), false));
+    }
 }

@@ -485,7 +485,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     }
 }
 
-/// The receiving half of a stream. It reads without copying: up to [`READ_CHUNKS`] of quinn's
+/// The receiving half of a stream. It reads without copying: up to 32 of quinn's
 /// received chunks at once (one look at the connection's state for all of them), handed to h3
 /// one by one as they are.
 pub struct RecvStream {

@@ -25,9 +25,8 @@
 //!
 //! - **Timing is the measurement**: a unit's latency includes how late its sender and receiver
 //!   ran. On a busy host ordinary threads wake milliseconds late, so the endpoints can run at a
-//!   real-time priority ([`use_realtime_priority`], [`REALTIME_PRIORITY`]), ahead of the link
-//!   emulator's threads (the highest ordinary priority), which their few microseconds a flush
-//!   hardly delay.
+//!   real-time priority ([`use_realtime_priority`], [`REALTIME_PRIORITY`]), below the link
+//!   emulator's, which keeps the link's departures on time.
 //!
 //! Apart from [`use_realtime_priority`], this module reads no clock and touches no socket:
 //! [`sender`] (the client, over `quiclab-tcp`'s and `quiclab-quic`'s connections) and
@@ -67,8 +66,9 @@ pub const MAX_UNITS_PER_SECOND: u32 = 1_000_000;
 /// minimum), with room for the packet's headers and tag.
 pub const MAX_FLUSH_UNITS: u32 = 128;
 
-/// The SCHED_FIFO priority of telemetry endpoints: above every ordinary thread, the link
-/// emulator's forwarding threads (nice -20) included.
+/// The SCHED_FIFO priority of telemetry endpoints: above every ordinary thread, below the link
+/// emulator's forwarding threads (10, while their link is not busy; a busy one leaves the
+/// real-time class, see `quiclab_netns::forward`).
 pub const REALTIME_PRIORITY: i32 = 5;
 
 /// Puts the calling thread in the SCHED_FIFO class at [`REALTIME_PRIORITY`]; threads it starts

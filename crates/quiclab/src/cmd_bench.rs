@@ -142,10 +142,13 @@ fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyh
     let dir = ScratchDir::new("iperf3")?;
     let log = dir.path().join("iperf3.json");
     let _ = std::fs::remove_file(&log);
+    // the server's messages go to a file (stopping it makes it say it was interrupted), read
+    // back only if the flow fails
+    let server_log = dir.path().join("server.log");
     let mut srv = Process::spawn(
         server,
         "iperf3 server",
-        "exec iperf3 -s -1 >/dev/null",
+        &format!("exec iperf3 -s -1 >/dev/null 2>{}", server_log.display()),
         &[],
         Mode::Background,
     )?;
@@ -167,7 +170,14 @@ fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyh
     srv.stop(Duration::from_millis(200));
     let flow = parse_iperf(&log).map(|f| Flow { cpu_s, ..f });
     if !st.success() {
-        bail!("iperf3 failed ({st}); is iperf3 installed? (.ci/setup installs it)");
+        let said = std::fs::read_to_string(&server_log).unwrap_or_default();
+        bail!(
+            "iperf3 failed ({st}); is iperf3 installed? (.ci/setup installs it){}",
+            match said.trim() {
+                "" => String::new(),
+                s => format!("; its server said: {s}"),
+            }
+        );
     }
     flow
 }

@@ -104,7 +104,7 @@ pub struct ServeCmd {
     /// (1 MB buffered) unless --quic-datagrams sets them.
     #[arg(long, value_name = "FILE")]
     telemetry_log: Option<PathBuf>,
-    /// Run at a real-time priority (SCHED_FIFO 5, ahead of every ordinary thread), so that a busy
+    /// Run at a real-time priority (SCHED_FIFO 5, below the link emulator's), so that a busy
     /// host does not delay reading what arrives; default: on with --telemetry-log (a unit's
     /// receive time is the measurement), off otherwise. Needs root.
     #[arg(long, value_name = "on|off", value_parser = on_off, action = clap::ArgAction::Set)]

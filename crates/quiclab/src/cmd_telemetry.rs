@@ -75,7 +75,7 @@ pub struct TelemetryCmd {
     /// How long to wait after the last flush for the server to have everything.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     drain: Duration,
-    /// Run at a real-time priority (SCHED_FIFO 5, ahead of every ordinary thread), so that a busy
+    /// Run at a real-time priority (SCHED_FIFO 5, below the link emulator's), so that a busy
     /// host does not add its scheduling delays to every unit's latency. Needs root; without
     /// it a warning is printed and the run goes on. The summary records which it was.
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = crate::cmd_serve::on_off, action = clap::ArgAction::Set)]
