@@ -312,18 +312,18 @@ fn a_dead_runs_namespaces_under_a_reused_pid_are_reclaimed() {
     assert!(median >= Duration::from_millis(10), "{median:?}");
 }
 
-#[test]
-fn a_senders_super_packets_cross_as_wire_size_segments() {
-    let _machine = exclusive();
-    let dir = std::env::temp_dir().join(format!("quiclab-segments-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("link.pcap");
-    // no impairment: the sender's kernel sends as fast as it can, in super-packets
+/// A one-second cubic upload through `link` between devices of MTU 1500 with offloads, and the
+/// uplink's report.
+fn offloaded_upload(
+    link: LinkConfig,
+    events: Option<Box<dyn std::io::Write + Send>>,
+    pcap: Option<Box<dyn std::io::Write + Send>>,
+) -> (probe::Goodput, DirectionReport) {
     let mut topo = Topology::start(TopologyConfig {
-        link: LinkConfig::default(),
+        link,
         device_mtu: Some(1500),
-        events: None,
-        pcap: Some(Box::new(std::fs::File::create(&pcap).unwrap())),
+        events,
+        pcap,
         offloads: true,
     })
     .expect("topology starts");
@@ -337,8 +337,21 @@ fn a_senders_super_packets_cross_as_wire_size_segments() {
         },
     )
     .expect("bulk transfer runs");
-    let up = uplink_report(&mut topo);
-    drop(topo);
+    (g, uplink_report(&mut topo))
+}
+
+#[test]
+fn a_senders_super_packets_cross_as_wire_size_segments() {
+    let _machine = exclusive();
+    let dir = std::env::temp_dir().join(format!("quiclab-segments-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("link.pcap");
+    // no impairment: the sender's kernel sends as fast as it can, in super-packets
+    let (g, up) = offloaded_upload(
+        LinkConfig::default(),
+        None,
+        Some(Box::new(std::fs::File::create(&pcap).unwrap())),
+    );
     assert!(g.bytes > 10_000_000, "{} bytes", g.bytes);
     // the kernel handed the emulator super-packets (offloads are on) ...
     assert!(up.super_packets > 0, "no super-packet read: {up:?}");
@@ -386,27 +399,11 @@ fn super_packets_leaving_together_are_written_as_read_and_a_loss_cuts_them() {
     let events = dir.join("events.jsonl");
     // 1 % loss on the way up and nothing else: a super-packet none of whose segments is lost
     // leaves whole, one with a loss must be cut into its segments and the rest coalesced
-    let link = selftest::uplink(&[("loss", "1%")], 11).unwrap();
-    let mut topo = Topology::start(TopologyConfig {
-        link,
-        device_mtu: Some(1500),
-        events: Some(Box::new(std::fs::File::create(&events).unwrap())),
-        pcap: None,
-        offloads: true,
-    })
-    .expect("topology starts");
-    let g = probe::tcp_goodput(
-        &topo,
-        &GoodputConfig {
-            flow: Flow::Upload,
-            congestion: "cubic".into(),
-            duration: Duration::from_secs(1),
-            ..GoodputConfig::default()
-        },
-    )
-    .expect("bulk transfer runs");
-    let up = uplink_report(&mut topo);
-    drop(topo);
+    let (g, up) = offloaded_upload(
+        selftest::uplink(&[("loss", "1%")], 11).unwrap(),
+        Some(Box::new(std::fs::File::create(&events).unwrap())),
+        None,
+    );
     let log = std::fs::read_to_string(&events).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     // TCP delivered in spite of the loss: the cut segments' checksums held
