@@ -172,6 +172,9 @@ pub(crate) fn take(buf: &mut Vec<u8>, n: usize, pools: &mut Pools) -> io::Result
         return Err(invalid("a super-packet with a segment size of 0".into()));
     }
     let payload = packet.len() - usize::from(hdr.hdr_len);
+    if payload == 0 {
+        return Err(invalid("a super-packet without payload".into()));
+    }
     let count = payload.div_ceil(usize::from(hdr.gso_size));
     let count = u16::try_from(count).map_err(|_| invalid(format!("{count} segments")))?;
     let sp = SuperPacket {
@@ -235,7 +238,10 @@ impl SuperPacket {
                 pools.give_segment(old);
             }
         }
-        Ok(std::mem::take(&mut segments[usize::from(seq)]))
+        segments
+            .get_mut(usize::from(seq))
+            .map(std::mem::take)
+            .ok_or_else(|| invalid(format!("no segment {seq} in {}", self.count)))
     }
 
     /// A copy of every segment's bytes (for a capture), leaving them cut for departure.
@@ -439,6 +445,12 @@ mod tests {
         assert!(
             take(&mut buf, n, &mut pools).is_err(),
             "TCPv6 offload on IPv4"
+        );
+        let mut buf = tcp_super_packet(0, 1448);
+        let n = buf.len();
+        assert!(
+            take(&mut buf, n, &mut pools).is_err(),
+            "headers without payload"
         );
         let mut buf = tcp_super_packet(5000, 1448);
         assert!(
