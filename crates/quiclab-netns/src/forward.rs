@@ -162,7 +162,6 @@ impl Forwarder {
         let mut down = Way::new(Direction::Down, down, server, client);
         // The client's view: what it sends as it is read, what it receives as it is written.
         up.capture_read = capture_tx.clone();
-        (up.realtime, down.realtime) = (realtime, realtime);
         down.capture_write = capture_tx;
         // A thread per direction: a departure never waits for the other direction's write, which
         // runs the receiving endpoint's network stack in the writer's context.
@@ -173,7 +172,7 @@ impl Forwarder {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("quiclab-{}", way.dir.as_str()))
-                    .spawn(move || run(way, clock, &stop, sink))?,
+                    .spawn(move || run(way, clock, &stop, sink, realtime))?,
             );
         }
         Ok(Forwarder {
@@ -334,6 +333,19 @@ fn write_pcap(w: Box<dyn Write + Send>, rx: mpsc::Receiver<(Duration, Vec<u8>)>)
     Ok(())
 }
 
+/// The next departure due by `now`, its lateness (the clock now, against when it was due)
+/// recorded.
+fn depart(
+    pipe: &mut Pipeline<Frame>,
+    lateness: &mut Histogram<u64>,
+    now: Duration,
+    clock: Clock,
+) -> Option<Frame> {
+    let d = pipe.poll_transmit(now)?;
+    lateness.saturating_record(clock.now().saturating_sub(d.at).as_nanos().max(1) as u64);
+    Some(d.data)
+}
+
 /// One direction as a forwarding thread sees it.
 struct Way {
     dir: Direction,
@@ -351,8 +363,6 @@ struct Way {
     capture_write: Option<CaptureSink>,
     /// The devices carry offload headers (see the module's notes), and the buffers for them.
     offload: Option<Offload>,
-    /// The thread runs in the real-time class (see the module's notes).
-    realtime: bool,
 }
 
 /// Buffers of a direction whose devices carry offload headers.
@@ -411,7 +421,6 @@ impl Way {
             capture_read: None,
             capture_write: None,
             offload,
-            realtime: true,
         }
     }
 
@@ -486,11 +495,8 @@ impl Way {
             return self.transmit_offload(clock);
         }
         let now = clock.now();
-        while let Some(d) = self.pipe.poll_transmit(now) {
-            let t = clock.now();
-            self.lateness
-                .saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
-            let Frame::Bytes(data) = d.data else {
+        while let Some(frame) = depart(&mut self.pipe, &mut self.lateness, now, clock) {
+            let Frame::Bytes(data) = frame else {
                 unreachable!("super-packets come only from devices with offloads")
             };
             if self.tx.send(&data).is_err() {
@@ -516,13 +522,10 @@ impl Way {
                 if o.due.len() >= DUE_BATCH && !unfinished {
                     break;
                 }
-                let Some(d) = self.pipe.poll_transmit(now) else {
+                let Some(frame) = depart(&mut self.pipe, &mut self.lateness, now, clock) else {
                     break;
                 };
-                let t = clock.now();
-                self.lateness
-                    .saturating_record(t.saturating_sub(d.at).as_nanos().max(1) as u64);
-                o.due.push(d.data);
+                o.due.push(frame);
             }
             let more = o.due.len() >= DUE_BATCH;
             let mut due = std::mem::take(&mut o.due);
@@ -653,9 +656,17 @@ impl Way {
     }
 }
 
-fn run(mut way: Way, clock: Clock, stop: &EventFd, sink: EventSink) -> DirectionReport {
+/// Forwards one direction until `stop`; `realtime`: in the real-time class (see the module's
+/// notes).
+fn run(
+    mut way: Way,
+    clock: Clock,
+    stop: &EventFd,
+    sink: EventSink,
+    realtime: bool,
+) -> DirectionReport {
     sys::tight_timer_slack();
-    if !(way.realtime && sys::realtime_priority(REALTIME_PRIORITY)) {
+    if !(realtime && sys::realtime_priority(REALTIME_PRIORITY)) {
         sys::highest_ordinary_priority();
     }
     let error = forward_loop(&mut way, clock, stop, &sink)

@@ -189,8 +189,7 @@ pub(crate) fn take(buf: &mut Vec<u8>, n: usize, pools: &mut Pools) -> io::Result
     };
     if count <= 1 {
         // one segment: the packet itself, with its checksum completed by the split
-        let mut raw = buf[..n].to_vec();
-        let mut segments = sp.cut(&mut raw, pools)?;
+        let mut segments = sp.cut(&mut buf[..n], pools)?;
         return Ok(Read::Packet(segments.pop().unwrap_or_default()));
     }
     let raw = if 2 * n >= buf.len() {

@@ -206,21 +206,12 @@ pub fn realtime_priority(priority: i32) -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
-/// Gives this thread the highest ordinary priority (nice -20; it holds whenever the thread is
-/// in the ordinary class): ordinary threads competing for the CPU weigh 1/87 as much, and the
+/// Gives this thread the highest ordinary priority (nice -20): ordinary threads competing for the CPU weigh 1/87 as much, and the
 /// kernel never stalls it to let them run as it does a real-time thread that starves them (see
 /// `forward`). Returns false where that is not permitted.
 pub fn highest_ordinary_priority() -> bool {
     // SAFETY: on Linux, PRIO_PROCESS with who = 0 sets the calling thread's nice value only.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -20) == 0 }
-}
-
-/// Moves this thread to the ordinary class (SCHED_OTHER, at its nice value). Returns false
-/// where that failed.
-pub fn ordinary_class() -> bool {
-    let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: affects only the calling thread (pid 0); p is a valid sched_param.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) == 0 }
 }
 
 /// Keeps memory the allocator has freed in the process instead of returning it to the kernel.

@@ -480,8 +480,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     }
 
     fn send_id(&self) -> StreamId {
-        // quinn's stream ids are valid QUIC stream ids, which are all below 2^62
-        StreamId::try_from(u64::from(self.stream.id())).expect("a QUIC stream id")
+        stream_id(self.stream.id())
     }
 }
 
@@ -503,6 +502,11 @@ pub struct RecvStream {
     stop: Option<VarInt>,
 }
 
+/// h3's name for a quinn stream id (quinn's are valid QUIC stream ids, all below 2^62).
+fn stream_id(id: quinn::StreamId) -> StreamId {
+    StreamId::try_from(u64::from(id)).expect("a QUIC stream id")
+}
+
 /// What a read gives back: the stream, the buffers, and how many of them it filled (`None`:
 /// the stream is finished).
 type ChunksRead = (
@@ -517,8 +521,7 @@ const READ_CHUNKS: usize = 32;
 impl RecvStream {
     fn new(stream: quinn::RecvStream) -> Self {
         RecvStream {
-            // quinn's stream ids are valid QUIC stream ids, which are all below 2^62
-            id: StreamId::try_from(u64::from(stream.id())).expect("a QUIC stream id"),
+            id: stream_id(stream.id()),
             stream: Some(stream),
             reading: ReusableBoxFuture::new(async { unreachable!("polled before a read") }),
             bufs: Vec::new(),
