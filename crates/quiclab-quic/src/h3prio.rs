@@ -3,7 +3,10 @@
 //!
 //! Contract:
 //! - [`Connection`] is an h3 transport over a `quinn::Connection`: it accepts and opens streams
-//!   and moves bytes exactly as h3-quinn does, and nothing else.
+//!   and moves bytes as h3-quinn does, with two savings: it reads without copying (see
+//!   [`RecvStream`]), and a response's payload that is a slice of the buffer the server named
+//!   ([`Connection::with_shared_payload`]) goes to quinn as a reference to that buffer, not as a
+//!   copy (h3 hands a frame over only as bytes to read).
 //! - Before the first byte of a response (its HEADERS frame) goes into a request stream, the
 //!   stream gets the quinn priority [`quinn_priority`] computes from the request's RFC 9218
 //!   priority (registered by the request handler in [`Urgencies`] under the stream's id; RFC
@@ -208,6 +211,7 @@ pub struct Connection {
     accepting_bi: Option<Pending<(quinn::SendStream, quinn::RecvStream)>>,
     accepting_uni: Option<Pending<quinn::RecvStream>>,
     opener: Opener,
+    shared: Option<Bytes>,
 }
 
 impl Connection {
@@ -223,7 +227,15 @@ impl Connection {
             urgencies,
             accepting_bi: None,
             accepting_uni: None,
+            shared: None,
         }
+    }
+
+    /// The same, sending what a response takes from `shared` (the server's one buffer that
+    /// response bodies are sliced from) without copying it.
+    pub fn with_shared_payload(mut self, shared: Bytes) -> Self {
+        self.shared = Some(shared);
+        self
     }
 
     /// The same, with a request stream the caller already accepted given out first.
@@ -334,6 +346,7 @@ impl<B: Buf> quic::Connection<B> for Connection {
         self.accepting_bi = None;
         let (send, recv) = accepted.map_err(connection_error)?;
         let mut send = SendStream::new(send, Some((self.scheduling, self.urgencies.clone())));
+        send.shared = self.shared.clone();
         let index = send.stream.id().index();
         self.urgencies.accepted(index);
         send.turn = Some(Turn {
@@ -366,6 +379,8 @@ pub struct SendStream<B: Buf> {
     prioritize: Option<(Scheduling, Urgencies)>,
     /// FIFO: this response's place in the connection's order.
     turn: Option<Turn>,
+    /// The buffer whose slices are written by reference.
+    shared: Option<Bytes>,
 }
 
 struct Turn {
@@ -384,6 +399,7 @@ impl<B: Buf> SendStream<B> {
             writing: None,
             prioritize,
             turn: None,
+            shared: None,
         }
     }
 
@@ -424,7 +440,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
         }
         if let Some(data) = &mut self.writing {
             while data.has_remaining() {
-                let n = match Pin::new(&mut self.stream).poll_write(cx, data.chunk()) {
+                let n = match write_some(&mut self.stream, self.shared.as_ref(), cx, data.chunk()) {
                     Poll::Ready(n) => n.map_err(write_error)?,
                     Poll::Pending => {
                         // quinn's send buffer is full: the order of what it holds is its own
@@ -500,6 +516,32 @@ pub struct RecvStream {
     /// A STOP_SENDING asked for while a read held the stream: sent when it returns (or, if no
     /// more data ever comes, when the stream is dropped, which stops it with code 0).
     stop: Option<VarInt>,
+}
+
+/// Writes as much of `chunk` as quinn takes now: by reference when it lies in `shared`, else
+/// copied.
+fn write_some(
+    stream: &mut quinn::SendStream,
+    shared: Option<&Bytes>,
+    cx: &mut Context<'_>,
+    chunk: &[u8],
+) -> Poll<Result<usize, quinn::WriteError>> {
+    match shared.filter(|s| holds(s, chunk)) {
+        Some(shared) => {
+            let mut bufs = [shared.slice_ref(chunk)];
+            // polled once and dropped: quinn's chunk write takes nothing unless it is ready
+            // (and wakes this task when there is room)
+            let write = std::pin::pin!(stream.write_chunks(&mut bufs));
+            write.poll(cx).map_ok(|w| w.bytes)
+        }
+        None => Pin::new(stream).poll_write(cx, chunk),
+    }
+}
+
+/// Whether `chunk` is a non-empty part of `buffer`'s memory.
+fn holds(buffer: &Bytes, chunk: &[u8]) -> bool {
+    let (outer, inner) = (buffer.as_ptr_range(), chunk.as_ptr_range());
+    !chunk.is_empty() && outer.start <= inner.start && inner.end <= outer.end
 }
 
 /// h3's name for a quinn stream id (quinn's are valid QUIC stream ids, all below 2^62).

@@ -816,7 +816,8 @@ async fn serve_h3(
     on_error: Arc<impl Fn(QuicConnectionError) + Send + Sync + 'static>,
 ) -> Result<(), QuicConnectionError> {
     let urgencies = h3prio::Urgencies::default();
-    let mut transport = h3prio::Connection::new(conn.clone(), routes.scheduling, urgencies.clone());
+    let mut transport = h3prio::Connection::new(conn.clone(), routes.scheduling, urgencies.clone())
+        .with_shared_payload(routes.pattern.clone());
     if let Some(first) = early_request {
         transport = transport.with_first_stream(first);
     }
