@@ -233,6 +233,17 @@ fn parse_index_list(key: &str, value: &str) -> Result<Vec<u64>, ConfigError> {
 }
 
 impl DirectionConfig {
+    /// Whether a packet can be held to a later time: by a rate or trace (serialisation and
+    /// queueing), a delay, jitter or reordering. Without any, every packet the direction does not
+    /// drop leaves the moment it arrives.
+    pub fn holds_packets(&self) -> bool {
+        self.rate.is_some()
+            || self.trace.is_some()
+            || !self.delay.is_zero()
+            || !self.jitter.is_zero()
+            || self.reorder > 0.0
+    }
+
     /// Sets `key` from its human string. `load` reads a file (for `trace`); the core does no I/O.
     pub fn set(
         &mut self,

@@ -845,3 +845,48 @@ fn schedules_do_not_depend_on_when_the_runtime_wakes() {
         );
     }
 }
+
+#[test]
+fn a_direction_that_holds_no_packet_sends_each_as_it_arrives() {
+    let arrivals = periodic(400, Duration::ZERO, us(100), 1000);
+    // every stage but the holding ones: each packet not dropped leaves at its arrival
+    let passing: &[(&str, &str)] = &[
+        ("mtu", "1500"),
+        ("loss", "5%"),
+        ("duplicate", "3%"),
+        ("outage", "10ms-20ms"),
+        ("drop-packets", "2,4"),
+    ];
+    assert!(!config(passing, "").holds_packets());
+    let run = run_all_ways(|| pipeline(passing, 7, true), &arrivals);
+    // the outage alone drops the 100 packets in its 10 ms; loss and the listed drops some more
+    assert!(
+        run.deps.len() > 200 && run.deps.len() < 300,
+        "{}",
+        run.deps.len()
+    );
+    for d in &run.deps {
+        assert_eq!(
+            d.at, arrivals[d.index as usize].at,
+            "packet {} held",
+            d.index
+        );
+    }
+    // each holding key alone makes a direction hold packets, and then some packet is held
+    for pair in [
+        ("rate", "10mbit"),
+        ("delay", "1ms"),
+        ("jitter", "1ms"),
+        ("reorder", "50%"),
+    ] {
+        let pairs = [pair];
+        assert!(config(&pairs, "").holds_packets(), "{pair:?}");
+        let run = run_all_ways(|| pipeline(&pairs, 7, true), &arrivals);
+        assert!(
+            run.deps
+                .iter()
+                .any(|d| d.at > arrivals[d.index as usize].at),
+            "{pair:?} held nothing"
+        );
+    }
+}

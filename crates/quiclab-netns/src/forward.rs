@@ -17,17 +17,23 @@
 //! They never spin while idle, and a duty budget keeps each under 80 % of a core in the long
 //! run, with CPU left for the endpoints.
 //!
-//! Scheduling class: the threads of a link that leaves them idle most of the time (a rate under
-//! [`FAST_LINK_BPS`]) run at a real-time priority (SCHED_FIFO), so that the endpoints sharing
-//! their CPU never delay a departure; those of a fast link (at or above it, or unlimited with
-//! offloads), which spin before nearly every departure, at the highest ordinary priority
-//! (nice -20). A real-time thread that keeps a CPU busy starves the ordinary threads on it, and
-//! the kernel's fair server (Linux 6.12 and later) then runs them ahead of every real-time thread
-//! for up to 50 ms. Measured on a 2-core virtual machine, one TCP flow through 1 Gbit/s and
-//! 5 ms: in the real-time class departures were up to 50 ms late (p99 35 ms, 900 Mbit/s of
-//! goodput), at nice -20 at most 3-6 ms (p99 0.1-0.5 ms, 945 Mbit/s). At campaign rates the
-//! real-time class stays: while concurrent trials kept both cores busy, nice -20 threads were
-//! held up to 7 ms (an ordinary thread runs out its slice before a woken one takes the CPU).
+//! Scheduling class ([`ThreadClass`]): the threads of a link that leaves them idle most of the
+//! time (a rate under [`FAST_LINK_BPS`]) run at a real-time priority (SCHED_FIFO), so that the
+//! endpoints sharing their CPU never delay a departure; those of a fast link (at or above it, or
+//! unlimited with offloads), which spin before nearly every departure, at the highest ordinary
+//! priority (nice -20). A real-time thread that keeps a CPU busy starves the ordinary threads on
+//! it, and the kernel's fair server (Linux 6.12 and later) then runs them ahead of every
+//! real-time thread for up to 50 ms. Measured on a 2-core virtual machine, one TCP flow through
+//! 1 Gbit/s and 5 ms: in the real-time class departures were up to 50 ms late (p99 35 ms,
+//! 900 Mbit/s of goodput), at nice -20 at most 3-6 ms (p99 0.1-0.5 ms, 945 Mbit/s). At campaign
+//! rates the real-time class stays: while concurrent trials kept both cores busy, nice -20
+//! threads were held up to 7 ms (an ordinary thread runs out its slice before a woken one takes
+//! the CPU). A link with offloads that holds no packet at all (no rate, trace, delay, jitter or
+//! reordering: every departure is due as it arrives, so none can be late) keeps the endpoints'
+//! own class: its threads do much of the endpoints' work (a TUN write runs the receiver's
+//! network stack), and at nice -20 they took the CPU from the sender. One TCP flow at MTU 9000
+//! carried 25.1-26.0 Gbit/s so against 20.3-21.1 at nice -20 (nice -5: 22.9-25.6, with a 1 Gbit/s
+//! link's p99 lateness at 110-152 us against 73-89 at nice -20).
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -64,6 +70,17 @@ const REALTIME_PRIORITY: i32 = 10;
 /// From this rate on, a link's forwarding threads run in the ordinary class (see the module's
 /// notes): at 100 Mbit/s they already spin most of the time, at 500 Mbit/s without pause.
 pub const FAST_LINK_BPS: u64 = 500_000_000;
+
+/// How a link's forwarding threads are scheduled (see the module's notes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ThreadClass {
+    /// SCHED_FIFO at [`REALTIME_PRIORITY`] (nice -20 where that is refused): a slow link.
+    RealTime,
+    /// The ordinary class at nice -20: a fast link with departures to keep on time.
+    Urgent,
+    /// The ordinary class at the endpoints' own nice value: a link that holds no packet.
+    Shared,
+}
 
 /// What one direction did.
 #[derive(Debug)]
@@ -123,14 +140,13 @@ impl Forwarder {
     /// every packet event is written there as a JSON line. With `pcap`, a capture as the client
     /// sees it is written there: uplink packets as they leave the client (dropped ones too),
     /// downlink packets as they reach it, stamped with the real-time clock.
-    /// `realtime`: the threads run in the real-time class (for links slower than
-    /// [`FAST_LINK_BPS`]; see the module's notes).
+    /// `class`: how the threads are scheduled.
     pub(crate) fn start(
         [client, server]: [SyncDevice; 2],
         [up, down]: [Pipeline<Frame>; 2],
         events: Option<Box<dyn Write + Send>>,
         pcap: Option<Box<dyn Write + Send>>,
-        realtime: bool,
+        class: ThreadClass,
     ) -> io::Result<Self> {
         client.set_nonblocking(true)?;
         server.set_nonblocking(true)?;
@@ -172,7 +188,7 @@ impl Forwarder {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("quiclab-{}", way.dir.as_str()))
-                    .spawn(move || run(way, clock, &stop, sink, realtime))?,
+                    .spawn(move || run(way, clock, &stop, sink, class))?,
             );
         }
         Ok(Forwarder {
@@ -656,18 +672,21 @@ impl Way {
     }
 }
 
-/// Forwards one direction until `stop`; `realtime`: in the real-time class (see the module's
-/// notes).
+/// Forwards one direction until `stop`, its thread scheduled as `class` says.
 fn run(
     mut way: Way,
     clock: Clock,
     stop: &EventFd,
     sink: EventSink,
-    realtime: bool,
+    class: ThreadClass,
 ) -> DirectionReport {
     sys::tight_timer_slack();
-    if !(realtime && sys::realtime_priority(REALTIME_PRIORITY)) {
-        sys::highest_ordinary_priority();
+    match class {
+        ThreadClass::RealTime if sys::realtime_priority(REALTIME_PRIORITY) => {}
+        ThreadClass::RealTime | ThreadClass::Urgent => {
+            sys::highest_ordinary_priority();
+        }
+        ThreadClass::Shared => {}
     }
     let error = forward_loop(&mut way, clock, stop, &sink)
         .err()

@@ -23,7 +23,7 @@ use quiclab_link::{Direction, LinkConfig, Pipeline};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
 use crate::error::{Context, Error, Result};
-use crate::forward::{self, DirectionReport, Forwarder};
+use crate::forward::{self, DirectionReport, Forwarder, ThreadClass};
 use crate::ns::{Netns, PREFIX};
 use crate::segments::Frame;
 use crate::sys;
@@ -136,14 +136,25 @@ impl Drop for RunLock {
     }
 }
 
-/// A link whose forwarding threads are busy most of the time: a rate of
-/// [`forward::FAST_LINK_BPS`] or more either way, or no rate (nor trace) with offloads on, the
-/// devices' way to carry gigabits.
-fn is_fast(link: &LinkConfig, offloads: bool) -> bool {
-    [&link.up, &link.down].iter().any(|d| match d.rate {
+/// How a link's forwarding threads are scheduled (see `forward`'s notes): the endpoints' own
+/// class for a link with offloads that holds no packet; nice -20 for a link whose threads are
+/// busy most of the time, a rate of [`forward::FAST_LINK_BPS`] or more either way, or no rate
+/// (nor trace) with offloads on, the devices' way to carry gigabits; the real-time class for
+/// the others.
+fn thread_class(link: &LinkConfig, offloads: bool) -> ThreadClass {
+    let dirs = [&link.up, &link.down];
+    if offloads && !dirs.iter().any(|d| d.holds_packets()) {
+        return ThreadClass::Shared;
+    }
+    let fast = dirs.iter().any(|d| match d.rate {
         Some(r) => r.bps() >= forward::FAST_LINK_BPS,
         None => d.trace.is_none() && offloads,
-    })
+    });
+    if fast {
+        ThreadClass::Urgent
+    } else {
+        ThreadClass::RealTime
+    }
 }
 
 /// The two namespaces and what joins them: TUN devices and the emulator, or a veth pair.
@@ -175,11 +186,11 @@ impl Topology {
             cfg.link.seed,
             cfg.events.is_some(),
         )?;
-        let fast = is_fast(&cfg.link, cfg.offloads);
+        let class = thread_class(&cfg.link, cfg.offloads);
         let link_mtu = cfg.link.up.mtu.into_iter().chain(cfg.link.down.mtu).max();
         let mtu = cfg.device_mtu.or(link_mtu).unwrap_or(1500);
         Self::with_tuns(mtu, cfg.offloads, |devices| {
-            Forwarder::start(devices, [up, down], cfg.events, cfg.pcap, !fast)
+            Forwarder::start(devices, [up, down], cfg.events, cfg.pcap, class)
         })
     }
 
@@ -393,15 +404,38 @@ mod speed_tests {
     }
 
     #[test]
-    fn gigabit_links_and_unlimited_offloaded_ones_are_fast() {
+    fn thread_class_follows_rate_offloads_and_what_the_link_holds() {
+        use ThreadClass::*;
         // campaign rates keep the real-time class, whatever the devices
-        assert!(!is_fast(&link(Some("10mbit"), Some("10mbit")), true));
-        assert!(!is_fast(&link(Some("100mbit"), None), false));
+        assert_eq!(
+            thread_class(&link(Some("10mbit"), Some("10mbit")), true),
+            RealTime
+        );
+        assert_eq!(thread_class(&link(Some("100mbit"), None), false), RealTime);
         // a gigabit either way, or no rate with offloads (the devices' way to carry gigabits)
-        assert!(is_fast(&link(Some("1gbit"), Some("1gbit")), false));
-        assert!(is_fast(&link(Some("10mbit"), Some("5gbit")), false));
-        assert!(is_fast(&link(None, None), true));
+        assert_eq!(
+            thread_class(&link(Some("1gbit"), Some("1gbit")), false),
+            Urgent
+        );
+        assert_eq!(
+            thread_class(&link(Some("10mbit"), Some("5gbit")), false),
+            Urgent
+        );
+        let mut delayed = link(None, None);
+        delayed
+            .down
+            .set("delay", "1ms", &|_| Err("no files".into()))
+            .unwrap();
+        assert_eq!(thread_class(&delayed, true), Urgent);
         // no rate without offloads: the real-time class, as for a plain wire in a campaign
-        assert!(!is_fast(&link(None, None), false));
+        assert_eq!(thread_class(&link(None, None), false), RealTime);
+        // offloads and nothing held: every departure is due on arrival, none can be late
+        let mut lossy = link(None, None);
+        lossy
+            .up
+            .set("loss", "1%", &|_| Err("no files".into()))
+            .unwrap();
+        assert_eq!(thread_class(&link(None, None), true), Shared);
+        assert_eq!(thread_class(&lossy, true), Shared);
     }
 }
