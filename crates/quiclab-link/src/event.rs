@@ -132,6 +132,12 @@ impl Counters {
     pub fn dropped_total(&self) -> u64 {
         DropReason::ALL.iter().map(|&r| self.dropped(r)).sum()
     }
+
+    /// Packets still inside the link (queued, being serialised or delayed): every packet in,
+    /// and every duplicate made, either left, was dropped, or is still there.
+    pub fn in_flight(&self) -> u64 {
+        (self.packets_in + self.duplicated).saturating_sub(self.packets_out + self.dropped_total())
+    }
 }
 
 /// Where stages report what they did. Counters are always kept; events only when logging is on.

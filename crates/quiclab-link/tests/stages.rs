@@ -890,3 +890,43 @@ fn a_direction_that_holds_no_packet_sends_each_as_it_arrives() {
         );
     }
 }
+
+#[test]
+fn packets_in_flight_are_what_neither_left_nor_was_dropped() {
+    // 10 Mbit/s, 20 ms, a 20-packet queue, loss and duplicates: 100 packets of 1000 bytes
+    // arrive in a burst at t = 0; each takes 800 us to serialise.
+    let mut p = pipeline(
+        &[
+            ("rate", "10mbit"),
+            ("delay", "20ms"),
+            ("queue", "20pkt"),
+            ("loss", "10%"),
+            ("duplicate", "10%"),
+        ],
+        3,
+        false,
+    );
+    for i in 0..100 {
+        p.push(Duration::ZERO, payload(i, 1000));
+    }
+    let c = p.counters().clone();
+    // nothing has left yet: every packet not dropped is inside
+    assert_eq!(c.packets_out, 0);
+    assert!(c.dropped_total() > 0);
+    assert_eq!(c.in_flight(), 100 + c.duplicated - c.dropped_total());
+    // at 10 ms the first packet is still in its 20 ms delay: still none out
+    while p.poll_transmit(ms(10)).is_some() {}
+    assert_eq!(p.counters().in_flight(), c.in_flight());
+    // after the queue drained (at most 21 x 800 us) and the delay passed: all out
+    let mut out = 0;
+    while p.poll_transmit(ms(100)).is_some() {
+        out += 1;
+    }
+    let end = p.counters();
+    assert_eq!(out, end.packets_out);
+    assert_eq!(end.in_flight(), 0);
+    assert_eq!(
+        end.packets_in + end.duplicated,
+        end.packets_out + end.dropped_total()
+    );
+}

@@ -37,12 +37,28 @@ impl Process {
         env: &[(String, String)],
         mode: Mode,
     ) -> Result<Self> {
+        Self::spawn_with_stdout(ns, label, cmd, env, mode, Stdio::inherit())
+    }
+
+    /// [`Process::spawn`], with the command's standard output going to `stdout` instead of
+    /// quiclab's.
+    pub fn spawn_with_stdout(
+        ns: &Netns,
+        label: &str,
+        cmd: &str,
+        env: &[(String, String)],
+        mode: Mode,
+        stdout: Stdio,
+    ) -> Result<Self> {
         let nsfile = std::fs::File::open(ns.path())
             .context(|| format!("cannot open namespace {}", ns.name()))?;
         let nsfd = nsfile.as_raw_fd();
         let group = mode != Mode::Interactive;
         let mut c = Command::new("sh");
-        c.arg("-c").arg(cmd).envs(env.iter().map(|(k, v)| (k, v)));
+        c.arg("-c")
+            .arg(cmd)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(stdout);
         if mode == Mode::Background {
             c.stdin(Stdio::null());
         }

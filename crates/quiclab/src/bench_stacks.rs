@@ -1,6 +1,7 @@
 //! `quiclab bench stacks`: bulk throughput and CPU cost per byte of HTTP/2 over TLS/TCP and
 //! HTTP/3 over QUIC on a direct veth pair, the NTT study's comparison on one machine.
 
+use crate::usage::usage;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -94,10 +95,10 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
     }
     let perf = bench_perf::locate(b.quinn_perf.as_deref());
     if let (None, Some(p)) = (&perf, &b.quinn_perf) {
-        bail!("--quinn-perf {}: no such executable", p.display());
+        usage!("--quinn-perf {}: no such executable", p.display());
     }
     if !quiclab_netns::sys::is_root() {
-        bail!("quiclab bench stacks creates network namespaces: run it as root");
+        usage!("quiclab bench stacks creates network namespaces: run it as root");
     }
     let signals = Signals::install()?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -1,6 +1,7 @@
 //! `quiclab external`: run an external stack's server or client (a stack file's programs) the
 //! way a trial does, and turn what they print into quiclab's records.
 
+use crate::usage::{Usage, usage};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -55,11 +56,11 @@ impl StackArgs {
         let mut knobs = Vec::new();
         for kv in &self.knobs {
             let Some((k, v)) = kv.split_once('=') else {
-                bail!("--knob {kv:?}: give KEY=VALUE");
+                usage!("--knob {kv:?}: give KEY=VALUE");
             };
             let Some(knob) = def.knob(k) else {
                 let keys: Vec<&str> = def.knobs.iter().map(|k| k.key.as_str()).collect();
-                bail!(
+                usage!(
                     "--knob {kv:?}: stack {:?} has no knob {k:?}; its knobs: {}",
                     def.name,
                     keys.join(", ")
@@ -67,7 +68,7 @@ impl StackArgs {
             };
             let v = knob
                 .check(v)
-                .map_err(|why| anyhow::anyhow!("--knob {kv:?}: {why}"))?;
+                .map_err(|why| Usage(format!("--knob {kv:?}: {why}")))?;
             knobs.push((k.to_string(), v));
         }
         Ok((def, knobs))

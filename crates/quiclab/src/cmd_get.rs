@@ -1,6 +1,7 @@
 //! `quiclab get`: fetch URLs over HTTP/1.1 or HTTP/2 (TCP+TLS) or HTTP/3 (QUIC) and report every
 //! request as a record.
 
+use crate::usage::usage;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_coded_udp as coded;
@@ -196,13 +197,13 @@ fn http3(c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
 
 fn refuse_for_coded(c: &GetCmd) -> anyhow::Result<()> {
     if c.tcp.any() || c.resume {
-        anyhow::bail!(
+        usage!(
             "--tcp-cc, --tfo and --resume do not apply to the coded transport (it has its \
              own rate control, and no session resumption or 0-RTT)"
         );
     }
     if c.upload.is_some() {
-        anyhow::bail!(
+        usage!(
             "--upload: the coded transport's client only downloads; allowed with --http 1.1, 2 or 3"
         );
     }

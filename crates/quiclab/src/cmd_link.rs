@@ -1,7 +1,8 @@
 //! `quiclab link` and `quiclab clean`.
 
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
+use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -9,9 +10,11 @@ use clap::Args;
 use quiclab_link::{Counters, DropReason, units};
 use quiclab_netns::topology::{CLIENT_V4, SERVER_V4};
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
+use serde_json::{Value, json};
 
 use crate::linkargs::LinkArgs;
 use crate::signals::Signals;
+use crate::usage;
 
 /// Run a server command and a client command on either side of an emulated link.
 ///
@@ -20,6 +23,11 @@ use crate::signals::Signals;
 /// their environment. quiclab waits (up to --wait) for the server to open a socket, runs the
 /// client to completion and exits with the client's exit code. Without --client, an interactive
 /// shell opens in the client namespace.
+///
+/// Output: quiclab's standard output carries the client's output only (and, with --json, a
+/// summary of the link as its last line); the server's output goes to standard error or to
+/// --server-output, and quiclab's own messages to standard error. So a client's JSON can be
+/// piped on: quiclab link ... --client 'quiclab get --json URL' | jq .
 ///
 /// Example:
 ///   quiclab link --rate 10mbit --delay 25ms --loss 1% --seed 7 \
@@ -43,9 +51,19 @@ pub struct LinkCmd {
     /// timestamps. With SSLKEYLOGFILE set for the endpoints, Wireshark decrypts TLS and QUIC.
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
-    /// How long to wait for the server command to open a socket before starting the client.
+    /// Where the server command's standard output goes (default: quiclab's standard error).
+    #[arg(long, value_name = "FILE")]
+    server_output: Option<std::path::PathBuf>,
+    /// How long to wait for the server command to open a socket before starting the client; a
+    /// server that opens none by then is an error (exit 1). 0s: start the client at once.
     #[arg(long, value_name = "TIME", default_value = "3s", value_parser = parse_time)]
     wait: Duration,
+    /// After the client's output, print a summary of the link as one JSON object on the last
+    /// line of standard output: the link's id and seed, the client's exit code, and per
+    /// direction the packets in, out, dropped (by reason), duplicated and still in flight, the
+    /// largest backlog and the departure lateness.
+    #[arg(long)]
+    json: bool,
     /// MTU of the namespaces' devices (default: the link MTU, or 1500). Set it above --mtu to
     /// let oversized packets reach the link, which drops and counts them.
     #[arg(long, value_name = "BYTES")]
@@ -121,13 +139,28 @@ pub fn link(c: LinkCmd) -> anyhow::Result<i32> {
     );
     let env = topo.env();
     let mut server = match &c.server {
-        Some(cmd) => Some(Process::spawn(
-            topo.ns(Side::Server),
-            "server",
-            cmd,
-            &env,
-            Mode::Background,
-        )?),
+        Some(cmd) => {
+            let stdout = match &c.server_output {
+                Some(p) => Stdio::from(
+                    quiclab_store::output::create(p)
+                        .context("--server-output: cannot create the file")?,
+                ),
+                None => Stdio::from(
+                    std::io::stderr()
+                        .as_fd()
+                        .try_clone_to_owned()
+                        .context("cannot pass standard error to the server")?,
+                ),
+            };
+            Some(Process::spawn_with_stdout(
+                topo.ns(Side::Server),
+                "server",
+                cmd,
+                &env,
+                Mode::Background,
+                stdout,
+            )?)
+        }
         None => None,
     };
     if let Some(s) = &mut server {
@@ -192,10 +225,57 @@ pub fn link(c: LinkCmd) -> anyhow::Result<i32> {
             eprintln!("quiclab: error: {e}");
         }
     }
+    let id = topo.id().to_string();
     drop(topo);
-    Ok(match status {
+    let code = match status {
         Some(st) => exit_code(st),
-        None => 130,
+        None => usage::INTERRUPTED,
+    };
+    if c.json {
+        println!("{}", summary_json(&id, cfg.seed, code, &reports));
+    }
+    Ok(code)
+}
+
+/// `--json`'s summary object.
+fn summary_json(id: &str, seed: u64, client_exit: i32, reports: &[DirectionReport]) -> Value {
+    let directions: Vec<Value> = reports
+        .iter()
+        .map(|r| {
+            let c = &r.counters;
+            let dropped: serde_json::Map<String, Value> = DropReason::ALL
+                .iter()
+                .map(|&d| (d.as_str().to_string(), c.dropped(d).into()))
+                .collect();
+            let lateness = (!r.lateness_ns.is_empty()).then(|| {
+                json!({
+                    "p50": r.lateness_us(0.5),
+                    "p99": r.lateness_us(0.99),
+                    "max": r.lateness_ns.max() as f64 / 1000.0,
+                })
+            });
+            json!({
+                "direction": r.dir.as_str(),
+                "packets_in": c.packets_in,
+                "bytes_in": c.bytes_in,
+                "packets_out": c.packets_out,
+                "bytes_out": c.bytes_out,
+                "dropped": dropped,
+                "duplicated": c.duplicated,
+                "in_flight": c.in_flight(),
+                "max_backlog_bytes": c.max_backlog_bytes,
+                "lateness_us": lateness,
+                "device_drops": r.device_drops,
+                "write_errors": r.write_errors,
+                "error": r.error,
+            })
+        })
+        .collect();
+    json!({
+        "link": id,
+        "seed": seed,
+        "client_exit": client_exit,
+        "directions": directions,
     })
 }
 
@@ -208,6 +288,9 @@ fn wait_for_socket(server: &mut Process, wait: Duration, signals: &Signals) -> a
     let Some(pid) = server.pid() else {
         return Ok(());
     };
+    if wait.is_zero() {
+        return Ok(());
+    }
     let deadline = Instant::now() + wait;
     while Instant::now() < deadline && !signals.any() {
         if let Some(st) = server.try_wait()? {
@@ -218,7 +301,14 @@ fn wait_for_socket(server: &mut Process, wait: Duration, signals: &Signals) -> a
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    Ok(())
+    if signals.any() {
+        return Ok(());
+    }
+    bail!(
+        "the server command opened no socket within --wait {}: give it longer (e.g. --wait 10s), \
+         or --wait 0s to start the client without waiting",
+        units::format_duration(wait)
+    )
 }
 
 /// Any listening TCP or bound UDP socket in the network namespace of `pid`.
@@ -260,7 +350,7 @@ fn summary(r: &DirectionReport) -> String {
         String::new()
     };
     format!(
-        "{name}: {} packets in, {} out, {} dropped{}{}, max backlog {} bytes{late}",
+        "{name}: {} packets in, {} out, {} dropped{}{}{}, max backlog {} bytes{late}",
         c.packets_in,
         c.packets_out,
         c.dropped_total(),
@@ -273,6 +363,10 @@ fn summary(r: &DirectionReport) -> String {
             format!(", {} duplicated", c.duplicated)
         } else {
             String::new()
+        },
+        match c.in_flight() {
+            0 => String::new(),
+            n => format!(", {n} still in flight when the link stopped"),
         },
         c.max_backlog_bytes,
     )

@@ -1,6 +1,7 @@
 //! `quiclab page`: load a web page (a manifest of resources) like a browser and report every
 //! resource's request, first and last byte.
 
+use crate::usage::usage;
 use anyhow::Context;
 use clap::Args;
 use quiclab_endpoint::tls::KxGroup;
@@ -141,7 +142,7 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let Some(url) = &c.url else {
-        anyhow::bail!("give the server's URL, e.g. https://$QUICLAB_SERVER");
+        usage!("give the server's URL, e.g. https://$QUICLAB_SERVER");
     };
     let (ca_pem, groups) = c.trust.load()?;
     let loader = LOADERS

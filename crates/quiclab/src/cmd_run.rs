@@ -1,5 +1,6 @@
 //! `quiclab run`, `quiclab report` and `quiclab export`: campaigns from plans to reports.
 
+use crate::usage::{self, usage};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use quiclab_runner::campaign::{self, Progress, RunOptions};
@@ -106,7 +107,7 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
         (text.to_string(), format!("built-in {name}"))
     } else {
         let names: Vec<_> = BUILT_IN.iter().map(|(n, _)| *n).collect();
-        bail!(
+        usage!(
             "no plan file {arg:?} and no built-in plan of that name; built-in plans: {}",
             names.join(", ")
         );
@@ -343,7 +344,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     let plan = load_plan(c.plan.as_deref(), profile)?;
     let missing = plan.missing();
     if !missing.is_empty() {
-        bail!(
+        usage!(
             "plan {} cannot run on this machine:\n  {}",
             plan.source,
             missing.join("\n  ")
@@ -351,7 +352,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     }
     let jobs = c.jobs.unwrap_or_else(|| campaign::auto_jobs(&plan));
     if jobs == 0 {
-        bail!("--jobs 0: allowed: 1 or more");
+        usage!("--jobs 0: allowed: 1 or more");
     }
     let out = c
         .out
@@ -407,7 +408,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if !quiclab_netns::sys::is_root() {
-        bail!("quiclab run creates network namespaces: run it as root");
+        usage!("quiclab run creates network namespaces: run it as root");
     }
     let max_rate: u64 = plan
         .conditions
@@ -479,7 +480,13 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     );
     let report = render(&out)?;
     println!("{}", report.display());
-    Ok(if interrupted_by_signal { 130 } else { 0 })
+    Ok(if interrupted_by_signal {
+        usage::INTERRUPTED
+    } else if s.failed > 0 {
+        usage::FAILED
+    } else {
+        usage::OK
+    })
 }
 
 /// Renders DIR/report.html from the database and returns its path.

@@ -87,7 +87,7 @@ pub fn selftest(c: SelftestCmd) -> anyhow::Result<i32> {
         if stop.load(Ordering::Relaxed) {
             // between checks no namespace exists, so nothing is left behind
             eprintln!("quiclab: selftest interrupted");
-            std::process::exit(130);
+            std::process::exit(crate::usage::INTERRUPTED);
         }
     });
     let failed = rows.iter().filter(|r| !r.pass).count();
@@ -96,6 +96,6 @@ pub fn selftest(c: SelftestCmd) -> anyhow::Result<i32> {
         Ok(0)
     } else {
         println!("selftest: FAIL ({failed} of {} checks failed)", rows.len());
-        Ok(1)
+        Ok(crate::usage::FAILED)
     }
 }

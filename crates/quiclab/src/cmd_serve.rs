@@ -1,6 +1,7 @@
 //! `quiclab serve`: the HTTP/1.1 + HTTP/2 over TCP+TLS server and the HTTP/3 over QUIC server on
 //! the same port, for use as `quiclab link`'s server command or on its own.
 
+use crate::usage::usage;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -170,7 +171,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     if let Some(root) = &c.root
         && !root.is_dir()
     {
-        anyhow::bail!("--root {}: not a directory", root.display());
+        usage!("--root {}: not a directory", root.display());
     }
     let identity = match (&c.cert, &c.key) {
         (Some(cert), Some(key)) => Identity::from_pem_files(cert, key)?,
@@ -190,7 +191,7 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
         && coded.port() != 0
         && coded.port() == c.listen.port()
     {
-        anyhow::bail!(
+        usage!(
             "--coded-listen {coded}: UDP port {} is HTTP/3's (the --listen port); allowed: \
              another port, or the same with --no-quic",
             coded.port()

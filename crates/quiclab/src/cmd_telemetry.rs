@@ -1,6 +1,7 @@
 //! `quiclab telemetry`: the sending side of the telemetry workload (timestamped units at a
 //! constant rate, in flushes), against `quiclab serve --telemetry-log`.
 
+use crate::usage::usage;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -98,14 +99,14 @@ const DEFAULT_TCP_CC: &str = "cubic";
 
 pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
     if c.mode.is_quic() && c.tcp_cc.is_some() {
-        anyhow::bail!(
+        usage!(
             "--tcp-cc applies to --mode tcp; use --quic-cc for the QUIC modes (--mode {})",
             c.mode
         );
     }
     let units = (c.duration.as_secs_f64() * f64::from(c.units_per_second)).round() as u64;
     if units == 0 {
-        anyhow::bail!(
+        usage!(
             "--duration {:?} at --units-per-second {} generates no unit; allowed: at least one unit interval",
             c.duration,
             c.units_per_second

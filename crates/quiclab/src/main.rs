@@ -17,6 +17,7 @@ mod quicargs;
 mod recordargs;
 mod signals;
 mod trustargs;
+mod usage;
 
 use clap::{Parser, Subcommand};
 
@@ -32,7 +33,11 @@ use clap::{Parser, Subcommand};
     name = "quiclab",
     version,
     propagate_version = true,
-    max_term_width = 100
+    max_term_width = 100,
+    after_help = "Exit codes: 0 done; 1 a trial, request, check or benchmark flow failed, or a \
+                  run-time error stopped the command; 2 called wrongly (an argument, a plan or \
+                  other input file, a results directory that is not this run's, no root); 130 \
+                  interrupted. `quiclab link` ends with its client's own code."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -166,7 +171,7 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("quiclab: error: {}", chain(&e));
-            std::process::exit(2);
+            std::process::exit(usage::exit_code(&e));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! QUIC options on the command line, shared by `quiclab serve` and `quiclab get --http 3`.
 
+use crate::usage::Usage;
 use anyhow::Context;
 use clap::Args;
 use quiclab_quic::{self as quic, QuicCongestion, QuicOptions};
@@ -79,7 +80,7 @@ impl QuicArgs {
                 .context("--quic-priorities")?,
             datagram_buffer: match self.quic_datagrams.as_str() {
                 "off" => None,
-                s => Some(size(s).map_err(|e| anyhow::anyhow!("--quic-datagrams: {e}"))?),
+                s => Some(size(s).map_err(|e| Usage(format!("--quic-datagrams: {e}")))?),
             },
             ..QuicOptions::default()
         };

@@ -1,6 +1,7 @@
 //! The client options `quiclab get` and `quiclab page` share: whom the client trusts, which
 //! key-exchange groups it offers, and its TCP settings.
 
+use crate::usage::usage;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -64,7 +65,7 @@ impl TcpArgs {
     /// Refuses TCP settings for an HTTP/3 client.
     pub fn refuse_for_quic(&self) -> anyhow::Result<()> {
         if self.any() {
-            anyhow::bail!(
+            usage!(
                 "--tcp-cc and --tfo apply to HTTP/1.1 and HTTP/2 (TCP); use --quic-cc for HTTP/3"
             );
         }

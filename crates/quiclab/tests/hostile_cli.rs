@@ -186,7 +186,7 @@ fn killing_link_outright_takes_its_namespaces_and_their_processes_with_it() {
     // compound commands: the shell forks the sleeps, which PR_SET_PDEATHSIG does not reach
     let marker = format!("61.{}", std::process::id());
     let mut link = common::quiclab()
-        .args(["link", "--delay", "5ms", "--server"])
+        .args(["link", "--delay", "5ms", "--wait", "0s", "--server"])
         .arg(format!("sleep {marker}; true"))
         .arg("--client")
         .arg(format!("sleep 1{marker}; true"))

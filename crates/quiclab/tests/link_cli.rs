@@ -240,3 +240,61 @@ fn clean_removes_what_a_killed_run_left_and_spares_live_runs() {
     live.wait().unwrap();
     assert!(!namespace_exists(&live_ns));
 }
+
+/// stdout carries the client's output and, with --json, the link's summary as its last line;
+/// the server's output goes to stderr. The echo request is still in its 2 s delay when the
+/// client gives up after 1 s: the summary counts it in flight.
+#[test]
+fn outputs_are_kept_apart_and_json_summarises_the_link() {
+    let out = quiclab()
+        .args(["link", "--delay", "2s", "--wait", "0s", "--json"])
+        .args(["--server", "echo server-says-hello; exec sleep 60"])
+        .args([
+            "--client",
+            "echo '{\"client\": 1}'; ping -q -c 1 -w 1 $QUICLAB_SERVER >/dev/null",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // ping got no reply in time: its exit code 1 is quiclab's
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!stdout.contains("server-says-hello"), "{stdout}");
+    assert!(stderr.contains("server-says-hello"), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    let first: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(first["client"], 1);
+    let s: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(s["client_exit"], 1);
+    let up = &s["directions"][0];
+    assert_eq!(up["direction"], "up");
+    assert_eq!(up["packets_in"], 1, "{s}");
+    assert_eq!(up["packets_out"], 0, "{s}");
+    assert_eq!(up["in_flight"], 1, "{s}");
+    assert_eq!(s["directions"][1]["packets_in"], 0, "{s}");
+    assert!(
+        stderr.contains("1 still in flight when the link stopped"),
+        "{stderr}"
+    );
+}
+
+/// A server that opens no socket within --wait is an error (exit 1), and the client never runs.
+#[test]
+fn a_server_without_a_socket_by_the_wait_is_an_error() {
+    let d = common::TempDir::new("wait");
+    let ran = d.join("client-ran");
+    let out = quiclab()
+        .args(["link", "--wait", "300ms", "--server", "exec sleep 60"])
+        .arg("--client")
+        .arg(format!("touch {}", ran.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("opened no socket within --wait 300ms"),
+        "{stderr}"
+    );
+    assert!(!ran.exists());
+}

@@ -180,7 +180,8 @@ fn a_browser_trial_that_times_out_keeps_its_logs_but_not_its_site() {
     assert_root();
     // the small page is 0.59 MB: at 10 Mbit/s its bytes alone take 470 ms, so a trial that
     // may take 300 ms fails while the browser is loading the site
-    let (_dir, out_dir) = common::run_plan(
+    // the trial failed: the run says so by its exit code
+    let (_dir, out_dir) = common::run_plan_ending(
         "pages-chrome-fail",
         r#"name = "p"
 iterations = 1
@@ -196,6 +197,7 @@ http = "3"
 client-stack = "chrome"
 "#,
         &[],
+        1,
     );
     let campaign = Store::open_existing(&out_dir).unwrap().campaign().unwrap();
     assert_eq!(campaign.trials.len(), 1);

@@ -114,6 +114,11 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 /// `args` into `DIR/out`, checks that it succeeded, and returns (DIR, DIR/out); DIR is removed
 /// when the test ends, passed or failed.
 pub fn run_plan(name: &str, plan: &str, args: &[&str]) -> (TempDir, PathBuf) {
+    run_plan_ending(name, plan, args, 0)
+}
+
+/// [`run_plan`], expecting `quiclab run` to exit with `code` (1: a trial failed).
+pub fn run_plan_ending(name: &str, plan: &str, args: &[&str], code: i32) -> (TempDir, PathBuf) {
     let dir = TempDir::new(name);
     let file = dir.join("plan.toml");
     std::fs::write(&file, plan).unwrap();
@@ -128,7 +133,7 @@ pub fn run_plan(name: &str, plan: &str, args: &[&str]) -> (TempDir, PathBuf) {
         .args(args)
         .status()
         .unwrap();
-    assert!(st.success(), "quiclab run {name}: {st}");
+    assert_eq!(st.code(), Some(code), "quiclab run {name}: {st}");
     (dir, out)
 }
 
