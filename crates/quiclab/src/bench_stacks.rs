@@ -1,7 +1,6 @@
 //! `quiclab bench stacks`: bulk throughput and CPU cost per byte of HTTP/2 over TLS/TCP and
 //! HTTP/3 over QUIC on a direct veth pair, the NTT study's comparison on one machine.
 
-use crate::usage::usage;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -10,9 +9,12 @@ use anyhow::{Context, bail};
 use clap::Args;
 use quiclab_runner::plan::{self, Profile};
 use quiclab_runner::trial::{self, TrialEnd, TrialEnv};
+use serde_json::{Value, json};
 
 use crate::bench_perf;
+use crate::out::Out;
 use crate::signals::Signals;
+use crate::usage::usage;
 
 /// Bulk download throughput and CPU per GB: HTTP/2 over TLS/TCP against HTTP/3 over QUIC.
 ///
@@ -85,7 +87,7 @@ fn plan_text(mtu: u32, duration: Duration, connections: u32) -> String {
     s
 }
 
-pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
+pub fn stacks(b: StacksBench, out: Out) -> anyhow::Result<i32> {
     let plans = [1500u32, 9000].map(|mtu| (mtu, plan_text(mtu, b.duration, b.connections)));
     if b.print_plans {
         for (_, text) in &plans {
@@ -108,19 +110,19 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
         dir: scratch.path().to_path_buf(),
         events: false,
     };
-    println!(
+    out.line(format!(
         "Bulk download on a direct veth pair, {:.1} s per row (H2: TLS 1.3 over TCP, cubic; H3: quinn, cubic)",
         b.duration.as_secs_f64()
-    );
+    ));
     match &perf {
-        Some(p) => println!("quinn's perf tool: {}", p.display()),
-        None => println!(
+        Some(p) => out.line(format!("quinn's perf tool: {}", p.display())),
+        None => out.line(format!(
             "quinn's perf tool: not measured ({} is not on PATH; build it with `{}`, or give --quinn-perf PATH)",
             bench_perf::PROGRAM,
             bench_perf::HOW_TO_GET
-        ),
+        )),
     }
-    println!(
+    out.line(format!(
         "{:<6} {:<34} {:>6} {:>9} {:>15} {:>15} {:>10} {:>8}",
         "MTU",
         "stack",
@@ -130,7 +132,8 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
         "client CPU s/GB",
         "QUIC/TCP",
         "of perf"
-    );
+    ));
+    let mut rows: Vec<Value> = Vec::new();
     let result = (|| {
         for (mtu, text) in &plans {
             let plan = plan::parse(text, &format!("bench stacks (MTU {mtu})"), Profile::Full)?;
@@ -144,16 +147,19 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
                     }
                     let r = bench_perf::run(program, *mtu, payload, b.duration, &signals)
                         .with_context(|| format!("quinn-perf at MTU {mtu}, payload {payload}"))?;
-                    println!(
-                        "{mtu:<6} {:<34} {:>6} {:>9.2} {:>15.2} {:>15.2} {:>10} {:>8}",
-                        format!("quinn perf, payload {payload}, GSO on"),
-                        1,
-                        r.gbps,
-                        r.server_cpu_s_per_gb,
-                        r.client_cpu_s_per_gb,
-                        "",
-                        ""
-                    );
+                    let label = format!("quinn perf, payload {payload}, GSO on");
+                    out.line(format!(
+                        "{mtu:<6} {label:<34} {:>6} {:>9.2} {:>15.2} {:>15.2} {:>10} {:>8}",
+                        1, r.gbps, r.server_cpu_s_per_gb, r.client_cpu_s_per_gb, "", ""
+                    ));
+                    rows.push(json!({
+                        "mtu": mtu,
+                        "stack": label,
+                        "connections": 1,
+                        "gbps": r.gbps,
+                        "server_cpu_s_per_gb": r.server_cpu_s_per_gb,
+                        "client_cpu_s_per_gb": r.client_cpu_s_per_gb,
+                    }));
                     ceiling.push(r.gbps);
                 }
             }
@@ -184,25 +190,40 @@ pub fn stacks(b: StacksBench) -> anyhow::Result<i32> {
                     let ratio = match tcp {
                         None => {
                             tcp = Some(gbps);
-                            "-".to_string()
+                            None
                         }
-                        Some(t) => format!("{:.2}", gbps / t),
+                        Some(t) => Some(gbps / t),
                     };
                     // against the tool's best at this MTU, whatever its payload
                     let best = ceiling.iter().copied().reduce(f64::max);
                     let of_perf = match (arm_gso(&arm.knobs), best) {
-                        (true, Some(g)) if conns == 1 => format!("{:.0} %", 100.0 * gbps / g),
-                        _ => String::new(),
+                        (true, Some(g)) if conns == 1 => Some(100.0 * gbps / g),
+                        _ => None,
                     };
-                    println!(
-                        "{mtu:<6} {:<34} {conns:>6} {gbps:>9.2} {server_cpu:>15.2} {client_cpu:>15.2} {ratio:>10} {of_perf:>8}",
-                        arm.label
-                    );
+                    out.line(format!(
+                        "{mtu:<6} {:<34} {conns:>6} {gbps:>9.2} {server_cpu:>15.2} {client_cpu:>15.2} {:>10} {:>8}",
+                        arm.label,
+                        ratio.map_or("-".to_string(), |r| format!("{r:.2}")),
+                        of_perf.map_or(String::new(), |p| format!("{p:.0} %")),
+                    ));
+                    rows.push(json!({
+                        "mtu": mtu,
+                        "stack": arm.label,
+                        "connections": conns,
+                        "gbps": gbps,
+                        "server_cpu_s_per_gb": server_cpu,
+                        "client_cpu_s_per_gb": client_cpu,
+                        "quic_over_tcp": ratio,
+                        "percent_of_perf": of_perf,
+                    }));
                 }
             }
         }
         Ok(0)
     })();
     drop(scratch);
+    if result.is_ok() {
+        out.summary(|| json!({"duration_s": b.duration.as_secs_f64(), "rows": rows}));
+    }
     result
 }

@@ -9,8 +9,10 @@ use clap::{Args, Subcommand};
 use quiclab_link::{Direction, LinkConfig};
 use quiclab_netns::topology::SERVER_V4;
 use quiclab_netns::{DirectionReport, Mode, Netns, Process, Side, Topology, TopologyConfig};
+use serde_json::{Value, json};
 
 use crate::cmd_link::parse_time;
+use crate::out::Out;
 use crate::signals::Signals;
 
 /// Benchmarks that print figures.
@@ -18,6 +20,10 @@ use crate::signals::Signals;
 pub struct BenchCmd {
     #[command(subcommand)]
     what: BenchWhat,
+    /// Print the figures as one JSON object on standard output when the benchmark ends (the
+    /// readable table goes to standard error as it is measured).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -45,9 +51,10 @@ pub struct LinkBench {
 }
 
 pub fn bench(c: BenchCmd) -> anyhow::Result<i32> {
+    let out = Out::new(c.json);
     match c.what {
-        BenchWhat::Link(b) => link(b),
-        BenchWhat::Stacks(b) => crate::bench_stacks::stacks(b),
+        BenchWhat::Link(b) => link(b, out),
+        BenchWhat::Stacks(b) => crate::bench_stacks::stacks(b, out),
     }
 }
 
@@ -225,31 +232,40 @@ fn up(reports: &[DirectionReport]) -> anyhow::Result<&DirectionReport> {
     quiclab_netns::topology::report(reports, Direction::Up).context("no uplink report")
 }
 
-fn link(b: LinkBench) -> anyhow::Result<i32> {
+fn link(b: LinkBench, out: Out) -> anyhow::Result<i32> {
     let signals = Signals::install()?;
     let d = b.duration;
     let has_ethtool = std::process::Command::new("ethtool")
         .arg("--version")
         .output()
         .is_ok();
-    println!(
+    out.line(format!(
         "Forwarding capacity: one TCP flow (iperf3, cubic, {:.0} s each)",
         d.as_secs_f64()
-    );
-    println!(
+    ));
+    out.line(format!(
         "{:<48} {:>8} {:>11} {:>8} {:>9} {:>12}",
         "path", "Gbit/s", "packets/s", "retrans", "CPU s/GB", "kernel drops"
-    );
-    let row = |label: &str, flow: &Flow, pps: Option<f64>, drops: Option<u64>| {
+    ));
+    let mut capacity_rows: Vec<Value> = Vec::new();
+    let mut row = |label: &str, flow: &Flow, pps: Option<f64>, drops: Option<u64>| {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-        println!(
+        out.line(format!(
             "{label:<48} {:>8.2} {:>11} {:>8} {:>9.2} {:>12}",
             flow.gbps,
             opt(pps.map(|p| format!("{p:.0}"))),
             flow.retransmits,
             flow.cpu_per_gb(),
             opt(drops.map(|n| n.to_string()))
-        );
+        ));
+        capacity_rows.push(json!({
+            "path": label,
+            "gbps": flow.gbps,
+            "packets_per_s": pps,
+            "retransmits": flow.retransmits,
+            "cpu_s_per_gb": flow.cpu_per_gb(),
+            "kernel_drops": drops,
+        }));
     };
     let on_off = |o: bool| if o { "on" } else { "off" };
     let mut emu = Vec::new();
@@ -318,33 +334,35 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
         row(&label, &flow, None, None);
         refs.push((mtu, offloads, flow.gbps));
     }
-    println!();
-    println!(
-        "rate limit {half_mbit} Mbit/s: the link carried {:.3} Gbit/s of IP packets ({:+.1} % of \
-         the limit; TCP goodput {:.3})",
-        carried_gbps,
-        (carried_gbps * 1000.0 / half_mbit - 1.0) * 100.0,
+    let limit_error = (carried_gbps * 1000.0 / half_mbit - 1.0) * 100.0;
+    out.line("");
+    out.line(format!(
+        "rate limit {half_mbit} Mbit/s: the link carried {carried_gbps:.3} Gbit/s of IP packets \
+         ({limit_error:+.1} % of the limit; TCP goodput {:.3})",
         flow.gbps
-    );
+    ));
+    let mut ratios = Vec::new();
     for (mtu, offloads, g) in &emu {
         for (rm, off, rg) in &refs {
             if rm == mtu && off == offloads {
-                println!(
+                out.line(format!(
                     "emulator / veth, both with offloads {} at MTU {mtu}: {:.2}",
                     on_off(*off),
                     g / rg
-                );
+                ));
+                ratios.push(json!({"mtu": mtu, "offloads": off, "emulator_over_veth": g / rg}));
             }
         }
     }
 
-    println!(
-        "\nDeparture precision: actual minus scheduled departure, one TCP flow filling the link"
+    out.line(
+        "\nDeparture precision: actual minus scheduled departure, one TCP flow filling the link",
     );
-    println!(
+    out.line(format!(
         "{:<30} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "link", "packets", "p50 us", "p99 us", "max us", "Gbit/s"
-    );
+    ));
+    let mut precision = Vec::new();
     for rate in ["10mbit", "1gbit"] {
         let mut cfg = LinkConfig::default();
         let load = |_: &str| -> Result<quiclab_link::Trace, String> { Err("no files".into()) };
@@ -354,15 +372,35 @@ fn link(b: LinkBench) -> anyhow::Result<i32> {
         }
         let (flow, reports) = emulated(cfg, 1500, false, d, &signals)?;
         let r = up(&reports)?;
-        println!(
-            "{:<30} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.3}",
-            format!("{rate}, 5 ms delay, MTU 1500"),
+        let link = format!("{rate}, 5 ms delay, MTU 1500");
+        let max_us = r.lateness_ns.max() as f64 / 1000.0;
+        out.line(format!(
+            "{link:<30} {:>10} {:>10.1} {:>10.1} {max_us:>10.1} {:>10.3}",
             r.lateness_ns.len(),
             r.lateness_us(0.5),
             r.lateness_us(0.99),
-            r.lateness_ns.max() as f64 / 1000.0,
             flow.gbps
-        );
+        ));
+        precision.push(json!({
+            "link": link,
+            "packets": r.lateness_ns.len(),
+            "lateness_us": {"p50": r.lateness_us(0.5), "p99": r.lateness_us(0.99), "max": max_us},
+            "gbps": flow.gbps,
+        }));
     }
+    out.summary(|| {
+        json!({
+            "duration_s": d.as_secs_f64(),
+            "capacity": capacity_rows,
+            "rate_limit": {
+                "limit_mbit": half_mbit,
+                "carried_gbps": carried_gbps,
+                "error_percent": limit_error,
+                "goodput_gbps": flow.gbps,
+            },
+            "emulator_over_veth": ratios,
+            "precision": precision,
+        })
+    });
     Ok(0)
 }

@@ -1,7 +1,6 @@
 //! `quiclab external`: run an external stack's server or client (a stack file's programs) the
 //! way a trial does, and turn what they print into quiclab's records.
 
-use crate::usage::{Usage, usage};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -11,6 +10,8 @@ use clap::{Args, Subcommand};
 use quiclab_external::StackDef;
 use quiclab_external::client::{self, GetOptions};
 use quiclab_external::server::{ServeOptions, Server};
+
+use crate::usage::{Usage, usage};
 
 /// Run an external stack's endpoint: a program named by a stack file (docs/stacks.md).
 ///

@@ -1,7 +1,6 @@
 //! `quiclab get`: fetch URLs over HTTP/1.1 or HTTP/2 (TCP+TLS) or HTTP/3 (QUIC) and report every
 //! request as a record.
 
-use crate::usage::usage;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use quiclab_coded_udp as coded;
@@ -13,6 +12,7 @@ use quiclab_tcp::client::{Client, ClientOptions, ConnectionMode};
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
 use crate::trustargs::{TcpArgs, TrustArgs};
+use crate::usage::usage;
 
 /// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), over
 /// HTTP/3 on QUIC (quinn, h3), or over the network-coded transport (--http coded: RaptorQ-coded

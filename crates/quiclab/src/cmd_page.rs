@@ -1,7 +1,6 @@
 //! `quiclab page`: load a web page (a manifest of resources) like a browser and report every
 //! resource's request, first and last byte.
 
-use crate::usage::usage;
 use anyhow::Context;
 use clap::Args;
 use quiclab_endpoint::tls::KxGroup;
@@ -14,6 +13,7 @@ use quiclab_tcp::client::{ClientOptions, ConnectionMode};
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
 use crate::trustargs::{TcpArgs, TrustArgs};
+use crate::usage::usage;
 
 /// Load a web page like a browser: the document first, then every resource as soon as the
 /// resource naming it has arrived (the HTML names stylesheets, scripts and images; stylesheets

@@ -1,6 +1,5 @@
 //! `quiclab run`, `quiclab report` and `quiclab export`: campaigns from plans to reports.
 
-use crate::usage::{self, usage};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -18,6 +17,7 @@ use quiclab_runner::workloads;
 use quiclab_store::{Store, TrialRecord};
 
 use crate::signals::Signals;
+use crate::usage::{self, usage};
 
 use quiclab_runner::plan::BUILT_IN;
 
@@ -61,6 +61,11 @@ pub struct RunCmd {
     /// Check the plan and list its trials without running anything.
     #[arg(long)]
     dry_run: bool,
+    /// Print a summary as one JSON object on standard output at the end (plan, results
+    /// directory, report, trials run, failed and already done, whether it was interrupted,
+    /// seconds the host was busy, wall time) instead of the report's path.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Render a campaign's report: DIR/report.html, self-contained (inline SVG, no network).
@@ -479,7 +484,28 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         }
     );
     let report = render(&out)?;
-    println!("{}", report.display());
+    if c.json {
+        let summary = serde_json::json!({
+            "plan": plan.name,
+            "source": plan.source,
+            "profile": plan.profile.name(),
+            "out": out,
+            "report": report,
+            "jobs": jobs,
+            "trials": {
+                "total": s.total,
+                "ran": s.ran,
+                "failed": s.failed,
+                "already_done": s.skipped,
+            },
+            "interrupted": s.interrupted,
+            "busy_seconds": s.busy_seconds,
+            "seconds": started.elapsed().as_secs_f64(),
+        });
+        println!("{summary}");
+    } else {
+        println!("{}", report.display());
+    }
     Ok(if interrupted_by_signal {
         usage::INTERRUPTED
     } else if s.failed > 0 {

@@ -1,13 +1,16 @@
 //! `quiclab selftest`: the instrument's acceptance test.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::bail;
 use clap::Args;
 use quiclab_netns::selftest::{self, Row};
+use serde_json::json;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+
+use crate::out::Out;
+use crate::usage;
 
 /// Check that the emulated link does what it is configured to do, as seen by real sockets.
 ///
@@ -39,6 +42,11 @@ pub struct SelftestCmd {
     /// realisations lie well inside both intervals.
     #[arg(long, value_name = "N", default_value_t = selftest::SEED)]
     seed: u64,
+    /// Print the result as one JSON object on standard output at the end (pass, seed, and each
+    /// check's configuration, measurement, tolerance and verdict); the table goes to standard
+    /// error as the checks complete.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Column widths; wider cells push the rest of their line right.
@@ -70,32 +78,45 @@ pub fn selftest(c: SelftestCmd) -> anyhow::Result<i32> {
         bail!(quiclab_netns::Error::NotRoot);
     }
     let stop = stop_requests()?;
-    println!(
-        "{}",
-        line(["check", "configured", "measured", "tolerance"], "result")
-    );
+    let out = Out::new(c.json);
+    out.line(line(
+        ["check", "configured", "measured", "tolerance"],
+        "result",
+    ));
     let rows = selftest::run_with_seed(c.seed, |row: &Row| {
-        println!(
-            "{}",
-            line(
-                [&row.check, &row.configured, &row.measured, &row.tolerance],
-                if row.pass { "PASS" } else { "FAIL" },
-            )
-        );
-        // rows arrive seconds apart; show each at once even when stdout is a pipe
-        let _ = std::io::stdout().flush();
+        // rows arrive seconds apart; each is shown at once
+        out.line(line(
+            [&row.check, &row.configured, &row.measured, &row.tolerance],
+            if row.pass { "PASS" } else { "FAIL" },
+        ));
         if stop.load(Ordering::Relaxed) {
             // between checks no namespace exists, so nothing is left behind
             eprintln!("quiclab: selftest interrupted");
-            std::process::exit(crate::usage::INTERRUPTED);
+            std::process::exit(usage::INTERRUPTED);
         }
     });
     let failed = rows.iter().filter(|r| !r.pass).count();
+    out.summary(|| {
+        json!({
+            "pass": failed == 0,
+            "seed": c.seed,
+            "checks": rows.iter().map(|r| json!({
+                "check": r.check,
+                "configured": r.configured,
+                "measured": r.measured,
+                "tolerance": r.tolerance,
+                "pass": r.pass,
+            })).collect::<Vec<_>>(),
+        })
+    });
     if failed == 0 {
-        println!("selftest: PASS ({} checks)", rows.len());
-        Ok(0)
+        out.line(format!("selftest: PASS ({} checks)", rows.len()));
+        Ok(usage::OK)
     } else {
-        println!("selftest: FAIL ({failed} of {} checks failed)", rows.len());
-        Ok(crate::usage::FAILED)
+        out.line(format!(
+            "selftest: FAIL ({failed} of {} checks failed)",
+            rows.len()
+        ));
+        Ok(usage::FAILED)
     }
 }

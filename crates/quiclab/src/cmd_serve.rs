@@ -1,7 +1,6 @@
 //! `quiclab serve`: the HTTP/1.1 + HTTP/2 over TCP+TLS server and the HTTP/3 over QUIC server on
 //! the same port, for use as `quiclab link`'s server command or on its own.
 
-use crate::usage::usage;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,6 +13,7 @@ use quiclab_quic::{self as quic, QuicServer, QuicServerOptions, QuicService};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
+use crate::usage::usage;
 use quiclab_endpoint::timeline::TimelineWriter;
 use quiclab_endpoint::tls::{self, Identity, KxGroup};
 use quiclab_tcp::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions, TlsService};

@@ -1,7 +1,6 @@
 //! `quiclab telemetry`: the sending side of the telemetry workload (timestamped units at a
 //! constant rate, in flushes), against `quiclab serve --telemetry-log`.
 
-use crate::usage::usage;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::{RecordArgs, duration};
+use crate::usage::usage;
 
 /// Send telemetry: 8-byte units, each holding its generation time (CLOCK_MONOTONIC
 /// microseconds), generated at a constant rate and sent in flushes, to a `quiclab serve

@@ -13,6 +13,7 @@ mod cmd_selftest;
 mod cmd_serve;
 mod cmd_telemetry;
 mod linkargs;
+mod out;
 mod quicargs;
 mod recordargs;
 mod signals;

@@ -1,9 +1,10 @@
 //! QUIC options on the command line, shared by `quiclab serve` and `quiclab get --http 3`.
 
-use crate::usage::Usage;
 use anyhow::Context;
 use clap::Args;
 use quiclab_quic::{self as quic, QuicCongestion, QuicOptions};
+
+use crate::usage::Usage;
 
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "QUIC (HTTP/3)")]

@@ -1,12 +1,13 @@
 //! The client options `quiclab get` and `quiclab page` share: whom the client trusts, which
 //! key-exchange groups it offers, and its TCP settings.
 
-use crate::usage::usage;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
 use quiclab_endpoint::tls::KxGroup;
+
+use crate::usage::usage;
 
 #[derive(Args)]
 pub struct TrustArgs {

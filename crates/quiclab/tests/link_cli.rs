@@ -298,3 +298,56 @@ fn a_server_without_a_socket_by_the_wait_is_an_error() {
     );
     assert!(!ran.exists());
 }
+
+/// `bench link --json`: standard output is one object with every row's figures, and what the
+/// link carried behind its rate limit cannot exceed the limit (by more than the counting
+/// window's edge effects, 3 %).
+#[test]
+fn bench_link_prints_its_figures_as_json() {
+    common::assert_root();
+    let out = quiclab()
+        .args(["bench", "link", "--duration", "1s", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // the readable table went to stderr
+    assert!(stderr.contains("Forwarding capacity"), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = s["capacity"].as_array().unwrap();
+    // 4 emulator, 4 bare copy, 1 rate-limited, 2 or 3 veth rows (with ethtool: offloads off)
+    assert!((11..=12).contains(&rows.len()), "{s}");
+    for r in rows {
+        assert!(r["gbps"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let limit = &s["rate_limit"];
+    let (carried, limit_mbit) = (
+        limit["carried_gbps"].as_f64().unwrap(),
+        limit["limit_mbit"].as_f64().unwrap(),
+    );
+    assert!(carried * 1000.0 <= limit_mbit * 1.03, "{limit}");
+    assert!(carried * 1000.0 >= limit_mbit * 0.5, "{limit}");
+    let precision = s["precision"].as_array().unwrap();
+    assert_eq!(precision.len(), 2, "{s}");
+    for p in precision {
+        assert!(p["packets"].as_u64().unwrap() > 0, "{p}");
+        let l = &p["lateness_us"];
+        assert!(
+            l["p50"].as_f64().unwrap() <= l["p99"].as_f64().unwrap(),
+            "{p}"
+        );
+    }
+}
+
+/// `selftest --json`: one object whose verdict agrees with its checks and with the exit code.
+#[test]
+fn selftest_prints_its_checks_as_json() {
+    common::assert_root();
+    let out = quiclab().args(["selftest", "--json"]).output().unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = s["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 9, "{s}");
+    let all = checks.iter().all(|c| c["pass"] == true);
+    assert_eq!(s["pass"], all, "{s}");
+    assert_eq!(out.status.code(), Some(if all { 0 } else { 1 }), "{s}");
+}

@@ -218,12 +218,19 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         .iter()
         .map(|jobs| {
             let out_dir = dir.join(format!("out-{jobs}"));
-            let out = run_plan(&p, &out_dir, jobs).output().unwrap();
+            let out = run_plan(&p, &out_dir, jobs).arg("--json").output().unwrap();
             assert!(
                 out.status.success(),
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            // --json: standard output is one summary object
+            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(s["trials"]["ran"], 8, "{s}");
+            assert_eq!(s["trials"]["failed"], 0, "{s}");
+            assert_eq!(s["jobs"], jobs.parse::<u64>().unwrap(), "{s}");
+            assert_eq!(s["out"], out_dir.to_str().unwrap(), "{s}");
+            assert!(Path::new(s["report"].as_str().unwrap()).is_file(), "{s}");
             let trials = Store::open_existing(&out_dir).unwrap().trials().unwrap();
             assert_eq!(trials.len(), 8);
             median(
