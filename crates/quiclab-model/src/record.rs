@@ -154,7 +154,10 @@ pub struct RequestRecord {
     pub ttfb_ms: Option<f64>,
     /// Time to last byte, from `start_us` (the WWW'21 study's TTLB).
     pub ttlb_ms: Option<f64>,
-    /// Body bytes / (last byte - first byte), bits per second.
+    /// Body bytes over the whole request (its start to the body's last byte: the time to last
+    /// byte, with the handshake when the request opened its connection), bits per second.
+    /// Over the whole request, so that a small body's few packets arriving together never read
+    /// as a huge rate.
     pub goodput_bps: Option<f64>,
     pub handshake: Handshake,
     pub transport_stats: TransportStats,
@@ -200,8 +203,10 @@ impl RequestRecord {
         let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(self.start_us) as f64 / 1000.0);
         self.ttfb_ms = ms(self.first_byte_us);
         self.ttlb_ms = ms(self.last_byte_us);
-        self.goodput_bps = match (self.first_byte_us, self.last_byte_us) {
-            (Some(a), Some(b)) if b > a => Some(self.bytes as f64 * 8.0 / ((b - a) as f64 / 1e6)),
+        self.goodput_bps = match self.last_byte_us {
+            Some(b) if b > self.start_us => {
+                Some(self.bytes as f64 * 8.0 / ((b - self.start_us) as f64 / 1e6))
+            }
             _ => None,
         };
     }
@@ -295,8 +300,13 @@ mod tests {
         r.derive();
         assert_eq!(r.ttfb_ms, Some(60.0));
         assert_eq!(r.ttlb_ms, Some(860.0));
-        // 8 Mbit over 0.8 s
-        assert_eq!(r.goodput_bps, Some(10_000_000.0));
+        // 8 Mbit over the whole request's 0.86 s
+        assert_eq!(r.goodput_bps, Some(8_000_000.0 / 0.86));
+        // a small body whose bytes came in one burst: over the request, not over the burst
+        r.bytes = 2_000;
+        r.first_byte_us = Some(1_859_999);
+        r.derive();
+        assert_eq!(r.goodput_bps, Some(16_000.0 / 0.86));
         let line = serde_json::to_string(&r).unwrap();
         assert!(
             line.contains("\"http\":\"2\"") && line.contains("\"transport\":\"tcp\""),
