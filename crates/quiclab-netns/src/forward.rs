@@ -17,7 +17,7 @@
 //! They never spin while idle, and a duty budget keeps each under 80 % of a core in the long
 //! run, with CPU left for the endpoints.
 //!
-//! Scheduling class ([`ThreadClass`]): the threads of a link that leaves them idle most of the
+//! Scheduling class (`ThreadClass`): the threads of a link that leaves them idle most of the
 //! time (a rate under [`FAST_LINK_BPS`]) run at a real-time priority (SCHED_FIFO), so that the
 //! endpoints sharing their CPU never delay a departure; those of a fast link (at or above it, or
 //! unlimited with offloads), which spin before nearly every departure, at the highest ordinary

@@ -81,9 +81,10 @@ fn config(
     config
 }
 
-/// The link seed of iteration `i`.
+/// The link seed of iteration `i`: 63 bits, so that it reads the same in the results
+/// database (SQLite's integers are signed) as in the CSV export and the trial's configuration.
 pub fn iteration_seed(plan_seed: u64, i: u32) -> u64 {
-    mix(mix(plan_seed) ^ u64::from(i))
+    mix(mix(plan_seed) ^ u64::from(i)) >> 1
 }
 
 /// Every trial of the plan, in execution order.
@@ -242,6 +243,7 @@ http = "1.1"
         for (i, s) in t.iter().enumerate() {
             assert_eq!(s.seq, i as u64);
             assert_eq!(s.seed, iteration_seed(3, s.iteration));
+            assert!(i64::try_from(s.seed).is_ok(), "{}", s.seed);
         }
         let seeds: std::collections::HashSet<u64> = t.iter().map(|s| s.seed).collect();
         assert_eq!(seeds.len(), 6, "one seed per iteration, distinct");

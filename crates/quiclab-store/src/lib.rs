@@ -8,6 +8,7 @@
 //! alone. Nothing here runs trials or renders anything.
 
 pub mod output;
+mod tables;
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -559,12 +560,17 @@ impl Store {
         Ok(trials)
     }
 
-    /// The campaign as a report needs it: its description and every trial.
-    pub fn campaign(&self) -> Result<Campaign> {
+    /// The campaign's description (arms, conditions, workload, provenance), without its trials.
+    pub fn description(&self) -> Result<Campaign> {
         let text = self.meta("campaign")?.ok_or_else(|| StoreError::Empty {
             path: self.path.clone(),
         })?;
-        let mut c: Campaign = serde_json::from_str(&text).map_err(self.json("campaign"))?;
+        serde_json::from_str(&text).map_err(self.json("campaign"))
+    }
+
+    /// The campaign as a report needs it: its description and every trial.
+    pub fn campaign(&self) -> Result<Campaign> {
+        let mut c = self.description()?;
         // the plan's current trials only: a trial of an earlier version of the plan (another
         // knob, another condition) stays in the database but is not part of this campaign
         let current = self.current_ids()?;
@@ -611,6 +617,9 @@ impl Store {
             .filter(|t| current.as_ref().is_none_or(|ids| ids.contains(&t.id)))
             .collect();
         let stale = total - trials.len();
+        // a campaign's arms and conditions name stacks, rates and round trips (none in a
+        // database written before they were kept)
+        let campaign = self.description().unwrap_or_default();
         let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
         let int = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
         let tpath = out.join("trials.csv");
@@ -618,11 +627,24 @@ impl Store {
             writeln!(
                 w,
                 "id,seq,arm,condition,size_bytes,iteration,seed,status,error,started_unix_ms,wall_ms,\
-                 ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,retransmissions,\
-                 first_retransmit_offset,impossible_rtt_samples,link_drops,artifacts"
+                 ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,transport,\
+                 tcp_retransmitted_segments,quic_lost_packets,coded_lost_packets,\
+                 first_retransmit_offset,impossible_rtt_samples,link_drops,server_stack,\
+                 client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,artifacts"
             )?;
             for t in &trials {
                 let m = t.outcome.as_ref().ok();
+                let transport = transport_of(&t.config);
+                // one meaning per column: the count goes to its transport's own
+                let lost = |of: &str| {
+                    if transport == of {
+                        int(m.and_then(|m| m.retransmissions))
+                    } else {
+                        String::new()
+                    }
+                };
+                let arm = campaign.arms.iter().find(|a| a.name == t.arm);
+                let cond = campaign.conditions.iter().find(|c| c.name == t.condition);
                 let fields = [
                     csv_field(&t.id),
                     t.seq.to_string(),
@@ -640,10 +662,19 @@ impl Store {
                     num(m.and_then(|m| m.handshake_ms)),
                     num(m.and_then(|m| m.handshake_rtts)),
                     m.map(|m| m.hello_retry.to_string()).unwrap_or_default(),
-                    int(m.and_then(|m| m.retransmissions)),
+                    transport.to_string(),
+                    lost("tcp"),
+                    lost("quic"),
+                    lost("coded"),
                     int(m.and_then(|m| m.first_retransmit_offset)),
                     int(m.and_then(|m| m.impossible_rtt_samples)),
                     int(m.map(|m| m.link_drops)),
+                    csv_field(arm.map_or("", |a| a.server_stack.as_str())),
+                    csv_field(arm.map_or("", |a| a.client_stack.as_str())),
+                    csv_field(&pairs(&t.config["arm"]["knobs"])),
+                    csv_field(&pairs(&t.config["condition"]["keys"])),
+                    num(cond.map(|c| c.rtt_ms)),
+                    int(cond.and_then(|c| c.rate_bps)),
                     csv_field(t.artifacts.as_deref().unwrap_or("")),
                 ];
                 writeln!(w, "{}", fields.join(","))?;
@@ -752,6 +783,7 @@ impl Store {
             })?;
             files.push(upath);
         }
+        files.extend(tables::write(out, &campaign, &trials)?);
         Ok(Export {
             files,
             trials: trials.len(),
@@ -779,6 +811,30 @@ pub struct Export {
     pub trials: usize,
     /// Trials of earlier versions of the plan, kept in the database but not written.
     pub stale: usize,
+}
+
+/// The transport a trial's arm ran over, from its configuration: `tcp`, `quic` or `coded`
+/// (empty when the configuration names none).
+fn transport_of(config: &serde_json::Value) -> &'static str {
+    let arm = &config["arm"];
+    match (arm["http"].as_str(), arm["telemetry"].as_str()) {
+        (Some("1.1" | "2"), _) | (_, Some("tcp")) => "tcp",
+        (Some("3"), _) | (_, Some(_)) => "quic",
+        (Some("coded"), _) => "coded",
+        _ => "",
+    }
+}
+
+/// A configuration's `[[key, value], ...]` list as `key=value;key=value`.
+fn pairs(list: &serde_json::Value) -> String {
+    list.as_array()
+        .map(|kv| {
+            kv.iter()
+                .filter_map(|p| Some(format!("{}={}", p[0].as_str()?, p[1].as_str()?)))
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .unwrap_or_default()
 }
 
 /// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
@@ -809,7 +865,10 @@ mod tests {
             size: 100_000,
             iteration: 3,
             seed: u64::MAX - 5,
-            config: serde_json::json!({"link": {"loss": "1%"}}),
+            config: serde_json::json!({
+                "arm": {"name": "h3-cubic", "http": "3", "knobs": [["quic-cc", "cubic"]]},
+                "condition": {"name": "loss 1%", "keys": [["rate", "10mbit"], ["loss", "1%"]]},
+            }),
             started_unix_ms: 1_700_000_000_000,
             wall_ms: 812.5,
             outcome,
@@ -879,7 +938,7 @@ mod tests {
         assert_eq!(m.timeline, metrics(125.0, 5).timeline);
         assert_eq!(m.detail, metrics(125.0, 5).detail);
         assert_eq!(all[1].seed, u64::MAX - 5);
-        assert_eq!(all[1].config["link"]["loss"], "1%");
+        assert_eq!(all[1].config["condition"]["keys"][1][1], "1%");
         assert_eq!(all[1].phases["setup_ms"], 20.5);
         let n: i64 = s
             .conn
@@ -1081,7 +1140,85 @@ mod tests {
         assert_eq!(rl.len(), 3, "{rq}");
         assert_eq!(rl[2].split(',').count(), rl[0].split(',').count());
         assert!(rl[2].starts_with("b,h3-cubic,") && rl[2].ends_with(",true,true,true"));
-        assert_eq!(files.len(), 3, "no telemetry, no units.csv");
+        // trials, timeline, requests, arms, conditions: no telemetry, page or bulk tables
+        let names: Vec<_> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "trials.csv",
+                "timeline.csv",
+                "requests.csv",
+                "arms.csv",
+                "conditions.csv"
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A column means one thing for every stack: an HTTP/3 trial's lost packets go to
+    /// `quic_lost_packets`, never to TCP's retransmitted segments; the arm's knobs, the
+    /// condition's keys, its round trip and rate come along, and the arms and conditions tables
+    /// say the same.
+    #[test]
+    fn csv_export_names_each_count_by_its_transport_and_carries_the_parameters() {
+        let d = dir("params");
+        let mut s = Store::open(&d).unwrap();
+        let c = Campaign {
+            arms: vec![quiclab_model::campaign::Arm {
+                name: "h3-cubic".into(),
+                label: "HTTP/3 cubic".into(),
+                server_stack: "quinn".into(),
+                client_stack: "quinn".into(),
+                ..Default::default()
+            }],
+            conditions: vec![quiclab_model::campaign::Condition {
+                name: "loss 1%".into(),
+                label: "10 Mbit/s and 1 % loss".into(),
+                rtt_ms: 20.0,
+                rate_bps: Some(10_000_000),
+            }],
+            ..Default::default()
+        };
+        s.set_campaign(&c).unwrap();
+        s.record(&trial("b", 1, Ok(metrics(99.5, 0)))).unwrap();
+        let files = s.export_csv(&d.join("csv")).unwrap().files;
+        let table = |name: &str| -> Vec<std::collections::HashMap<String, String>> {
+            let f = files.iter().find(|f| f.ends_with(name)).unwrap();
+            let text = std::fs::read_to_string(f).unwrap();
+            let mut lines = text.lines();
+            let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+            lines
+                .map(|l| {
+                    header
+                        .iter()
+                        .cloned()
+                        .zip(l.split(',').map(String::from))
+                        .collect()
+                })
+                .collect()
+        };
+        let t = &table("trials.csv")[0];
+        assert_eq!(t["transport"], "quic");
+        assert_eq!(t["quic_lost_packets"], "2");
+        assert_eq!(t["tcp_retransmitted_segments"], "");
+        assert_eq!(t["coded_lost_packets"], "");
+        assert_eq!(t["arm_knobs"], "quic-cc=cubic");
+        assert_eq!(t["condition_keys"], "rate=10mbit;loss=1%");
+        assert_eq!(
+            (t["rtt_ms"].as_str(), t["rate_bps"].as_str()),
+            ("20", "10000000")
+        );
+        assert_eq!(t["server_stack"], "quinn");
+        assert_eq!(t["seed"], (u64::MAX - 5).to_string());
+        let a = &table("arms.csv")[0];
+        assert_eq!((a["arm"].as_str(), a["http"].as_str()), ("h3-cubic", "3"));
+        assert_eq!(a["knobs"], "quic-cc=cubic");
+        let cond = &table("conditions.csv")[0];
+        assert_eq!(cond["link_keys"], "rate=10mbit;loss=1%");
+        assert_eq!(cond["rate_bps"], "10000000");
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -1107,7 +1244,20 @@ mod tests {
             m.detail
         );
         let files = s.export_csv(&d.join("csv")).unwrap().files;
-        let units = std::fs::read_to_string(files.last().unwrap()).unwrap();
+        let file = |name: &str| {
+            std::fs::read_to_string(files.iter().find(|f| f.ends_with(name)).unwrap()).unwrap()
+        };
+        // the trial's summary: 3 units sent, 2 arrived, the slower at 34.3 ms
+        let summary = file("telemetry.csv");
+        let row: Vec<_> = summary.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!(
+            &row[5..10],
+            ["quic-streams", "1000", "10", "3", "2"],
+            "{summary}"
+        );
+        assert_eq!(row[12], "34.3", "{summary}");
+        assert_eq!(row[14], "0", "no stall: {summary}");
+        let units = file("units.csv");
         let lines: Vec<_> = units.lines().collect();
         assert_eq!(lines.len(), 4, "{units}");
         // three units in one (short) flush: they wait 2, 1 and 0 ms for it

@@ -11,6 +11,10 @@
 //!   followed.
 //! - [`refuse_link`] refuses a path that is a symbolic link (for files opened in place, such as
 //!   the SQLite database and its journal files).
+//! - [`share_with_group`] lets the group of the user who ran quiclab through sudo read and
+//!   write a results directory root made, so that `quiclab report`, `quiclab export` and
+//!   `sqlite3 -readonly` work for that user; [`check_dir`] accepts such a root-owned directory
+//!   from a user who is not root (only root could have placed a link there, or the group).
 
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -61,7 +65,9 @@ pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
         Err(e) => return Err(io(dir)(e)),
     };
     let me = me();
-    if meta.uid() != me {
+    // root's directory is safe to write into for another user (only root placed what is in
+    // it, or the group it was shared with)
+    if meta.uid() != me && meta.uid() != 0 {
         return Err(OutputError::OtherOwner {
             path: dir.to_path_buf(),
             owner: meta.uid(),
@@ -72,6 +78,40 @@ pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
         return Err(OutputError::WorldWritable {
             path: dir.to_path_buf(),
         });
+    }
+    Ok(())
+}
+
+/// The group of the user who ran quiclab through sudo (`SUDO_GID`), when quiclab runs as root
+/// for another user; None otherwise.
+pub fn invoking_group() -> Option<u32> {
+    if me() != 0 {
+        return None;
+    }
+    std::env::var("SUDO_GID")
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|&g| g != 0)
+}
+
+/// Gives `gid` read and write access to `dir` and everything in it: each directory and file
+/// (never a link, which is left alone) gets that group and the group's read and write bits
+/// (and search, for directories), others' bits unchanged.
+pub fn share_with_group(dir: &Path, gid: u32) -> Result<(), OutputError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
+    if meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    std::os::unix::fs::lchown(dir, None, Some(gid)).map_err(io(dir))?;
+    let group = if meta.is_dir() { 0o070 } else { 0o060 };
+    let mode = meta.permissions().mode() & 0o7777 | group;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io(dir))?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+            share_with_group(&entry.map_err(io(dir))?.path(), gid)?;
+        }
     }
     Ok(())
 }
@@ -193,6 +233,39 @@ fn remove_dead_writers_files(dir: &Path, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_results_directory_is_the_groups_to_read_and_write_and_links_are_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        // giving a file to another group needs root; CI runs the tests as root
+        assert_eq!(me(), 0, "this test needs root");
+        let d = std::env::temp_dir().join(format!("quiclab-share-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("trials/t0")).unwrap();
+        std::fs::write(d.join("results.db"), b"x").unwrap();
+        std::fs::write(d.join("trials/t0/server.log"), b"x").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", d.join("trials/t0/link")).unwrap();
+        let gid = 54_321;
+        share_with_group(&d, gid).unwrap();
+        for (p, dir) in [
+            (d.clone(), true),
+            (d.join("trials/t0"), true),
+            (d.join("results.db"), false),
+            (d.join("trials/t0/server.log"), false),
+        ] {
+            let m = std::fs::metadata(&p).unwrap();
+            assert_eq!(m.gid(), gid, "{}", p.display());
+            let want = if dir { 0o070 } else { 0o060 };
+            assert_eq!(m.permissions().mode() & 0o070, want, "{}", p.display());
+            // others gain nothing
+            assert_eq!(m.permissions().mode() & 0o002, 0, "{}", p.display());
+        }
+        // the link's target was not touched
+        assert_ne!(std::fs::metadata("/etc/hostname").unwrap().gid(), gid);
+        // a root-owned directory is fine for another user to write into; still refused when
+        // anyone may write there
+        assert!(check_dir(&d).is_ok());
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("quiclab-output-{name}-{}", std::process::id()));

@@ -82,9 +82,12 @@ enum Format {
 
 /// Export a campaign's results for pandas, R or a spreadsheet.
 ///
-/// Writes trials.csv (one row per trial: arm, condition, size, iteration, seed, status, TTLB,
-/// TTFB, handshake, retransmissions, ...) and timeline.csv (the sender's timeline of every
-/// trial: time, acknowledged bytes, cwnd, RTT, congestion events).
+/// Writes CSV files: trials.csv (one row per trial: arm, condition, size, iteration, seed,
+/// status, TTLB, TTFB, handshake, losses named by transport, the arm's stacks and knobs, the
+/// condition's link keys, round trip and rate, ...), arms.csv and conditions.csv (the plan),
+/// timeline.csv (the sender's timeline of every trial), and where the workload has them
+/// requests.csv, pages.csv, resources.csv, telemetry.csv, units.csv and bulk.csv. Every column,
+/// with its unit: docs/data.md.
 #[derive(Args)]
 pub struct ExportCmd {
     /// A campaign directory written by `quiclab run`.
@@ -529,7 +532,18 @@ fn render(dir: &Path) -> anyhow::Result<PathBuf> {
         campaign.trials.len(),
         t.elapsed().as_secs_f64() * 1000.0
     );
+    share(dir);
     Ok(path)
+}
+
+/// Run through sudo: the invoking user's group may read and write what root wrote into `dir`
+/// (see quiclab_store::output::share_with_group).
+fn share(dir: &Path) {
+    if let Some(gid) = quiclab_store::output::invoking_group()
+        && let Err(e) = quiclab_store::output::share_with_group(dir, gid)
+    {
+        log::warn!("cannot share {} with group {gid}: {e}", dir.display());
+    }
 }
 
 pub fn report(c: ReportCmd) -> anyhow::Result<i32> {
@@ -544,6 +558,7 @@ pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
     match c.format {
         Format::Csv => {
             let e = store.export_csv(&to)?;
+            share(&to);
             for f in &e.files {
                 println!("{}", f.display());
             }

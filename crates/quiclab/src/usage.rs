@@ -4,7 +4,7 @@
 //! |---|---|
 //! | 0 | done: everything asked for was measured (or served, written, removed) |
 //! | 1 | it ran and something failed: a trial, a request, a selftest check, a benchmark's flow, or a run-time error (a device, a namespace, an endpoint, the disk) |
-//! | 2 | it was called wrongly: an argument, an input file (plan, stack file, page manifest, trace), a results directory holding another campaign (or none, or in use by another run), or a user without the root it needs; nothing was measured |
+//! | 2 | it was called wrongly: an argument, an input file (plan, stack file, page manifest, trace), a results directory holding another campaign (or none, or in use by another run, or another user's), or a user without the root it needs; nothing was measured |
 //! | 130 | interrupted (SIGINT, SIGTERM, SIGHUP or SIGQUIT), after cleaning up |
 //!
 //! `quiclab link` is the one exception: it ends with its client command's own code.
@@ -12,6 +12,7 @@
 use std::fmt;
 
 use quiclab_store::StoreError;
+use quiclab_store::output::OutputError;
 
 /// Everything went as asked.
 pub const OK: i32 = 0;
@@ -50,12 +51,13 @@ pub(crate) use usage;
 /// [`FAILED`] otherwise.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
     use quiclab_runner::campaign::RunError;
+    // an output quiclab will not write to (another user's directory, a link)
+    let unsafe_output = |e: &OutputError| !matches!(e, OutputError::Io { .. });
     // a results directory that is not this run's to use
-    let wrong_dir = |e: &StoreError| {
-        matches!(
-            e,
-            StoreError::Empty { .. } | StoreError::Orphans { .. } | StoreError::Busy { .. }
-        )
+    let wrong_dir = |e: &StoreError| match e {
+        StoreError::Empty { .. } | StoreError::Orphans { .. } | StoreError::Busy { .. } => true,
+        StoreError::Output(o) => unsafe_output(o),
+        _ => false,
     };
     let input = e.chain().any(|c| {
         c.is::<Usage>()
@@ -67,6 +69,7 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
             || c.is::<quiclab_pages::page::ManifestError>()
             || c.is::<quiclab_endpoint::url::UrlError>()
             || c.downcast_ref::<StoreError>().is_some_and(wrong_dir)
+            || c.downcast_ref::<OutputError>().is_some_and(unsafe_output)
             // transparent wrappers: the chain goes on past the error they wrap
             || match c.downcast_ref::<RunError>() {
                 Some(RunError::OtherCampaign { .. } | RunError::NoJobs) => true,

@@ -96,3 +96,59 @@ fn serve_replaces_a_link_at_its_certificate_path_instead_of_writing_through_it()
     let pem = std::fs::read_to_string(&cert).unwrap();
     assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
 }
+
+/// Run through sudo (SUDO_GID set), a campaign's directory is its invoking group's to read and
+/// write: a user of that group (not root) renders the report, exports the results and reads the
+/// database read-only.
+#[test]
+fn the_invoking_users_group_reads_and_renders_what_root_ran() {
+    common::assert_root();
+    let dir = common::TempDir::new("shared");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let out = dir.join("out");
+    let (uid, gid) = ("54321", "54321");
+    let st = common::quiclab()
+        .env("SUDO_GID", gid)
+        .args(["run", plan.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{st}");
+    // the test's directory itself is root's alone: let others pass through it
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let as_user = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid", uid, "--regid", gid, "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_quiclab"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = out.to_str().unwrap();
+    for args in [vec!["report", o], vec!["export", o]] {
+        let r = as_user(&args);
+        assert!(
+            r.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    let csv = std::fs::read_to_string(out.join("export/trials.csv")).unwrap();
+    assert!(csv.lines().count() > 1, "{csv}");
+    // and a user outside the group is refused
+    let r = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "54322",
+            "--regid",
+            "54322",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_quiclab"))
+        .args(["report", o])
+        .output()
+        .unwrap();
+    assert!(!r.status.success());
+}
