@@ -4,7 +4,8 @@
 //! Contract: the input is [`model::Campaign`], plain data that the results store fills; nothing
 //! here reads a clock, a file or the network, so the same campaign always renders the same page,
 //! byte for byte ([`render`]). The page needs nothing else to be read: CSS and SVG are inline, it
-//! has no script and loads no font or image.
+//! loads no font or image, and its one inline script (opening collapsed sections for printing)
+//! is not needed to read it. It follows the system's dark scheme, and prints every section.
 //!
 //! Layout of the code: [`analysis`] reduces a campaign to per-cell statistics once (using
 //! [`stats`]); each section of the page is a module under `sections` that turns that analysis into
@@ -63,6 +64,10 @@ pub fn render(campaign: &model::Campaign) -> String {
             body
         );
     }
-    out.push_str("</main>\n</body>\n</html>\n");
+    let _ = write!(
+        out,
+        "</main>\n<script>{}</script>\n</body>\n</html>\n",
+        sections::SCRIPT
+    );
     out
 }

@@ -343,7 +343,9 @@ fn text_from_the_campaign_is_escaped() {
     c.comparisons[3].a = evil.into();
     let html = render(&c);
     assert!(!html.contains("<b>&"));
-    assert!(!html.contains("<script"));
+    // the page's own script only
+    assert_eq!(html.matches("<script").count(), 1);
+    assert!(!html.contains("alert(1)</script>"));
     assert!(!html.contains("<y>"));
     assert!(html.contains("&lt;b&gt;&amp;"));
     for b in svg_blocks(&html) {
@@ -359,9 +361,25 @@ fn the_page_is_self_contained_and_in_order() {
     let c = synthetic::campaign(5, 1);
     let html = render(&c);
     assert!(html.starts_with("<!DOCTYPE html>"));
-    for banned in ["<script", "<link", "<img", "@import", "url(", "https://"] {
+    for banned in [
+        "<link",
+        "<img",
+        "@import",
+        "url(",
+        "https://",
+        "<script src",
+        "fetch(",
+    ] {
         assert!(!html.contains(banned), "{banned}");
     }
+    // one inline script, after the content; a dark scheme and a print style that opens every
+    // collapsed section
+    assert_eq!(html.matches("<script>").count(), 1);
+    assert!(html.find("</main>") < html.find("<script>"));
+    assert!(html.contains("@media (prefers-color-scheme: dark)"));
+    assert!(html.contains("@media print"));
+    assert!(html.contains("details::details-content { content-visibility: visible;"));
+    assert!(html.contains("addEventListener('beforeprint'"));
     // The only URL is the SVG namespace.
     assert_eq!(
         html.matches("http://").count(),

@@ -178,4 +178,50 @@ details.condition > summary { cursor: pointer; padding: 4px 0; }
 details.provenance summary { cursor: pointer; color: #333; }
 svg { display: block; max-width: 100%; height: auto; }
 svg a:hover rect { stroke: #000; stroke-width: 1.5; }
+/* The system's dark scheme: the page goes dark; the charts stay light cards (their colours
+   are chosen for a white ground). */
+@media (prefers-color-scheme: dark) {
+  :root { color-scheme: dark; }
+  body { background: #17181a; color: #e6e6e6; }
+  h2 { border-bottom-color: #3a3b3e; }
+  .muted, figcaption, p.caption, .meta dt, details.provenance summary { color: #a9abb0; }
+  th { background: #24262a; }
+  th, td { border-bottom-color: #34363a; }
+  nav.toc { background: #222428; }
+  details.condition { border-color: #3a3b3e; }
+  .flag { color: #ff8a80; }
+  a { color: #8ab4f8; } a:visited { color: #c58af9; }
+  svg { border-radius: 4px; background: #fff; }
+}
+/* Printing shows every section, collapsed or not (the script opens them before printing). */
+@media print {
+  :root { color-scheme: light; }
+  body { background: #fff; color: #000; font-size: 11pt; }
+  main { max-width: none; padding: 0; }
+  nav.toc { display: none; }
+  details::details-content { content-visibility: visible; display: contents; }
+  details > summary { list-style: none; }
+  section, figure, table, details.condition { break-inside: avoid-page; }
+  h2, h3, h4 { break-after: avoid-page; }
+  a { color: inherit; text-decoration: none; }
+}
+"#;
+
+/// The page's one script: before printing it opens every collapsed section (and closes them
+/// again after), for browsers whose print style cannot open them. The page is complete
+/// without it.
+pub const SCRIPT: &str = r#"
+(function () {
+  var opened = [];
+  addEventListener('beforeprint', function () {
+    document.querySelectorAll('details:not([open])').forEach(function (d) {
+      d.open = true;
+      opened.push(d);
+    });
+  });
+  addEventListener('afterprint', function () {
+    opened.forEach(function (d) { d.open = false; });
+    opened = [];
+  });
+})();
 "#;
