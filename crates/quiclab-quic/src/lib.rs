@@ -57,7 +57,7 @@ pub mod socket;
 use quiclab_endpoint::{files, priority, requests, routes, timeline, tls, url};
 
 use crate::files::Lookup;
-use crate::qlog::QlogFile;
+use crate::qlog::{QlogFile, QlogTarget, Vantage};
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::requests::{Connector, Requests};
 use crate::routes::PatternBody;
@@ -322,18 +322,21 @@ impl QuicOptions {
 
     /// One connection's transport: [`QuicOptions::transport_config`] with the controller
     /// wrapped to record into a recorder of its own (RTT samples under `path_min_rtt` counted
-    /// as impossible), and with a qlog file when `qlog` gives its path and title.
+    /// as impossible), and with a qlog file when `qlog` says where.
     pub fn instrumented(
         &self,
         path_min_rtt: Option<Duration>,
-        qlog: Option<(PathBuf, String)>,
+        qlog: Option<QlogTarget>,
     ) -> Result<Instrumented, QuicError> {
         self.validate()?;
         let (qlog, stream) = match qlog {
-            Some((path, title)) => {
+            Some(target) => {
                 let description = format!("quiclab; {}", self.summary());
-                let (file, stream) = QlogFile::create(&path, title, description)
-                    .map_err(|source| QuicError::Qlog { path, source })?;
+                let (file, stream) =
+                    QlogFile::create(&target, description).map_err(|source| QuicError::Qlog {
+                        path: target.path,
+                        source,
+                    })?;
                 (Some(file), Some(stream))
             }
             None => (None, None),
@@ -696,11 +699,10 @@ impl QuicServer {
         &self,
         index: u32,
     ) -> Result<(Arc<quinn::ServerConfig>, Instrumented), QuicError> {
-        let qlog = self.qlog_dir.as_ref().map(|d| {
-            (
-                d.join(format!("server-{index}.sqlog")),
-                format!("quiclab serve, QUIC connection {index}"),
-            )
+        let qlog = self.qlog_dir.as_ref().map(|d| QlogTarget {
+            path: d.join(format!("server-{index}.sqlog")),
+            title: format!("quiclab serve, QUIC connection {index}"),
+            vantage: Vantage::Server,
         });
         let inst = self.quic.instrumented(self.path_min_rtt, qlog)?;
         let mut config = quinn::ServerConfig::with_crypto(self.crypto.clone());
@@ -1270,11 +1272,10 @@ pub async fn connect(
 ) -> Result<ClientConn, RequestError> {
     let try_0rtt = opts.resume;
     // A configuration of its own, for a recorder of its own.
-    let qlog = opts.qlog_dir.as_ref().map(|d| {
-        (
-            d.join(format!("client-{index}.sqlog")),
-            format!("quiclab get, QUIC connection {index} to {}", t.uri),
-        )
+    let qlog = opts.qlog_dir.as_ref().map(|d| QlogTarget {
+        path: d.join(format!("client-{index}.sqlog")),
+        title: format!("quiclab get, QUIC connection {index} to {}", t.uri),
+        vantage: Vantage::Client,
     });
     let inst = opts
         .quic

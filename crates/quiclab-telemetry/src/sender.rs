@@ -435,11 +435,10 @@ async fn connect(
             let (q, tls) = &**q;
             let mut endpoints = Vec::new();
             let endpoint = quic::endpoint_for(&mut endpoints, t.addr, &opts.quic)?;
-            let qlog = opts.qlog_dir.as_ref().map(|d| {
-                (
-                    d.join("client-0.sqlog"),
-                    format!("quiclab telemetry, QUIC connection 0 to {url}"),
-                )
+            let qlog = opts.qlog_dir.as_ref().map(|d| quic::qlog::QlogTarget {
+                path: d.join("client-0.sqlog"),
+                title: format!("quiclab telemetry, QUIC connection 0 to {url}"),
+                vantage: quic::qlog::Vantage::Client,
             });
             let inst = opts
                 .quic

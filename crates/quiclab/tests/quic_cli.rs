@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{assert_root, quiclab};
+use common::{QUICLAB, assert_root, quiclab};
 
 /// Runs `quiclab serve` (with `server_args`) and `quiclab get --http 3` (with `client_args`) over a
 /// link; returns the server's ready line, the client's records and the directory holding the
@@ -183,4 +183,105 @@ fn bad_quic_options_say_what_is_allowed() {
         ),
         "{stderr}"
     );
+}
+
+/// Every qlog file quiclab's QUIC endpoints write follows the qlog 0.3 JSON-SEQ schema that
+/// qvis reads: a header record (version, format, a trace whose vantage point is the file's
+/// side), then events with a time, a `category:event` name and data, all with the one group id
+/// of the connection; sent packets have their type, number and size (`raw.length`), lost ones
+/// their type and number (and size, unless they only acknowledged),
+/// and RTTs are milliseconds (at 20 ms each way, the smoothed RTT lies between the path's 40 ms
+/// and 40 ms plus the link's queue and the endpoints' delays, well under a second).
+#[test]
+fn qlog_files_follow_the_schema_qvis_reads() {
+    assert_root();
+    let d = common::TempDir::new("qlog-schema");
+    let cert = d.join("cert.pem");
+    let qlogs = d.join("qlog");
+    common::link(
+        &[
+            "--rate", "10mbit", "--delay", "20ms", "--loss", "2%", "--seed", "5",
+        ],
+        &format!(
+            "exec {QUICLAB} serve --listen '[::]:443' --write-cert {} --qlog-dir {}",
+            cert.display(),
+            qlogs.display()
+        ),
+        &format!(
+            "{QUICLAB} get --http 3 --cacert {} --qlog-dir {} https://$QUICLAB_SERVER/bytes/500000",
+            cert.display(),
+            qlogs.display()
+        ),
+    );
+    let mut files = 0;
+    let (mut sent, mut lost, mut rtts) = (0, 0, 0);
+    for entry in std::fs::read_dir(&qlogs).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let side = if name.starts_with("server") {
+            "server"
+        } else {
+            "client"
+        };
+        let text = std::fs::read(&path).unwrap();
+        let records: Vec<serde_json::Value> = text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                assert_eq!(l[0], 0x1e, "{name}: a JSON-SEQ record starts with RS");
+                serde_json::from_slice(&l[1..])
+                    .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(l)))
+            })
+            .collect();
+        let header = &records[0];
+        assert_eq!(header["qlog_version"], "0.3", "{name}");
+        assert_eq!(header["qlog_format"], "JSON-SEQ", "{name}");
+        assert_eq!(header["trace"]["vantage_point"]["type"], side, "{name}");
+        let group = records[1]["group_id"].clone();
+        assert!(group.is_string(), "{name}: {}", records[1]);
+        for e in &records[1..] {
+            assert!(e["time"].as_f64().is_some_and(|t| t >= 0.0), "{name}: {e}");
+            let ev = e["name"].as_str().unwrap();
+            assert!(ev.split_once(':').is_some(), "{name}: {ev}");
+            assert!(e["data"].is_object(), "{name}: {e}");
+            assert_eq!(e["group_id"], group, "{name}: one connection, one id: {e}");
+            let data = &e["data"];
+            match ev {
+                "transport:packet_sent" | "recovery:packet_lost" => {
+                    assert!(data["header"]["packet_type"].is_string(), "{e}");
+                    assert!(data["header"]["packet_number"].is_u64(), "{e}");
+                    let size = data["raw"]["length"].as_u64();
+                    if ev.ends_with("sent") {
+                        assert!(
+                            size.is_some_and(|s| (20..=1500).contains(&s)),
+                            "{name}: packet size {e}"
+                        );
+                        sent += 1;
+                    } else {
+                        // a lost packet that only acknowledged has no size of quinn's
+                        assert!(size.is_none_or(|s| (20..=1500).contains(&s)), "{e}");
+                        lost += 1;
+                    }
+                }
+                "recovery:metrics_updated" => {
+                    if let Some(rtt) = data["smoothed_rtt"].as_f64() {
+                        // the first value is the configured initial RTT (333 ms)
+                        assert!((40.0..=400.0).contains(&rtt), "{name}: RTT in ms {e}");
+                        rtts += 1;
+                    }
+                    assert!(
+                        data.get("ssthresh")
+                            .is_none_or(|s| s.as_u64() < Some(u64::MAX))
+                    );
+                }
+                _ => {}
+            }
+        }
+        files += 1;
+    }
+    assert_eq!(files, 2, "a server and a client file");
+    // 500 kB is some 370 packets; 2 % loss makes several of them lost
+    assert!(sent > 300, "{sent}");
+    assert!(lost > 0, "{lost}");
+    assert!(rtts > 10, "{rtts}");
 }
