@@ -14,6 +14,7 @@
 
 pub mod analysis;
 mod chart;
+pub mod compare;
 mod html;
 pub mod playback;
 mod sections;

@@ -4,6 +4,7 @@ mod bench_perf;
 mod bench_stacks;
 mod cmd_bench;
 mod cmd_browse;
+mod cmd_compare;
 mod cmd_external;
 mod cmd_get;
 mod cmd_link;
@@ -50,6 +51,7 @@ enum Cmd {
     Run(cmd_run::RunCmd),
     Report(cmd_run::ReportCmd),
     Export(cmd_run::ExportCmd),
+    Compare(cmd_compare::CompareCmd),
     Link(cmd_link::LinkCmd),
     Clean(cmd_link::CleanCmd),
     Selftest(cmd_selftest::SelftestCmd),
@@ -74,7 +76,7 @@ impl Cmd {
     fn measures(&self) -> bool {
         !matches!(
             self,
-            Cmd::Report(_) | Cmd::Export(_) | Cmd::Clean(_) | Cmd::Reap { .. }
+            Cmd::Report(_) | Cmd::Export(_) | Cmd::Compare(_) | Cmd::Clean(_) | Cmd::Reap { .. }
         )
     }
 }
@@ -156,6 +158,7 @@ fn main() {
         Cmd::Run(c) => cmd_run::run(c),
         Cmd::Report(c) => cmd_run::report(c),
         Cmd::Export(c) => cmd_run::export(c),
+        Cmd::Compare(c) => cmd_compare::compare(c),
         Cmd::Link(c) => cmd_link::link(c),
         Cmd::Clean(c) => cmd_link::clean(c),
         Cmd::Selftest(c) => cmd_selftest::selftest(c),

@@ -251,6 +251,48 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         medians[1]
     );
     assert!(medians[0] > 800.0, "{medians:?}");
+    // the two campaigns side by side: their one cell, 8 trials each, with the change of the
+    // medians measured above
+    let page = dir.join("cmp");
+    let out = quiclab()
+        .args(["compare", "--json", "--out"])
+        .arg(&page)
+        .arg(dir.join("out-1"))
+        .arg(dir.join("out-8"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = s["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "{s}");
+    assert_eq!(
+        (s["only_a"].as_u64(), s["only_b"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let c = &cells[0];
+    assert_eq!(
+        (c["n_a"].as_u64(), c["n_b"].as_u64()),
+        (Some(8), Some(8)),
+        "{c}"
+    );
+    let change = c["change"].as_f64().unwrap();
+    assert!(
+        (change - (medians[1] / medians[0] - 1.0)).abs() < 1e-9,
+        "{c}"
+    );
+    let (lo, hi) = (c["ci"][0].as_f64().unwrap(), c["ci"][1].as_f64().unwrap());
+    assert!(lo <= change && change <= hi, "{c}");
+    assert_eq!(c["significant"], lo > 0.0 || hi < 0.0, "{c}");
+    assert_eq!(c["regression"], lo > 0.0, "{c}");
+    let html = std::fs::read_to_string(page.join("compare.html")).unwrap();
+    assert!(
+        html.contains("Provenance") && html.contains("1000000"),
+        "{html:.500}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,0 +1,119 @@
+//! `quiclab compare`: two campaigns side by side.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use quiclab_report::compare::{self, change_text};
+use quiclab_store::Store;
+use serde_json::json;
+
+use crate::out::Out;
+
+/// Put two campaigns side by side: the same cells (arm, condition, size) of each, B's median
+/// TTLB against A's.
+///
+/// For every cell both campaigns measured: the trials on each side, both medians, the change of
+/// B relative to A with a bootstrap 95 % interval and a Mann-Whitney p-value. A change whose
+/// interval excludes 0 is significant; a significant slowdown is flagged as a regression. Use it
+/// for two builds of quiclab or of a stack, two machines, or two versions of a plan. Both
+/// campaigns' provenance (build, kernel, CPU, settings) is set side by side, differences
+/// flagged.
+///
+/// Prints a table; with --out DIR also writes DIR/compare.html (one self-contained page).
+///
+/// Example:
+///   quiclab compare results/www21-before results/www21 --out /tmp/cmp
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct CompareCmd {
+    /// Campaign A, the reference (a directory written by `quiclab run`).
+    a: PathBuf,
+    /// Campaign B, compared with A.
+    b: PathBuf,
+    /// Write DIR/compare.html too.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the comparison as one JSON object on standard output (the table goes to standard
+    /// error).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn compare(c: CompareCmd) -> anyhow::Result<i32> {
+    let out = Out::new(c.json);
+    let a = Store::open_existing(&c.a)?.campaign()?;
+    let b = Store::open_existing(&c.b)?.campaign()?;
+    let cmp = compare::compare(&a, &b);
+    let (la, lb) = (c.a.display().to_string(), c.b.display().to_string());
+    out.line(format!(
+        "A: {la} (plan {})\nB: {lb} (plan {})",
+        a.name, b.name
+    ));
+    out.line(format!(
+        "{:<24} {:<24} {:>10} {:>9} {:>11} {:>11}  {:<34} {}",
+        "arm", "condition", "size", "n A/B", "median A", "median B", "change of B [95 % CI]", ""
+    ));
+    for d in &cmp.cells {
+        out.line(format!(
+            "{:<24} {:<24} {:>10} {:>9} {:>8.1} ms {:>8.1} ms  {:<34} {}",
+            d.arm,
+            d.condition,
+            d.size,
+            format!("{}/{}", d.n_a, d.n_b),
+            d.median_a_ms,
+            d.median_b_ms,
+            change_text(d),
+            if d.regression() {
+                "REGRESSION"
+            } else if d.significant {
+                "faster"
+            } else {
+                ""
+            }
+        ));
+    }
+    let regressions = cmp.cells.iter().filter(|d| d.regression()).count();
+    out.line(format!(
+        "{} cells compared: {regressions} regressions; {} cells in A only, {} in B only",
+        cmp.cells.len(),
+        cmp.only_a,
+        cmp.only_b
+    ));
+    let page = match &c.out {
+        Some(dir) => {
+            quiclab_store::output::check_dir(dir)?;
+            std::fs::create_dir_all(dir)?;
+            let path = dir.join("compare.html");
+            let html = compare::render(&a, &b, [&la, &lb], &cmp);
+            quiclab_store::output::write_atomic(&path, html.as_bytes())?;
+            eprintln!("quiclab: {}", path.display());
+            Some(path)
+        }
+        None => None,
+    };
+    out.summary(|| {
+        json!({
+            "a": la,
+            "b": lb,
+            "page": page,
+            "regressions": regressions,
+            "only_a": cmp.only_a,
+            "only_b": cmp.only_b,
+            "cells": cmp.cells.iter().map(|d| json!({
+                "arm": d.arm,
+                "condition": d.condition,
+                "size": d.size,
+                "n_a": d.n_a,
+                "n_b": d.n_b,
+                "median_a_ms": d.median_a_ms,
+                "median_b_ms": d.median_b_ms,
+                "change": d.rel,
+                "ci": d.ci.map(|ci| [ci.lo, ci.hi]),
+                "p": d.p,
+                "significant": d.significant,
+                "regression": d.regression(),
+            })).collect::<Vec<_>>(),
+        })
+    });
+    Ok(crate::usage::OK)
+}
