@@ -28,6 +28,10 @@ pub struct RunOptions {
     pub keep_all_artifacts: bool,
     /// (key, value) facts about the machine and build, stored with the campaign.
     pub provenance: Vec<(String, String)>,
+    /// This quiclab's build (version and commit), recorded with every trial.
+    pub build: String,
+    /// Add to a directory whose trials another build ran (else refused).
+    pub allow_mixed_builds: bool,
 }
 
 /// What the runner tells its user as it goes.
@@ -69,6 +73,16 @@ pub enum RunError {
     },
     #[error("--jobs must be at least 1")]
     NoJobs,
+    #[error(
+        "{dir} holds trials of another quiclab build ({found}); this is {current}: one campaign \
+         would mix two builds' results. Choose another --out directory, or add to it with \
+         --allow-mixed-builds (the export's build column tells the trials apart)"
+    )]
+    OtherBuild {
+        dir: String,
+        found: String,
+        current: String,
+    },
 }
 
 /// The campaign description a report needs, from the plan.
@@ -164,6 +178,18 @@ pub fn run(
             wanted: plan.name.clone(),
         });
     }
+    let others: Vec<String> = store
+        .builds()?
+        .into_iter()
+        .filter(|b| *b != opts.build)
+        .collect();
+    if !others.is_empty() && !opts.allow_mixed_builds {
+        return Err(RunError::OtherBuild {
+            dir: opts.out.display().to_string(),
+            found: others.join(", "),
+            current: opts.build.clone(),
+        });
+    }
     let specs = expand(plan);
     store.set_meta("plan_name", &plan.name)?;
     store.set_campaign(&describe(plan, &opts.provenance))?;
@@ -249,7 +275,8 @@ pub fn run(
             match msg {
                 None => {}
                 Some(Msg::Started(spec)) => progress.trial_started(plan, &spec),
-                Some(Msg::Ended(spec, TrialEnd::Done(rec))) => {
+                Some(Msg::Ended(spec, TrialEnd::Done(mut rec))) => {
+                    rec.build = Some(opts.build.clone());
                     if let Err(e) = store.record(&rec) {
                         // without a store nothing more can be kept: stop the campaign
                         stop.store(true, Ordering::Relaxed);

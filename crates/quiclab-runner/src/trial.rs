@@ -107,6 +107,8 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
         requests,
         phases,
         artifacts: Some(rel),
+        // the campaign records its build with the trial
+        build: None,
     }))
 }
 

@@ -26,7 +26,7 @@ pub const DB_FILE: &str = "results.db";
 /// condition, the condition whose run follows it (reported as [`Trial::before`]).
 pub const CONFIG_BEFORE: &str = "before";
 /// Version of the schema below; a database of another version is refused.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -105,6 +105,9 @@ pub struct TrialRecord {
     pub phases: serde_json::Value,
     /// Folder of the trial's artifacts, relative to the campaign directory, if kept.
     pub artifacts: Option<String>,
+    /// The quiclab build that ran the trial (version and commit); `None` for a trial recorded
+    /// before builds were kept.
+    pub build: Option<String>,
 }
 
 /// The lock file of a campaign directory (see [`Store::lock`]).
@@ -153,7 +156,8 @@ CREATE TABLE IF NOT EXISTS trials (
     requests TEXT NOT NULL,
     phases TEXT NOT NULL,
     artifacts TEXT,
-    detail TEXT
+    detail TEXT,
+    build TEXT
 );
 CREATE TABLE IF NOT EXISTS timeline (
     trial_id TEXT NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
@@ -198,7 +202,7 @@ impl Store {
         let found: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(sql)?;
-        if found != 0 && found != SCHEMA_VERSION && found != 1 {
+        if !(0..=SCHEMA_VERSION).contains(&found) {
             return Err(StoreError::Version { path: p, found });
         }
         if found == 0 {
@@ -219,6 +223,11 @@ impl Store {
         if found == 1 {
             // version 1 had no workload detail: its trials were single objects, which have none
             conn.execute_batch("ALTER TABLE trials ADD COLUMN detail TEXT")
+                .map_err(sql)?;
+        }
+        if found == 1 || found == 2 {
+            // versions 1 and 2 kept no build: their trials' builds are unknown
+            conn.execute_batch("ALTER TABLE trials ADD COLUMN build TEXT")
                 .map_err(sql)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -389,9 +398,9 @@ impl Store {
             "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config, status,
                 error, started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                 hello_retry, retransmissions, first_retransmit_offset, impossible_rtt_samples,
-                link_drops, link, requests, phases, artifacts, detail)
+                link_drops, link, requests, phases, artifacts, detail, build)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
             params![
                 t.id,
                 t.seq as i64,
@@ -420,6 +429,7 @@ impl Store {
                 phases,
                 t.artifacts,
                 detail,
+                t.build,
             ],
         )
         .map_err(sql)?;
@@ -454,6 +464,18 @@ impl Store {
         Ok(())
     }
 
+    /// The quiclab builds that ran the directory's trials (those known), each once, sorted.
+    pub fn builds(&self) -> Result<Vec<String>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT DISTINCT build FROM trials WHERE build IS NOT NULL ORDER BY build")
+            .map_err(self.sql())?;
+        st.query_map([], |r| r.get(0))
+            .map_err(self.sql())?
+            .collect::<std::result::Result<Vec<String>, _>>()
+            .map_err(self.sql())
+    }
+
     /// Every trial, in execution order, with its timeline.
     pub fn trials(&self) -> Result<Vec<TrialRecord>> {
         let mut st = self
@@ -462,7 +484,8 @@ impl Store {
                 "SELECT id, seq, arm, condition, size, iteration, seed, config, status, error,
                     started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                     hello_retry, retransmissions, first_retransmit_offset,
-                    impossible_rtt_samples, link_drops, link, requests, phases, artifacts, detail
+                    impossible_rtt_samples, link_drops, link, requests, phases, artifacts, detail,
+                    build
                  FROM trials ORDER BY seq",
             )
             .map_err(self.sql())?;
@@ -503,6 +526,7 @@ impl Store {
                         requests: serde_json::Value::Null,
                         phases: serde_json::Value::Null,
                         artifacts: r.get(24)?,
+                        build: r.get(26)?,
                     },
                     [r.get::<_, String>(7)?, r.get(21)?, r.get(22)?, r.get(23)?],
                     r.get::<_, Option<String>>(25)?,
@@ -630,7 +654,7 @@ impl Store {
                  ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,transport,\
                  tcp_retransmitted_segments,quic_lost_packets,coded_lost_packets,\
                  first_retransmit_offset,impossible_rtt_samples,link_drops,server_stack,\
-                 client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,artifacts"
+                 client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,build,artifacts"
             )?;
             for t in &trials {
                 let m = t.outcome.as_ref().ok();
@@ -675,6 +699,7 @@ impl Store {
                     csv_field(&pairs(&t.config["condition"]["keys"])),
                     num(cond.map(|c| c.rtt_ms)),
                     int(cond.and_then(|c| c.rate_bps)),
+                    csv_field(t.build.as_deref().unwrap_or("")),
                     csv_field(t.artifacts.as_deref().unwrap_or("")),
                 ];
                 writeln!(w, "{}", fields.join(","))?;
@@ -876,6 +901,7 @@ mod tests {
             requests: serde_json::json!([]),
             phases: serde_json::json!({"setup_ms": 20.5}),
             artifacts: Some("trials/x".into()),
+            build: Some("0.1.0 (commit abc)".into()),
         }
     }
 
@@ -979,14 +1005,15 @@ mod tests {
     }
 
     #[test]
-    fn a_version_1_database_gains_the_detail_column_and_keeps_its_trials() {
+    fn a_version_1_database_gains_the_detail_and_build_columns_and_keeps_its_trials() {
         let d = dir("v1");
         std::fs::create_dir_all(&d).unwrap();
         {
-            // the version 1 schema: the current one without the detail column
+            // the version 1 schema: the current one without the detail and build columns
+            let schema = SCHEMA.replace(",\n    detail TEXT,\n    build TEXT", "");
+            assert_ne!(schema, SCHEMA);
             let conn = Connection::open(d.join(DB_FILE)).unwrap();
-            conn.execute_batch(&SCHEMA.replace(",\n    detail TEXT", ""))
-                .unwrap();
+            conn.execute_batch(&schema).unwrap();
             conn.pragma_update(None, "user_version", 1).unwrap();
             conn.execute(
                 "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config,
@@ -1002,7 +1029,11 @@ mod tests {
         assert_eq!(old.len(), 1);
         assert_eq!(old[0].outcome.as_ref().unwrap().ttlb_ms, 42.0);
         assert!(old[0].outcome.as_ref().unwrap().detail.is_empty());
+        // its build is unknown, and no build is named for it
+        assert_eq!(old[0].build, None);
+        assert!(s.builds().unwrap().is_empty());
         s.record(&trial("new", 1, Ok(metrics(10.0, 1)))).unwrap();
+        assert_eq!(s.builds().unwrap(), ["0.1.0 (commit abc)"]);
         let all = s.trials().unwrap();
         assert_eq!(all[1].outcome.as_ref().unwrap().detail.requests.len(), 2);
         let v: i64 = s

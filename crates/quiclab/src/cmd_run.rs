@@ -61,6 +61,11 @@ pub struct RunCmd {
     /// Check the plan and list its trials without running anything.
     #[arg(long)]
     dry_run: bool,
+    /// Add to a results directory whose trials another quiclab build ran (refused otherwise,
+    /// so that one campaign never silently mixes two builds; the export's build column tells
+    /// them apart).
+    #[arg(long)]
+    allow_mixed_builds: bool,
     /// Print a summary as one JSON object on standard output at the end (plan, results
     /// directory, report, trials run, failed and already done, whether it was interrupted,
     /// seconds the host was busy, wall time) instead of the report's path.
@@ -142,6 +147,15 @@ fn cell(plan: &Plan, spec: &TrialSpec) -> String {
 }
 
 /// Facts about the machine and build that a result depends on.
+/// This build of quiclab: its version and commit.
+fn build() -> String {
+    format!(
+        "{} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("QUICLAB_COMMIT")
+    )
+}
+
 fn provenance(jobs: usize) -> Vec<(String, String)> {
     let read = |p: &str| {
         std::fs::read_to_string(p)
@@ -158,14 +172,7 @@ fn provenance(jobs: usize) -> Vec<(String, String)> {
         })
         .unwrap_or_else(|| "unknown".into());
     let mut p = vec![
-        (
-            "quiclab".to_string(),
-            format!(
-                "{} (commit {})",
-                env!("CARGO_PKG_VERSION"),
-                env!("QUICLAB_COMMIT")
-            ),
-        ),
+        ("quiclab".to_string(), build()),
         ("kernel".into(), read("/proc/sys/kernel/osrelease")),
         ("cpu".into(), cpu),
         (
@@ -465,6 +472,8 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         bin: std::env::current_exe().context("cannot find the quiclab binary")?,
         keep_all_artifacts: c.keep_artifacts,
         provenance: provenance(jobs),
+        build: build(),
+        allow_mixed_builds: c.allow_mixed_builds,
     };
     let started = Instant::now();
     let mut bar = Bar::new();

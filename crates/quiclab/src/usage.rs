@@ -72,7 +72,11 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
             || c.downcast_ref::<OutputError>().is_some_and(unsafe_output)
             // transparent wrappers: the chain goes on past the error they wrap
             || match c.downcast_ref::<RunError>() {
-                Some(RunError::OtherCampaign { .. } | RunError::NoJobs) => true,
+                Some(
+                    RunError::OtherCampaign { .. }
+                    | RunError::OtherBuild { .. }
+                    | RunError::NoJobs,
+                ) => true,
                 Some(RunError::Store(s)) => wrong_dir(s),
                 None => false,
             }

@@ -449,3 +449,54 @@ b = "h3"
     assert!(t0.elapsed() < Duration::from_secs(90), "{:?}", t0.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A results directory holding another build's trials is refused (exit 2, naming both builds)
+/// unless --allow-mixed-builds, and then the export tells the trials apart by build.
+#[test]
+fn another_builds_results_are_not_mixed_in_unless_asked() {
+    let dir = common::TempDir::new("run-builds");
+    let p1 = plan(
+        &dir,
+        "builds",
+        &one_cell(1, "10kb", "10mbit", "5ms", "[arms.h2]\nhttp = \"2\"\n"),
+    );
+    let out_dir = dir.join("out");
+    let st = run_plan(&p1, &out_dir, "1").status().unwrap();
+    assert!(st.success());
+    // as if an earlier quiclab had run that trial
+    rusqlite::Connection::open(out_dir.join("results.db"))
+        .unwrap()
+        .execute("UPDATE trials SET build = '0.0.1 (commit old)'", [])
+        .unwrap();
+    // a second iteration to run, by this build
+    let p2 = plan(
+        &dir,
+        "builds",
+        &one_cell(2, "10kb", "10mbit", "5ms", "[arms.h2]\nhttp = \"2\"\n"),
+    );
+    let out = run_plan(&p2, &out_dir, "1").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds trials of another quiclab build (0.0.1 (commit old))")
+            && err.contains("--allow-mixed-builds"),
+        "{err}"
+    );
+    let out = run_plan(&p2, &out_dir, "1")
+        .arg("--allow-mixed-builds")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let builds = Store::open_existing(&out_dir).unwrap().builds().unwrap();
+    assert_eq!(builds.len(), 2, "{builds:?}");
+    assert!(builds.contains(&"0.0.1 (commit old)".to_string()));
+    let exp = quiclab().arg("export").arg(&out_dir).output().unwrap();
+    assert!(exp.status.success());
+    let csv = std::fs::read_to_string(out_dir.join("export/trials.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains(",build,"), "{csv}");
+    assert!(csv.contains(",0.0.1 (commit old),"), "{csv}");
+}
