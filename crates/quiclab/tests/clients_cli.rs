@@ -25,7 +25,8 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
         .arg(&out)
         .status()
         .unwrap();
-    assert!(st.success(), "{st}");
+    // 1: some trials failed (counted below, and bounded)
+    assert!(matches!(st.code(), Some(0 | 1)), "{st}");
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
     // handshake round trips per (arm, condition), successful trials only
     let mut hs: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
@@ -39,6 +40,8 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
             Err(_) => *failed.entry(t.arm.clone()).or_default() += 1,
         }
     }
+    // the exit code says whether any trial failed
+    assert_eq!(st.code() == Some(1), !failed.is_empty(), "{st}: {failed:?}");
     let delta = |arm: &str, base: &str, cond: &str| {
         let get = |a: &str| median(hs[&(a.to_string(), cond.to_string())].clone());
         get(arm) - get(base)

@@ -78,10 +78,11 @@ fn ngtcp2_and_quinn_fetch_from_each_other_and_the_timelines_account_for_every_by
             m.ttlb_ms
         );
         // the handshake takes one round trip for every client; an external client's two ends
-        // are the times quiclab read the program's lines, each up to a millisecond late on a
-        // busy host (one seen 0.12 ms short of the round trip)
+        // are the times quiclab read the program's lines, each late by however long the host
+        // kept quiclab from reading (0.12 ms short of the round trip seen on a quiet host,
+        // 1.7 ms while it compiled)
         let hs = m.handshake_ms.expect("a handshake time");
-        assert!((49.0..60.0).contains(&hs), "{}: handshake {hs} ms", t.arm);
+        assert!((47.5..60.0).contains(&hs), "{}: handshake {hs} ms", t.arm);
         assert!(!m.timeline.is_empty(), "{}: no timeline", t.arm);
         eprintln!(
             "{}: TTFB {:.1} ms, TTLB {:.1} ms, timeline ends at {} acknowledged bytes",
@@ -168,13 +169,14 @@ fn a_client_program_that_fails_or_says_nothing_fails_its_trial_with_its_output_k
     let arms = "[arms.badopt]\nstack = \"badopt\"\n[arms.silent]\nstack = \"silent\"\n";
     std::fs::write(dir.join("plan.toml"), plan("10KB", arms)).unwrap();
     let out = dir.join("out");
-    // failed trials are recorded (the campaign itself runs to its end)
+    // failed trials are recorded (the campaign itself runs to its end, and says by its exit
+    // code that trials failed)
     let st = common::quiclab()
         .args(["run", dir.join("plan.toml").to_str().unwrap(), "--out"])
         .arg(&out)
         .status()
         .unwrap();
-    assert!(st.success(), "{st}");
+    assert_eq!(st.code(), Some(1), "{st}");
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
     let err = |arm: &str| by_arm(&trials, arm).outcome.clone().unwrap_err();
     let e = err("badopt");
