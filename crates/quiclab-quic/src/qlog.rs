@@ -9,7 +9,7 @@
 //! other, into one buffered file; the trace's title names the connection and its description
 //! the congestion controller.
 //!
-//! Every record passes through [`Rewriter`] on its way to the file, which makes quinn's output
+//! Every record passes through `Rewriter` on its way to the file, which makes quinn's output
 //! what the qlog 0.3 schema (and qvis) expects: the trace's vantage point is the connection's
 //! side (quinn writes "unknown"); a sent or lost packet's size moves to `raw.length` (quinn puts
 //! it in `header.length`, which names the long header's Length field; a lost packet that only
