@@ -13,7 +13,7 @@ use quiclab_quic::{self as quic, QuicServer, QuicServerOptions, QuicService};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
-use crate::usage::usage;
+use crate::usage::{Usage, usage};
 use quiclab_endpoint::timeline::TimelineWriter;
 use quiclab_endpoint::tls::{self, Identity, KxGroup};
 use quiclab_tcp::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions, TlsService};
@@ -167,7 +167,10 @@ pub(crate) fn on_off(s: &str) -> Result<bool, String> {
 }
 
 pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
-    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    if let Some(cc) = &c.tcp_cc {
+        crate::usage::check_tcp_cc("--tcp-cc", cc)?;
+    }
+    let groups = KxGroup::parse_list(&c.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
     if let Some(root) = &c.root
         && !root.is_dir()
     {

@@ -13,7 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::{RecordArgs, duration};
-use crate::usage::usage;
+use crate::usage::{Usage, usage};
 
 /// Send telemetry: 8-byte units, each holding its generation time (CLOCK_MONOTONIC
 /// microseconds), generated at a constant rate and sent in flushes, to a `quiclab serve
@@ -112,7 +112,7 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
             c.units_per_second
         );
     }
-    let groups = KxGroup::parse_list(&c.groups).context("--groups")?;
+    let groups = KxGroup::parse_list(&c.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
     let ca_pem = std::fs::read_to_string(&c.cacert)
         .with_context(|| format!("reading --cacert {}", c.cacert.display()))?;
     let quic = c.quic.options()?;

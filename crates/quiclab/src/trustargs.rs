@@ -3,11 +3,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 use quiclab_endpoint::tls::KxGroup;
 
-use crate::usage::usage;
+use crate::usage::{Usage, usage};
 
 #[derive(Args)]
 pub struct TrustArgs {
@@ -24,13 +23,13 @@ pub struct TrustArgs {
 impl TrustArgs {
     /// The trusted certificates (PEM text) and the groups; errors name the option at fault.
     pub fn load(&self) -> anyhow::Result<(String, Vec<KxGroup>)> {
-        let groups = KxGroup::parse_list(&self.groups).context("--groups")?;
-        let cacert = self
-            .cacert
-            .as_ref()
-            .context("--cacert is required: give the PEM certificate of the server (or its CA)")?;
+        let groups =
+            KxGroup::parse_list(&self.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
+        let cacert = self.cacert.as_ref().ok_or_else(|| {
+            Usage("--cacert is required: give the PEM certificate of the server (or its CA)".into())
+        })?;
         let ca_pem = std::fs::read_to_string(cacert)
-            .with_context(|| format!("reading --cacert {}", cacert.display()))?;
+            .map_err(|e| Usage(format!("--cacert {}: {e}", cacert.display())))?;
         Ok((ca_pem, groups))
     }
 
@@ -40,7 +39,8 @@ impl TrustArgs {
         if self.cacert.is_some() || !urls.iter().all(|u| u.starts_with("http://")) {
             return self.load();
         }
-        let groups = KxGroup::parse_list(&self.groups).context("--groups")?;
+        let groups =
+            KxGroup::parse_list(&self.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
         Ok((String::new(), groups))
     }
 }

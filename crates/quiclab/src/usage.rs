@@ -44,6 +44,22 @@ macro_rules! usage {
 }
 pub(crate) use usage;
 
+/// Refuses a TCP congestion controller the kernel does not offer (when its list can be read).
+pub fn check_tcp_cc(flag: &str, name: &str) -> Result<(), Usage> {
+    const LIST: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+    let Ok(list) = std::fs::read_to_string(LIST) else {
+        return Ok(());
+    };
+    let available: Vec<&str> = list.split_whitespace().collect();
+    if available.contains(&name) {
+        return Ok(());
+    }
+    Err(Usage(format!(
+        "{flag}: TCP congestion controller {name:?} is not available (available: {}; see {LIST})",
+        available.join(", ")
+    )))
+}
+
 /// The exit code of a command that ended with `e`: [`USAGE`] when any error in its chain is a
 /// mistake in the input (the command's own [`Usage`] errors, and the libraries' errors about
 /// plans, link settings, stack files, page manifests, traces, URLs, a results directory that
@@ -80,6 +96,10 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
                 Some(RunError::Store(s)) => wrong_dir(s),
                 None => false,
             }
+            || matches!(
+                c.downcast_ref::<quiclab_quic::QuicError>(),
+                Some(quiclab_quic::QuicError::InvalidOption { .. })
+            )
             || matches!(
                 c.downcast_ref::<quiclab_netns::Error>(),
                 Some(quiclab_netns::Error::NotRoot | quiclab_netns::Error::Config(_))

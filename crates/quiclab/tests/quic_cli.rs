@@ -43,10 +43,11 @@ fn run(
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
     eprintln!("{stdout}");
-    let ready = stdout
+    // the server's lines come on link's standard error
+    let ready = stderr
         .lines()
         .find(|l| l.starts_with("quiclab serve: listening on "))
-        .unwrap_or_else(|| panic!("no ready line:\n{stdout}"))
+        .unwrap_or_else(|| panic!("no ready line:\n{stderr}"))
         .to_string();
     let records = stdout
         .lines()

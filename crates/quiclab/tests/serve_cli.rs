@@ -70,11 +70,13 @@ fn curl_downloads_exact_bodies_over_http1_and_http2_through_the_link() {
     );
     eprintln!("{stdout}");
 
+    // the server's output goes to link's standard error, the client's to its standard output
     assert!(
-        stdout.contains("quiclab serve: listening on [::]:443 (")
-            && stdout.contains("groups x25519,p256; tcp congestion cubic;"),
-        "{stdout}"
+        stderr.contains("quiclab serve: listening on [::]:443 (")
+            && stderr.contains("groups x25519,p256; tcp congestion cubic;"),
+        "{stderr}"
     );
+    assert!(!stdout.contains("quiclab serve:"), "{stdout}");
     for version in ["http1.1", "http2"] {
         let expected = if version == "http2" { "2" } else { "1.1" };
         for n in sizes {
@@ -161,13 +163,14 @@ fn static_files_over_every_version_stay_under_the_root_and_quic_knobs_are_report
             https://$QUICLAB_SERVER/css/big.bin https://$QUICLAB_SERVER/nothing\n",
         out2 = d.join("big-h2.bin").display(),
     );
-    // `get` exits 1 for the 404, which the link reports as the client's exit code.
-    let stdout = link_exit(&["--delay", "5ms"], &server, &client, 1);
+    // `get` exits 1 for the 404, which the link reports as the client's exit code; the
+    // server's lines come on link's standard error
+    let (stdout, stderr) = common::link_output(&["--delay", "5ms"], &server, &client, 1);
     assert!(
-        stdout.contains(
+        stderr.contains(
             "stream window 2097152; connection window 8000000; scheduling fifo; datagrams on, 64000 bytes buffered"
         ),
-        "{stdout}"
+        "{stderr}"
     );
     assert_eq!(std::fs::read(d.join("big-h2.bin")).unwrap(), big);
     assert!(stdout.lines().any(|l| l == "<p>hello</p>"), "{stdout}");
