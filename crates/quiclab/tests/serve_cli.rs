@@ -4,7 +4,7 @@
 use std::path::Path;
 
 mod common;
-use common::{assert_root, json_lines, link_exit, quiclab};
+use common::{assert_root, json_lines, quiclab};
 
 /// Checks that `file` holds exactly `len` bytes of the /bytes pattern (byte i = i mod 251).
 fn assert_pattern(file: &Path, len: usize) {
