@@ -167,9 +167,6 @@ pub(crate) fn on_off(s: &str) -> Result<bool, String> {
 }
 
 pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
-    if let Some(cc) = &c.tcp_cc {
-        crate::usage::check_tcp_cc("--tcp-cc", cc)?;
-    }
     let groups = KxGroup::parse_list(&c.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
     if let Some(root) = &c.root
         && !root.is_dir()

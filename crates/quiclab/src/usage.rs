@@ -44,29 +44,18 @@ macro_rules! usage {
 }
 pub(crate) use usage;
 
-/// Refuses a TCP congestion controller the kernel does not offer (when its list can be read).
-pub fn check_tcp_cc(flag: &str, name: &str) -> Result<(), Usage> {
-    const LIST: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
-    let Ok(list) = std::fs::read_to_string(LIST) else {
-        return Ok(());
-    };
-    let available: Vec<&str> = list.split_whitespace().collect();
-    if available.contains(&name) {
-        return Ok(());
-    }
-    Err(Usage(format!(
-        "{flag}: TCP congestion controller {name:?} is not available (available: {}; see {LIST})",
-        available.join(", ")
-    )))
-}
-
 /// The exit code of a command that ended with `e`: [`USAGE`] when any error in its chain is a
 /// mistake in the input (the command's own [`Usage`] errors, and the libraries' errors about
 /// plans, link settings, stack files, page manifests, traces, URLs, a results directory that
-/// holds no campaign, another one, orphaned trials or another run, and a user without root),
+/// holds no campaign, another one, orphaned trials or another run, a TCP congestion controller
+/// the kernel lacks, and a user without root),
 /// [`FAILED`] otherwise.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
     use quiclab_runner::campaign::RunError;
+    use quiclab_tcp::server::ServerError;
+    use quiclab_tcp::tcpinfo::CongestionError;
+    // a TCP congestion controller the kernel does not have
+    let unknown_cc = |e: &CongestionError| matches!(e, CongestionError::Unknown { .. });
     // an output quiclab will not write to (another user's directory, a link)
     let unsafe_output = |e: &OutputError| !matches!(e, OutputError::Io { .. });
     // a results directory that is not this run's to use
@@ -86,6 +75,12 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
             || c.is::<quiclab_endpoint::url::UrlError>()
             || c.downcast_ref::<StoreError>().is_some_and(wrong_dir)
             || c.downcast_ref::<OutputError>().is_some_and(unsafe_output)
+            || c.downcast_ref::<CongestionError>().is_some_and(unknown_cc)
+            // transparent: the chain goes on past the congestion error it wraps
+            || matches!(
+                c.downcast_ref::<ServerError>(),
+                Some(ServerError::Congestion(e)) if unknown_cc(e)
+            )
             // transparent wrappers: the chain goes on past the error they wrap
             || match c.downcast_ref::<RunError>() {
                 Some(
