@@ -644,7 +644,7 @@ impl Store {
         // a campaign's arms and conditions name stacks, rates and round trips (none in a
         // database written before they were kept)
         let campaign = self.description().unwrap_or_default();
-        let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let num = tables::num;
         let int = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
         let tpath = out.join("trials.csv");
         output::write_atomic_with(&tpath, |w| {

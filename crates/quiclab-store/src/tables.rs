@@ -16,7 +16,8 @@ struct Table {
     rows: Vec<Vec<String>>,
 }
 
-fn num(v: Option<f64>) -> String {
+/// An optional number as a CSV field (empty when absent).
+pub(crate) fn num(v: Option<f64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
