@@ -52,6 +52,7 @@ fn browse(page: &str, http: &str, dir: &std::path::Path) -> Value {
 #[test]
 fn chromium_loads_the_real_page_over_the_protocol_asked_for() {
     assert_root();
+    let _turn = common::one_at_a_time();
     let dir = TempDir::new("browse");
     for (http, proto) in [("3", "h3"), ("2", "h2")] {
         let rec = browse("medium", http, &dir);
@@ -112,6 +113,7 @@ fn chromium_loads_the_real_page_over_the_protocol_asked_for() {
 #[test]
 fn chromium_fetches_one_object_on_a_new_connection_as_get_records_it() {
     assert_root();
+    let _turn = common::one_at_a_time();
     let dir = TempDir::new("browse-object");
     let bin = env!("CARGO_BIN_EXE_quiclab");
     let cert = dir.join("cert.pem");
@@ -191,6 +193,7 @@ const REVEALS: [(f64, f64, &str); 4] = [
 #[test]
 fn speed_index_of_a_page_painted_at_set_times_is_the_analytic_one() {
     assert_root();
+    let _turn = common::one_at_a_time();
     let dir = TempDir::new("browse-reveal");
     // a one-document page whose script paints bands of known areas at known times
     let manifest = dir.join("reveal.toml");

@@ -83,8 +83,17 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                     let arm = format!("{pair} {mismatch}");
                     let d = delta(&arm, &pair, cond);
                     eprintln!("{arm} / {cond}: +{d:.2} RTT");
-                    let want = if client == "quinn" { retry } else { 0.0 };
-                    assert!((d - want).abs() <= 0.2, "{arm} / {cond}: {d:.2} RTT more");
+                    // a retry's own work lies on the critical path as above; without one, the
+                    // two arms do the same work and differ by noise only
+                    let (want, above) = if client == "quinn" {
+                        (retry, 0.5)
+                    } else {
+                        (0.0, 0.2)
+                    };
+                    assert!(
+                        (-0.2..=above).contains(&(d - want)),
+                        "{arm} / {cond}: {d:.2} RTT more"
+                    );
                 }
                 // the records say so for both clients
                 for (mismatch, retried) in [

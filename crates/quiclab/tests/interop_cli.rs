@@ -13,6 +13,7 @@ const STACKS: &[&str] = &["quinn", "ngtcp2", "quic-go", "quiche"];
 #[test]
 fn every_http3_client_fetches_1mb_byte_exact_from_every_http3_server_at_1_percent_loss() {
     common::assert_root();
+    let _turn = common::one_at_a_time();
     let mut arms = String::new();
     for server in STACKS {
         for client in STACKS {
@@ -55,6 +56,7 @@ fn every_http3_client_fetches_1mb_byte_exact_from_every_http3_server_at_1_percen
 #[test]
 fn quiche_resumes_with_0rtt_and_saves_a_round_trip() {
     common::assert_root();
+    let _turn = common::one_at_a_time();
     const RTT_MS: f64 = 50.0;
     let plan = "name = \"zero-rtt\"\niterations = 1\nseed = 3\n[workload]\nkind = \"repeat\"\n\
                 requests = 4\nsizes = [\"10kb\"]\n[network]\ndelay = \"25ms\"\n\

@@ -21,6 +21,16 @@ pub fn assert_root() {
     );
 }
 
+/// Tests of one binary that time what a CPU-heavy neighbour would disturb (a browser's paints, a
+/// round trip counted to half an RTT) take turns: cargo runs a binary's tests on parallel
+/// threads, and on a 2-core machine two campaigns or two browsers at once delay each other by
+/// tens of milliseconds, which is the machine's contention and not what the tests measure.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // a failed test poisons the lock; the next one still measures correctly
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// An empty directory of this test process.
 pub fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
