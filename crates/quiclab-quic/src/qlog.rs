@@ -2,7 +2,8 @@
 //!
 //! quinn writes the transport's own events into it (`transport:packet_sent`,
 //! `transport:packet_received`, `recovery:packet_lost`, `recovery:metrics_updated` with the
-//! congestion window, bytes in flight and RTTs); the congestion controller's
+//! congestion window, bytes in flight and RTTs; the workspace's patch of quinn-proto,
+//! `vendor/README.md`, adds each sent and received packet's frames and a received one's size); the congestion controller's
 //! [`Recorder`](crate::recording::Recorder) adds `recovery:congestion_state_updated`
 //! (slow start, congestion avoidance, recovery) through [`QlogFile`] as a
 //! [`CcObserver`]. Both write from inside quinn's connection processing, one event after the

@@ -189,10 +189,23 @@ fn bad_quic_options_say_what_is_allowed() {
 /// Every qlog file quiclab's QUIC endpoints write follows the qlog 0.3 JSON-SEQ schema that
 /// qvis reads: a header record (version, format, a trace whose vantage point is the file's
 /// side), then events with a time, a `category:event` name and data, all with the one group id
-/// of the connection; sent packets have their type, number and size (`raw.length`), lost ones
-/// their type and number (and size, unless they only acknowledged),
-/// and RTTs are milliseconds (at 20 ms each way, the smoothed RTT lies between the path's 40 ms
-/// and 40 ms plus the link's queue and the endpoints' delays, well under a second).
+/// of the connection, each of which reads as the qlog crate's typed event of its name; sent and
+/// received packets have their type, number, size (`raw.length`) and frames, lost ones their
+/// type and number (and size, unless they only acknowledged), and RTTs are milliseconds (at
+/// 20 ms each way, the smoothed RTT lies between the path's 40 ms and 40 ms plus the link's
+/// queue and the endpoints' delays, well under a second). The frames are the connection's: the
+/// acknowledgements one side receives name only packets it sent, and the server's STREAM
+/// frames carry at least the 500 kB body.
+/// A packet event's frames: a non-empty list, each frame with its type.
+fn frames_of(e: &serde_json::Value) -> &Vec<serde_json::Value> {
+    let frames = e["data"]["frames"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no frames: {e}"));
+    assert!(!frames.is_empty(), "{e}");
+    assert!(frames.iter().all(|f| f["frame_type"].is_string()), "{e}");
+    frames
+}
+
 #[test]
 fn qlog_files_follow_the_schema_qvis_reads() {
     assert_root();
@@ -216,6 +229,7 @@ fn qlog_files_follow_the_schema_qvis_reads() {
     );
     let mut files = 0;
     let (mut sent, mut lost, mut rtts) = (0, 0, 0);
+    let mut server_stream_bytes = 0;
     for entry in std::fs::read_dir(&qlogs).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_str().unwrap().to_string();
@@ -235,12 +249,19 @@ fn qlog_files_follow_the_schema_qvis_reads() {
             })
             .collect();
         let header = &records[0];
+        serde_json::from_value::<qlog::QlogSeq>(header.clone())
+            .unwrap_or_else(|e| panic!("{name}: {e}: {header}"));
         assert_eq!(header["qlog_version"], "0.3", "{name}");
         assert_eq!(header["qlog_format"], "JSON-SEQ", "{name}");
         assert_eq!(header["trace"]["vantage_point"]["type"], side, "{name}");
         let group = records[1]["group_id"].clone();
         assert!(group.is_string(), "{name}: {}", records[1]);
+        // 1-RTT packet numbers this side sent, and those the other side acknowledged
+        let (mut numbers, mut acked) = (std::collections::BTreeSet::new(), Vec::new());
+        let mut acks_sent = 0;
         for e in &records[1..] {
+            serde_json::from_value::<qlog::events::Event>(e.clone())
+                .unwrap_or_else(|err| panic!("{name}: {err}: {e}"));
             assert!(e["time"].as_f64().is_some_and(|t| t >= 0.0), "{name}: {e}");
             let ev = e["name"].as_str().unwrap();
             assert!(ev.split_once(':').is_some(), "{name}: {ev}");
@@ -257,11 +278,40 @@ fn qlog_files_follow_the_schema_qvis_reads() {
                             size.is_some_and(|s| (20..=1500).contains(&s)),
                             "{name}: packet size {e}"
                         );
+                        let frames = frames_of(e);
+                        if data["header"]["packet_type"] == "1RTT" {
+                            numbers.insert(data["header"]["packet_number"].as_u64().unwrap());
+                        }
+                        for f in frames {
+                            match f["frame_type"].as_str() {
+                                Some("ack") => acks_sent += 1,
+                                Some("stream") if side == "server" => {
+                                    server_stream_bytes += f["length"].as_u64().unwrap();
+                                }
+                                _ => {}
+                            }
+                        }
                         sent += 1;
                     } else {
                         // a lost packet that only acknowledged has no size of quinn's
                         assert!(size.is_none_or(|s| (20..=1500).contains(&s)), "{e}");
                         lost += 1;
+                    }
+                }
+                "transport:packet_received" => {
+                    let size = data["raw"]["length"].as_u64();
+                    assert!(
+                        size.is_some_and(|s| (20..=1500).contains(&s)),
+                        "{name}: packet size {e}"
+                    );
+                    for f in frames_of(e) {
+                        if f["frame_type"] == "ack" && data["header"]["packet_type"] == "1RTT" {
+                            for r in f["acked_ranges"].as_array().unwrap() {
+                                let (lo, hi) = (r[0].as_u64().unwrap(), r[1].as_u64().unwrap());
+                                assert!(lo <= hi, "{name}: {f}");
+                                acked.push(lo..=hi);
+                            }
+                        }
                     }
                 }
                 "recovery:metrics_updated" => {
@@ -278,8 +328,19 @@ fn qlog_files_follow_the_schema_qvis_reads() {
                 _ => {}
             }
         }
+        // an endpoint acknowledges every other packet or so: hundreds of ACK frames for the
+        // server's 370 packets, some for the client's few
+        assert!(acks_sent > 0, "{name}: no ACK frame sent");
+        assert!(!acked.is_empty(), "{name}: no ACK frame received");
+        for r in acked {
+            assert!(
+                r.clone().all(|n| numbers.contains(&n)),
+                "{name}: acknowledged {r:?}, not all of it sent"
+            );
+        }
         files += 1;
     }
+    assert!(server_stream_bytes >= 500_000, "{server_stream_bytes}");
     assert_eq!(files, 2, "a server and a client file");
     // 500 kB is some 370 packets; 2 % loss makes several of them lost
     assert!(sent > 300, "{sent}");
