@@ -261,7 +261,7 @@ impl Frame {
 
 /// Horizontal gridlines at the y ticks and their labels left of the frame.
 fn y_grid(out: &mut String, frame: &Frame, labels: &[String]) {
-    out.push_str(r##"<g stroke="#e6e6e6" stroke-width="1">"##);
+    out.push_str(r##"<g class="ygrid" stroke="#e6e6e6" stroke-width="1">"##);
     for &v in &frame.y.values {
         let _ = write!(
             out,
@@ -274,7 +274,7 @@ fn y_grid(out: &mut String, frame: &Frame, labels: &[String]) {
     out.push_str("</g>");
     let _ = write!(
         out,
-        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
+        r##"<g class="ytick" fill="#333" font-size="{TICK_FONT}" text-anchor="end">"##
     );
     for (&v, l) in frame.y.values.iter().zip(labels) {
         let _ = write!(
@@ -312,7 +312,7 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
         y: spec.y.clone(),
     };
     draw_legend(out, &spec.legend, left - 30.0, 6.0, frame.width + 30.0);
-    out.push_str(r##"<g stroke="#e6e6e6" stroke-width="1">"##);
+    out.push_str(r##"<g class="xgrid" stroke="#e6e6e6" stroke-width="1">"##);
     for &v in &spec.x.values {
         let x = frame.px(v);
         let _ = write!(
@@ -335,7 +335,7 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
     );
     let _ = write!(
         out,
-        r##"<g fill="#333" font-size="{TICK_FONT}" text-anchor="middle">"##
+        r##"<g class="xtick" fill="#333" font-size="{TICK_FONT}" text-anchor="middle">"##
     );
     for &v in &spec.x.values {
         let _ = write!(
@@ -401,6 +401,105 @@ pub fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str, width: f6
         esc(colour),
         c(width)
     );
+}
+
+/// A line of a chart that the page's script lets a reader zoom and read under the pointer.
+#[derive(Debug, Clone)]
+pub struct ZoomLine {
+    pub label: String,
+    pub colour: String,
+    /// `(x, y)` in data units, x ascending; between two points the line is straight, and the
+    /// value read at an x is that of the last point at or before it.
+    pub points: Vec<(f64, f64)>,
+    /// Points marked with a ring (e.g. congestion events), in data units.
+    pub rings: Vec<(f64, f64)>,
+}
+
+/// The data of a zoomable chart: its lines and the units the script names when it reads them.
+#[derive(Debug, Clone)]
+pub struct Zoom {
+    /// e.g. "ms"
+    pub x_unit: String,
+    /// e.g. "MB"
+    pub y_unit: String,
+    /// What a ring means, named when the pointer is on one (e.g. "congestion event").
+    pub ring_label: String,
+    pub lines: Vec<ZoomLine>,
+}
+
+/// A number for the script's data: three decimals at most, no trailing zeros.
+fn data_number(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
+}
+
+/// Draws `zoom`'s lines (width 2) and rings into `frame` inside a group that carries them, in
+/// data units, for the report's script (`sections::SCRIPT`): hovering the plot reads every
+/// line's value at the pointer's x, dragging across it zooms into that x range (the y range
+/// following the data in it, both axes' ticks redrawn), a double click zooms out. Without the
+/// script (printed, or saved alone) the chart is the static one.
+pub fn zoomable(out: &mut String, frame: &Frame, zoom: &Zoom) {
+    let mut data = String::new();
+    let _ = write!(
+        data,
+        r#"{{"f":[{},{},{},{}],"x":[{},{}],"y":[{},{}],"xu":{},"yu":{},"rl":{},"l":["#,
+        data_number(frame.left),
+        data_number(frame.top),
+        data_number(frame.width),
+        data_number(frame.height),
+        data_number(frame.x.lo),
+        data_number(frame.x.hi),
+        data_number(frame.y.lo),
+        data_number(frame.y.hi),
+        serde_json::Value::from(zoom.x_unit.as_str()),
+        serde_json::Value::from(zoom.y_unit.as_str()),
+        serde_json::Value::from(zoom.ring_label.as_str()),
+    );
+    let flat = |pts: &[(f64, f64)]| {
+        pts.iter()
+            .flat_map(|(x, y)| [data_number(*x), data_number(*y)])
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (i, l) in zoom.lines.iter().enumerate() {
+        let _ = write!(
+            data,
+            r#"{}{{"n":{},"c":{},"p":[{}],"r":[{}]}}"#,
+            if i == 0 { "" } else { "," },
+            serde_json::Value::from(l.label.as_str()),
+            serde_json::Value::from(l.colour.as_str()),
+            flat(&l.points),
+            flat(&l.rings),
+        );
+    }
+    data.push_str("]}");
+    let _ = write!(out, r#"<g class="zoom" data-xy="{}">"#, esc(&data));
+    for l in &zoom.lines {
+        let mut pts: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .map(|&(x, y)| (frame.px(x), frame.py(y)))
+            .collect();
+        pts.dedup_by(|b, a| c(a.0) == c(b.0) && c(a.1) == c(b.1));
+        polyline(out, &pts, &l.colour, 2.0);
+    }
+    for l in &zoom.lines {
+        for &(x, y) in &l.rings {
+            let _ = write!(
+                out,
+                r##"<circle cx="{}" cy="{}" r="3" fill="#ffffff" stroke="{}" stroke-width="1.5"><title>{} {} at {} {}</title></circle>"##,
+                c(frame.px(x)),
+                c(frame.py(y)),
+                esc(&l.colour),
+                esc(&l.label),
+                esc(&zoom.ring_label),
+                esc(&units::number(x, 1)),
+                esc(&zoom.x_unit),
+            );
+        }
+    }
+    out.push_str("</g>");
 }
 
 /// Pixel corners of the empirical CDF of `xs` as a step function across the whole frame.

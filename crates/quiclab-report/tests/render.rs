@@ -312,6 +312,61 @@ fn the_acked_bytes_chart_shows_the_median_trial() {
         "legend names the median trial"
     );
     assert!(!html.contains("(it. 6,"));
+    // the data the page's script zooms and reads is that trial's timeline, in the axis's unit
+    // (KB for 100 KB), to the third decimal
+    let data: Vec<serde_json::Value> = svg_blocks(&html)
+        .into_iter()
+        .flat_map(|b| {
+            let doc = roxmltree::Document::parse(b).unwrap();
+            doc.descendants()
+                .filter_map(|n| n.attribute("data-xy"))
+                .map(|d| serde_json::from_str(d).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(data.len(), 1, "one zoomable chart: the one cell's");
+    let lines = data[0]["l"].as_array().unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["n"], "m");
+    assert_eq!(data[0]["xu"], "ms");
+    assert_eq!(data[0]["yu"], "KB");
+    let flat: Vec<f64> = lines[0]["p"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let Ok(m) = &c.trials[3].outcome else {
+        panic!("iteration 3 succeeded")
+    };
+    assert_eq!(flat.len(), 2 * m.timeline.len());
+    for (pair, p) in flat.chunks(2).zip(&m.timeline) {
+        assert!((pair[0] - p.t_ms).abs() <= 5e-4, "{pair:?} vs {p:?}");
+        assert!(
+            (pair[1] - p.acked_bytes as f64 / 1e3).abs() <= 5e-4,
+            "{pair:?} vs {p:?}"
+        );
+    }
+    let rings: Vec<f64> = lines[0]["r"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let events: Vec<f64> = m
+        .timeline
+        .iter()
+        .filter(|p| p.congestion_event)
+        .flat_map(|p| [p.t_ms, p.acked_bytes as f64 / 1e3])
+        .collect();
+    assert!(!events.is_empty());
+    assert_eq!(rings.len(), events.len());
+    assert!(
+        rings
+            .iter()
+            .zip(&events)
+            .all(|(a, b)| (a - b).abs() <= 5e-4)
+    );
 }
 
 #[test]
@@ -365,13 +420,18 @@ fn the_page_is_self_contained_and_in_order() {
         "<link",
         "<img",
         "@import",
-        "url(",
         "https://",
         "<script src",
         "fetch(",
     ] {
         assert!(!html.contains(banned), "{banned}");
     }
+    // a url() names only a fragment of the page itself (the script's clip paths)
+    assert!(
+        html.match_indices("url(")
+            .all(|(i, _)| html[i + 4..].starts_with('#')),
+        "an external url()"
+    );
     // one inline script, after the content; a dark scheme and a print style that opens every
     // collapsed section
     assert_eq!(html.matches("<script>").count(), 1);

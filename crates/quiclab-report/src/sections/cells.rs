@@ -5,8 +5,8 @@
 
 use crate::analysis::{Analysis, ArmCell, metrics};
 use crate::chart::{
-    LegendEntry, Mark, Series, Ticks, XySpec, arm_colour, c, cdf, empty_chart, polyline, svg_close,
-    xy_frame,
+    LegendEntry, Mark, Series, Ticks, XySpec, Zoom, ZoomLine, arm_colour, c, cdf, empty_chart,
+    svg_close, xy_frame, zoomable,
 };
 use crate::html::esc;
 use crate::stats;
@@ -161,29 +161,30 @@ fn acked_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String
         legend,
         right_band: 0.0,
     };
+    let zoom = Zoom {
+        x_unit: "ms".into(),
+        y_unit: unit.into(),
+        ring_label: "congestion event".into(),
+        lines: timelines
+            .iter()
+            .map(|(a, _, tl)| ZoomLine {
+                label: an.campaign.arms[a.arm].name.clone(),
+                colour: arm_colour(a.arm).into(),
+                points: tl
+                    .iter()
+                    .map(|p| (p.t_ms, p.acked_bytes as f64 / div))
+                    .collect(),
+                rings: tl
+                    .iter()
+                    .filter(|p| p.congestion_event)
+                    .map(|p| (p.t_ms, p.acked_bytes as f64 / div))
+                    .collect(),
+            })
+            .collect(),
+    };
     let mut out = String::new();
     let frame = xy_frame(&mut out, &spec);
-    for (a, _, tl) in &timelines {
-        let mut pts: Vec<(f64, f64)> = tl
-            .iter()
-            .map(|p| (frame.px(p.t_ms), frame.py(p.acked_bytes as f64 / div)))
-            .collect();
-        pts.dedup_by(|b, a| c(a.0) == c(b.0) && c(a.1) == c(b.1));
-        polyline(&mut out, &pts, arm_colour(a.arm), 2.0);
-    }
-    for (a, _, tl) in &timelines {
-        let col = arm_colour(a.arm);
-        for p in tl.iter().filter(|p| p.congestion_event) {
-            let _ = write!(
-                out,
-                r##"<circle cx="{}" cy="{}" r="3" fill="#ffffff" stroke="{col}" stroke-width="1.5"><title>{} congestion event at {}</title></circle>"##,
-                c(frame.px(p.t_ms)),
-                c(frame.py(p.acked_bytes as f64 / div)),
-                esc(&an.campaign.arms[a.arm].name),
-                esc(&units::ms(p.t_ms))
-            );
-        }
-    }
+    zoomable(&mut out, &frame, &zoom);
     svg_close(&mut out);
     let missing: Vec<&str> = arms
         .iter()
@@ -192,7 +193,9 @@ fn acked_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String
         .collect();
     let mut caption = "Cumulative bytes acknowledged, as the sender saw them, in each arm's \
                        median trial (the successful trial with the median TTLB among those with \
-                       a timeline); rings mark congestion events (the study's Figures 5/7)."
+                       a timeline); rings mark congestion events (the study's Figures 5/7). \
+                       Point at the plot to read each line; drag across it to zoom in, \
+                       double-click to zoom out."
         .to_string();
     if !missing.is_empty() {
         let _ = write!(caption, " No timeline for {}.", esc(&missing.join(", ")));

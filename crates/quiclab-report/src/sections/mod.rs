@@ -207,9 +207,13 @@ svg a:hover rect { stroke: #000; stroke-width: 1.5; }
 }
 "#;
 
-/// The page's one script: before printing it opens every collapsed section (and closes them
-/// again after), for browsers whose print style cannot open them. The page is complete
-/// without it.
+/// The page's one script. Before printing it opens every collapsed section (and closes them
+/// again after), for browsers whose print style cannot open them. It makes the charts drawn
+/// with `chart::zoomable` interactive: pointing at the plot reads every line's value at that
+/// x (the last point at or before it) in a box that follows the pointer, dragging across the
+/// plot zooms into that x range (the y range following the data in view; both axes' ticks and
+/// labels redrawn with the same 1-2-5 rule and number format as the static chart), and a
+/// double click restores the static chart. The page is complete without it.
 pub const SCRIPT: &str = r#"
 (function () {
   var opened = [];
@@ -223,5 +227,203 @@ pub const SCRIPT: &str = r#"
     opened.forEach(function (d) { d.open = false; });
     opened = [];
   });
+
+  var NS = 'http://www.w3.org/2000/svg';
+  var clips = 0;
+  function el(name, attrs, parent) {
+    var e = document.createElementNS(NS, name);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function r1(v) { return Math.round(v * 10) / 10; }
+  // chart::Ticks: steps of 1, 2 or 5 times a power of ten covering [lo, hi]
+  function ticks(lo, hi, target) {
+    if (!(hi > lo)) hi = lo + 1;
+    var raw = (hi - lo) / target;
+    var mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var n = raw / mag;
+    var step = mag * (n <= 1 + 1e-9 ? 1 : n <= 2 + 1e-9 ? 2 : n <= 5 + 1e-9 ? 5 : 10);
+    var first = Math.floor(lo / step + 1e-9);
+    var last = Math.max(Math.ceil(hi / step - 1e-9), first + 1);
+    var values = [];
+    for (var k = first; k <= last; k++) values.push(k * step);
+    return { lo: values[0], hi: values[values.length - 1], step: step, values: values };
+  }
+  function decimals(step) { return step >= 1 ? 0 : Math.ceil(-Math.log10(step)); }
+  // units::number: fixed decimals, thousands grouped, a real minus sign
+  function number(v, d) {
+    var parts = Math.abs(v).toFixed(d).split('.');
+    parts[0] = parts[0].replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+    var s = parts.join('.');
+    return (v < 0 && /[1-9]/.test(s) ? '−' : '') + s;
+  }
+  function pairs(flat) {
+    var out = [];
+    for (var i = 0; i + 1 < flat.length; i += 2) out.push([flat[i], flat[i + 1]]);
+    return out;
+  }
+  // index of the last point at or before x, or -1
+  function at(points, x) {
+    var lo = 0, hi = points.length;
+    while (lo < hi) {
+      var mid = (lo + hi) >> 1;
+      if (points[mid][0] <= x) lo = mid + 1; else hi = mid;
+    }
+    return lo - 1;
+  }
+
+  function zoomable(g) {
+    var d = JSON.parse(g.getAttribute('data-xy'));
+    var svg = g.ownerSVGElement;
+    var f = { l: d.f[0], t: d.f[1], w: d.f[2], h: d.f[3] };
+    var lines = d.l.map(function (l) {
+      return { n: l.n, c: l.c, p: pairs(l.p), r: pairs(l.r) };
+    });
+    var axes = {};
+    var saved = { plot: g.innerHTML };
+    ['xgrid', 'xtick', 'ygrid', 'ytick'].forEach(function (c) {
+      axes[c] = svg.querySelector('g.' + c);
+      saved[c] = axes[c].innerHTML;
+    });
+    var clip = el('clipPath', { id: 'zoom-clip-' + (++clips) }, svg);
+    el('rect', { x: f.l, y: f.t, width: f.w, height: f.h }, clip);
+    g.setAttribute('clip-path', 'url(#' + clip.id + ')');
+    var full = { x0: d.x[0], x1: d.x[1], y0: d.y[0], y1: d.y[1], ydec: null };
+    var view = full;
+    var cross = el('line', { y1: f.t, y2: f.t + f.h, stroke: '#555', 'stroke-dasharray': '3 3',
+      visibility: 'hidden', 'pointer-events': 'none' }, svg);
+    var sel = el('rect', { class: 'zoom-selection', y: f.t, height: f.h, fill: '#0072B2',
+      'fill-opacity': '0.12', visibility: 'hidden', 'pointer-events': 'none' }, svg);
+    var tip = el('g', { class: 'zoom-tip', visibility: 'hidden', 'pointer-events': 'none',
+      'font-size': '11' }, svg);
+    var area = el('rect', { class: 'zoom-area', x: f.l, y: f.t, width: f.w, height: f.h,
+      fill: 'transparent', style: 'cursor: crosshair; touch-action: none' }, svg);
+    var px = function (x) { return f.l + (x - view.x0) / (view.x1 - view.x0) * f.w; };
+    var py = function (y) { return f.t + f.h - (y - view.y0) / (view.y1 - view.y0) * f.h; };
+    var xOf = function (p) { return view.x0 + (p - f.l) / f.w * (view.x1 - view.x0); };
+    function local(e) {
+      var pt = svg.createSVGPoint();
+      pt.x = e.clientX;
+      pt.y = e.clientY;
+      return pt.matrixTransform(svg.getScreenCTM().inverse());
+    }
+    function yDecimals() {
+      return view.ydec !== null ? view.ydec + 1 : decimals((full.y1 - full.y0) / 5) + 1;
+    }
+    function hover(p) {
+      var x = xOf(p.x);
+      var rows = [[number(x, 1) + ' ' + d.xu, '#222']];
+      lines.forEach(function (l) {
+        var i = at(l.p, x);
+        rows.push([l.n + ': ' + (i < 0 ? 'nothing yet' : number(l.p[i][1], yDecimals()) + ' ' + d.yu), l.c]);
+        l.r.forEach(function (r) {
+          if (Math.abs(px(r[0]) - p.x) <= 4 && Math.abs(py(r[1]) - p.y) <= 6)
+            rows.push([l.n + ': ' + d.rl + ' at ' + number(r[0], 1) + ' ' + d.xu, l.c]);
+        });
+      });
+      cross.setAttribute('x1', r1(p.x));
+      cross.setAttribute('x2', r1(p.x));
+      cross.setAttribute('visibility', 'visible');
+      while (tip.firstChild) tip.removeChild(tip.firstChild);
+      var box = el('rect', { fill: '#ffffff', 'fill-opacity': '0.95', stroke: '#999', rx: '3' }, tip);
+      rows.forEach(function (row, i) {
+        var t = el('text', { x: 6, y: 15 + i * 15, fill: row[1] }, tip);
+        t.textContent = row[0];
+      });
+      var b = tip.getBBox();
+      box.setAttribute('width', r1(b.width + 12));
+      box.setAttribute('height', r1(b.height + 10));
+      var tx = p.x + 12;
+      if (tx + b.width + 12 > f.l + f.w) tx = Math.max(f.l, p.x - 12 - b.width - 12);
+      var ty = Math.max(f.t, Math.min(p.y - 10, f.t + f.h - b.height - 10));
+      tip.setAttribute('transform', 'translate(' + r1(tx) + ',' + r1(ty) + ')');
+      tip.setAttribute('visibility', 'visible');
+    }
+    function unhover() {
+      cross.setAttribute('visibility', 'hidden');
+      tip.setAttribute('visibility', 'hidden');
+    }
+    function redraw(xt, yt) {
+      ['xgrid', 'xtick', 'ygrid', 'ytick'].forEach(function (c) {
+        while (axes[c].firstChild) axes[c].removeChild(axes[c].firstChild);
+      });
+      xt.values.forEach(function (v) {
+        var x = r1(px(v));
+        el('line', { x1: x, y1: f.t, x2: x, y2: f.t + f.h }, axes.xgrid);
+        el('text', { x: x, y: r1(f.t + f.h + 14) }, axes.xtick).textContent = number(v, decimals(xt.step));
+      });
+      yt.values.forEach(function (v) {
+        var y = r1(py(v));
+        el('line', { x1: f.l, y1: y, x2: f.l + f.w, y2: y }, axes.ygrid);
+        el('text', { x: r1(f.l - 5), y: y, 'dominant-baseline': 'central' }, axes.ytick)
+          .textContent = number(v, decimals(yt.step));
+      });
+      while (g.firstChild) g.removeChild(g.firstChild);
+      lines.forEach(function (l) {
+        var i0 = Math.max(0, at(l.p, view.x0)), i1 = Math.min(l.p.length - 1, at(l.p, view.x1) + 1);
+        var dd = '';
+        for (var i = i0; i <= i1; i++) dd += (i === i0 ? 'M' : 'L') + r1(px(l.p[i][0])) + ' ' + r1(py(l.p[i][1]));
+        if (dd) el('path', { d: dd, fill: 'none', stroke: l.c, 'stroke-width': '2', 'stroke-linejoin': 'round' }, g);
+      });
+      lines.forEach(function (l) {
+        l.r.forEach(function (r) {
+          if (r[0] >= view.x0 && r[0] <= view.x1)
+            el('circle', { cx: r1(px(r[0])), cy: r1(py(r[1])), r: '3', fill: '#ffffff', stroke: l.c,
+              'stroke-width': '1.5' }, g);
+        });
+      });
+    }
+    function zoom(a, b) {
+      var xt = ticks(a, b, 5);
+      var lo = Infinity, hi = -Infinity;
+      lines.forEach(function (l) {
+        var i0 = Math.max(0, at(l.p, xt.lo)), i1 = at(l.p, xt.hi);
+        for (var i = i0; i <= i1; i++) {
+          lo = Math.min(lo, l.p[i][1]);
+          hi = Math.max(hi, l.p[i][1]);
+        }
+      });
+      if (!(hi >= lo)) { lo = full.y0; hi = full.y1; }
+      var yt = ticks(lo, hi, 5);
+      view = { x0: xt.lo, x1: xt.hi, y0: yt.lo, y1: yt.hi, ydec: decimals(yt.step) };
+      redraw(xt, yt);
+    }
+    function reset() {
+      view = full;
+      g.innerHTML = saved.plot;
+      ['xgrid', 'xtick', 'ygrid', 'ytick'].forEach(function (c) { axes[c].innerHTML = saved[c]; });
+    }
+    var start = null;
+    area.addEventListener('pointerdown', function (e) {
+      if (e.button !== 0) return;
+      start = local(e).x;
+      area.setPointerCapture(e.pointerId);
+    });
+    area.addEventListener('pointermove', function (e) {
+      var p = local(e);
+      p.x = Math.max(f.l, Math.min(f.l + f.w, p.x));
+      if (start !== null) {
+        sel.setAttribute('x', r1(Math.min(start, p.x)));
+        sel.setAttribute('width', r1(Math.abs(p.x - start)));
+        sel.setAttribute('visibility', 'visible');
+      }
+      hover(p);
+    });
+    area.addEventListener('pointerup', function (e) {
+      if (start === null) return;
+      var p = Math.max(f.l, Math.min(f.l + f.w, local(e).x));
+      sel.setAttribute('visibility', 'hidden');
+      if (Math.abs(p - start) >= 4) zoom(xOf(Math.min(start, p)), xOf(Math.max(start, p)));
+      start = null;
+      hover({ x: p, y: local(e).y });
+    });
+    area.addEventListener('pointerleave', function () { if (start === null) unhover(); });
+    area.addEventListener('dblclick', function (e) {
+      reset();
+      hover(local(e));
+    });
+  }
+  document.querySelectorAll('svg g.zoom[data-xy]').forEach(zoomable);
 })();
 "#;
