@@ -226,6 +226,9 @@ pub struct Trial {
     pub outcome: Result<Metrics, String>,
     /// Folder of this trial's artifacts (qlog, keylog, events), if kept.
     pub artifacts: Option<String>,
+    /// The machine that ran it, if known (a merged campaign's shards ran on several).
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// What a successful trial measured (one request on a new connection).

@@ -402,6 +402,7 @@ mod tests {
                 ..Default::default()
             }),
             artifacts: None,
+            host: None,
         }
     }
 

@@ -243,6 +243,7 @@ mod tests {
                         ..Default::default()
                     }),
                     artifacts: None,
+                    host: None,
                 });
             }
         }

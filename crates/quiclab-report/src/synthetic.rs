@@ -100,6 +100,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
                         before: None,
                         outcome,
                         artifacts: None,
+                        host: None,
                     });
                 }
             }

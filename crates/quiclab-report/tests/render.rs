@@ -48,6 +48,7 @@ fn ok_trial(arm: &str, cond: &str, size: u64, iteration: u32, ttlb: f64) -> Tria
             ..Default::default()
         }),
         artifacts: None,
+        host: None,
     }
 }
 

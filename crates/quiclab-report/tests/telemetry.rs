@@ -125,6 +125,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
                         ..Default::default()
                     }),
                     artifacts: None,
+                    host: None,
                 });
             }
         }

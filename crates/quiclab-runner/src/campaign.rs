@@ -13,6 +13,7 @@ use quiclab_store::{Store, StoreError, TrialRecord};
 use crate::expand::{TrialSpec, expand};
 use crate::plan::Plan;
 use crate::queue::Queue;
+use crate::shard::Shard;
 use crate::trial::{self, TrialEnd, TrialEnv};
 
 /// How to run a campaign.
@@ -32,6 +33,10 @@ pub struct RunOptions {
     pub build: String,
     /// Add to a directory whose trials another build ran (else refused).
     pub allow_mixed_builds: bool,
+    /// Run only this shard of the plan's trials (`crate::shard`).
+    pub shard: Option<Shard>,
+    /// This machine's name, recorded with every trial.
+    pub host: String,
 }
 
 /// What the runner tells its user as it goes.
@@ -73,6 +78,16 @@ pub enum RunError {
     },
     #[error("--jobs must be at least 1")]
     NoJobs,
+    #[error(
+        "{dir} holds {found} of plan {plan:?}, not {wanted}: each shard runs into its own \
+         directory (choose another --out)"
+    )]
+    OtherShard {
+        dir: String,
+        plan: String,
+        found: String,
+        wanted: String,
+    },
     #[error(
         "{dir} holds trials of another quiclab build ({found}); this is {current}: one campaign \
          would mix two builds' results. Choose another --out directory, or add to it with \
@@ -190,14 +205,36 @@ pub fn run(
             current: opts.build.clone(),
         });
     }
+    let shard_name =
+        |s: Option<String>| s.map_or("the whole campaign".into(), |s| format!("shard {s}"));
+    let found_shard = store.meta("shard")?;
+    let wanted_shard = opts.shard.map(|s| s.to_string());
+    // a directory that holds trials belongs to the shard (or whole campaign) that ran them
+    if found_shard != wanted_shard && !store.finished()?.is_empty() {
+        return Err(RunError::OtherShard {
+            dir: opts.out.display().to_string(),
+            plan: plan.name.clone(),
+            found: shard_name(found_shard),
+            wanted: shard_name(wanted_shard),
+        });
+    }
     let specs = expand(plan);
     store.set_meta("plan_name", &plan.name)?;
+    match &wanted_shard {
+        Some(s) => store.set_meta("shard", s)?,
+        None => store.delete_meta("shard")?,
+    }
     store.set_campaign(&describe(plan, &opts.provenance))?;
     let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
     store.set_meta(
         "trial_ids",
         &serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
     )?;
+    // a shard's trials: the plan's, split as every shard splits them
+    let specs = match opts.shard {
+        Some(shard) => crate::shard::select(plan, specs, shard),
+        None => specs,
+    };
     let finished = store.finished()?;
     let mut todo: Vec<TrialSpec> = specs
         .iter()
@@ -277,6 +314,8 @@ pub fn run(
                 Some(Msg::Started(spec)) => progress.trial_started(plan, &spec),
                 Some(Msg::Ended(spec, TrialEnd::Done(mut rec))) => {
                     rec.build = Some(opts.build.clone());
+                    rec.host = Some(opts.host.clone());
+                    rec.shard = wanted_shard.clone();
                     if let Err(e) = store.record(&rec) {
                         // without a store nothing more can be kept: stop the campaign
                         stop.store(true, Ordering::Relaxed);

@@ -20,6 +20,7 @@ pub mod outputs;
 mod page;
 pub mod plan;
 mod queue;
+pub mod shard;
 pub mod stacks;
 pub mod telemetry;
 pub mod trial;

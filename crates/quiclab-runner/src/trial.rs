@@ -107,8 +107,10 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
         requests,
         phases,
         artifacts: Some(rel),
-        // the campaign records its build with the trial
+        // the campaign records its build, host and shard with the trial
         build: None,
+        host: None,
+        shard: None,
     }))
 }
 

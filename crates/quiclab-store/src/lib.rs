@@ -26,7 +26,7 @@ pub const DB_FILE: &str = "results.db";
 /// condition, the condition whose run follows it (reported as [`Trial::before`]).
 pub const CONFIG_BEFORE: &str = "before";
 /// Version of the schema below; a database of another version is refused.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -108,6 +108,11 @@ pub struct TrialRecord {
     /// The quiclab build that ran the trial (version and commit); `None` for a trial recorded
     /// before builds were kept.
     pub build: Option<String>,
+    /// The machine that ran it (its host name); `None` for a trial recorded before hosts were
+    /// kept.
+    pub host: Option<String>,
+    /// The shard of the campaign it ran in ("K/N", `quiclab run --shard`), if sharded.
+    pub shard: Option<String>,
 }
 
 /// The lock file of a campaign directory (see [`Store::lock`]).
@@ -157,7 +162,9 @@ CREATE TABLE IF NOT EXISTS trials (
     phases TEXT NOT NULL,
     artifacts TEXT,
     detail TEXT,
-    build TEXT
+    build TEXT,
+    host TEXT,
+    shard TEXT
 );
 CREATE TABLE IF NOT EXISTS timeline (
     trial_id TEXT NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
@@ -225,10 +232,17 @@ impl Store {
             conn.execute_batch("ALTER TABLE trials ADD COLUMN detail TEXT")
                 .map_err(sql)?;
         }
-        if found == 1 || found == 2 {
+        if (1..=2).contains(&found) {
             // versions 1 and 2 kept no build: their trials' builds are unknown
             conn.execute_batch("ALTER TABLE trials ADD COLUMN build TEXT")
                 .map_err(sql)?;
+        }
+        if (1..=3).contains(&found) {
+            // versions 1 to 3 kept no host and had no shards
+            conn.execute_batch(
+                "ALTER TABLE trials ADD COLUMN host TEXT; ALTER TABLE trials ADD COLUMN shard TEXT",
+            )
+            .map_err(sql)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(sql)?;
@@ -334,6 +348,13 @@ impl Store {
         Ok(())
     }
 
+    pub fn delete_meta(&self, key: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM meta WHERE key = ?1", [key])
+            .map_err(self.sql())?;
+        Ok(())
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         self.conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
@@ -398,9 +419,9 @@ impl Store {
             "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config, status,
                 error, started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                 hello_retry, retransmissions, first_retransmit_offset, impossible_rtt_samples,
-                link_drops, link, requests, phases, artifacts, detail, build)
+                link_drops, link, requests, phases, artifacts, detail, build, host, shard)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
             params![
                 t.id,
                 t.seq as i64,
@@ -430,6 +451,8 @@ impl Store {
                 t.artifacts,
                 detail,
                 t.build,
+                t.host,
+                t.shard,
             ],
         )
         .map_err(sql)?;
@@ -485,7 +508,7 @@ impl Store {
                     started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
                     hello_retry, retransmissions, first_retransmit_offset,
                     impossible_rtt_samples, link_drops, link, requests, phases, artifacts, detail,
-                    build
+                    build, host, shard
                  FROM trials ORDER BY seq",
             )
             .map_err(self.sql())?;
@@ -527,6 +550,8 @@ impl Store {
                         phases: serde_json::Value::Null,
                         artifacts: r.get(24)?,
                         build: r.get(26)?,
+                        host: r.get(27)?,
+                        shard: r.get(28)?,
                     },
                     [r.get::<_, String>(7)?, r.get(21)?, r.get(22)?, r.get(23)?],
                     r.get::<_, Option<String>>(25)?,
@@ -616,6 +641,7 @@ impl Store {
                     .map(str::to_string),
                 outcome: t.outcome,
                 artifacts: t.artifacts,
+                host: t.host,
             })
             .collect();
         Ok(c)
@@ -902,6 +928,8 @@ mod tests {
             phases: serde_json::json!({"setup_ms": 20.5}),
             artifacts: Some("trials/x".into()),
             build: Some("0.1.0 (commit abc)".into()),
+            host: Some("lab-1".into()),
+            shard: None,
         }
     }
 
@@ -1000,17 +1028,22 @@ mod tests {
         assert_eq!(back.trials.len(), 2);
         assert_eq!(back.trials[0].outcome.as_ref().unwrap_err(), "boom");
         assert_eq!(back.trials[0].before, None);
+        assert_eq!(back.trials[0].host.as_deref(), Some("lab-1"));
         assert_eq!(back.trials[1].before.as_deref(), Some("loss 1%"));
         let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
-    fn a_version_1_database_gains_the_detail_and_build_columns_and_keeps_its_trials() {
+    fn a_version_1_database_gains_the_detail_build_host_and_shard_columns_and_keeps_its_trials() {
         let d = dir("v1");
         std::fs::create_dir_all(&d).unwrap();
         {
-            // the version 1 schema: the current one without the detail and build columns
-            let schema = SCHEMA.replace(",\n    detail TEXT,\n    build TEXT", "");
+            // the version 1 schema: the current one without the detail, build, host and
+            // shard columns
+            let schema = SCHEMA.replace(
+                ",\n    detail TEXT,\n    build TEXT,\n    host TEXT,\n    shard TEXT",
+                "",
+            );
             assert_ne!(schema, SCHEMA);
             let conn = Connection::open(d.join(DB_FILE)).unwrap();
             conn.execute_batch(&schema).unwrap();
@@ -1029,12 +1062,19 @@ mod tests {
         assert_eq!(old.len(), 1);
         assert_eq!(old[0].outcome.as_ref().unwrap().ttlb_ms, 42.0);
         assert!(old[0].outcome.as_ref().unwrap().detail.is_empty());
-        // its build is unknown, and no build is named for it
-        assert_eq!(old[0].build, None);
+        // its build and host are unknown, and no build is named for it
+        assert_eq!(
+            (&old[0].build, &old[0].host, &old[0].shard),
+            (&None, &None, &None)
+        );
         assert!(s.builds().unwrap().is_empty());
-        s.record(&trial("new", 1, Ok(metrics(10.0, 1)))).unwrap();
+        let mut new = trial("new", 1, Ok(metrics(10.0, 1)));
+        new.shard = Some("2/4".into());
+        s.record(&new).unwrap();
         assert_eq!(s.builds().unwrap(), ["0.1.0 (commit abc)"]);
         let all = s.trials().unwrap();
+        assert_eq!(all[1].host.as_deref(), Some("lab-1"));
+        assert_eq!(all[1].shard.as_deref(), Some("2/4"));
         assert_eq!(all[1].outcome.as_ref().unwrap().detail.requests.len(), 2);
         let v: i64 = s
             .conn

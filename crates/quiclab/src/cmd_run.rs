@@ -13,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use quiclab_runner::campaign::{self, Progress, RunOptions};
 use quiclab_runner::expand::TrialSpec;
 use quiclab_runner::plan::{self, Plan, Profile};
+use quiclab_runner::shard::Shard;
 use quiclab_runner::workloads;
 use quiclab_store::{Store, TrialRecord};
 
@@ -66,6 +67,12 @@ pub struct RunCmd {
     /// them apart).
     #[arg(long)]
     allow_mixed_builds: bool,
+    /// Run only shard K of N (e.g. 2/4), one per machine: the plan's trials split the same way
+    /// on every machine, every arm of a condition, size and iteration in one shard (paired
+    /// arms share a host), the shards' expected durations balanced. Each shard runs into its
+    /// own directory (default: results/PLAN-NAME-shard-K-of-N); `quiclab merge` joins them.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<Shard>,
     /// Print a summary as one JSON object on standard output at the end (plan, results
     /// directory, report, trials run, failed and already done, whether it was interrupted,
     /// seconds the host was busy, wall time) instead of the report's path.
@@ -156,6 +163,13 @@ fn build() -> String {
     )
 }
 
+/// This machine's name, as the kernel knows it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn provenance(jobs: usize) -> Vec<(String, String)> {
     let read = |p: &str| {
         std::fs::read_to_string(p)
@@ -173,6 +187,7 @@ fn provenance(jobs: usize) -> Vec<(String, String)> {
         .unwrap_or_else(|| "unknown".into());
     let mut p = vec![
         ("quiclab".to_string(), build()),
+        ("host".into(), hostname()),
         ("kernel".into(), read("/proc/sys/kernel/osrelease")),
         ("cpu".into(), cpu),
         (
@@ -369,12 +384,30 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     if jobs == 0 {
         usage!("--jobs 0: allowed: 1 or more");
     }
-    let out = c
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
+    let out = c.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(match c.shard {
+            Some(s) => format!("{}-shard-{}-of-{}", plan.name, s.index, s.count),
+            None => plan.name.clone(),
+        })
+    });
     let specs = quiclab_runner::expand::expand(&plan);
     let trials = specs.len();
+    let specs = match c.shard {
+        Some(shard) => quiclab_runner::shard::select(&plan, specs, shard),
+        None => specs,
+    };
+    let shard_note = match c.shard {
+        Some(shard) => format!(
+            " (shard {shard}: {} of them, about {:.0} s of transfers)",
+            specs.len(),
+            specs
+                .iter()
+                .map(|s| quiclab_runner::shard::expected_ms(&plan, s))
+                .sum::<f64>()
+                / 1000.0
+        ),
+        None => String::new(),
+    };
     let conditions = match plan.interleave {
         Some(b) => format!(
             "({} conditions, each after a run of {:?})",
@@ -385,7 +418,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     };
     let sizes = workloads::of(&plan.workload).grid(&plan.workload, &plan.sizes);
     eprintln!(
-        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} iterations = {trials} trials, {jobs} at a time, into {}",
+        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} iterations = {trials} trials{shard_note}, {jobs} at a time, into {}",
         plan.name,
         plan.source,
         profile.name(),
@@ -474,6 +507,8 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         provenance: provenance(jobs),
         build: build(),
         allow_mixed_builds: c.allow_mixed_builds,
+        shard: c.shard,
+        host: hostname(),
     };
     let started = Instant::now();
     let mut bar = Bar::new();

@@ -86,6 +86,7 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
                 Some(
                     RunError::OtherCampaign { .. }
                     | RunError::OtherBuild { .. }
+                    | RunError::OtherShard { .. }
                     | RunError::NoJobs,
                 ) => true,
                 Some(RunError::Store(s)) => wrong_dir(s),

@@ -500,3 +500,69 @@ fn another_builds_results_are_not_mixed_in_unless_asked() {
     assert!(csv.lines().next().unwrap().contains(",build,"), "{csv}");
     assert!(csv.contains(",0.0.1 (commit old),"), "{csv}");
 }
+
+/// `--shard K/N` runs a part of the plan into its own directory: the shards' trials are the
+/// plan's, each once, every arm of an iteration with its pair, each trial recording its host
+/// and shard; a shard's directory is refused to another shard (exit 2, naming both).
+#[test]
+fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
+    let dir = common::TempDir::new("run-shards");
+    // 2 sizes x 3 iterations x 2 arms = 12 trials in 6 pairing groups
+    let p = plan(
+        &dir,
+        "shards",
+        "iterations = 3\nseed = 4\n[workload]\nkind = \"single-object\"\n\
+         sizes = [\"10kb\", \"20kb\"]\n[network]\nrate = \"20mbit\"\ndelay = \"2ms\"\n\
+         [arms.h2]\nhttp = \"2\"\n[arms.h3]\nhttp = \"3\"\n",
+    );
+    let mut ids = Vec::new();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for k in 1..=2 {
+        let out = dir.join(format!("shard-{k}"));
+        let o = run_plan(&p, &out, "2")
+            .args(["--shard", &format!("{k}/2")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains(&format!("(shard {k}/2: ")), "{err}");
+        let trials = Store::open_existing(&out).unwrap().trials().unwrap();
+        assert!(!trials.is_empty(), "shard {k}/2 ran nothing");
+        for t in &trials {
+            assert_eq!(t.shard.as_deref(), Some(format!("{k}/2").as_str()));
+            assert_eq!(t.host.as_deref(), Some(host.trim()));
+            // its pair ran in the same shard
+            assert!(
+                trials.iter().any(|u| u.arm != t.arm
+                    && (u.condition.as_str(), u.size, u.iteration)
+                        == (t.condition.as_str(), t.size, t.iteration)),
+                "{} / {} #{} without its pair",
+                t.arm,
+                t.size,
+                t.iteration
+            );
+            ids.push(t.id.clone());
+        }
+    }
+    ids.sort();
+    let n = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a trial ran in both shards");
+    assert_eq!(n, 12, "every trial of the plan ran");
+    // shard 1's directory is not shard 2's
+    let o = run_plan(&p, &dir.join("shard-1"), "1")
+        .args(["--shard", "2/2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds shard 1/2 of plan \"shards\", not shard 2/2"),
+        "{err}"
+    );
+    // nor is it the whole campaign's
+    let o = run_plan(&p, &dir.join("shard-1"), "1").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not the whole campaign"), "{err}");
+}

@@ -498,6 +498,7 @@ mod tests {
                         ..Default::default()
                     }),
                     artifacts: None,
+                    host: None,
                 });
             }
         }
@@ -568,6 +569,7 @@ mod tests {
                     ..Default::default()
                 }),
                 artifacts: None,
+                host: None,
             }
         };
         let real = |model_si: f64| {

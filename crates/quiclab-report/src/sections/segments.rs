@@ -810,6 +810,7 @@ mod tests {
                 ..Default::default()
             }),
             artifacts: None,
+            host: None,
         }
     }
 
