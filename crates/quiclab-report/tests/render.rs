@@ -653,3 +653,60 @@ fn a_second_arm_against_the_same_baseline_says_whether_it_removes_the_difference
     );
     assert_eq!(sentence.matches("95 % CI").count(), 4, "{sentence}");
 }
+
+/// A campaign merged from shards run on two hosts: the header names both with their trials, and
+/// flags the one cell whose trials on the second host are 30 % slower than on the first (every
+/// other cell's trials have the same TTLBs on both hosts).
+#[test]
+fn the_header_names_the_hosts_and_flags_a_cell_that_differs_by_host() {
+    let mut c = synthetic::campaign(10, 3);
+    let (arm, cond, size) = {
+        let t = &c.trials[0];
+        (t.arm.clone(), t.condition.clone(), t.size)
+    };
+    // iteration 2k on lab-1, 2k+1 on lab-2 with iteration 2k's TTLB
+    let ttlb: std::collections::HashMap<(String, String, u64, u32), f64> = c
+        .trials
+        .iter()
+        .filter_map(|t| {
+            let m = t.outcome.as_ref().ok()?;
+            Some((
+                (t.arm.clone(), t.condition.clone(), t.size, t.iteration),
+                m.ttlb_ms,
+            ))
+        })
+        .collect();
+    let uniform = |c: &mut Campaign, slower: f64| {
+        for t in &mut c.trials {
+            let odd = t.iteration % 2 == 1;
+            t.host = Some(if odd { "lab-2" } else { "lab-1" }.into());
+            let key = (
+                t.arm.clone(),
+                t.condition.clone(),
+                t.size,
+                t.iteration - u32::from(odd),
+            );
+            let cell = (t.arm == arm && t.condition == cond && t.size == size) as u8 as f64;
+            if let (true, Ok(m), Some(v)) = (odd, t.outcome.as_mut(), ttlb.get(&key)) {
+                m.ttlb_ms = v * (1.0 + slower * cell);
+            }
+        }
+    };
+    let mut same = c.clone();
+    uniform(&mut same, 0.0);
+    let html = render(&same);
+    assert!(html.contains("<dt>hosts</dt><dd>lab-1 ("), "{:.2000}", html);
+    assert!(html.contains(", lab-2 ("));
+    assert!(
+        html.contains("; no host effect: in each of the "),
+        "no effect to flag"
+    );
+    uniform(&mut c, 0.3);
+    let html = render(&c);
+    assert!(html.contains("host effect in 1 of "), "one cell flagged");
+    assert!(
+        html.contains(&format!("{arm} / {cond} / "))
+            && html.contains("lab-2 +30.0 % against lab-1"),
+        "the cell and its change are named"
+    );
+}

@@ -7,6 +7,7 @@
 //! provenance) is kept as JSON beside the trials, so a report can be made from the database
 //! alone. Nothing here runs trials or renders anything.
 
+pub mod merge;
 pub mod output;
 mod tables;
 
@@ -898,16 +899,20 @@ fn csv_field(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn dir(name: &str) -> PathBuf {
+    pub(crate) fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("quiclab-store-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
     }
 
-    fn trial(id: &str, seq: u64, outcome: std::result::Result<Metrics, String>) -> TrialRecord {
+    pub(crate) fn trial(
+        id: &str,
+        seq: u64,
+        outcome: std::result::Result<Metrics, String>,
+    ) -> TrialRecord {
         TrialRecord {
             id: id.into(),
             seq,
@@ -933,7 +938,7 @@ mod tests {
         }
     }
 
-    fn metrics(ttlb: f64, points: usize) -> Metrics {
+    pub(crate) fn metrics(ttlb: f64, points: usize) -> Metrics {
         Metrics {
             ttlb_ms: ttlb,
             ttfb_ms: 40.0,

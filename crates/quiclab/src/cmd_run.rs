@@ -87,6 +87,105 @@ pub struct ReportCmd {
     dir: PathBuf,
 }
 
+/// Merge the shards of one campaign (`quiclab run --shard K/N`, one directory each, perhaps
+/// from several machines) into one campaign directory, and render its report.
+///
+/// Only shards of one campaign merge: the same plan (name and trials: another version of the
+/// plan is refused), one quiclab build, one shard count, each shard once; a directory that
+/// breaks a rule is refused by name with what differs, before anything is written. Every trial
+/// keeps its host and shard, and its artifacts. Exit 1 when the shards do not hold every trial
+/// of the plan (a shard missing or unfinished: run it again, then merge again into the same
+/// OUT).
+///
+/// Example:
+///   quiclab merge results/www21 results/www21-shard-*-of-4
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct MergeCmd {
+    /// The merged campaign's directory: new, or an earlier merge of the same shards.
+    out: PathBuf,
+    /// The shards' directories.
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// Print a summary as one JSON object on standard output (plan, trials in the plan,
+    /// merged and missing, shards with their hosts, the report).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn merge(c: MergeCmd) -> anyhow::Result<i32> {
+    let out = crate::out::Out::new(c.json);
+    let summary = {
+        // held while merging: a run or another merge into OUT is refused meanwhile
+        let _lock = Store::lock(&c.out)?;
+        quiclab_store::merge::merge(&c.out, &c.dirs)?
+    };
+    for s in &summary.shards {
+        out.line(format!(
+            "shard {}: {} trials from {} (host {})",
+            s.shard,
+            s.trials,
+            s.dir,
+            if s.hosts.is_empty() {
+                "unknown".to_string()
+            } else {
+                s.hosts.join(", ")
+            }
+        ));
+    }
+    let report = render(&c.out)?;
+    out.line(format!(
+        "quiclab: {} of plan {}'s {} trials merged into {}{}",
+        summary.merged,
+        summary.plan,
+        summary.total,
+        c.out.display(),
+        if summary.missing > 0 {
+            format!(
+                "; {} missing{}: run {} again, then merge again",
+                summary.missing,
+                if summary.shards_missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (no directory of shard {})",
+                        summary.shards_missing.join(", ")
+                    )
+                },
+                if summary.shards_missing.is_empty() {
+                    "the unfinished shards".to_string()
+                } else {
+                    "those shards".to_string()
+                }
+            )
+        } else {
+            String::new()
+        }
+    ));
+    out.line(report.display());
+    out.summary(|| {
+        serde_json::json!({
+            "plan": summary.plan,
+            "out": c.out,
+            "report": report,
+            "trials": {
+                "total": summary.total,
+                "merged": summary.merged,
+                "missing": summary.missing,
+            },
+            "shards": summary.shards.iter().map(|s| serde_json::json!({
+                "shard": s.shard, "dir": s.dir, "trials": s.trials, "hosts": s.hosts,
+            })).collect::<Vec<_>>(),
+            "shards_missing": summary.shards_missing,
+        })
+    });
+    Ok(if summary.missing > 0 {
+        usage::FAILED
+    } else {
+        usage::OK
+    })
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Csv,

@@ -51,6 +51,7 @@ enum Cmd {
     Run(cmd_run::RunCmd),
     Report(cmd_run::ReportCmd),
     Export(cmd_run::ExportCmd),
+    Merge(cmd_run::MergeCmd),
     Compare(cmd_compare::CompareCmd),
     Link(cmd_link::LinkCmd),
     Clean(cmd_link::CleanCmd),
@@ -76,7 +77,12 @@ impl Cmd {
     fn measures(&self) -> bool {
         !matches!(
             self,
-            Cmd::Report(_) | Cmd::Export(_) | Cmd::Compare(_) | Cmd::Clean(_) | Cmd::Reap { .. }
+            Cmd::Report(_)
+                | Cmd::Export(_)
+                | Cmd::Merge(_)
+                | Cmd::Compare(_)
+                | Cmd::Clean(_)
+                | Cmd::Reap { .. }
         )
     }
 }
@@ -158,6 +164,7 @@ fn main() {
         Cmd::Run(c) => cmd_run::run(c),
         Cmd::Report(c) => cmd_run::report(c),
         Cmd::Export(c) => cmd_run::export(c),
+        Cmd::Merge(c) => cmd_run::merge(c),
         Cmd::Compare(c) => cmd_compare::compare(c),
         Cmd::Link(c) => cmd_link::link(c),
         Cmd::Clean(c) => cmd_link::clean(c),

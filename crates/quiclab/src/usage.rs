@@ -82,6 +82,12 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
                 Some(ServerError::Congestion(e)) if unknown_cc(e)
             )
             // transparent wrappers: the chain goes on past the error they wrap
+            || match c.downcast_ref::<quiclab_store::merge::MergeError>() {
+                // shards that are not of one campaign, or an output directory in use
+                Some(quiclab_store::merge::MergeError::Store(s)) => wrong_dir(s),
+                Some(_) => true,
+                None => false,
+            }
             || match c.downcast_ref::<RunError>() {
                 Some(
                     RunError::OtherCampaign { .. }

@@ -140,10 +140,12 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                 "{arm} / {cond}: handshake {d:+.2} RTT ({:+.1} ms) against quinn's client",
                 d * rtt_ms
             );
-            // two 1250-byte datagrams at 10 Mbit/s against one: 1 ms more at least
-            let floor = 1250.0 * 8.0 / 10e6 * 1000.0 / rtt_ms;
+            // no round trip more or fewer than quinn's client: its second 1250-byte datagram
+            // costs 1 ms of serialisation at 10 Mbit/s, but the two clients' own processing
+            // differs by a few ms either way (measured -0.2 to +5 ms), so only the round trip
+            // is asserted: more than half a round trip less, or 0.6 more, would be one
             assert!(
-                d >= floor - 0.05 && d < 0.6,
+                d > -0.5 && d < 0.6,
                 "{arm} / {cond}: {d:.2} RTT more than quinn's client"
             );
         }

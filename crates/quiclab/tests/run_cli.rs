@@ -565,4 +565,78 @@ fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("not the whole campaign"), "{err}");
+
+    // merged: one campaign of every trial, each with its shard, and a report naming the host
+    let merged = dir.join("merged");
+    let o = quiclab()
+        .arg("merge")
+        .arg(&merged)
+        .arg(dir.join("shard-2"))
+        .arg(dir.join("shard-1"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["trials"]["merged"], 12, "{summary}");
+    assert_eq!(summary["trials"]["missing"], 0, "{summary}");
+    let trials = Store::open_existing(&merged).unwrap().trials().unwrap();
+    let mut merged_ids: Vec<String> = trials.iter().map(|t| t.id.clone()).collect();
+    merged_ids.sort();
+    assert_eq!(merged_ids, ids);
+    assert_eq!(
+        trials
+            .iter()
+            .filter(|t| t.shard.as_deref() == Some("1/2"))
+            .count()
+            + trials
+                .iter()
+                .filter(|t| t.shard.as_deref() == Some("2/2"))
+                .count(),
+        12
+    );
+    let html = std::fs::read_to_string(merged.join("report.html")).unwrap();
+    assert!(
+        html.contains(&format!("<dt>hosts</dt><dd>{} (12 trials)", host.trim())),
+        "the report names the host"
+    );
+    // one shard alone leaves trials missing: exit 1, naming the shard
+    let o = quiclab()
+        .arg("merge")
+        .arg(dir.join("half"))
+        .arg(dir.join("shard-1"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(out.contains("missing (no directory of shard 2/2)"), "{out}");
+    // a shard of another plan is refused by name (exit 2)
+    let other = plan(
+        &dir,
+        "other",
+        &one_cell(1, "10kb", "10mbit", "5ms", "[arms.h2]\nhttp = \"2\"\n"),
+    );
+    let o = run_plan(&other, &dir.join("other-1"), "1")
+        .args(["--shard", "2/2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = quiclab()
+        .arg("merge")
+        .arg(dir.join("mixed"))
+        .arg(dir.join("shard-1"))
+        .arg(dir.join("other-1"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} holds plan \"other\"",
+            dir.join("other-1").display()
+        )),
+        "{err}"
+    );
 }

@@ -1,11 +1,13 @@
 //! The page's header: what the campaign is, where its plan came from, how many trials succeeded,
 //! its arms with their colours and caveats, and the provenance of the machine and build (folded).
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, metrics};
 use crate::chart::arm_colour;
 use crate::html::esc;
 use crate::model::Workload;
+use crate::stats;
 use crate::units;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 pub fn render(an: &Analysis) -> String {
@@ -70,6 +72,9 @@ pub fn render(an: &Analysis) -> String {
         format!("{} conditions × {} arms", c.conditions.len(), c.arms.len())
     };
     row("grid", grid);
+    if let Some(h) = hosts(an) {
+        row("hosts", h);
+    }
     out.push_str("</dl>\n");
 
     out.push_str(
@@ -126,6 +131,100 @@ pub fn render(an: &Analysis) -> String {
     }
     out.push_str("</header>\n");
     out
+}
+
+/// The trials of a cell on each host, fewer than which no host effect is looked for.
+const HOST_EFFECT_MIN_TRIALS: usize = 5;
+
+/// The machines that ran the trials, each with its number of trials, when any is known; with
+/// several, the cells whose successful trials' TTLBs differ by host beyond their bootstrap 95 %
+/// interval (each other host against the one that ran most of the cell), and how many such
+/// cells chance alone would give.
+fn hosts(an: &Analysis) -> Option<String> {
+    let c = an.campaign;
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in &c.trials {
+        if let Some(h) = &t.host {
+            *count.entry(h.as_str()).or_default() += 1;
+        }
+    }
+    if count.is_empty() {
+        return None;
+    }
+    let mut text = count
+        .iter()
+        .map(|(h, n)| format!("{} ({n} trials)", esc(h)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if count.len() < 2 {
+        return Some(text);
+    }
+    // successful trials' TTLBs per cell and host
+    let mut cells: BTreeMap<(&str, &str, u64), BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    for t in &c.trials {
+        if let (Some(h), Some(m)) = (&t.host, metrics(t)) {
+            cells
+                .entry((t.arm.as_str(), t.condition.as_str(), t.size))
+                .or_default()
+                .entry(h.as_str())
+                .or_default()
+                .push(m.ttlb_ms);
+        }
+    }
+    let (mut tested, mut effects) = (0, Vec::new());
+    for ((arm, cond, size), by_host) in &cells {
+        let mut hosts: Vec<(&&str, &Vec<f64>)> = by_host
+            .iter()
+            .filter(|(_, v)| v.len() >= HOST_EFFECT_MIN_TRIALS)
+            .collect();
+        // the reference: the host with most trials (ties: the first by name)
+        hosts.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        let Some(((ref_host, reference), others)) = hosts.split_first() else {
+            continue;
+        };
+        for (host, v) in others {
+            tested += 1;
+            let seed = stats::seed_from(&["host", arm, cond, host, &size.to_string()]);
+            let (Some(ci), Some(change)) = (
+                stats::bootstrap_relative_change_ci(reference, v, seed),
+                stats::relative_change(reference, v),
+            ) else {
+                continue;
+            };
+            if !ci.contains(0.0) {
+                effects.push(format!(
+                    "{} / {} / {}: {} {:+.1} % against {} [{:+.1}, {:+.1}]",
+                    esc(arm),
+                    esc(cond),
+                    esc(&super::size_label(c, *size)),
+                    esc(host),
+                    change * 100.0,
+                    esc(ref_host),
+                    ci.lo * 100.0,
+                    ci.hi * 100.0
+                ));
+            }
+        }
+    }
+    if tested > 0 {
+        let chance = tested as f64 * 0.05;
+        if effects.is_empty() {
+            let _ = write!(
+                text,
+                "; no host effect: in each of the {tested} cells run on several hosts, the \
+                 median TTLB on each host lies within the others' 95 % interval"
+            );
+        } else {
+            let _ = write!(
+                text,
+                "; <span class=\"flag\">host effect in {} of {tested} cells run on several \
+                 hosts</span> (about {chance:.1} expected by chance at 95 %): {}",
+                effects.len(),
+                effects.join("; ")
+            );
+        }
+    }
+    Some(text)
 }
 
 /// A rate in bits per second, in powers of 1000: "10 Mbit/s".
