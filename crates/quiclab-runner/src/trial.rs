@@ -55,6 +55,24 @@ const ACK_SETTLE: Duration = Duration::from_millis(30);
 /// How long an endpoint may take to stop after SIGTERM (it flushes its timeline first).
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
+/// How long after a trial's failure a stop still claims it: the signal watcher sets the stop
+/// within 50 ms of a signal.
+const STOP_CLAIMS: Duration = Duration::from_millis(200);
+
+/// Whether the campaign is stopping, or starts to within [`STOP_CLAIMS`].
+fn stopping(stop: &AtomicBool) -> bool {
+    let until = Instant::now() + STOP_CLAIMS;
+    loop {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The folder of a trial, relative to the campaign directory.
 pub fn trial_folder(id: &str) -> String {
     format!("trials/{id}")
@@ -89,6 +107,11 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
             Ok(m)
         }
         Err(Failure::Interrupted) => return TrialEnd::Interrupted,
+        // a signal that stops the campaign may reach the trial's own processes (`ip`, the
+        // endpoints) too, as a job scheduler's does (it signals every process of the job), and
+        // fail the trial before the stop is seen: a failure at a stop is the stop's, and the
+        // trial runs again on resumption
+        Err(Failure::Failed(_)) if stopping(stop) => return TrialEnd::Interrupted,
         Err(Failure::Failed(why)) => Err(why),
     };
     TrialEnd::Done(Box::new(TrialRecord {
