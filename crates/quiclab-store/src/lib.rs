@@ -681,7 +681,8 @@ impl Store {
                  ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,transport,\
                  tcp_retransmitted_segments,quic_lost_packets,coded_lost_packets,\
                  first_retransmit_offset,impossible_rtt_samples,link_drops,server_stack,\
-                 client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,build,artifacts"
+                 client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,build,host,shard,\
+                 artifacts"
             )?;
             for t in &trials {
                 let m = t.outcome.as_ref().ok();
@@ -727,6 +728,8 @@ impl Store {
                     num(cond.map(|c| c.rtt_ms)),
                     int(cond.and_then(|c| c.rate_bps)),
                     csv_field(t.build.as_deref().unwrap_or("")),
+                    csv_field(t.host.as_deref().unwrap_or("")),
+                    csv_field(t.shard.as_deref().unwrap_or("")),
                     csv_field(t.artifacts.as_deref().unwrap_or("")),
                 ];
                 writeln!(w, "{}", fields.join(","))?;

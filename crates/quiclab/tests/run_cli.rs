@@ -601,6 +601,20 @@ fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
         html.contains(&format!("<dt>hosts</dt><dd>{} (12 trials)", host.trim())),
         "the report names the host"
     );
+    // and the export has each trial's host and shard
+    let exp = quiclab().arg("export").arg(&merged).output().unwrap();
+    assert!(exp.status.success());
+    let csv = std::fs::read_to_string(merged.join("export/trials.csv")).unwrap();
+    assert!(
+        csv.lines().next().unwrap().contains(",build,host,shard,"),
+        "{csv}"
+    );
+    for k in ["1/2", "2/2"] {
+        assert!(
+            csv.contains(&format!(",{},{k},", host.trim())),
+            "a trial of shard {k} on {host}: {csv}"
+        );
+    }
     // one shard alone leaves trials missing: exit 1, naming the shard
     let o = quiclab()
         .arg("merge")
