@@ -36,6 +36,38 @@ pub struct Campaign {
     /// Pairs (a, b) of arm names: each is shown as the change of b relative to a.
     pub comparisons: Vec<Comparison>,
     pub trials: Vec<Trial>,
+    /// Seconds the hosts' CPUs were nearly saturated while the campaign ran (summed over its
+    /// runs and shards); `None` when not measured.
+    #[serde(default)]
+    pub busy_seconds: Option<u64>,
+    /// When they were, host by host.
+    #[serde(default)]
+    pub busy: Vec<BusySpell>,
+}
+
+/// A stretch of time during which a host's CPUs were nearly saturated: trials that ran then may
+/// have measured the machine as well as the network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusySpell {
+    /// The machine, when known.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// From and to, ms since the Unix epoch.
+    pub from_unix_ms: u64,
+    pub to_unix_ms: u64,
+}
+
+impl BusySpell {
+    /// Whether a trial on `host` from `started_unix_ms` for `wall_ms` overlaps this spell (a
+    /// host unknown on either side counts as the same).
+    pub fn overlaps(&self, host: Option<&str>, started_unix_ms: u64, wall_ms: f64) -> bool {
+        let same_host = match (self.host.as_deref(), host) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        let end = started_unix_ms + wall_ms.max(0.0).round() as u64;
+        same_host && started_unix_ms < self.to_unix_ms && self.from_unix_ms < end
+    }
 }
 
 /// What one trial does, after a plan's profile is applied.
@@ -229,6 +261,12 @@ pub struct Trial {
     /// The machine that ran it, if known (a merged campaign's shards ran on several).
     #[serde(default)]
     pub host: Option<String>,
+    /// When it started, ms since the Unix epoch, and how long it took (set-up to teardown), ms;
+    /// 0 when not known.
+    #[serde(default)]
+    pub started_unix_ms: u64,
+    #[serde(default)]
+    pub wall_ms: f64,
 }
 
 /// What a successful trial measured (one request on a new connection).

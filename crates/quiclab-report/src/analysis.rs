@@ -403,6 +403,8 @@ mod tests {
             }),
             artifacts: None,
             host: None,
+            started_unix_ms: 0,
+            wall_ms: 0.0,
         }
     }
 

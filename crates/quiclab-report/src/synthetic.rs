@@ -101,6 +101,8 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
                         outcome,
                         artifacts: None,
                         host: None,
+                        started_unix_ms: 0,
+                        wall_ms: 0.0,
                     });
                 }
             }
@@ -159,6 +161,8 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
             },
         ],
         trials,
+        busy_seconds: None,
+        busy: Vec::new(),
     }
 }
 

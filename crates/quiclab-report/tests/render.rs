@@ -49,6 +49,8 @@ fn ok_trial(arm: &str, cond: &str, size: u64, iteration: u32, ttlb: f64) -> Tria
         }),
         artifacts: None,
         host: None,
+        started_unix_ms: 0,
+        wall_ms: 0.0,
     }
 }
 
@@ -113,6 +115,8 @@ fn contrast_campaign() -> Campaign {
             },
         ],
         trials,
+        busy_seconds: None,
+        busy: Vec::new(),
     }
 }
 
@@ -709,4 +713,49 @@ fn the_header_names_the_hosts_and_flags_a_cell_that_differs_by_host() {
             && html.contains("lab-2 +30.0 % against lab-1"),
         "the cell and its change are named"
     );
+}
+
+/// A campaign whose host was busy: the header gives the busy seconds and the trials that ran
+/// then with their cells, the findings say so; a quiet one says it was never busy; a campaign
+/// that did not measure its host says nothing.
+#[test]
+fn a_busy_host_is_named_in_the_header_and_the_findings_with_the_trials_it_touched() {
+    let mut c = synthetic::campaign(5, 2);
+    // one trial a second, each taking 0.8 s
+    for (i, t) in c.trials.iter_mut().enumerate() {
+        t.started_unix_ms = 1_000_000 + i as u64 * 1000;
+        t.wall_ms = 800.0;
+        t.host = Some("lab-1".into());
+    }
+    assert!(render(&c).contains("<dt>hosts</dt>"));
+    assert!(!render(&c).contains("host load"), "not measured: not said");
+    c.busy_seconds = Some(0);
+    let html = render(&c);
+    assert!(html.contains("the CPUs were never over 90 % busy"));
+    assert!(!html.contains("A busy host"));
+    // busy from the middle of trial 10 to the start of trial 14: trials 10 to 13
+    c.busy_seconds = Some(3);
+    c.busy = vec![quiclab_model::campaign::BusySpell {
+        host: Some("lab-1".into()),
+        from_unix_ms: 1_010_500,
+        to_unix_ms: 1_014_000,
+    }];
+    let html = render(&c);
+    assert!(
+        html.contains("the CPUs were over 90 % busy for 3 s</span>; 4 trials ran then ("),
+        "header"
+    );
+    let t = &c.trials[10];
+    let cell = format!("{} / {} / ", t.arm, t.condition);
+    assert!(html.contains(&cell), "the cell of trial 10 is named");
+    assert!(
+        html.contains(&format!(
+            "A busy host:</span> 4 of {} trials ran while their host",
+            c.trials.len()
+        )),
+        "findings"
+    );
+    // a spell of another host touches none of them
+    c.busy[0].host = Some("lab-2".into());
+    assert!(render(&c).contains("for 3 s</span>; 0 trials ran then<"));
 }

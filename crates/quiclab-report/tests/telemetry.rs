@@ -126,6 +126,8 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
                     }),
                     artifacts: None,
                     host: None,
+                    started_unix_ms: 0,
+                    wall_ms: 0.0,
                 });
             }
         }
@@ -163,6 +165,8 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
         comparisons: Vec::new(),
         interleave: None,
         trials,
+        busy_seconds: None,
+        busy: Vec::new(),
     }
 }
 

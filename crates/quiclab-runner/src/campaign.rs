@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use quiclab_model::campaign as model;
@@ -143,6 +143,8 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
             })
             .collect(),
         trials: Vec::new(),
+        busy_seconds: None,
+        busy: Vec::new(),
     }
 }
 
@@ -267,10 +269,12 @@ pub fn run(
     // the monitor only counts; the loop below reads the count, so the channel closes exactly
     // when the last worker returns
     let busy = Arc::new(AtomicU64::new(0));
+    let spells: Arc<Mutex<Vec<model::BusySpell>>> = Arc::default();
     let monitor_stop = Arc::new(AtomicBool::new(false));
     let monitor = {
-        let (done, busy) = (monitor_stop.clone(), busy.clone());
-        std::thread::spawn(move || watch_cpu(&done, &busy))
+        let (done, busy, spells) = (monitor_stop.clone(), busy.clone(), spells.clone());
+        let host = opts.host.clone();
+        std::thread::spawn(move || watch_cpu(&done, &busy, &host, &spells))
     };
     let result = std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -336,7 +340,16 @@ pub fn run(
     summary.busy_seconds = busy.load(Ordering::Relaxed);
     let _ = monitor.join();
     summary.interrupted |= stop.load(Ordering::Relaxed);
-    store.set_meta("busy_seconds", &summary.busy_seconds.to_string())?;
+    // this run's busy seconds add to those of earlier runs into the directory
+    let earlier: u64 = store
+        .meta("busy_seconds")?
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    store.set_meta(
+        "busy_seconds",
+        &(earlier + summary.busy_seconds).to_string(),
+    )?;
+    store.add_busy(&spells.lock().unwrap_or_else(|p| p.into_inner()))?;
     if !opts.keep_all_artifacts {
         prune_artifacts(&store, &opts.out)?;
     }
@@ -354,9 +367,28 @@ const BUSY_THRESHOLD: f64 = 0.9;
 /// Busy seconds before the user is warned.
 const BUSY_WARN_AFTER: u64 = 3;
 
+/// Adds the busy second that ended at `end_unix_ms` to `spells`: it extends the last spell
+/// when it follows it (within half a second), else it starts a new one.
+fn add_busy_second(spells: &mut Vec<model::BusySpell>, host: &str, end_unix_ms: u64) {
+    let start = end_unix_ms.saturating_sub(1000);
+    match spells.last_mut() {
+        Some(last) if start <= last.to_unix_ms + 500 => last.to_unix_ms = end_unix_ms,
+        _ => spells.push(model::BusySpell {
+            host: Some(host.to_string()),
+            from_unix_ms: start,
+            to_unix_ms: end_unix_ms,
+        }),
+    }
+}
+
 /// Reads /proc/stat every second and counts the seconds in which the CPUs were nearly
-/// saturated.
-fn watch_cpu(done: &AtomicBool, busy_seconds: &AtomicU64) {
+/// saturated, keeping when they were (`spells`, on `host`).
+fn watch_cpu(
+    done: &AtomicBool,
+    busy_seconds: &AtomicU64,
+    host: &str,
+    spells: &Mutex<Vec<model::BusySpell>>,
+) {
     fn sample() -> Option<(u64, u64)> {
         let text = std::fs::read_to_string("/proc/stat").ok()?;
         let line = text.lines().next()?;
@@ -383,6 +415,14 @@ fn watch_cpu(done: &AtomicBool, busy_seconds: &AtomicU64) {
             let total = t1.saturating_sub(t0).max(1);
             if 1.0 - (i1.saturating_sub(i0) as f64 / total as f64) > BUSY_THRESHOLD {
                 busy_seconds.fetch_add(1, Ordering::Relaxed);
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                add_busy_second(
+                    &mut spells.lock().unwrap_or_else(|p| p.into_inner()),
+                    host,
+                    now,
+                );
             }
         }
         prev = now;
@@ -428,5 +468,25 @@ pub fn rank(t: &TrialRecord) -> f64 {
             None => m.ttlb_ms,
         },
         Err(_) => f64::INFINITY,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_seconds_in_a_row_make_one_spell_and_a_gap_starts_another() {
+        let mut spells = Vec::new();
+        // seconds ending at 10 s, 11 s and 12.1 s (the sampler's naps drift), then at 20 s
+        for end in [10_000, 11_000, 12_100, 20_000] {
+            add_busy_second(&mut spells, "lab-1", end);
+        }
+        let spans: Vec<(u64, u64)> = spells
+            .iter()
+            .map(|s| (s.from_unix_ms, s.to_unix_ms))
+            .collect();
+        assert_eq!(spans, [(9_000, 12_100), (19_000, 20_000)]);
+        assert!(spells.iter().all(|s| s.host.as_deref() == Some("lab-1")));
     }
 }

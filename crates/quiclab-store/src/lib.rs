@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use quiclab_model::campaign::{Campaign, Metrics, TimelinePoint, Trial};
+use quiclab_model::campaign::{BusySpell, Campaign, Metrics, TimelinePoint, Trial};
 #[cfg(test)]
 use quiclab_model::campaign::{Detail, RequestMetrics};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -610,6 +610,27 @@ impl Store {
         Ok(trials)
     }
 
+    /// When the hosts' CPUs were nearly saturated during the campaign's runs.
+    pub fn busy(&self) -> Result<Vec<BusySpell>> {
+        match self.meta("busy")? {
+            Some(t) => serde_json::from_str(&t).map_err(self.json("busy")),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Adds `spells` to those of earlier runs.
+    pub fn add_busy(&self, spells: &[BusySpell]) -> Result<()> {
+        if spells.is_empty() {
+            return Ok(());
+        }
+        let mut all = self.busy()?;
+        all.extend_from_slice(spells);
+        self.set_meta(
+            "busy",
+            &serde_json::to_string(&all).map_err(self.json("busy"))?,
+        )
+    }
+
     /// The campaign's description (arms, conditions, workload, provenance), without its trials.
     pub fn description(&self) -> Result<Campaign> {
         let text = self.meta("campaign")?.ok_or_else(|| StoreError::Empty {
@@ -643,8 +664,12 @@ impl Store {
                 outcome: t.outcome,
                 artifacts: t.artifacts,
                 host: t.host,
+                started_unix_ms: t.started_unix_ms,
+                wall_ms: t.wall_ms,
             })
             .collect();
+        c.busy_seconds = self.meta("busy_seconds")?.and_then(|s| s.parse().ok());
+        c.busy = self.busy()?;
         Ok(c)
     }
 
@@ -1037,6 +1062,23 @@ pub(crate) mod tests {
         assert_eq!(back.trials[0].outcome.as_ref().unwrap_err(), "boom");
         assert_eq!(back.trials[0].before, None);
         assert_eq!(back.trials[0].host.as_deref(), Some("lab-1"));
+        assert_eq!(
+            (back.trials[0].started_unix_ms, back.trials[0].wall_ms),
+            (1_700_000_000_000, 812.5)
+        );
+        // busy spells add up over runs; busy seconds are the runner's count
+        assert!(back.busy.is_empty() && back.busy_seconds.is_none());
+        let spell = |from| BusySpell {
+            host: Some("lab-1".into()),
+            from_unix_ms: from,
+            to_unix_ms: from + 2000,
+        };
+        s.add_busy(&[spell(1000)]).unwrap();
+        s.add_busy(&[spell(9000)]).unwrap();
+        s.set_meta("busy_seconds", "4").unwrap();
+        let back = s.campaign().unwrap();
+        assert_eq!(back.busy, [spell(1000), spell(9000)]);
+        assert_eq!(back.busy_seconds, Some(4));
         assert_eq!(back.trials[1].before.as_deref(), Some("loss 1%"));
         let _ = std::fs::remove_dir_all(&d);
     }

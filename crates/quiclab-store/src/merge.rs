@@ -315,6 +315,11 @@ pub fn merge(out: &Path, dirs: &[PathBuf]) -> Result<MergeSummary, MergeError> {
         &serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
     )?;
     target.set_meta("busy_seconds", &busy.to_string())?;
+    // each shard's busy spells, of its own host; a merge again replaces them
+    target.delete_meta("busy")?;
+    for p in &parts {
+        target.add_busy(&p.store.busy()?)?;
+    }
     target.set_meta(
         "merged_from",
         &serde_json::to_string(

@@ -601,6 +601,11 @@ fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
         html.contains(&format!("<dt>hosts</dt><dd>{} (12 trials)", host.trim())),
         "the report names the host"
     );
+    // and its host's load, measured in both shards
+    assert!(
+        html.contains("<dt>host load</dt><dd>"),
+        "the report says the host's load"
+    );
     // and the export has each trial's host and shard
     let exp = quiclab().arg("export").arg(&merged).output().unwrap();
     assert!(exp.status.success());

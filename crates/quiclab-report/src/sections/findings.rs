@@ -552,6 +552,33 @@ fn flags(an: &Analysis, out: &mut Vec<Finding>) {
 
 fn notes(an: &Analysis, out: &mut Vec<Finding>) {
     let camp = an.campaign;
+    let (busy_trials, busy_cells) = super::busy_trials(camp);
+    if busy_trials > 0 {
+        let named: Vec<String> = busy_cells
+            .iter()
+            .take(MAX_NAMED)
+            .map(|(cell, k)| format!("{cell} ({k})"))
+            .collect();
+        let more = busy_cells.len().saturating_sub(MAX_NAMED);
+        out.push(Finding {
+            tier: TIER_FLAG,
+            weight: busy_trials as f64 / camp.trials.len().max(1) as f64,
+            html: format!(
+                "<span class=\"flag\">A busy host:</span> {busy_trials} of {} trials ran while \
+                 their host's CPUs were over 90 % busy ({} s in all), in {}{}. Their timings may \
+                 include the machine's load: fewer --jobs, or a quieter machine, give cleaner \
+                 results.",
+                camp.trials.len(),
+                camp.busy_seconds.unwrap_or(0),
+                named.join(", "),
+                if more > 0 {
+                    format!(" and {more} more cells")
+                } else {
+                    String::new()
+                }
+            ),
+        });
+    }
     let na = an
         .comparisons
         .iter()

@@ -75,6 +75,32 @@ pub fn render(an: &Analysis) -> String {
     if let Some(h) = hosts(an) {
         row("hosts", h);
     }
+    if let Some(busy) = c.busy_seconds {
+        let (n, cells) = super::busy_trials(c);
+        row(
+            "host load",
+            if busy == 0 {
+                "the CPUs were never over 90 % busy for a whole second".to_string()
+            } else {
+                format!(
+                    "<span class=\"flag\">the CPUs were over 90 % busy for {busy} s</span>; \
+                     {n} trials ran then{}",
+                    if cells.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " ({})",
+                            cells
+                                .iter()
+                                .map(|(cell, k)| format!("{cell}: {k}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                )
+            },
+        );
+    }
     out.push_str("</dl>\n");
 
     out.push_str(

@@ -499,6 +499,8 @@ mod tests {
                     }),
                     artifacts: None,
                     host: None,
+                    started_unix_ms: 0,
+                    wall_ms: 0.0,
                 });
             }
         }
@@ -570,6 +572,8 @@ mod tests {
                 }),
                 artifacts: None,
                 host: None,
+                started_unix_ms: 0,
+                wall_ms: 0.0,
             }
         };
         let real = |model_si: f64| {
