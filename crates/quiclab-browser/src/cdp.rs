@@ -205,6 +205,26 @@ impl Browser {
         }
     }
 
+    /// Opens a blank tab and attaches to it (flat sessions): its session id, for [`call`].
+    ///
+    /// [`call`]: Browser::call
+    pub fn open_blank_tab(&mut self, limit: Duration) -> Result<String, CdpError> {
+        let t = self.call(
+            None,
+            "Target.createTarget",
+            json!({"url": "about:blank"}),
+            limit,
+        )?;
+        let target = t["targetId"].as_str().unwrap_or_default().to_string();
+        let a = self.call(
+            None,
+            "Target.attachToTarget",
+            json!({"targetId": target, "flatten": true}),
+            limit,
+        )?;
+        Ok(a["sessionId"].as_str().unwrap_or_default().to_string())
+    }
+
     fn keep(&mut self, v: Value) {
         if let Some(method) = v.get("method").and_then(Value::as_str) {
             self.pending.push_back(Event {

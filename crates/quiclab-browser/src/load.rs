@@ -223,24 +223,7 @@ pub(crate) fn open_tab(o: &BrowserOptions, url: &str) -> Result<(Browser, String
         .call(None, "Browser.getVersion", json!({}), CALL)
         .map_err(err)?;
     let version = v["product"].as_str().unwrap_or("chromium").to_string();
-    let t = b
-        .call(
-            None,
-            "Target.createTarget",
-            json!({"url": "about:blank"}),
-            CALL,
-        )
-        .map_err(err)?;
-    let target = t["targetId"].as_str().unwrap_or_default().to_string();
-    let a = b
-        .call(
-            None,
-            "Target.attachToTarget",
-            json!({"targetId": target, "flatten": true}),
-            CALL,
-        )
-        .map_err(err)?;
-    let sid = a["sessionId"].as_str().unwrap_or_default().to_string();
+    let sid = b.open_blank_tab(CALL).map_err(err)?;
     for m in ["Page.enable", "Network.enable"] {
         b.call(Some(&sid), m, json!({}), CALL).map_err(err)?;
     }

@@ -127,6 +127,39 @@ pub struct Analysis<'a> {
     pub unresolved_comparisons: Vec<String>,
     /// Trials whose arm, condition or size is not in the campaign's lists.
     pub unmatched: Vec<&'a Trial>,
+    /// The trials that ran while their host's CPUs were nearly saturated.
+    pub busy: Busy<'a>,
+}
+
+/// The trials that overlap a spell of [`Campaign::busy`] on their own host.
+#[derive(Debug, Clone, Default)]
+pub struct Busy<'a> {
+    pub trials: usize,
+    /// (arm, condition, size) with its count of such trials, most first (then in cell order).
+    pub cells: Vec<((&'a str, &'a str, u64), usize)>,
+}
+
+impl<'a> Busy<'a> {
+    fn of(campaign: &'a Campaign) -> Self {
+        let mut cells: BTreeMap<(&str, &str, u64), usize> = BTreeMap::new();
+        let mut trials = 0;
+        for t in &campaign.trials {
+            if t.started_unix_ms > 0
+                && campaign
+                    .busy
+                    .iter()
+                    .any(|s| s.overlaps(t.host.as_deref(), t.started_unix_ms, t.wall_ms))
+            {
+                trials += 1;
+                *cells
+                    .entry((t.arm.as_str(), t.condition.as_str(), t.size))
+                    .or_default() += 1;
+            }
+        }
+        let mut cells: Vec<_> = cells.into_iter().collect();
+        cells.sort_by_key(|(_, k)| std::cmp::Reverse(*k));
+        Busy { trials, cells }
+    }
 }
 
 /// The metrics of a successful trial.
@@ -232,6 +265,7 @@ impl<'a> Analysis<'a> {
             comparisons,
             unresolved_comparisons,
             unmatched,
+            busy: Busy::of(campaign),
         }
     }
 

@@ -27,7 +27,7 @@ impl Tab {
         std::fs::create_dir_all(&dir).unwrap();
         let page = dir.join("report.html");
         std::fs::write(&page, html).unwrap();
-        let program = which("chromium").expect(
+        let program = quiclab_external::def::locate_program("chromium").expect(
             "chromium is not installed: this test opens the report in it (apt-get install chromium)",
         );
         let args: Vec<String> = [
@@ -48,23 +48,7 @@ impl Tab {
         ])
         .collect();
         let mut b = Browser::launch(&program, &args, &dir.join("stderr.txt")).unwrap();
-        let t = b
-            .call(
-                None,
-                "Target.createTarget",
-                json!({"url": "about:blank"}),
-                CALL,
-            )
-            .unwrap();
-        let a = b
-            .call(
-                None,
-                "Target.attachToTarget",
-                json!({"targetId": t["targetId"], "flatten": true}),
-                CALL,
-            )
-            .unwrap();
-        let session = a["sessionId"].as_str().unwrap().to_string();
+        let session = b.open_blank_tab(CALL).unwrap();
         let mut tab = Tab {
             browser: Some(b),
             session,
@@ -128,14 +112,6 @@ impl Drop for Tab {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-    })
 }
 
 /// A label as a number ("1,250.5" -> 1250.5; "−3" -> -3).

@@ -134,33 +134,20 @@ pub fn merge(c: MergeCmd) -> anyhow::Result<i32> {
         ));
     }
     let report = render(&c.out)?;
+    let missing = match (summary.missing, summary.shards_missing.as_slice()) {
+        (0, _) => String::new(),
+        (n, []) => format!("; {n} missing: run the unfinished shards again, then merge again"),
+        (n, shards) => format!(
+            "; {n} missing (no directory of shard {}): run those shards again, then merge again",
+            shards.join(", ")
+        ),
+    };
     out.line(format!(
-        "quiclab: {} of plan {}'s {} trials merged into {}{}",
+        "quiclab: {} of plan {}'s {} trials merged into {}{missing}",
         summary.merged,
         summary.plan,
         summary.total,
         c.out.display(),
-        if summary.missing > 0 {
-            format!(
-                "; {} missing{}: run {} again, then merge again",
-                summary.missing,
-                if summary.shards_missing.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " (no directory of shard {})",
-                        summary.shards_missing.join(", ")
-                    )
-                },
-                if summary.shards_missing.is_empty() {
-                    "the unfinished shards".to_string()
-                } else {
-                    "those shards".to_string()
-                }
-            )
-        } else {
-            String::new()
-        }
     ));
     out.line(report.display());
     out.summary(|| {

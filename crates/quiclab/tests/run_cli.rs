@@ -568,14 +568,11 @@ fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
 
     // merged: one campaign of every trial, each with its shard, and a report naming the host
     let merged = dir.join("merged");
-    let o = quiclab()
-        .arg("merge")
-        .arg(&merged)
-        .arg(dir.join("shard-2"))
-        .arg(dir.join("shard-1"))
-        .arg("--json")
-        .output()
-        .unwrap();
+    let o = common::merge(
+        &merged,
+        &[dir.join("shard-2"), dir.join("shard-1")],
+        &["--json"],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -621,12 +618,7 @@ fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
         );
     }
     // one shard alone leaves trials missing: exit 1, naming the shard
-    let o = quiclab()
-        .arg("merge")
-        .arg(dir.join("half"))
-        .arg(dir.join("shard-1"))
-        .output()
-        .unwrap();
+    let o = common::merge(&dir.join("half"), &[dir.join("shard-1")], &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{err}");
@@ -642,13 +634,11 @@ fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = quiclab()
-        .arg("merge")
-        .arg(dir.join("mixed"))
-        .arg(dir.join("shard-1"))
-        .arg(dir.join("other-1"))
-        .output()
-        .unwrap();
+    let o = common::merge(
+        &dir.join("mixed"),
+        &[dir.join("shard-1"), dir.join("other-1")],
+        &[],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(

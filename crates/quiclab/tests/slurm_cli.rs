@@ -28,11 +28,6 @@ struct Cluster {
     jobs: Vec<u64>,
 }
 
-fn installed(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
-}
-
 impl Cluster {
     fn start(dir: &Path) -> Cluster {
         for p in [
@@ -46,7 +41,7 @@ impl Cluster {
             "sinfo",
         ] {
             assert!(
-                installed(p),
+                quiclab_external::def::locate_program(p).is_some(),
                 "{p} is not installed: this test runs a Slurm cluster \
                  (apt-get install slurm-wlm munge)"
             );
@@ -393,16 +388,10 @@ fn a_plan_sharded_over_a_slurm_job_array_merges_into_the_whole_campaign() {
         before.len()
     );
     // merging now: the missing trials are counted (exit 1)
-    let o = common::quiclab()
-        .arg("merge")
-        .arg(dir.join("early"))
-        .args(
-            (1..=4)
-                .map(|k| results.join(format!("shard-{k}-of-4")))
-                .collect::<Vec<_>>(),
-        )
-        .output()
-        .unwrap();
+    let shards: Vec<PathBuf> = (1..=4)
+        .map(|k| results.join(format!("shard-{k}-of-4")))
+        .collect();
+    let o = common::merge(&dir.join("early"), &shards, &[]);
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -437,16 +426,7 @@ fn a_plan_sharded_over_a_slurm_job_array_merges_into_the_whole_campaign() {
 
     // merged: the whole campaign's trials, each once, and its cells' medians
     let merged = dir.join("merged");
-    let o = common::quiclab()
-        .arg("merge")
-        .arg(&merged)
-        .args(
-            (1..=4)
-                .map(|k| results.join(format!("shard-{k}-of-4")))
-                .collect::<Vec<_>>(),
-        )
-        .output()
-        .unwrap();
+    let o = common::merge(&merged, &shards, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let merged_trials = Store::open_existing(&merged).unwrap().trials().unwrap();
     let merged_ids: Vec<&String> = merged_trials.iter().map(|t| &t.id).collect();

@@ -552,7 +552,7 @@ fn flags(an: &Analysis, out: &mut Vec<Finding>) {
 
 fn notes(an: &Analysis, out: &mut Vec<Finding>) {
     let camp = an.campaign;
-    let (busy_trials, busy_cells) = super::busy_trials(camp);
+    let (busy_trials, busy_cells) = (an.busy.trials, super::busy_cells(an));
     if busy_trials > 0 {
         let named: Vec<String> = busy_cells
             .iter()

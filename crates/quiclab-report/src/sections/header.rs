@@ -76,7 +76,7 @@ pub fn render(an: &Analysis) -> String {
         row("hosts", h);
     }
     if let Some(busy) = c.busy_seconds {
-        let (n, cells) = super::busy_trials(c);
+        let (n, cells) = (an.busy.trials, super::busy_cells(an));
         row(
             "host load",
             if busy == 0 {

@@ -80,29 +80,22 @@ pub const ALL: &[Section] = &[
     },
 ];
 
-/// The trials that ran while their host's CPUs were nearly saturated, and the cells they are
-/// in ("arm / condition / size" with the count, most first), the text escaped.
-pub fn busy_trials(c: &Campaign) -> (usize, Vec<(String, usize)>) {
-    let mut cells: std::collections::BTreeMap<String, usize> = Default::default();
-    let mut n = 0;
-    for t in &c.trials {
-        if t.started_unix_ms > 0
-            && c.busy
-                .iter()
-                .any(|s| s.overlaps(t.host.as_deref(), t.started_unix_ms, t.wall_ms))
-        {
-            n += 1;
+/// The cells of the trials that ran while their host was busy ([`Analysis::busy`]), each as
+/// "arm / condition / size" (escaped) with its count, most first.
+pub fn busy_cells(an: &Analysis) -> Vec<(String, usize)> {
+    let c = an.campaign;
+    an.busy
+        .cells
+        .iter()
+        .map(|((arm, cond, size), k)| {
             let cell = if c.workload.is_requests() {
-                format!("{} / {} / {}", t.arm, t.condition, size_label(c, t.size))
+                format!("{arm} / {cond} / {}", size_label(c, *size))
             } else {
-                format!("{} / {}", t.arm, t.condition)
+                format!("{arm} / {cond}")
             };
-            *cells.entry(esc(&cell)).or_default() += 1;
-        }
-    }
-    let mut cells: Vec<(String, usize)> = cells.into_iter().collect();
-    cells.sort_by_key(|(_, k)| std::cmp::Reverse(*k));
-    (n, cells)
+            (esc(&cell), *k)
+        })
+        .collect()
 }
 
 /// What a trial's size means in the TTLB sections: the object's size, or for a segments

@@ -31,6 +31,17 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// `quiclab merge OUT DIRS... ARGS...`, run to its end.
+pub fn merge(out: &std::path::Path, dirs: &[PathBuf], args: &[&str]) -> std::process::Output {
+    quiclab()
+        .arg("merge")
+        .arg(out)
+        .args(dirs)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// An empty directory of this test process.
 pub fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("quiclab-test-{name}-{}", std::process::id()));
