@@ -57,23 +57,9 @@ pub fn namespaces() -> Vec<String> {
 }
 
 /// Removes the leftovers of runs that are no longer alive; with `force`, of live runs too.
-/// How long `clean` waits before looking a second time: a run killed while it created a
-/// namespace leaves its `ip netns add` running for a few milliseconds more, and the namespace
-/// appears only then.
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
-
 pub fn clean(force: bool) -> Result<Cleaned> {
     let mut out = Cleaned::default();
     remove_namespaces(force, &mut out)?;
-    std::thread::sleep(SETTLE);
-    let kept = std::mem::take(&mut out.skipped_live);
-    remove_namespaces(force, &mut out)?;
-    // a live run's namespaces are seen twice: report them once
-    for name in kept {
-        if !out.skipped_live.contains(&name) {
-            out.skipped_live.push(name);
-        }
-    }
     remove_locks(force);
     Ok(out)
 }
@@ -88,11 +74,6 @@ pub fn remove_dead_runs_of(pid: u32) -> Result<Cleaned> {
             .is_some_and(|(p, _)| p == pid.to_string())
     };
     remove_namespaces_where(false, &mut out, &mine)?;
-    if !out.namespaces.is_empty() {
-        // a kill, not a normal exit: an `ip netns add` it started may still be finishing
-        std::thread::sleep(SETTLE);
-        remove_namespaces_where(false, &mut out, &mine)?;
-    }
     remove_locks_where(false, &|id| {
         id.split_once('-')
             .is_some_and(|(p, _)| p == pid.to_string())

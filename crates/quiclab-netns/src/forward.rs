@@ -37,7 +37,7 @@
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -125,6 +125,12 @@ pub struct Forwarder {
     writer: Option<JoinHandle<io::Result<u64>>>,
     capture: Option<JoinHandle<io::Result<()>>>,
     clock: Clock,
+    /// The TUN devices, closed off the caller's path once the threads have stopped (see
+    /// [`close_later`]).
+    devices: Vec<Arc<SyncDevice>>,
+    /// Per direction (uplink first), whether its thread last saw its pipeline empty (see
+    /// [`Forwarder::drained`]).
+    idle: Vec<Arc<AtomicBool>>,
     /// Dropped after the threads have stopped (fields drop after `Drop::drop`).
     _count: LinkCount,
 }
@@ -174,8 +180,10 @@ impl Forwarder {
         };
         let count = LinkCount::new();
         let (client, server) = (Arc::new(client), Arc::new(server));
+        let devices = vec![client.clone(), server.clone()];
         let mut up = Way::new(Direction::Up, up, client.clone(), server.clone());
         let mut down = Way::new(Direction::Down, down, server, client);
+        let idle = vec![up.idle.clone(), down.idle.clone()];
         // The client's view: what it sends as it is read, what it receives as it is written.
         up.capture_read = capture_tx.clone();
         down.capture_write = capture_tx;
@@ -197,6 +205,8 @@ impl Forwarder {
             writer,
             capture,
             clock,
+            devices,
+            idle,
             _count: count,
         })
     }
@@ -210,6 +220,7 @@ impl Forwarder {
         server.set_nonblocking(true)?;
         let stop = Arc::new(EventFd::new()?);
         let (client, server) = (Arc::new(client), Arc::new(server));
+        let devices = vec![client.clone(), server.clone()];
         let mut threads = Vec::new();
         for (dir, rx, tx) in [
             (Direction::Up, client.clone(), server.clone()),
@@ -228,6 +239,8 @@ impl Forwarder {
             writer: None,
             capture: None,
             clock: Clock::start(),
+            devices,
+            idle: Vec::new(),
             _count: LinkCount::new(),
         })
     }
@@ -241,6 +254,28 @@ impl Forwarder {
     /// event's `t_ns` plus this is when it happened on the clock the endpoints' records use.
     pub fn epoch_ns(&self) -> u64 {
         self.clock.absolute_ns(Duration::ZERO)
+    }
+
+    /// Whether direction `dir` holds no packet: none waits in its sending device, none is in
+    /// its pipeline (every packet it took has been delivered or dropped). A packet is never
+    /// missed between the two: the thread marks its direction busy when it wakes, before it
+    /// reads, and idle only once its pipeline is empty.
+    pub fn drained(&self, dir: Direction) -> bool {
+        let i = match dir {
+            Direction::Up => 0,
+            Direction::Down => 1,
+        };
+        let Some(device) = self.devices.get(i) else {
+            return true;
+        };
+        let mut fd = libc::pollfd {
+            fd: device.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own, no wait.
+        let waiting = unsafe { libc::poll(&mut fd, 1, 0) } > 0 && fd.revents & libc::POLLIN != 0;
+        !waiting && self.idle.get(i).is_none_or(|f| f.load(Ordering::SeqCst))
     }
 
     /// Stops both directions and returns what they did, uplink first.
@@ -258,6 +293,7 @@ impl Forwarder {
                     .map_err(|_| io::Error::other("forwarding thread panicked"))
             })
             .collect::<io::Result<_>>()?;
+        close_later(std::mem::take(&mut self.devices));
         if let Some(w) = self.writer.take() {
             w.join()
                 .map_err(|_| io::Error::other("event writer panicked"))??;
@@ -269,6 +305,20 @@ impl Forwarder {
         }
         Ok(reports)
     }
+}
+
+/// Closes TUN devices on a thread of their own. Closing one unregisters its network device,
+/// which waits for the kernel's RCU grace periods: 30 to 60 ms a device pair here, all of it
+/// waiting, none of it work. The devices carry nothing once their threads have stopped, so the
+/// caller goes on (a trial's teardown, the next trial) while they close; should the thread not
+/// start, they close here.
+fn close_later(devices: Vec<Arc<SyncDevice>>) {
+    if devices.is_empty() {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("quiclab-close".into())
+        .spawn(move || drop(devices));
 }
 
 impl Drop for Forwarder {
@@ -379,6 +429,8 @@ struct Way {
     capture_write: Option<CaptureSink>,
     /// The devices carry offload headers (see the module's notes), and the buffers for them.
     offload: Option<Offload>,
+    /// False from each wake-up until the pipeline is found empty before the next wait.
+    idle: Arc<AtomicBool>,
 }
 
 /// Buffers of a direction whose devices carry offload headers.
@@ -437,6 +489,7 @@ impl Way {
             capture_read: None,
             capture_write: None,
             offload,
+            idle: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -708,6 +761,7 @@ fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -
     let mut wake = WakeEstimate::new();
     let mut budget = DutyBudget::new(clock.now());
     loop {
+        way.idle.store(false, Ordering::SeqCst);
         way.read(clock, &mut buf)?;
         way.transmit(clock);
         if let Some(s) = sink {
@@ -751,6 +805,7 @@ fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -
             timer.set_absolute(want)?;
             armed = want;
         }
+        way.idle.store(deadline.is_none(), Ordering::SeqCst);
         let before = clock.now();
         let ready = epoll.wait()?;
         let after = clock.now();

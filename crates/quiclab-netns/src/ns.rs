@@ -1,19 +1,20 @@
-//! Named network namespaces (as `ip netns` makes them), owned by a guard that deletes them.
+//! Named network namespaces (as `ip netns` makes them: a file under /run/netns that holds the
+//! namespace by a bind mount), made and removed with system calls and owned by a guard that
+//! deletes them.
 
+use std::ffi::CString;
+use std::os::unix::fs::MetadataExt;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Context, Error, Result};
+use crate::rtnl::Rtnl;
 use crate::sys;
 
 /// Every namespace quiclab creates starts with this; `quiclab clean` looks for nothing else.
 pub const PREFIX: &str = "quiclab-";
 /// Where `ip netns` keeps its namespace handles.
 pub const NETNS_DIR: &str = "/run/netns";
-
-/// Runs `ip ARGS...`, turning a failure into an error carrying its stderr.
-pub fn ip(args: &[&str]) -> Result<()> {
-    run("ip", args).map(drop)
-}
 
 /// Runs a command to completion; returns its stdout, or an error with its stderr.
 pub fn run(prog: &str, args: &[&str]) -> Result<String> {
@@ -31,10 +32,97 @@ pub fn run(prog: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A network namespace, deleted (with every process still inside it) when dropped.
-#[derive(Debug)]
+/// A network namespace, deleted (with every process still inside it) when dropped. It keeps a
+/// route-netlink socket of its own, through which its devices are configured.
 pub struct Netns {
     name: String,
+    rtnl: Mutex<Rtnl>,
+}
+
+impl std::fmt::Debug for Netns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Netns").field("name", &self.name).finish()
+    }
+}
+
+fn c_path(path: &str) -> std::io::Result<CString> {
+    CString::new(path).map_err(|_| std::io::Error::other("a path with a NUL byte"))
+}
+
+fn cvt(r: libc::c_int) -> std::io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Makes [`NETNS_DIR`] a shared mount point, as `ip netns add` does, so that a namespace
+/// unmounted there is unmounted in every mount namespace (and so freed).
+fn share_netns_dir() -> std::io::Result<()> {
+    std::fs::create_dir_all(NETNS_DIR)?;
+    let dir = c_path(NETNS_DIR)?;
+    let none = c_path("none")?;
+    let shared = || {
+        // SAFETY: valid C strings; no data argument.
+        cvt(unsafe {
+            libc::mount(
+                c"".as_ptr(),
+                dir.as_ptr(),
+                none.as_ptr(),
+                libc::MS_SHARED | libc::MS_REC,
+                std::ptr::null(),
+            )
+        })
+    };
+    match shared() {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            // not a mount point yet: make it one (a bind mount onto itself), then share it
+            // SAFETY: as above.
+            cvt(unsafe {
+                libc::mount(
+                    dir.as_ptr(),
+                    dir.as_ptr(),
+                    none.as_ptr(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                )
+            })?;
+            shared()
+        }
+        r => r,
+    }
+}
+
+/// On a new thread: a new network namespace, held by a bind mount onto `path` (an empty file),
+/// its loopback up, and a netlink socket inside it.
+fn new_namespace(path: &str) -> std::io::Result<Rtnl> {
+    let target = c_path(path)?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // the namespace is the thread's alone; the thread ends here
+            // SAFETY: plain syscall on the calling thread.
+            cvt(unsafe { libc::unshare(libc::CLONE_NEWNET) })?;
+            let source = c_path("/proc/thread-self/ns/net")?;
+            let none = c_path("none")?;
+            // SAFETY: valid C strings; no data argument.
+            cvt(unsafe {
+                libc::mount(
+                    source.as_ptr(),
+                    target.as_ptr(),
+                    none.as_ptr(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            })?;
+            let mut rtnl = Rtnl::new()?;
+            // the loopback device is always index 1
+            rtnl.up(1)?;
+            Ok(rtnl)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("thread panicked")))
+    })
 }
 
 impl Netns {
@@ -43,12 +131,24 @@ impl Netns {
         if !sys::is_root() {
             return Err(Error::NotRoot);
         }
-        ip(&["netns", "add", name])?;
-        let ns = Netns {
-            name: name.to_string(),
-        };
-        ns.ip(&["link", "set", "lo", "up"])?;
-        Ok(ns)
+        let path = format!("{NETNS_DIR}/{name}");
+        let what = || format!("cannot create namespace {name}");
+        share_netns_dir().context(|| format!("cannot share {NETNS_DIR}"))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .context(what)?;
+        match new_namespace(&path) {
+            Ok(rtnl) => Ok(Netns {
+                name: name.to_string(),
+                rtnl: Mutex::new(rtnl),
+            }),
+            Err(e) => {
+                let _ = remove(&path);
+                Err(e).context(what)
+            }
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -59,11 +159,9 @@ impl Netns {
         format!("{NETNS_DIR}/{}", self.name)
     }
 
-    /// Runs `ip -n NAME ARGS...`.
-    pub fn ip(&self, args: &[&str]) -> Result<()> {
-        let mut a = vec!["-n", self.name.as_str()];
-        a.extend_from_slice(args);
-        ip(&a)
+    /// The namespace's netlink socket.
+    pub(crate) fn rtnl(&self) -> MutexGuard<'_, Rtnl> {
+        self.rtnl.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Runs `f` on a thread that has entered this namespace: sockets and devices it creates
@@ -87,15 +185,35 @@ impl Netns {
     }
 }
 
-/// Pids of the processes inside namespace `name` (as `ip netns pids` reports them).
+/// Pids of the processes inside namespace `name` (as `ip netns pids` finds them: those whose
+/// network namespace is the one the file holds).
 pub fn pids_in(name: &str) -> Vec<i32> {
-    run("ip", &["netns", "pids", name])
-        .map(|s| {
-            s.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect()
+    let Ok(ns) = std::fs::metadata(format!("{NETNS_DIR}/{name}")) else {
+        return Vec::new();
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::metadata(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|m| (m.dev(), m.ino()) == (ns.dev(), ns.ino()))
         })
-        .unwrap_or_default()
+        .collect()
+}
+
+/// Unmounts the namespace file at `path` and removes it: the namespace goes once no process is
+/// left in it. A file that was never mounted (its run died while making it) is removed too.
+fn remove(path: &str) -> std::io::Result<()> {
+    let c = c_path(path)?;
+    // SAFETY: a valid C string.
+    if let Err(e) = cvt(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) })
+        && e.raw_os_error() != Some(libc::EINVAL)
+    {
+        return Err(e);
+    }
+    std::fs::remove_file(path)
 }
 
 /// Kills every process inside namespace `name` and deletes it. Those processes are ours: only
@@ -112,7 +230,7 @@ pub fn destroy(name: &str) -> Result<()> {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    ip(&["netns", "del", name])
+    remove(&format!("{NETNS_DIR}/{name}")).context(|| format!("cannot remove namespace {name}"))
 }
 
 impl Drop for Netns {

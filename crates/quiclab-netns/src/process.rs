@@ -1,6 +1,6 @@
 //! Processes started inside a namespace, owned by a guard that stops them.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -102,6 +102,16 @@ impl Process {
         }
     }
 
+    /// Waits up to `timeout` for the command to exit: its status, or `None` if it still runs.
+    /// Wakes the moment it exits (a pidfd), not at the next tick of a poll.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        let label = &self.label;
+        match &mut self.child {
+            Some(c) => wait_timeout(c, timeout).context(|| format!("waiting for {label}")),
+            None => Ok(None),
+        }
+    }
+
     /// Stops the command (whole process group), waiting up to `grace` after SIGTERM.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
@@ -110,13 +120,9 @@ impl Process {
             return Some(st);
         }
         self.kill_group(libc::SIGTERM, child.id());
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(st)) = child.try_wait() {
-                self.kill_group(libc::SIGKILL, child.id());
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        if let Ok(Some(st)) = wait_timeout(&mut child, grace) {
+            self.kill_group(libc::SIGKILL, child.id());
+            return Some(st);
         }
         self.kill_group(libc::SIGKILL, child.id());
         child.wait().ok()
@@ -131,6 +137,38 @@ impl Process {
         // SAFETY: signals only the process (group) we started; its pid is still ours because we
         // have not reaped it yet (or, for a group, members may outlive the leader).
         unsafe { libc::kill(target, sig) };
+    }
+}
+
+/// Waits up to `timeout` for `child` to exit, woken by its pidfd the moment it does; where
+/// pidfds are missing (Linux before 5.3), by polling every millisecond.
+fn wait_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    // SAFETY: pidfd_open of our own child, not yet reaped (so its pid is still its own).
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    // SAFETY: a new descriptor, owned by nobody else.
+    let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(Some(st));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        match &pidfd {
+            Some(pidfd) => {
+                let mut p = libc::pollfd {
+                    fd: pidfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+                // SAFETY: one pollfd we own; EINTR just loops.
+                unsafe { libc::poll(&mut p, 1, ms) };
+            }
+            None => std::thread::sleep(left.min(Duration::from_millis(1))),
+        }
     }
 }
 

@@ -286,6 +286,25 @@ impl Topology {
         ]
     }
 
+    /// Waits until direction `dir` of the emulator holds no packet (see
+    /// [`Forwarder::drained`]), at most `timeout`; whether it did. A direct path holds nothing
+    /// of its own: true at once.
+    pub fn wait_drained(&self, dir: Direction, timeout: std::time::Duration) -> bool {
+        let Some(f) = &self.forwarder else {
+            return true;
+        };
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            if f.drained(dir) {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+    }
+
     /// Stops the emulator and returns what each direction did (uplink first). The namespaces
     /// stay until the topology is dropped.
     pub fn finish(&mut self) -> Result<Vec<DirectionReport>> {
@@ -347,30 +366,19 @@ fn make_tun(
 /// Gives `dev` in `ns` its addresses (IPv6 without duplicate address detection, which would
 /// delay its use) and brings it up.
 pub(crate) fn address(ns: &Netns, dev: &str, v4: Ipv4Addr, v6: Ipv6Addr) -> Result<()> {
-    ns.ip(&["addr", "add", &format!("{v4}/24"), "dev", dev])?;
-    ns.ip(&[
-        "-6",
-        "addr",
-        "add",
-        &format!("{v6}/64"),
-        "dev",
-        dev,
-        "nodad",
-    ])?;
-    ns.ip(&["link", "set", dev, "up"])
+    let mut rtnl = ns.rtnl();
+    let what = || format!("configuring {dev} in {}", ns.name());
+    let index = rtnl.index(dev).context(what)?;
+    rtnl.add_address(index, v4.into(), 24).context(what)?;
+    rtnl.add_address(index, v6.into(), 64).context(what)?;
+    rtnl.up(index).context(what)
 }
 
 /// Packets the kernel dropped on the TUN device of `ns` for want of queue space.
 fn tx_dropped(ns: &Netns) -> Result<u64> {
-    let out = crate::ns::run(
-        "ip",
-        &["-n", ns.name(), "-s", "-j", "link", "show", TUN_NAME],
-    )?;
-    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| Error::Io {
-        what: format!("reading device statistics in {}", ns.name()),
-        source: std::io::Error::other(e),
-    })?;
-    Ok(v[0]["stats64"]["tx"]["dropped"].as_u64().unwrap_or(0))
+    ns.rtnl()
+        .tx_dropped(TUN_NAME)
+        .context(|| format!("reading device statistics in {}", ns.name()))
 }
 
 impl Drop for Topology {

@@ -2,7 +2,9 @@
 //! pair, with the same device name and addresses as the emulated path. Bulk workloads measure
 //! the stacks on it (`direct` conditions) and benchmarks measure the emulator against it.
 
-use crate::error::Result;
+use std::os::fd::AsRawFd;
+
+use crate::error::{Context, Result};
 use crate::ns::Netns;
 use crate::topology::{CLIENT_V4, CLIENT_V6, SERVER_V4, SERVER_V6, TUN_NAME, address};
 
@@ -11,13 +13,12 @@ use crate::topology::{CLIENT_V4, CLIENT_V6, SERVER_V4, SERVER_V6, TUN_NAME, addr
 /// both ends (needs ethtool), so that the kernel handles one MTU-sized packet at a time as the
 /// emulator does. The pair goes with the namespaces.
 pub(crate) fn join(client: &Netns, server: &Netns, mtu: u32, offloads: bool) -> Result<()> {
-    let mtu = mtu.to_string();
-    let peer = "quiclab1";
-    client.ip(&[
-        "link", "add", TUN_NAME, "mtu", &mtu, "type", "veth", "peer", "name", peer, "mtu", &mtu,
-    ])?;
-    client.ip(&["link", "set", peer, "netns", server.name()])?;
-    server.ip(&["link", "set", peer, "name", TUN_NAME])?;
+    let peer_ns = std::fs::File::open(server.path())
+        .context(|| format!("cannot open namespace {}", server.name()))?;
+    client
+        .rtnl()
+        .add_veth(TUN_NAME, TUN_NAME, mtu, peer_ns.as_raw_fd())
+        .context(|| format!("cannot make a veth pair from {}", client.name()))?;
     for (ns, v4, v6) in [
         (client, CLIENT_V4, CLIENT_V6),
         (server, SERVER_V4, SERVER_V6),

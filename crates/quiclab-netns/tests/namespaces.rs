@@ -444,3 +444,100 @@ fn super_packets_leaving_together_are_written_as_read_and_a_loss_cuts_them() {
         "{drops} drops of {arrivals} packets ({f:.4}), expected {lo:.4}..{hi:.4}"
     );
 }
+
+#[test]
+fn namespaces_are_ip_netns_namespaces_configured_and_gone_with_their_topology() {
+    let _machine = exclusive();
+    let ip = |args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let link = symmetric_link(&[("delay", "1ms")]).expect("valid link");
+    let names = with_topology(link, None, |topo| {
+        let names = [Side::Client, Side::Server].map(|s| topo.ns(s).name().to_string());
+        let listed = ip(&["netns", "list"]);
+        for (side, name, v4, v6) in [
+            (Side::Client, &names[0], "198.18.0.1/24", "fd51:c1ab::1/64"),
+            (Side::Server, &names[1], "198.18.0.2/24", "fd51:c1ab::2/64"),
+        ] {
+            assert!(listed.contains(name.as_str()), "{name} not in {listed}");
+            // the device's addresses, usable at once (no duplicate address detection), and
+            // both devices up
+            let addrs = ip(&["-n", name, "-o", "addr", "show", "dev", "quiclab0"]);
+            assert!(addrs.contains(v4), "{name}: {addrs}");
+            assert!(addrs.contains(v6), "{name}: {addrs}");
+            assert!(!addrs.contains("tentative"), "{name}: {addrs}");
+            for dev in ["lo", "quiclab0"] {
+                let state = ip(&["-n", name, "-o", "link", "show", "dev", dev]);
+                assert!(state.contains(",UP"), "{name} {dev}: {state}");
+            }
+            // a process started inside is found there by `ip netns pids` and by the topology
+            let mut p = quiclab_netns::Process::spawn(
+                topo.ns(side),
+                "sleeper",
+                "exec sleep 30",
+                &[],
+                quiclab_netns::Mode::Background,
+            )
+            .unwrap();
+            let pid = p.pid().unwrap() as i32;
+            std::thread::sleep(Duration::from_millis(50));
+            let theirs: Vec<i32> = ip(&["netns", "pids", name])
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect();
+            assert_eq!(theirs, vec![pid], "ip netns pids {name}");
+            assert_eq!(topo.ns(side).pids(), vec![pid]);
+            p.stop(Duration::from_secs(1));
+        }
+        // the endpoints reach each other across the emulator
+        let r = probe::udp_rtt(topo, &RttConfig::default()).expect("round trips");
+        assert_eq!(r.lost(), 0);
+        names
+    });
+    let listed = ip(&["netns", "list"]);
+    for name in &names {
+        assert!(!listed.contains(name.as_str()), "{name} left in {listed}");
+    }
+}
+
+#[test]
+fn the_uplink_is_drained_once_its_packets_have_crossed() {
+    let _machine = exclusive();
+    let delay = Duration::from_millis(50);
+    let link = symmetric_link(&[("delay", "50ms")]).expect("valid link");
+    with_topology(link, None, |topo| {
+        assert!(
+            topo.wait_drained(quiclab_link::Direction::Up, Duration::ZERO),
+            "nothing sent yet"
+        );
+        let socket = topo
+            .ns(Side::Client)
+            .run_in(|| std::net::UdpSocket::bind("198.18.0.1:0"))
+            .unwrap();
+        let sent = std::time::Instant::now();
+        socket
+            .send_to(b"the last acknowledgement", "198.18.0.2:9")
+            .unwrap();
+        // held for the one-way delay: not drained a millisecond after it was sent, nor at
+        // half the delay
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(!topo.wait_drained(quiclab_link::Direction::Up, Duration::ZERO));
+        assert!(!topo.wait_drained(quiclab_link::Direction::Up, delay / 2));
+        assert!(topo.wait_drained(quiclab_link::Direction::Up, 2 * delay));
+        let took = sent.elapsed();
+        // drained when the delay is over, seen within the wait's 0.5 ms step and a wake-up
+        assert!(
+            took >= delay,
+            "drained after {took:?}, before the {delay:?} delay"
+        );
+        assert!(
+            took <= delay + Duration::from_millis(5),
+            "drained only after {took:?}"
+        );
+    });
+}

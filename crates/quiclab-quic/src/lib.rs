@@ -1608,18 +1608,28 @@ impl Connector for QuicClient {
         close(c).await;
     }
 
-    /// Long enough for the CONNECTION_CLOSE to leave (it is sent at once); the draining period
-    /// after it (three PTOs) concerns nobody once the results are in, and would add hundreds of
-    /// ms to every run.
+    /// Every connection was closed by [`close`], which saw its CONNECTION_CLOSE leave; the
+    /// draining period after it (three PTOs) concerns nobody once the results are in, and would
+    /// add hundreds of ms to every run.
     async fn finish(&mut self) {
-        for e in self.endpoints.drain(..) {
-            let _ = tokio::time::timeout(CLOSE_LINGER, e.wait_idle()).await;
-        }
+        self.endpoints.clear();
     }
 }
 
-/// How long a client lingers for its endpoints to go idle after closing its connections.
+/// The longest a closing connection waits for its CONNECTION_CLOSE to leave.
 pub const CLOSE_LINGER: Duration = Duration::from_millis(10);
+
+/// Closes `conn` and waits until the datagram carrying its CONNECTION_CLOSE has been sent (it
+/// is the connection's next one, normally within a millisecond), at most [`CLOSE_LINGER`]: the
+/// peer learns at once that the connection is over, and nobody waits out the draining period.
+pub async fn close_sent(conn: &quinn::Connection, code: quinn::VarInt, reason: &[u8]) {
+    let sent = conn.stats().udp_tx.datagrams;
+    conn.close(code, reason);
+    let until = tokio::time::Instant::now() + CLOSE_LINGER;
+    while conn.stats().udp_tx.datagrams == sent && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
 
 async fn retry_after_0rtt_rejected(
     c: &mut ClientConn,
@@ -1635,7 +1645,7 @@ async fn retry_after_0rtt_rejected(
 }
 
 pub async fn close(c: ClientConn) {
-    c.conn.close(H3_NO_ERROR, b"done");
+    close_sent(&c.conn, H3_NO_ERROR, b"done").await;
     c.driver.abort();
     // The qlog gets the close too when it is flushed after it.
     c.conn.closed().await;

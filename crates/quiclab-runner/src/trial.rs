@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use quiclab_link::Direction;
 use quiclab_model::campaign::Metrics;
 use quiclab_model::record::now_us;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
@@ -49,9 +50,14 @@ pub enum TrialEnd {
 
 /// How long the server may take to listen.
 const SERVER_READY: Duration = Duration::from_secs(10);
-/// Beyond a round trip, how long the server is left running after the client exits: a
-/// delayed acknowledgement's timer (RFC 9000's default max_ack_delay, 25 ms) and some.
+/// Beyond a round trip, the longest the server is left running for the client's last packets
+/// to reach it after the client exits (they normally arrive within the uplink's delay: see
+/// `execute`).
 const ACK_SETTLE: Duration = Duration::from_millis(30);
+/// How long the server has to take in the client's last packets once the link delivered them.
+const TAKE_IN: Duration = Duration::from_millis(5);
+/// How often a wait for the client looks whether the campaign is stopping.
+const STOP_CHECK: Duration = Duration::from_millis(20);
 /// How long an endpoint may take to stop after SIGTERM (it flushes its timeline first).
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -405,7 +411,9 @@ fn execute(
                 tail(&server_log, 3)
             )));
         }
-        std::thread::sleep(Duration::from_millis(5));
+        // a server listens a few milliseconds after it starts: look often (a read of a
+        // short log)
+        std::thread::sleep(Duration::from_millis(1));
     }
     let server_ms = lap.ms();
     let (client_out, client_log) = (dir.join("client.jsonl"), dir.join("client.log"));
@@ -435,11 +443,13 @@ fn execute(
         }
     };
     let client_ms = lap.ms();
-    // The client's last acknowledgements are still on the path when it exits: give them a
-    // round trip and a delayed-ACK timer to reach the server, so that the server's timeline
-    // ends with everything acknowledged.
+    // The client's last packets (its acknowledgements, its close) are still on the path when
+    // it exits, and it sends nothing after: once the uplink has delivered them and the server
+    // has had a moment to take them in, the server's timeline ends with everything
+    // acknowledged. The wait is bounded by what the path could hold them for.
     if !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(cond.link.min_rtt() + ACK_SETTLE);
+        topo.wait_drained(Direction::Up, cond.link.min_rtt() + ACK_SETTLE);
+        std::thread::sleep(TAKE_IN);
     }
     // SIGTERM lets the server write its last timeline samples
     server.stop(STOP_GRACE);
@@ -488,16 +498,19 @@ fn run_client(
         if stop.load(Ordering::Relaxed) {
             return Err(Failure::Interrupted);
         }
-        match client.try_wait() {
+        // woken at the client's exit, and at least every STOP_CHECK to see a stop
+        let slice = deadline
+            .saturating_duration_since(Instant::now())
+            .min(STOP_CHECK);
+        match client.wait_timeout(slice) {
             Ok(Some(st)) => return Ok(Some(st)),
             Ok(None) => {}
             Err(e) => return Err(fail(format!("waiting for the client: {e}"))),
         }
-        if Instant::now() > deadline {
+        if Instant::now() >= deadline {
             client.stop(Duration::from_millis(200));
             return Ok(None);
         }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -385,7 +385,8 @@ enum Link {
 
 struct QuicLink {
     mode: Mode,
-    endpoint: quinn::Endpoint,
+    /// The connection's endpoint, kept for as long as the connection.
+    _endpoint: quinn::Endpoint,
     conn: quinn::Connection,
     inst: Instrumented,
     kx: Arc<KxLog>,
@@ -473,7 +474,7 @@ async fn connect(
             };
             Ok(Link::Quic(Box::new(QuicLink {
                 mode,
-                endpoint,
+                _endpoint: endpoint,
                 conn,
                 inst,
                 kx,
@@ -601,8 +602,7 @@ impl Link {
                     .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
                     .and_then(|d| d.protocol)
                     .map(|p| String::from_utf8_lossy(&p).into_owned());
-                q.conn.close(0u32.into(), b"done");
-                let _ = tokio::time::timeout(quic::CLOSE_LINGER, q.endpoint.wait_idle()).await;
+                quic::close_sent(&q.conn, 0u32.into(), b"done").await;
                 if let Err(e) = q.inst.flush() {
                     log::warn!("writing a qlog file: {e}");
                 }
