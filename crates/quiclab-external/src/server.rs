@@ -197,17 +197,19 @@ impl Server {
                     waited: READY_WITHIN,
                 });
             }
-            std::thread::sleep(Duration::from_millis(5));
+            // a program binds its port a few milliseconds after it starts: look often (one
+            // read of /proc/net/udp)
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
     /// Runs until `stop` is set or the program exits; the program's exit status if it did.
+    /// Woken at once by the program's exit, and every [`STOP_CHECK`] to look at `stop`.
     pub fn wait(&mut self, stop: &AtomicBool) -> Option<std::process::ExitStatus> {
         while !stop.load(Ordering::Relaxed) {
-            if let Ok(Some(s)) = self.child.try_wait() {
+            if let Ok(Some(s)) = quiclab_netns::process::wait_timeout(&mut self.child, STOP_CHECK) {
                 return Some(s);
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
         None
     }
@@ -221,12 +223,9 @@ impl Server {
             let pid = self.child.id() as libc::pid_t;
             // SAFETY: a signal to the child this value owns and has not yet reaped.
             unsafe { libc::kill(pid, self.stop_signal) };
-            let until = Instant::now() + STOP_WITHIN;
-            while Instant::now() < until {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
+            if let Ok(Some(_)) = quiclab_netns::process::wait_timeout(&mut self.child, STOP_WITHIN)
+            {
+                return;
             }
             let _ = self.child.kill();
         }
@@ -269,6 +268,10 @@ impl Drop for Server {
 
 /// How long a server may take to exit after its stop signal.
 const STOP_WITHIN: Duration = Duration::from_secs(3);
+/// How often a running adapter looks whether it was asked to stop (a signal sets the flag).
+const STOP_CHECK: Duration = Duration::from_millis(2);
+/// How often the watcher of the qlog directory looks whether it was asked to stop.
+const WATCH_CHECK: libc::c_int = 2;
 
 /// Notes when each file appears in a directory (inotify), on CLOCK_MONOTONIC.
 struct Watcher {
@@ -305,7 +308,9 @@ impl Watcher {
         Ok(Watcher { fd, stop, thread })
     }
 
-    /// The files that appeared, in order, with when.
+    /// The files that appeared, in order, with when. Closing the inotify descriptor waits for
+    /// the kernel's notification grace period (10 to 20 ms here): the largest part of an
+    /// external server's stop, paid where it is dropped or at the adapter's exit.
     fn stop(self) -> Vec<(String, u64)> {
         self.stop.store(true, Ordering::Relaxed);
         let out = self.thread.join().unwrap_or_default();
@@ -325,7 +330,7 @@ fn watch(fd: libc::c_int, stop: &AtomicBool) -> Vec<(String, u64)> {
             revents: 0,
         };
         // SAFETY: one pollfd we own.
-        let ready = unsafe { libc::poll(&mut pfd, 1, 20) };
+        let ready = unsafe { libc::poll(&mut pfd, 1, WATCH_CHECK) };
         if ready > 0 {
             // SAFETY: reads into a buffer we own, no longer than it.
             let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };

@@ -142,7 +142,7 @@ impl Process {
 
 /// Waits up to `timeout` for `child` to exit, woken by its pidfd the moment it does; where
 /// pidfds are missing (Linux before 5.3), by polling every millisecond.
-fn wait_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+pub fn wait_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
     let deadline = Instant::now() + timeout;
     // SAFETY: pidfd_open of our own child, not yet reaped (so its pid is still its own).
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };

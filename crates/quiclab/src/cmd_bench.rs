@@ -1,4 +1,4 @@
-//! `quiclab bench link`: the emulator's forwarding capacity next to a direct veth pair, and its
+//! `quiclab bench link` (the others: `bench_stacks.rs`, `bench_trials.rs`): the emulator's forwarding capacity next to a direct veth pair, and its
 //! departure-time precision, measured side by side in one run.
 
 use std::path::Path;
@@ -30,6 +30,7 @@ pub struct BenchCmd {
 enum BenchWhat {
     Link(LinkBench),
     Stacks(crate::bench_stacks::StacksBench),
+    Trials(crate::bench_trials::TrialsBench),
 }
 
 /// Forwarding capacity and timer precision of the link emulator.
@@ -55,6 +56,7 @@ pub fn bench(c: BenchCmd) -> anyhow::Result<i32> {
     match c.what {
         BenchWhat::Link(b) => link(b, out),
         BenchWhat::Stacks(b) => crate::bench_stacks::stacks(b, out),
+        BenchWhat::Trials(b) => crate::bench_trials::trials(b, out),
     }
 }
 

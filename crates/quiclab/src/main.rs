@@ -2,6 +2,7 @@
 
 mod bench_perf;
 mod bench_stacks;
+mod bench_trials;
 mod cmd_bench;
 mod cmd_browse;
 mod cmd_compare;

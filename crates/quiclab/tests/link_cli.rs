@@ -351,3 +351,41 @@ fn selftest_prints_its_checks_as_json() {
     assert_eq!(s["pass"], all, "{s}");
     assert_eq!(out.status.code(), Some(if all { 0 } else { 1 }), "{s}");
 }
+
+/// `bench trials --json`: a row per stack (quiclab's own two at least), each phase measured,
+/// the stop at least the 5 ms the server is given to take in the client's last packets, and
+/// the overhead beyond the transfer covering at least the set-up, stop and teardown medians.
+#[test]
+fn bench_trials_prints_each_stacks_phases_as_json() {
+    common::assert_root();
+    let out = quiclab()
+        .args(["bench", "trials", "--iterations", "3", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("A trial's overhead"), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = s["rows"].as_array().unwrap();
+    let stacks: Vec<&str> = rows.iter().map(|r| r["stack"].as_str().unwrap()).collect();
+    assert!(stacks.contains(&"H2, TCP (tcp)"), "{stacks:?}");
+    assert!(stacks.contains(&"H3, quinn"), "{stacks:?}");
+    for r in rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} in {r}"));
+        for k in [
+            "setup_ms",
+            "server_start_ms",
+            "client_extra_ms",
+            "teardown_ms",
+            "ttlb_ms",
+        ] {
+            assert!(f(k) > 0.0, "{k} in {r}");
+        }
+        assert!(f("server_stop_ms") >= 5.0, "{r}");
+        assert!(f("overhead_p90_ms") >= f("overhead_ms"), "{r}");
+        assert!(
+            f("overhead_ms") >= 0.9 * (f("setup_ms") + f("server_stop_ms") + f("teardown_ms")),
+            "{r}"
+        );
+    }
+}
