@@ -11,6 +11,7 @@ use quiclab_model::campaign as model;
 use quiclab_store::{Store, StoreError, TrialRecord};
 
 use crate::expand::{TrialSpec, expand};
+use crate::governor::{Change, Governor};
 use crate::plan::Plan;
 use crate::queue::Queue;
 use crate::shard::Shard;
@@ -22,7 +23,7 @@ pub struct RunOptions {
     /// The campaign directory (database, trial folders, report).
     pub out: PathBuf,
     /// Trials run at once.
-    pub jobs: usize,
+    pub jobs: Jobs,
     /// The quiclab binary for the endpoints.
     pub bin: PathBuf,
     /// Keep every trial's artifacts, not only the median trial's of each cell.
@@ -39,6 +40,24 @@ pub struct RunOptions {
     pub host: String,
 }
 
+/// How many trials run at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jobs {
+    /// This many, as asked.
+    Fixed(usize),
+    /// As many as the trials' measured CPU allows ([`crate::governor`]), at most this many.
+    Auto(usize),
+}
+
+impl std::fmt::Display for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Jobs::Fixed(n) => write!(f, "{n}"),
+            Jobs::Auto(n) => write!(f, "auto (1 to {n}, by the CPU the trials need)"),
+        }
+    }
+}
+
 /// What the runner tells its user as it goes.
 pub trait Progress {
     /// Before the first trial: how many the plan has and how many are already done.
@@ -47,6 +66,8 @@ pub trait Progress {
     fn trial_done(&mut self, plan: &Plan, spec: &TrialSpec, record: &TrialRecord);
     /// Something the user should know (e.g. the host is too busy for accurate results).
     fn warn(&mut self, message: &str);
+    /// With automatic jobs: the trials allowed at once changed, and why.
+    fn jobs_changed(&mut self, _limit: usize, _why: &Change) {}
     fn end(&mut self);
 }
 
@@ -62,6 +83,10 @@ pub struct Summary {
     pub interrupted: bool,
     /// Seconds during which the host's CPUs were nearly saturated.
     pub busy_seconds: u64,
+    /// The most trials that were allowed at once, and the last limit (with automatic jobs,
+    /// where the governor left it; else the fixed number).
+    pub jobs_max: usize,
+    pub jobs_last: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,28 +173,20 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
     }
 }
 
-/// A worker count that keeps trials from competing for CPU: several at once only when every
-/// link is slow (each trial then needs a few percent of a core), one when any link is fast.
-pub fn auto_jobs(plan: &Plan) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+/// The most trials automatic jobs may run at once: four per core (a trial on a slow link needs
+/// a few percent of one; the governor finds how many fit), and no more than cores for a
+/// workload whose endpoints' timing is the measurement.
+pub fn auto_ceiling(plan: &Plan) -> usize {
+    let cores = cores();
     if crate::workloads::of(&plan.workload).timing_sensitive() {
-        // a hundred small packets a second: a trial needs little CPU, but its endpoints' timing
-        // is the measurement, so no more trials than cores
-        return cores;
-    }
-    let fastest = plan
-        .conditions
-        .iter()
-        .map(|c| c.rate_bps().unwrap_or(u64::MAX))
-        .max()
-        .unwrap_or(u64::MAX);
-    if fastest <= 20_000_000 {
-        2 * cores
-    } else if fastest <= 100_000_000 {
         cores
     } else {
-        1
+        4 * cores
     }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Runs every trial of `plan` not yet finished in `opts.out`. Stops early (keeping every
@@ -180,7 +197,7 @@ pub fn run(
     stop: &Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> Result<Summary, RunError> {
-    if opts.jobs == 0 {
+    if matches!(opts.jobs, Jobs::Fixed(0) | Jobs::Auto(0)) {
         return Err(RunError::NoJobs);
     }
     // held until the run returns: a second run into the same directory is refused
@@ -259,25 +276,35 @@ pub fn run(
         dir: opts.out.clone(),
         events: true,
     };
-    let jobs = opts.jobs.min(todo.len().max(1));
+    let (workers, mut governor) = match opts.jobs {
+        Jobs::Fixed(n) => (n, None),
+        Jobs::Auto(ceiling) => (ceiling, Some(Governor::new(cores(), ceiling))),
+    };
+    let workers = workers.min(todo.len().max(1));
     let queue = Queue::new(todo.into_iter().map(|s| {
         let a = alone(&s);
         (s, a)
     }));
     let queue = &queue;
+    let limit = governor.as_ref().map_or(workers, Governor::limit);
+    queue.set_limit(limit);
+    (summary.jobs_max, summary.jobs_last) = (limit, limit);
     let (tx, rx) = mpsc::channel::<Msg>();
     // the monitor only counts; the loop below reads the count, so the channel closes exactly
     // when the last worker returns
     let busy = Arc::new(AtomicU64::new(0));
     let spells: Arc<Mutex<Vec<model::BusySpell>>> = Arc::default();
     let monitor_stop = Arc::new(AtomicBool::new(false));
+    let (cpu_tx, cpu_rx) = mpsc::channel::<f64>();
     let monitor = {
         let (done, busy, spells) = (monitor_stop.clone(), busy.clone(), spells.clone());
         let host = opts.host.clone();
-        std::thread::spawn(move || watch_cpu(&done, &busy, &host, &spells))
+        std::thread::spawn(move || watch_cpu(&done, &busy, &host, &spells, &cpu_tx))
     };
+    // trials running, summed over the governor's looks since its last CPU sample
+    let (mut running_sum, mut looks) = (0.0, 0u32);
     let result = std::thread::scope(|scope| {
-        for _ in 0..jobs {
+        for _ in 0..workers {
             let (tx, env, stop) = (tx.clone(), env.clone(), stop.clone());
             scope.spawn(move || {
                 loop {
@@ -303,6 +330,20 @@ pub fn run(
                 // every worker has returned
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             };
+            if let Some(g) = governor.as_mut() {
+                running_sum += queue.running() as f64;
+                looks += 1;
+                while let Ok(cpu) = cpu_rx.try_recv() {
+                    let running = running_sum / f64::from(looks.max(1));
+                    (running_sum, looks) = (0.0, 0);
+                    if let Some((limit, why)) = g.sample(cpu, running) {
+                        queue.set_limit(limit);
+                        summary.jobs_max = summary.jobs_max.max(limit);
+                        summary.jobs_last = limit;
+                        progress.jobs_changed(limit, &why);
+                    }
+                }
+            }
             let seconds = busy.load(Ordering::Relaxed);
             if seconds >= BUSY_WARN_AFTER && !warned {
                 warned = true;
@@ -328,6 +369,11 @@ pub fn run(
                     }
                     summary.ran += 1;
                     summary.failed += usize::from(rec.outcome.is_err());
+                    if let (Some(g), Ok(m)) = (governor.as_mut(), &rec.outcome)
+                        && m.detail.emulator_late_ms.is_some()
+                    {
+                        g.trial_late();
+                    }
                     progress.trial_done(plan, &spec, &rec);
                 }
                 Some(Msg::Ended(_, TrialEnd::Interrupted)) => summary.interrupted = true,
@@ -381,13 +427,15 @@ fn add_busy_second(spells: &mut Vec<model::BusySpell>, host: &str, end_unix_ms: 
     }
 }
 
-/// Reads /proc/stat every second and counts the seconds in which the CPUs were nearly
-/// saturated, keeping when they were (`spells`, on `host`).
+/// Reads /proc/stat every second, sends each second's busy fraction of all cores to
+/// `samples`, and counts the seconds in which the CPUs were nearly saturated, keeping when they
+/// were (`spells`, on `host`).
 fn watch_cpu(
     done: &AtomicBool,
     busy_seconds: &AtomicU64,
     host: &str,
     spells: &Mutex<Vec<model::BusySpell>>,
+    samples: &mpsc::Sender<f64>,
 ) {
     fn sample() -> Option<(u64, u64)> {
         let text = std::fs::read_to_string("/proc/stat").ok()?;
@@ -413,7 +461,9 @@ fn watch_cpu(
         let now = sample();
         if let (Some((t0, i0)), Some((t1, i1))) = (prev, now) {
             let total = t1.saturating_sub(t0).max(1);
-            if 1.0 - (i1.saturating_sub(i0) as f64 / total as f64) > BUSY_THRESHOLD {
+            let busy = 1.0 - (i1.saturating_sub(i0) as f64 / total as f64);
+            let _ = samples.send(busy);
+            if busy > BUSY_THRESHOLD {
                 busy_seconds.fetch_add(1, Ordering::Relaxed);
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)

@@ -15,6 +15,7 @@
 pub mod bulk;
 pub mod campaign;
 pub mod expand;
+pub mod governor;
 mod keys;
 pub mod outputs;
 mod page;

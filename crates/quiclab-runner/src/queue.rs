@@ -20,13 +20,20 @@ struct State<T> {
     shared: usize,
     /// A trial that takes the host is running.
     alone: bool,
+    /// Trials allowed to run beside each other at once.
+    limit: usize,
 }
 
 impl<T> State<T> {
     /// Takes the head if it may start now.
     fn try_take(&mut self) -> Option<(T, bool)> {
         let &(_, alone) = self.todo.front()?;
-        let free = !self.alone && (!alone || self.shared == 0);
+        let free = !self.alone
+            && if alone {
+                self.shared == 0
+            } else {
+                self.shared < self.limit
+            };
         if !free {
             return None;
         }
@@ -65,6 +72,7 @@ impl<T> Queue<T> {
                 todo: todo.into_iter().collect(),
                 shared: 0,
                 alone: false,
+                limit: usize::MAX,
             }),
             changed: Condvar::new(),
         }
@@ -73,6 +81,19 @@ impl<T> Queue<T> {
     fn lock(&self) -> MutexGuard<'_, State<T>> {
         // a worker that panicked holding the lock left the counts as they were
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Allows `limit` trials (at least one) to run beside each other from now on; running
+    /// trials above it finish undisturbed.
+    pub(crate) fn set_limit(&self, limit: usize) {
+        self.lock().limit = limit.max(1);
+        self.changed.notify_all();
+    }
+
+    /// Trials running now.
+    pub(crate) fn running(&self) -> usize {
+        let s = self.lock();
+        s.shared + usize::from(s.alone)
     }
 
     /// The next trial, once it may start (see the module's rule); `None` once the queue is
@@ -135,6 +156,32 @@ mod tests {
         let (s, _rs) = q.try_take().unwrap();
         assert_eq!(s, "s3");
         assert!(q.try_take().is_none(), "empty");
+    }
+
+    #[test]
+    fn the_limit_holds_back_trials_beyond_it_and_a_raise_wakes_a_waiting_worker() {
+        let q = Queue::new([("s1", false), ("s2", false), ("s3", false), ("s4", false)]);
+        q.set_limit(1);
+        let (_, r1) = q.try_take().unwrap();
+        assert_eq!(q.running(), 1);
+        assert!(q.try_take().is_none(), "a second trial beside the first");
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| q.take(&stop).map(|(x, _)| x));
+            std::thread::sleep(Duration::from_millis(30));
+            assert!(!waiter.is_finished(), "s2 started above the limit");
+            q.set_limit(2);
+            assert_eq!(waiter.join().unwrap(), Some("s2"));
+        });
+        // (s2 has ended) lowered below what runs: nothing new starts until enough have ended
+        let (x, r2) = q.try_take().unwrap();
+        assert_eq!(x, "s3");
+        q.set_limit(1);
+        assert!(q.try_take().is_none());
+        drop(r1);
+        assert!(q.try_take().is_none(), "still one running, the limit");
+        drop(r2);
+        assert_eq!(q.try_take().map(|(x, _)| x), Some("s4"));
     }
 
     #[test]

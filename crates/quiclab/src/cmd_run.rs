@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use quiclab_runner::campaign::{self, Progress, RunOptions};
+use quiclab_runner::campaign::{self, Jobs, Progress, RunOptions};
 use quiclab_runner::expand::TrialSpec;
+use quiclab_runner::governor::Change;
 use quiclab_runner::plan::{self, Plan, Profile};
 use quiclab_runner::shard::Shard;
 use quiclab_runner::workloads;
@@ -49,8 +50,9 @@ pub struct RunCmd {
     /// The plan's quick profile: fewer iterations, for a first look.
     #[arg(long)]
     quick: bool,
-    /// Trials at once (default: several when every link is slow enough not to compete for
-    /// CPU, else 1).
+    /// Trials at once (default: automatic: one to start with, then as many as the CPU the
+    /// trials are measured to need keeps the host at most half busy, up to four per core; a
+    /// saturated second or a trial whose emulator ran late halves it).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
     /// Results directory (default: results/PLAN-NAME).
@@ -256,7 +258,7 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn provenance(jobs: usize) -> Vec<(String, String)> {
+fn provenance(jobs: &Jobs) -> Vec<(String, String)> {
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .map(|s| s.trim().to_string())
@@ -341,6 +343,16 @@ impl Bar {
             .collect::<Vec<_>>()
             .join(", ");
         format!("{fails}running: {list}")
+    }
+}
+
+impl Bar {
+    /// A line above the bar, or on its own without one.
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
     }
 }
 
@@ -438,10 +450,30 @@ impl Progress for Bar {
     }
 
     fn warn(&mut self, message: &str) {
-        match &self.bar {
-            Some(b) => b.println(format!("quiclab: warning: {message}")),
-            None => eprintln!("quiclab: warning: {message}"),
-        }
+        self.say(&format!("quiclab: warning: {message}"));
+    }
+
+    fn jobs_changed(&mut self, limit: usize, why: &Change) {
+        let share = |c: f64| format!("a trial needs {:.0} % of a core", c * 100.0);
+        let why = match why {
+            Change::Up { per_trial_cores } => share(*per_trial_cores),
+            Change::Down { per_trial_cores } => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                format!(
+                    "{}; the host kept at most {:.0} % busy",
+                    share(*per_trial_cores),
+                    100.0 * quiclab_runner::governor::target_busy(cores)
+                )
+            }
+            Change::BackOff {
+                saturated: true, ..
+            } => "the host's CPUs were saturated".to_string(),
+            Change::BackOff { late_trials, .. } => format!(
+                "{late_trials} trial{} found the emulator's packets held up",
+                if *late_trials == 1 { "" } else { "s" }
+            ),
+        };
+        self.say(&format!("quiclab: trials at once: {limit} ({why})"));
     }
 
     fn end(&mut self) {
@@ -466,10 +498,11 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             missing.join("\n  ")
         );
     }
-    let jobs = c.jobs.unwrap_or_else(|| campaign::auto_jobs(&plan));
-    if jobs == 0 {
-        usage!("--jobs 0: allowed: 1 or more");
-    }
+    let jobs = match c.jobs {
+        Some(0) => usage!("--jobs 0: allowed: 1 or more (or leave it out: automatic)"),
+        Some(n) => Jobs::Fixed(n),
+        None => Jobs::Auto(campaign::auto_ceiling(&plan)),
+    };
     let out = c.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(match c.shard {
             Some(s) => format!("{}-shard-{}-of-{}", plan.name, s.index, s.count),
@@ -551,18 +584,23 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .max()
         .unwrap_or(0);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // a fixed number is the user's: say when it may skew results (automatic jobs measure)
+    let fixed = match jobs {
+        Jobs::Fixed(n) => n,
+        Jobs::Auto(_) => 1,
+    };
     if !plan.workload.is_requests() {
         // telemetry moves a hundred small packets a second whatever the link's rate; what
         // matters is that every trial's endpoints find a core when a unit is due
-        if jobs > cores {
+        if fixed > cores {
             eprintln!(
-                "quiclab: warning: {jobs} telemetry trials at once on {cores} cores may delay \
+                "quiclab: warning: {fixed} telemetry trials at once on {cores} cores may delay \
                  each other's units and skew their latencies; consider --jobs {cores}"
             );
         }
-    } else if jobs > 1 && (max_rate == 0 || max_rate as u128 * jobs as u128 > 400_000_000) {
+    } else if fixed > 1 && (max_rate == 0 || max_rate as u128 * fixed as u128 > 400_000_000) {
         eprintln!(
-            "quiclab: warning: {jobs} trials at once on links of up to {} may compete for CPU \
+            "quiclab: warning: {fixed} trials at once on links of up to {} may compete for CPU \
              and skew results; consider --jobs 1",
             if max_rate == 0 {
                 "unlimited rate".to_string()
@@ -590,7 +628,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         jobs,
         bin: std::env::current_exe().context("cannot find the quiclab binary")?,
         keep_all_artifacts: c.keep_artifacts,
-        provenance: provenance(jobs),
+        provenance: provenance(&jobs),
         build: build(),
         allow_mixed_builds: c.allow_mixed_builds,
         shard: c.shard,
@@ -624,7 +662,15 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             "profile": plan.profile.name(),
             "out": out,
             "report": report,
-            "jobs": jobs,
+            "jobs": match jobs {
+                Jobs::Fixed(n) => serde_json::json!(n),
+                Jobs::Auto(ceiling) => serde_json::json!({
+                    "auto": true,
+                    "ceiling": ceiling,
+                    "max": s.jobs_max,
+                    "last": s.jobs_last,
+                }),
+            },
             "trials": {
                 "total": s.total,
                 "ran": s.ran,

@@ -200,6 +200,62 @@ fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Without --jobs the campaign measures how many trials fit: it starts at one, prints each
+/// change with its reason, and its summary gives the ceiling, the largest and the last limit,
+/// each step up a printed line. (How the limit follows the measured CPU is the governor's unit
+/// tests' business, in virtual time.)
+#[test]
+fn automatic_jobs_start_at_one_and_say_each_change() {
+    let dir = common::TempDir::new("run-auto-jobs");
+    let p = plan(
+        &dir,
+        "auto",
+        &one_cell(
+            30,
+            "300kb",
+            "10mbit",
+            "25ms",
+            "[arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n",
+        ),
+    );
+    let out_dir = dir.join("out");
+    let out = quiclab()
+        .args(["run", p.to_str().unwrap(), "--json", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["trials"]["ran"], 30, "{s}");
+    assert_eq!(s["trials"]["failed"], 0, "{s}");
+    let jobs = &s["jobs"];
+    assert_eq!(jobs["auto"], true, "{s}");
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    assert_eq!(jobs["ceiling"], 4 * cores, "{s}");
+    let (max, last) = (
+        jobs["max"].as_u64().unwrap(),
+        jobs["last"].as_u64().unwrap(),
+    );
+    assert!((1..=4 * cores).contains(&max), "{s}");
+    assert!((1..=max).contains(&last), "{s}");
+    let changes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("quiclab: trials at once: "))
+        .collect();
+    assert!(
+        changes.len() as u64 >= max - 1,
+        "{max} reached in {changes:?}"
+    );
+    for c in &changes {
+        assert!(
+            c.ends_with(')') && c.contains(" ("),
+            "a change without its reason: {c}"
+        );
+    }
+    assert!(stderr.contains("auto (1 to"), "{stderr}");
+}
+
 #[test]
 fn concurrent_trials_measure_what_sequential_ones_do() {
     let dir = common::TempDir::new("run-jobs");
