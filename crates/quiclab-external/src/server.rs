@@ -204,7 +204,7 @@ impl Server {
     }
 
     /// Runs until `stop` is set or the program exits; the program's exit status if it did.
-    /// Woken at once by the program's exit, and every [`STOP_CHECK`] to look at `stop`.
+    /// Woken at once by the program's exit, and every 2 ms to look at `stop`.
     pub fn wait(&mut self, stop: &AtomicBool) -> Option<std::process::ExitStatus> {
         while !stop.load(Ordering::Relaxed) {
             if let Ok(Some(s)) = quiclab_netns::process::wait_timeout(&mut self.child, STOP_CHECK) {
