@@ -1,19 +1,15 @@
 //! `quiclab bench stacks`: bulk throughput and CPU cost per byte of HTTP/2 over TLS/TCP and
 //! HTTP/3 over QUIC on a direct veth pair, the NTT study's comparison on one machine.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use quiclab_runner::plan::{self, Profile};
-use quiclab_runner::trial::{self, TrialEnd, TrialEnv};
 use serde_json::{Value, json};
 
 use crate::bench_perf;
 use crate::out::Out;
-use crate::signals::Signals;
 use crate::usage::usage;
 
 /// Bulk download throughput and CPU per GB: HTTP/2 over TLS/TCP against HTTP/3 over QUIC.
@@ -99,17 +95,8 @@ pub fn stacks(b: StacksBench, out: Out) -> anyhow::Result<i32> {
     if let (None, Some(p)) = (&perf, &b.quinn_perf) {
         usage!("--quinn-perf {}: no such executable", p.display());
     }
-    if !quiclab_netns::sys::is_root() {
-        usage!("quiclab bench stacks creates network namespaces: run it as root");
-    }
-    let signals = Signals::install()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let scratch = crate::cmd_bench::ScratchDir::new("stacks")?;
-    let env = TrialEnv {
-        bin: std::env::current_exe().context("finding the quiclab binary")?,
-        dir: scratch.path().to_path_buf(),
-        events: false,
-    };
+    let bench = crate::cmd_bench::TrialBench::new("stacks")?;
+    let signals = &bench.signals;
     out.line(format!(
         "Bulk download on a direct veth pair, {:.1} s per row (H2: TLS 1.3 over TCP, cubic; H3: quinn, cubic)",
         b.duration.as_secs_f64()
@@ -145,7 +132,7 @@ pub fn stacks(b: StacksBench, out: Out) -> anyhow::Result<i32> {
                     if signals.any() {
                         bail!("interrupted");
                     }
-                    let r = bench_perf::run(program, *mtu, payload, b.duration, &signals)
+                    let r = bench_perf::run(program, *mtu, payload, b.duration, signals)
                         .with_context(|| format!("quinn-perf at MTU {mtu}, payload {payload}"))?;
                     let label = format!("quinn perf, payload {payload}, GSO on");
                     out.line(format!(
@@ -170,14 +157,7 @@ pub fn stacks(b: StacksBench, out: Out) -> anyhow::Result<i32> {
                     let Some(spec) = specs.iter().find(|s| s.arm == ai && s.size == conns) else {
                         continue;
                     };
-                    if signals.any() {
-                        stop.store(true, Ordering::Relaxed);
-                        bail!("interrupted");
-                    }
-                    let record = match trial::run(&env, &plan, spec, &stop) {
-                        TrialEnd::Done(r) => r,
-                        TrialEnd::Interrupted => bail!("interrupted"),
-                    };
+                    let record = bench.run(&plan, spec)?;
                     let m = record.outcome.as_ref().map_err(|e| {
                         anyhow::anyhow!("{} with {conns} connections: {e}", arm.name)
                     })?;
@@ -221,7 +201,7 @@ pub fn stacks(b: StacksBench, out: Out) -> anyhow::Result<i32> {
         }
         Ok(0)
     })();
-    drop(scratch);
+    drop(bench);
     if result.is_ok() {
         out.summary(|| json!({"duration_s": b.duration.as_secs_f64(), "rows": rows}));
     }

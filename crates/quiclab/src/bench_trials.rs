@@ -1,19 +1,13 @@
 //! `quiclab bench trials`: what a trial costs beyond its transfer, phase by phase, stack by
 //! stack.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use quiclab_runner::plan::{self, Profile};
 use quiclab_runner::stacks;
-use quiclab_runner::trial::{self, TrialEnd, TrialEnv};
 use serde_json::{Value, json};
 
 use crate::out::Out;
-use crate::signals::Signals;
-use crate::usage::usage;
 
 /// A trial's overhead: everything it spends beyond the transfer it measures.
 ///
@@ -82,19 +76,9 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
         println!("{text}");
         return Ok(0);
     }
-    if !quiclab_netns::sys::is_root() {
-        usage!("quiclab bench trials creates network namespaces: run it as root");
-    }
+    let bench = crate::cmd_bench::TrialBench::new("trials")?;
     let plan = plan::parse(&text, "bench trials", Profile::Full)?;
     let specs = quiclab_runner::expand::expand(&plan);
-    let signals = Signals::install()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let scratch = crate::cmd_bench::ScratchDir::new("trials")?;
-    let env = TrialEnv {
-        bin: std::env::current_exe().context("finding the quiclab binary")?,
-        dir: scratch.path().to_path_buf(),
-        events: false,
-    };
     let skipped: Vec<&str> = EXTERNAL
         .into_iter()
         .filter(|n| !externals.contains(n))
@@ -118,14 +102,7 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
             let mut phases: Vec<Vec<f64>> = vec![Vec::new(); PHASES.len()];
             let (mut ttlb, mut overhead) = (Vec::new(), Vec::new());
             for spec in specs.iter().filter(|s| s.arm == ai) {
-                if signals.any() {
-                    stop.store(true, Ordering::Relaxed);
-                    bail!("interrupted");
-                }
-                let record = match trial::run(&env, &plan, spec, &stop) {
-                    TrialEnd::Done(r) => r,
-                    TrialEnd::Interrupted => bail!("interrupted"),
-                };
+                let record = bench.run(&plan, spec)?;
                 let m = record
                     .outcome
                     .as_ref()
@@ -164,7 +141,7 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
         }
         Ok(0)
     })();
-    drop(scratch);
+    drop(bench);
     if result.is_ok() {
         out.line(
             "overhead = the trial's wall time less its time to last byte; stop includes the wait for the link to deliver the client's last packets and 5 ms for the server to take them in",

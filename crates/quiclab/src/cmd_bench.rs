@@ -123,6 +123,52 @@ pub(crate) fn wait_for_exit(
     }
 }
 
+/// What a benchmark made of campaign trials needs to run them one at a time: the stop that
+/// Ctrl-C sets and a scratch directory for their files (removed when dropped).
+pub(crate) struct TrialBench {
+    pub(crate) signals: crate::signals::Signals,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    env: quiclab_runner::trial::TrialEnv,
+    _scratch: ScratchDir,
+}
+
+impl TrialBench {
+    /// For `quiclab bench WHAT`: refuses without root (trials make namespaces).
+    pub(crate) fn new(what: &str) -> anyhow::Result<TrialBench> {
+        if !quiclab_netns::sys::is_root() {
+            crate::usage::usage!("quiclab bench {what} creates network namespaces: run it as root");
+        }
+        let scratch = ScratchDir::new(what)?;
+        Ok(TrialBench {
+            signals: crate::signals::Signals::install()?,
+            stop: Default::default(),
+            env: quiclab_runner::trial::TrialEnv {
+                bin: std::env::current_exe().context("finding the quiclab binary")?,
+                dir: scratch.path().to_path_buf(),
+                events: false,
+            },
+            _scratch: scratch,
+        })
+    }
+
+    /// Runs one trial of `plan`, or fails as interrupted once a signal came.
+    pub(crate) fn run(
+        &self,
+        plan: &quiclab_runner::plan::Plan,
+        spec: &quiclab_runner::expand::TrialSpec,
+    ) -> anyhow::Result<Box<quiclab_store::TrialRecord>> {
+        use quiclab_runner::trial::TrialEnd;
+        if self.signals.any() {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            bail!("interrupted");
+        }
+        match quiclab_runner::trial::run(&self.env, plan, spec, &self.stop) {
+            TrialEnd::Done(r) => Ok(r),
+            TrialEnd::Interrupted => bail!("interrupted"),
+        }
+    }
+}
+
 /// A benchmark's scratch directory under the system's temporary one, removed when dropped
 /// (on errors and panics too, e.g. a closed stdout).
 pub(crate) struct ScratchDir(std::path::PathBuf);
