@@ -8,6 +8,28 @@ use std::time::{Duration, Instant};
 use crate::error::{Context, Result};
 use crate::ns::Netns;
 
+thread_local! {
+    /// The CPUs the commands this thread starts are bound to; `None`: any.
+    static CHILD_CPUS: std::cell::Cell<Option<libc::cpu_set_t>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Binds the commands this thread starts from now on (and what they start in turn) to `cpus`;
+/// `None` lets them run on any CPU again. Trials running side by side each get a core of
+/// their own this way: one trial's process start or handshake does not take the core another
+/// trial's endpoints are on.
+pub fn bind_children_of_this_thread(cpus: Option<&[usize]>) {
+    let set = cpus.map(|cpus| {
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        set
+    });
+    CHILD_CPUS.with(|c| c.set(set));
+}
+
 /// How a spawned command is wired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -62,12 +84,18 @@ impl Process {
         if mode == Mode::Background {
             c.stdin(Stdio::null());
         }
-        // SAFETY: only an async-signal-safe call (setns) between fork and exec; nsfd stays open
-        // until spawn returns.
+        let cpus = CHILD_CPUS.with(|c| c.get());
+        // SAFETY: only async-signal-safe calls (setns, sched_setaffinity) between fork and exec;
+        // nsfd stays open until spawn returns.
         unsafe {
             c.pre_exec(move || {
                 if libc::setns(nsfd, libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(set) = &cpus {
+                    // a binding the kernel refuses (a CPU gone offline) leaves the command
+                    // free to run anywhere, as without one
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
                 }
                 Ok(())
             })
@@ -86,6 +114,11 @@ impl Process {
 
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// The command's standard output, when it was started with a pipe there (once).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.as_mut()?.stdout.take()
     }
 
     pub fn label(&self) -> &str {

@@ -541,3 +541,38 @@ fn the_uplink_is_drained_once_its_packets_have_crossed() {
         );
     });
 }
+
+#[test]
+fn commands_started_by_a_bound_thread_run_on_its_cores_only() {
+    let _machine = exclusive();
+    let link = symmetric_link(&[("delay", "1ms")]).expect("valid link");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    with_topology(link, None, |topo| {
+        let allowed = |topo: &Topology| {
+            let p = quiclab_netns::Process::spawn_with_stdout(
+                topo.ns(Side::Client),
+                "status",
+                "grep Cpus_allowed_list /proc/self/status",
+                &[],
+                quiclab_netns::Mode::Background,
+                std::process::Stdio::piped(),
+            )
+            .unwrap();
+            let mut out = String::new();
+            let mut p = p;
+            std::io::Read::read_to_string(&mut p.take_stdout().unwrap(), &mut out).unwrap();
+            p.wait_timeout(Duration::from_secs(5)).unwrap();
+            out.split_whitespace().last().unwrap().to_string()
+        };
+        let last = cores - 1;
+        quiclab_netns::process::bind_children_of_this_thread(Some(&[last]));
+        assert_eq!(allowed(topo), last.to_string());
+        quiclab_netns::process::bind_children_of_this_thread(None);
+        let all = if cores == 1 {
+            "0".to_string()
+        } else {
+            format!("0-{last}")
+        };
+        assert_eq!(allowed(topo), all);
+    });
+}

@@ -309,11 +309,21 @@ pub fn run(
             scope.spawn(move || {
                 loop {
                     // a trial whose client takes the host (a browser) starts alone
-                    let Some((spec, _running)) = queue.take(&stop) else {
+                    let Some((spec, running)) = queue.take(&stop) else {
                         return;
                     };
+                    // trials side by side: each one's endpoints on a core of their own (by
+                    // its place among them); a trial alone, or one at a time, on any
+                    let core = running
+                        .place()
+                        .filter(|_| queue.limit() > 1)
+                        .map(|p| p % cores());
+                    quiclab_netns::process::bind_children_of_this_thread(
+                        core.as_ref().map(std::slice::from_ref),
+                    );
                     let _ = tx.send(Msg::Started(spec.clone()));
                     let end = trial::run(&env, plan, &spec, &stop);
+                    drop(running);
                     if tx.send(Msg::Ended(spec, end)).is_err() {
                         return;
                     }

@@ -22,9 +22,26 @@ struct State<T> {
     alone: bool,
     /// Trials allowed to run beside each other at once.
     limit: usize,
+    /// Which places (numbered from 0) running trials hold: each trial beside others takes the
+    /// lowest free one, so that `limit` trials hold places 0 to `limit - 1`.
+    places: Vec<bool>,
 }
 
 impl<T> State<T> {
+    /// The lowest free place, now taken.
+    fn take_place(&mut self) -> usize {
+        match self.places.iter().position(|used| !used) {
+            Some(i) => {
+                self.places[i] = true;
+                i
+            }
+            None => {
+                self.places.push(true);
+                self.places.len() - 1
+            }
+        }
+    }
+
     /// Takes the head if it may start now.
     fn try_take(&mut self) -> Option<(T, bool)> {
         let &(_, alone) = self.todo.front()?;
@@ -50,6 +67,15 @@ impl<T> State<T> {
 pub(crate) struct Running<'a, T> {
     queue: &'a Queue<T>,
     alone: bool,
+    place: Option<usize>,
+}
+
+impl<T> Running<'_, T> {
+    /// The place the trial holds among those running beside each other (0 for the first);
+    /// `None` for a trial that runs alone.
+    pub(crate) fn place(&self) -> Option<usize> {
+        self.place
+    }
 }
 
 impl<T> Drop for Running<'_, T> {
@@ -59,6 +85,9 @@ impl<T> Drop for Running<'_, T> {
             s.alone = false;
         } else {
             s.shared -= 1;
+        }
+        if let Some(p) = self.place {
+            s.places[p] = false;
         }
         drop(s);
         self.queue.changed.notify_all();
@@ -73,6 +102,7 @@ impl<T> Queue<T> {
                 shared: 0,
                 alone: false,
                 limit: usize::MAX,
+                places: Vec::new(),
             }),
             changed: Condvar::new(),
         }
@@ -90,6 +120,11 @@ impl<T> Queue<T> {
         self.changed.notify_all();
     }
 
+    /// Trials allowed to run beside each other now.
+    pub(crate) fn limit(&self) -> usize {
+        self.lock().limit
+    }
+
     /// Trials running now.
     pub(crate) fn running(&self) -> usize {
         let s = self.lock();
@@ -105,7 +140,15 @@ impl<T> Queue<T> {
                 return None;
             }
             if let Some((item, alone)) = s.try_take() {
-                return Some((item, Running { queue: self, alone }));
+                let place = (!alone).then(|| s.take_place());
+                return Some((
+                    item,
+                    Running {
+                        queue: self,
+                        alone,
+                        place,
+                    },
+                ));
             }
             s = self
                 .changed
@@ -118,8 +161,17 @@ impl<T> Queue<T> {
     /// The head, if it may start now (without waiting).
     #[cfg(test)]
     fn try_take(&self) -> Option<(T, Running<'_, T>)> {
-        let (item, alone) = self.lock().try_take()?;
-        Some((item, Running { queue: self, alone }))
+        let mut s = self.lock();
+        let (item, alone) = s.try_take()?;
+        let place = (!alone).then(|| s.take_place());
+        Some((
+            item,
+            Running {
+                queue: self,
+                alone,
+                place,
+            },
+        ))
     }
 }
 
@@ -146,6 +198,7 @@ mod tests {
         drop(rb);
         let (x, rx) = q.try_take().unwrap();
         assert_eq!(x, "x1");
+        assert_eq!(rx.place(), None, "a trial alone holds no place");
         assert!(q.try_take().is_none(), "nothing beside a trial alone");
         drop(rx);
         // the next one alone follows at once, then shared trials again
@@ -164,6 +217,7 @@ mod tests {
         q.set_limit(1);
         let (_, r1) = q.try_take().unwrap();
         assert_eq!(q.running(), 1);
+        assert_eq!(r1.place(), Some(0));
         assert!(q.try_take().is_none(), "a second trial beside the first");
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -176,12 +230,18 @@ mod tests {
         // (s2 has ended) lowered below what runs: nothing new starts until enough have ended
         let (x, r2) = q.try_take().unwrap();
         assert_eq!(x, "s3");
+        assert_eq!(
+            r2.place(),
+            Some(1),
+            "place 1 freed by s2, place 0 held by s1"
+        );
         q.set_limit(1);
         assert!(q.try_take().is_none());
         drop(r1);
         assert!(q.try_take().is_none(), "still one running, the limit");
         drop(r2);
-        assert_eq!(q.try_take().map(|(x, _)| x), Some("s4"));
+        let (x, r4) = q.try_take().unwrap();
+        assert_eq!((x, r4.place()), ("s4", Some(0)), "the lowest free place");
     }
 
     #[test]
