@@ -43,6 +43,20 @@ pub struct Campaign {
     /// When they were, host by host.
     #[serde(default)]
     pub busy: Vec<BusySpell>,
+    /// Adaptive iterations: each condition and size stops once every compared difference in
+    /// it is known well enough; `None` for a fixed number of iterations.
+    #[serde(default)]
+    pub adaptive: Option<AdaptiveIterations>,
+}
+
+/// A plan's `iterations = { min, max, ci }`: at least `min` and at most `max` iterations of
+/// each condition and size, stopping once the 95 % interval of every compared difference in it
+/// is at most `ci` wide on each side (a fraction: 0.02 is ±2 %).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AdaptiveIterations {
+    pub min: u32,
+    pub max: u32,
+    pub ci: f64,
 }
 
 /// A stretch of time during which a host's CPUs were nearly saturated: trials that ran then may

@@ -12,6 +12,7 @@
 //! HTML, drawing charts with the shared `chart` module. A new workload adds a section module and
 //! lists it in `sections::ALL`.
 
+pub mod adaptive;
 pub mod analysis;
 mod chart;
 pub mod compare;

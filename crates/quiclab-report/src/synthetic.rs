@@ -163,6 +163,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
         trials,
         busy_seconds: None,
         busy: Vec::new(),
+        adaptive: None,
     }
 }
 

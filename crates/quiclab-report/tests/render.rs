@@ -117,6 +117,7 @@ fn contrast_campaign() -> Campaign {
         trials,
         busy_seconds: None,
         busy: Vec::new(),
+        adaptive: None,
     }
 }
 

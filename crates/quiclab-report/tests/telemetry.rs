@@ -167,6 +167,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
         trials,
         busy_seconds: None,
         busy: Vec::new(),
+        adaptive: None,
     }
 }
 

@@ -68,6 +68,8 @@ pub trait Progress {
     fn warn(&mut self, message: &str);
     /// With automatic jobs: the trials allowed at once changed, and why.
     fn jobs_changed(&mut self, _limit: usize, _why: &Change) {}
+    /// With adaptive iterations: `n` trials will not run, and why.
+    fn trials_dropped(&mut self, _n: usize, _why: &str) {}
     fn end(&mut self);
 }
 
@@ -87,6 +89,9 @@ pub struct Summary {
     /// where the governor left it; else the fixed number).
     pub jobs_max: usize,
     pub jobs_last: usize,
+    /// With adaptive iterations: trials of this run left out because their condition and size
+    /// had enough.
+    pub adaptive_skipped: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +128,12 @@ pub enum RunError {
         found: String,
         current: String,
     },
+    #[error(
+        "plan {plan:?} stops its iterations adaptively (iterations = {{ min, max, ci }}): a \
+         condition and size needs all its iterations in one place to decide, and shards split \
+         them; run it whole, or give the plan a number of iterations to shard it"
+    )]
+    AdaptiveShard { plan: String },
 }
 
 /// The campaign description a report needs, from the plan.
@@ -170,6 +181,143 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
         trials: Vec::new(),
         busy_seconds: None,
         busy: Vec::new(),
+        adaptive: plan.adaptive,
+    }
+}
+
+/// A condition and size found to have enough iterations.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    /// (condition index, size).
+    pub group: (usize, u64),
+    /// Its complete iterations.
+    pub iterations: usize,
+    pub precision: quiclab_report::adaptive::Precision,
+}
+
+impl Settled {
+    /// `loss 1% / 100 KB: enough after 12 iterations (h2-cubic vs h3-cubic known to ±1.8 %)`.
+    pub fn describe(&self, plan: &Plan) -> String {
+        let (cond, size) = self.group;
+        format!(
+            "{} / {}: enough after {} iterations ({} known to ±{:.1} %)",
+            plan.conditions[cond].name,
+            quiclab_model::units::size(size),
+            self.iterations,
+            self.precision.widest,
+            100.0 * self.precision.half_width.unwrap_or(f64::NAN)
+        )
+    }
+}
+
+/// Trials recorded of one condition, size and iteration: how many, and (arm, figure) of each
+/// success.
+type Recorded = (usize, Vec<(String, f64)>);
+
+/// Adaptive iterations as a campaign runs: which trials each condition and size expects per
+/// iteration, what has been recorded, and which groups have enough (see
+/// [`quiclab_report::adaptive`]). Sans-IO: fed records, it says which groups to stop.
+pub struct AdaptiveRun<'a> {
+    plan: &'a Plan,
+    rule: model::AdaptiveIterations,
+    comparisons: Vec<model::Comparison>,
+    /// Trials per (condition, size, iteration) in the plan.
+    expected: HashMap<(usize, u64, u32), usize>,
+    /// Recorded per (condition, size, iteration): count, and (arm, figure) of the successes.
+    recorded: HashMap<(usize, u64, u32), Recorded>,
+    /// Groups that have enough.
+    stopped: HashSet<(usize, u64)>,
+}
+
+impl<'a> AdaptiveRun<'a> {
+    /// For `plan` (`None` without adaptive iterations), its trials `specs`.
+    pub fn new(plan: &'a Plan, specs: &[TrialSpec]) -> Option<Self> {
+        let rule = plan.adaptive?;
+        let mut expected = HashMap::new();
+        for s in specs {
+            *expected
+                .entry((s.condition, s.size, s.iteration))
+                .or_insert(0) += 1;
+        }
+        Some(AdaptiveRun {
+            plan,
+            rule,
+            comparisons: describe(plan, &[]).comparisons,
+            expected,
+            recorded: HashMap::new(),
+            stopped: HashSet::new(),
+        })
+    }
+
+    /// A trial was recorded (now or in an earlier run): returns its group if that group has
+    /// just been found to have enough.
+    pub fn record(&mut self, rec: &TrialRecord) -> Option<Settled> {
+        let cond = self
+            .plan
+            .conditions
+            .iter()
+            .position(|c| c.name == rec.condition)?;
+        let key = (cond, rec.size, rec.iteration);
+        let entry = self.recorded.entry(key).or_default();
+        entry.0 += 1;
+        if rec.outcome.is_ok() {
+            entry.1.push((rec.arm.clone(), rank(rec)));
+        }
+        let group = (cond, rec.size);
+        let complete = self.expected.get(&key).is_some_and(|&n| entry.0 >= n);
+        if !complete || self.stopped.contains(&group) {
+            return None;
+        }
+        let (iterations, precision) = self.enough(group)?;
+        self.stopped.insert(group);
+        Some(Settled {
+            group,
+            iterations,
+            precision,
+        })
+    }
+
+    /// The iterations of `group` whose every trial is recorded.
+    fn complete(&self, (cond, size): (usize, u64)) -> impl Iterator<Item = u32> + '_ {
+        self.recorded
+            .iter()
+            .filter_map(move |(&(c, z, it), (n, _))| {
+                (c == cond && z == size && self.expected.get(&(c, z, it)).is_some_and(|e| n >= e))
+                    .then_some(it)
+            })
+    }
+
+    /// When `group` has at least `min` complete iterations and every compared difference in
+    /// them is known to within the target: how many, and how well.
+    fn enough(&self, group: (usize, u64)) -> Option<(usize, quiclab_report::adaptive::Precision)> {
+        let complete: Vec<u32> = self.complete(group).collect();
+        if (complete.len() as u32) < self.rule.min {
+            return None;
+        }
+        let n = complete.len();
+        let mut samples: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        for it in complete {
+            for (arm, x) in &self.recorded[&(group.0, group.1, it)].1 {
+                samples.entry(arm.clone()).or_default().push(*x);
+            }
+        }
+        let size = group.1.to_string();
+        let p = quiclab_report::adaptive::precision(
+            &samples,
+            &self.comparisons,
+            &[&self.plan.conditions[group.0].name, &size],
+        );
+        p.within(self.rule.ci).then_some((n, p))
+    }
+
+    /// Whether `spec` belongs to a group that has enough.
+    pub fn stopped(&self, spec: &TrialSpec) -> bool {
+        self.stopped.contains(&(spec.condition, spec.size))
+    }
+
+    /// Groups that have enough.
+    pub fn stopped_groups(&self) -> usize {
+        self.stopped.len()
     }
 }
 
@@ -237,6 +385,11 @@ pub fn run(
             wanted: shard_name(wanted_shard),
         });
     }
+    if plan.adaptive.is_some() && opts.shard.is_some() {
+        return Err(RunError::AdaptiveShard {
+            plan: plan.name.clone(),
+        });
+    }
     let specs = expand(plan);
     store.set_meta("plan_name", &plan.name)?;
     match &wanted_shard {
@@ -255,9 +408,20 @@ pub fn run(
         None => specs,
     };
     let finished = store.finished()?;
+    // adaptive iterations: the trials already recorded may have settled some groups
+    let mut adaptive = AdaptiveRun::new(plan, &specs);
+    if let Some(a) = adaptive.as_mut() {
+        let ids: HashSet<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+        for t in store.trials()? {
+            if ids.contains(t.id.as_str()) {
+                a.record(&t);
+            }
+        }
+    }
     let mut todo: Vec<TrialSpec> = specs
         .iter()
         .filter(|s| !finished.contains(&s.id))
+        .filter(|s| !adaptive.as_ref().is_some_and(|a| a.stopped(s)))
         .cloned()
         .collect();
     // a trial that takes the host starts once every running trial has ended: within an
@@ -265,12 +429,23 @@ pub fn run(
     // rather than before each of them (the order is otherwise the plan's, and stable)
     let alone = |s: &TrialSpec| plan.arms[s.arm].client_stack.takes_the_host();
     todo.sort_by_key(|s| (s.iteration, alone(s)));
+    let done_here = specs.iter().filter(|s| finished.contains(&s.id)).count();
     let mut summary = Summary {
         total: specs.len(),
-        skipped: specs.len() - todo.len(),
+        skipped: done_here,
+        adaptive_skipped: specs.len() - done_here - todo.len(),
         ..Summary::default()
     };
     progress.begin(summary.total, summary.skipped);
+    if summary.adaptive_skipped > 0 {
+        progress.trials_dropped(
+            summary.adaptive_skipped,
+            &format!(
+                "{} conditions and sizes already have enough iterations",
+                adaptive.as_ref().map_or(0, AdaptiveRun::stopped_groups)
+            ),
+        );
+    }
     let env = TrialEnv {
         bin: opts.bin.clone(),
         dir: opts.out.clone(),
@@ -385,6 +560,15 @@ pub fn run(
                         g.trial_late();
                     }
                     progress.trial_done(plan, &spec, &rec);
+                    // this condition and size may now have enough: its trials not yet started
+                    // go (one a worker took meanwhile still runs)
+                    if let Some(settled) = adaptive.as_mut().and_then(|a| a.record(&rec)) {
+                        let (cond, size) = settled.group;
+                        let dropped =
+                            queue.retain(|(s, _)| !(s.condition == cond && s.size == size));
+                        summary.adaptive_skipped += dropped;
+                        progress.trials_dropped(dropped, &settled.describe(plan));
+                    }
                 }
                 Some(Msg::Ended(_, TrialEnd::Interrupted)) => summary.interrupted = true,
             }
@@ -534,6 +718,82 @@ pub fn rank(t: &TrialRecord) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A record of `spec` whose figure (TTLB) is `ms`, or a failure.
+    fn record(plan: &Plan, spec: &TrialSpec, ms: Option<f64>) -> TrialRecord {
+        let outcome = match ms {
+            Some(ms) => Ok(quiclab_model::campaign::Metrics {
+                ttlb_ms: ms,
+                ..Default::default()
+            }),
+            None => Err("failed".to_string()),
+        };
+        TrialRecord {
+            id: spec.id.clone(),
+            seq: spec.seq,
+            arm: plan.arms[spec.arm].name.clone(),
+            condition: plan.conditions[spec.condition].name.clone(),
+            size: spec.size,
+            iteration: spec.iteration,
+            seed: spec.seed,
+            config: serde_json::Value::Null,
+            started_unix_ms: 0,
+            wall_ms: 0.0,
+            outcome,
+            link: serde_json::Value::Null,
+            requests: serde_json::Value::Null,
+            phases: serde_json::Value::Null,
+            artifacts: None,
+            build: None,
+            host: None,
+            shard: None,
+        }
+    }
+
+    #[test]
+    fn a_steady_group_stops_at_its_minimum_and_a_noisy_one_runs_on() {
+        let text = "name = \"a\"\niterations = { min = 4, max = 12, ci = \"3%\" }\n\
+             [workload]\nkind = \"single-object\"\nsizes = [\"100kb\"]\n\
+             [network]\nrate = \"10mbit\"\n[conditions.steady]\n[conditions.noisy]\n\
+             loss = \"1%\"\n[arms.h2]\nhttp = \"2\"\n[arms.h3]\nhttp = \"3\"\n\
+             [[compare]]\na = \"h2\"\nb = \"h3\"\n";
+        let plan = crate::plan::parse(text, "a.toml", crate::plan::Profile::Full).unwrap();
+        let specs = expand(&plan);
+        let mut a = AdaptiveRun::new(&plan, &specs).unwrap();
+        let mut rng = quiclab_report::stats::Rng::new(11);
+        let mut settled = Vec::new();
+        for spec in &specs {
+            let cond = &plan.conditions[spec.condition].name;
+            let base = if spec.arm == 0 { 150.0 } else { 140.0 };
+            // ±0.5 % on the steady link, ±40 % with loss
+            let spread = if cond == "steady" { 0.005 } else { 0.4 };
+            let u = rng.next_u64() as f64 / u64::MAX as f64;
+            // one failure: its iteration still completes, with one sample fewer
+            let ms = (spec.iteration != 1 || spec.arm != 1 || cond != "steady")
+                .then_some(base * (1.0 + spread * (2.0 * u - 1.0)));
+            if a.stopped(spec) {
+                continue;
+            }
+            if let Some(s) = a.record(&record(&plan, spec, ms)) {
+                settled.push((cond.clone(), s.iterations, s.precision.clone()));
+            }
+        }
+        assert_eq!(settled.len(), 1, "{settled:?}");
+        let (cond, iterations, precision) = &settled[0];
+        assert_eq!((cond.as_str(), *iterations), ("steady", 4));
+        assert_eq!(precision.widest, "h2 vs h3");
+        assert!(precision.within(0.03), "{precision:?}");
+        let steady = specs.iter().find(|s| s.condition == 0).unwrap();
+        let noisy = specs.iter().find(|s| s.condition == 1).unwrap();
+        assert!(a.stopped(steady) && !a.stopped(noisy));
+        assert_eq!(a.stopped_groups(), 1);
+        assert!(
+            settled[0]
+                .2
+                .half_width
+                .is_some_and(|h| h > 0.0 && h <= 0.03)
+        );
+    }
 
     #[test]
     fn busy_seconds_in_a_row_make_one_spell_and_a_gap_starts_another() {

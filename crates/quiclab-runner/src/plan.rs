@@ -48,6 +48,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use quiclab_link::config::{ConfigError, KEYS};
 use quiclab_link::{LinkConfig, units};
+pub use quiclab_model::campaign::AdaptiveIterations;
 pub use quiclab_model::campaign::Workload;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_telemetry::Mode;
@@ -84,7 +85,11 @@ pub struct Plan {
     /// Where the plan came from (a path, or `built-in NAME`).
     pub source: String,
     pub profile: Profile,
+    /// Iterations of every condition and size (with adaptive iterations, the most).
     pub iterations: u32,
+    /// `iterations = { min, max, ci }`: each condition and size stops once every compared
+    /// difference in it is known to within `ci` (see `crate::campaign`).
+    pub adaptive: Option<AdaptiveIterations>,
     pub seed: u64,
     /// What each trial does.
     pub workload: Workload,
@@ -278,7 +283,7 @@ struct RawPlan {
     name: Spanned<String>,
     #[serde(default)]
     description: String,
-    iterations: Spanned<i64>,
+    iterations: Value,
     #[serde(default)]
     seed: Option<Spanned<i64>>,
     #[serde(default, rename = "trial-timeout")]
@@ -299,11 +304,54 @@ struct RawPlan {
     compare: Vec<RawCompare>,
 }
 
+/// `iterations = N` (1 to 100000), or `iterations = { min = N, max = N, ci = "P%" }`
+/// (2 <= min <= max <= 100000, 0 % < P <= 50 %): the iterations to expand (the most) and the
+/// adaptive rule.
+fn parse_iterations(ctx: &Ctx, v: &Value) -> Result<(u32, Option<AdaptiveIterations>), PlanError> {
+    const FORM: &str = "allowed: a number of iterations (1 to 100000), or \
+        { min = N, max = N, ci = \"2%\" } to stop each condition and size once every compared \
+        difference in it is known to within ci (2 <= min <= max <= 100000, ci up to 50%)";
+    let err = |m: String| ctx.err(v.span(), m);
+    match v.get_ref() {
+        toml::Value::Integer(n @ 1..=100_000) => Ok((*n as u32, None)),
+        toml::Value::Integer(n) => Err(err(format!("iterations = {n}: allowed: 1 to 100000"))),
+        toml::Value::Table(t) => {
+            if let Some(k) = t
+                .keys()
+                .find(|k| !["min", "max", "ci"].contains(&k.as_str()))
+            {
+                return Err(err(format!("iterations: unknown key `{k}`: {FORM}")));
+            }
+            let count = |key: &str| match t.get(key) {
+                Some(toml::Value::Integer(n @ 2..=100_000)) => Ok(*n as u32),
+                Some(other) => Err(err(format!("iterations: {key} = {other}: {FORM}"))),
+                None => Err(err(format!("iterations: {key} is missing: {FORM}"))),
+            };
+            let (min, max) = (count("min")?, count("max")?);
+            if min > max {
+                return Err(err(format!(
+                    "iterations: min = {min} is above max = {max}: {FORM}"
+                )));
+            }
+            let ci = match t.get("ci") {
+                Some(toml::Value::String(p)) => match units::parse_percent(p) {
+                    Ok(f) if f > 0.0 && f <= 0.5 => f,
+                    _ => return Err(err(format!("iterations: ci = {p:?}: {FORM}"))),
+                },
+                Some(other) => return Err(err(format!("iterations: ci = {other}: {FORM}"))),
+                None => return Err(err(format!("iterations: ci is missing: {FORM}"))),
+            };
+            Ok((max, Some(AdaptiveIterations { min, max, ci })))
+        }
+        other => Err(err(format!("iterations = {other}: {FORM}"))),
+    }
+}
+
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawQuick {
     #[serde(default)]
-    iterations: Option<Spanned<i64>>,
+    iterations: Option<Value>,
     #[serde(default)]
     sizes: Option<Spanned<Vec<Value>>>,
     /// `[quick.workload]`: workload keys that replace the plan's
@@ -946,15 +994,7 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
             }
         }
     }
-    let iterations = match *iterations.get_ref() {
-        n @ 1..=100_000 => n as u32,
-        n => {
-            return Err(ctx.err(
-                iterations.span(),
-                format!("iterations = {n}: allowed: 1 to 100000"),
-            ));
-        }
-    };
+    let (iterations, adaptive) = parse_iterations(ctx, &iterations)?;
     let seed = match &raw.seed {
         Some(s) if *s.get_ref() < 0 => {
             return Err(ctx.err(s.span(), "seed: allowed: a number >= 0"));
@@ -1166,12 +1206,33 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         }
         comparisons.push((c.a.get_ref().clone(), c.b.get_ref().clone()));
     }
+    if let Some(span) = adaptive.as_ref().map(|_| raw.iterations.span()) {
+        if !workload.is_requests() {
+            return Err(ctx.err(
+                span,
+                format!(
+                    "iterations = {{ min, max, ci }}: adaptive iterations compare times to last \
+                     byte, which the {} workload does not measure; give a number of iterations",
+                    workload.kind()
+                ),
+            ));
+        }
+        if interleave.is_some() {
+            return Err(ctx.err(
+                span,
+                "iterations = { min, max, ci }: adaptive iterations and `interleave` cannot be \
+                 combined (the interleaved condition's trials belong to every other condition); \
+                 give a number of iterations",
+            ));
+        }
+    }
     let plan = Plan {
         name,
         description: raw.description.trim().to_string(),
         source: file.to_string(),
         profile,
         iterations,
+        adaptive,
         seed,
         workload,
         sizes,
@@ -1363,6 +1424,55 @@ http = "3"
 a = "h2"
 b = "h3"
 "#;
+
+    #[test]
+    fn adaptive_iterations_are_a_min_a_max_and_a_target_or_a_clear_error() {
+        let adaptive = GOOD.replacen(
+            "iterations = 4",
+            "iterations = { min = 3, max = 20, ci = \"2%\" }",
+            1,
+        );
+        let p = parse(&adaptive, "t.toml", Profile::Full).unwrap();
+        assert_eq!(p.iterations, 20, "the most iterations are expanded");
+        assert_eq!(
+            p.adaptive,
+            Some(AdaptiveIterations {
+                min: 3,
+                max: 20,
+                ci: 0.02
+            })
+        );
+        // the quick profile's number replaces it
+        let q = parse(&adaptive, "t.toml", Profile::Quick).unwrap();
+        assert_eq!((q.iterations, q.adaptive), (2, None));
+        assert_eq!(parse(GOOD, "t.toml", Profile::Full).unwrap().adaptive, None);
+        for (bad, says) in [
+            (
+                "{ min = 5, max = 3, ci = \"2%\" }",
+                "min = 5 is above max = 3",
+            ),
+            ("{ min = 1, max = 3, ci = \"2%\" }", "min = 1"),
+            ("{ min = 2, max = 3 }", "ci is missing"),
+            ("{ min = 2, max = 3, ci = \"60%\" }", "ci = \"60%\""),
+            ("{ min = 2, max = 3, ci = 2 }", "ci = 2"),
+            (
+                "{ min = 2, max = 3, ci = \"2%\", step = 1 }",
+                "unknown key `step`",
+            ),
+            ("\"many\"", "iterations = \"many\""),
+        ] {
+            let e = broken("iterations = 4", &format!("iterations = {bad}"));
+            assert!(e.message.contains(says), "{bad}: {e}");
+            assert!(e.message.contains("min = N, max = N"), "{bad}: {e}");
+            assert_eq!(e.line, line_of("iterations = 4", GOOD), "{bad}: {e}");
+        }
+        // the figure compared is a time to last byte: not every workload has one
+        let bulk = "name = \"t\"\niterations = { min = 2, max = 4, ci = \"5%\" }\n\
+             [workload]\nkind = \"bulk\"\nconnections = [1]\nduration = \"1s\"\n\
+             [conditions.d]\ndirect = true\nmtu = 1500\n[arms.h2]\nhttp = \"2\"\n";
+        let e = parse(bulk, "t.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains("bulk workload does not measure"), "{e}");
+    }
 
     #[test]
     fn a_good_plan_resolves_conditions_arms_and_profiles() {

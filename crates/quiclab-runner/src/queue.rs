@@ -120,6 +120,18 @@ impl<T> Queue<T> {
         self.changed.notify_all();
     }
 
+    /// Keeps only the queued trials `keep` accepts (those running are not the queue's any
+    /// more); how many it removed.
+    pub(crate) fn retain(&self, mut keep: impl FnMut(&(T, bool)) -> bool) -> usize {
+        let mut s = self.lock();
+        let before = s.todo.len();
+        s.todo.retain(|x| keep(x));
+        let removed = before - s.todo.len();
+        drop(s);
+        self.changed.notify_all();
+        removed
+    }
+
     /// Trials allowed to run beside each other now.
     pub(crate) fn limit(&self) -> usize {
         self.lock().limit

@@ -453,6 +453,17 @@ impl Progress for Bar {
         self.say(&format!("quiclab: warning: {message}"));
     }
 
+    fn trials_dropped(&mut self, n: usize, why: &str) {
+        self.total = self.total.saturating_sub(n);
+        if let Some(b) = &self.bar {
+            b.set_length(self.total as u64);
+        }
+        self.say(&format!(
+            "quiclab: {why}: {n} trial{} left out",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+
     fn jobs_changed(&mut self, limit: usize, why: &Change) {
         let share = |c: f64| format!("a trial needs {:.0} % of a core", c * 100.0);
         let why = match why {
@@ -537,12 +548,26 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     };
     let sizes = workloads::of(&plan.workload).grid(&plan.workload, &plan.sizes);
     eprintln!(
-        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} iterations = {trials} trials{shard_note}, {jobs} at a time, into {}",
+        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} = {trials} trials{}{shard_note}, {jobs} at a time, into {}",
         plan.name,
         plan.source,
         profile.name(),
         plan.arms.len(),
-        plan.iterations,
+        match plan.adaptive {
+            Some(a) => format!(
+                "{} to {} iterations (each condition and size stops once every compared \
+                 difference is known to ±{:.1} %)",
+                a.min,
+                a.max,
+                a.ci * 100.0
+            ),
+            None => format!("{} iterations", plan.iterations),
+        },
+        if plan.adaptive.is_some() {
+            " at most"
+        } else {
+            ""
+        },
         out.display()
     );
     if c.dry_run {
@@ -643,10 +668,18 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     let _ = watcher.join();
     let s = result?;
     eprintln!(
-        "quiclab: {} trials ran ({} failed), {} were already done, in {:.0} s{}",
+        "quiclab: {} trials ran ({} failed), {} were already done{}, in {:.0} s{}",
         s.ran,
         s.failed,
         s.skipped,
+        if plan.adaptive.is_some() {
+            format!(
+                ", {} were left out (their condition and size had enough iterations)",
+                s.adaptive_skipped
+            )
+        } else {
+            String::new()
+        },
         started.elapsed().as_secs_f64(),
         if s.interrupted {
             "; stopped early: run the same command again to finish"
@@ -676,6 +709,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
                 "ran": s.ran,
                 "failed": s.failed,
                 "already_done": s.skipped,
+                "left_out": s.adaptive_skipped,
             },
             "interrupted": s.interrupted,
             "busy_seconds": s.busy_seconds,

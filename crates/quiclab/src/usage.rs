@@ -93,6 +93,7 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
                     RunError::OtherCampaign { .. }
                     | RunError::OtherBuild { .. }
                     | RunError::OtherShard { .. }
+                    | RunError::AdaptiveShard { .. }
                     | RunError::NoJobs,
                 ) => true,
                 Some(RunError::Store(s)) => wrong_dir(s),

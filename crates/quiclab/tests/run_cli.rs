@@ -256,6 +256,67 @@ fn automatic_jobs_start_at_one_and_say_each_change() {
     assert!(stderr.contains("auto (1 to"), "{stderr}");
 }
 
+/// `iterations = { min, max, ci }`: on a steady link each condition and size stops at its
+/// minimum (a 100 KB transfer at 10 Mbit/s varies by well under 1 %, so H2 against H3 is known
+/// to within ±5 % from 3 iterations on), the trials beyond it are left out, the report says
+/// how many iterations each needed and why it stopped, and the plan cannot be sharded.
+#[test]
+fn adaptive_iterations_stop_each_condition_and_size_once_its_differences_are_known() {
+    let dir = common::TempDir::new("run-adaptive");
+    let p = plan(
+        &dir,
+        "adaptive",
+        "iterations = { min = 3, max = 12, ci = \"5%\" }\n[workload]\n\
+         kind = \"single-object\"\nsizes = [\"100kb\"]\n[network]\nrate = \"10mbit\"\n\
+         delay = \"10ms\"\n[conditions.base]\n[conditions.slow]\ndelay = \"30ms\"\n\
+         [arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n[arms.h3]\nhttp = \"3\"\n\
+         quic-cc = \"cubic\"\n[[compare]]\na = \"h2\"\nb = \"h3\"\n",
+    );
+    let out_dir = dir.join("out");
+    let out = run_plan(&p, &out_dir, "1").arg("--json").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 2 conditions x 2 arms x 3 iterations; when a group settles, the one worker may already
+    // have taken that group's next trial (it takes the next as it hands a result over), which
+    // still runs: one more per group at most
+    let ran = s["trials"]["ran"].as_u64().unwrap();
+    assert!((12..=14).contains(&ran), "{s}\n{stderr}");
+    assert_eq!(
+        s["trials"]["left_out"].as_u64().unwrap(),
+        2 * 2 * 12 - ran,
+        "{s}"
+    );
+    assert_eq!(s["trials"]["failed"], 0, "{s}");
+    for cond in ["base", "slow"] {
+        assert!(
+            stderr.contains(&format!(
+                "{cond} / 100 KB: enough after 3 iterations (h2 vs h3"
+            )),
+            "{stderr}"
+        );
+    }
+    let report = std::fs::read_to_string(s["report"].as_str().unwrap()).unwrap();
+    assert!(
+        report.contains("adaptive: 3 to 12 per condition and size"),
+        "no row"
+    );
+    assert!(report.contains("2 of 2 met the target"), "report row");
+    // running again does nothing more: the groups are settled from the stored trials
+    let again = run_plan(&p, &out_dir, "1").arg("--json").output().unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(s["trials"]["ran"], 0, "{s}");
+    assert_eq!(s["trials"]["already_done"], ran, "{s}");
+    // a shard cannot decide for its condition and size alone
+    let shard = run_plan(&p, &dir.join("shard"), "1")
+        .args(["--shard", "1/2"])
+        .output()
+        .unwrap();
+    assert_eq!(shard.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&shard.stderr);
+    assert!(err.contains("stops its iterations adaptively"), "{err}");
+}
+
 #[test]
 fn concurrent_trials_measure_what_sequential_ones_do() {
     let dir = common::TempDir::new("run-jobs");

@@ -72,6 +72,9 @@ pub fn render(an: &Analysis) -> String {
         format!("{} conditions × {} arms", c.conditions.len(), c.arms.len())
     };
     row("grid", grid);
+    if let Some(it) = iterations(an) {
+        row("iterations", it);
+    }
     if let Some(h) = hosts(an) {
         row("hosts", h);
     }
@@ -166,6 +169,128 @@ const HOST_EFFECT_MIN_TRIALS: usize = 5;
 /// several, the cells whose successful trials' TTLBs differ by host beyond their bootstrap 95 %
 /// interval (each other host against the one that ran most of the cell), and how many such
 /// cells chance alone would give.
+/// How a group (condition, size) of an adaptive campaign ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GroupIterations {
+    pub condition: String,
+    pub size: u64,
+    /// Iterations whose every arm has a trial.
+    pub complete: usize,
+    pub precision: crate::adaptive::Precision,
+    /// The target met (with at least the minimum of iterations).
+    pub met: bool,
+}
+
+/// Each condition and size of an adaptive campaign: its complete iterations and the precision
+/// of its compared differences over them, by the rule the campaign stopped with.
+pub(crate) fn adaptive_groups(an: &Analysis) -> Vec<GroupIterations> {
+    let c = an.campaign;
+    let Some(rule) = c.adaptive else {
+        return Vec::new();
+    };
+    let arms = c.arms.len();
+    let mut out = Vec::new();
+    for cond in &c.conditions {
+        for &size in &c.sizes {
+            let mut by_it: BTreeMap<u32, Vec<&crate::model::Trial>> = BTreeMap::new();
+            for t in c
+                .trials
+                .iter()
+                .filter(|t| t.condition == cond.name && t.size == size)
+            {
+                by_it.entry(t.iteration).or_default().push(t);
+            }
+            let mut samples: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut complete = 0;
+            for trials in by_it.values().filter(|ts| ts.len() >= arms) {
+                complete += 1;
+                for t in trials {
+                    if let Ok(m) = &t.outcome {
+                        samples.entry(t.arm.clone()).or_default().push(m.ttlb_ms);
+                    }
+                }
+            }
+            let size_text = size.to_string();
+            let precision =
+                crate::adaptive::precision(&samples, &c.comparisons, &[&cond.name, &size_text]);
+            let met = complete as u32 >= rule.min && precision.within(rule.ci);
+            out.push(GroupIterations {
+                condition: cond.name.clone(),
+                size,
+                complete,
+                precision,
+                met,
+            });
+        }
+    }
+    out
+}
+
+/// The header's row on adaptive iterations: the rule, what the groups needed, and a table of
+/// each group's iterations and why it stopped (folded).
+fn iterations(an: &Analysis) -> Option<String> {
+    let c = an.campaign;
+    let rule = c.adaptive?;
+    let groups = adaptive_groups(an);
+    let needed: Vec<f64> = groups.iter().map(|g| g.complete as f64).collect();
+    let met = groups.iter().filter(|g| g.met).count();
+    let at_max = groups
+        .iter()
+        .filter(|g| !g.met && g.complete as u32 >= rule.max)
+        .count();
+    let mut s = format!(
+        "adaptive: {} to {} per condition and size, until every compared difference is known \
+         to ±{} (95 % interval); they needed {} to {} (median {}): {met} of {} met the target{}",
+        rule.min,
+        rule.max,
+        esc(&units::abs_pct(rule.ci)),
+        needed.iter().copied().fold(f64::INFINITY, f64::min),
+        needed.iter().copied().fold(0.0, f64::max),
+        stats::median(&needed).unwrap_or(f64::NAN),
+        groups.len(),
+        if at_max > 0 {
+            format!(
+                ", <span class=\"flag\">{at_max} ran to {} without meeting it</span>",
+                rule.max
+            )
+        } else {
+            String::new()
+        }
+    );
+    s.push_str(
+        "<details><summary>each condition and size</summary><table class=\"iterations\">\
+         <thead><tr><th>condition</th><th>size</th><th class=\"num\">iterations</th>\
+         <th>widest difference</th><th class=\"num\">± (95 %)</th><th>why it stopped</th>\
+         </tr></thead><tbody>",
+    );
+    for g in &groups {
+        let why = if g.met {
+            "the target was met".to_string()
+        } else if g.complete as u32 >= rule.max {
+            format!(
+                "<span class=\"flag\">the most iterations ({})</span>",
+                rule.max
+            )
+        } else {
+            "not finished: the campaign stopped first".to_string()
+        };
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td>\
+             <td class=\"num\">{}</td><td>{why}</td></tr>",
+            esc(&g.condition),
+            esc(&super::size_label(c, g.size)),
+            g.complete,
+            esc(&g.precision.widest),
+            g.precision
+                .half_width
+                .map_or("-".to_string(), |h| esc(&units::abs_pct(h))),
+        );
+    }
+    s.push_str("</tbody></table></details>");
+    Some(s)
+}
+
 fn hosts(an: &Analysis) -> Option<String> {
     let c = an.campaign;
     let mut count: BTreeMap<&str, usize> = BTreeMap::new();
