@@ -88,7 +88,7 @@ pub struct Plan {
     /// Iterations of every condition and size (with adaptive iterations, the most).
     pub iterations: u32,
     /// `iterations = { min, max, ci }`: each condition and size stops once every compared
-    /// difference in it is known to within `ci` (see `crate::campaign`).
+    /// difference in it is known to within `ci` (the campaign decides, after each iteration).
     pub adaptive: Option<AdaptiveIterations>,
     pub seed: u64,
     /// What each trial does.

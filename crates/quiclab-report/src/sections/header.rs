@@ -200,24 +200,33 @@ pub(crate) fn adaptive_groups(an: &Analysis) -> Vec<GroupIterations> {
             {
                 by_it.entry(t.iteration).or_default().push(t);
             }
-            let mut samples: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-            let mut complete = 0;
-            for trials in by_it.values().filter(|ts| ts.len() >= arms) {
-                complete += 1;
-                for t in trials {
+            // complete iterations in order, the rule asked after each from the minimum on, as
+            // the campaign asked it: the first that met the target is where it stopped (trials
+            // a worker had already started may have run beyond it)
+            let complete: Vec<&Vec<&crate::model::Trial>> =
+                by_it.values().filter(|ts| ts.len() >= arms).collect();
+            let size_text = size.to_string();
+            let ask = |k: usize| {
+                let mut samples: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+                for t in complete[..k].iter().flat_map(|ts| ts.iter()) {
                     if let Ok(m) = &t.outcome {
                         samples.entry(t.arm.clone()).or_default().push(m.ttlb_ms);
                     }
                 }
-            }
-            let size_text = size.to_string();
-            let precision =
-                crate::adaptive::precision(&samples, &c.comparisons, &[&cond.name, &size_text]);
-            let met = complete as u32 >= rule.min && precision.within(rule.ci);
+                crate::adaptive::precision(&samples, &c.comparisons, &[&cond.name, &size_text])
+            };
+            let first = (rule.min as usize).max(1);
+            let settled = (first..=complete.len())
+                .map(|k| (k, ask(k)))
+                .find(|(_, p)| p.within(rule.ci));
+            let (k, precision, met) = match settled {
+                Some((k, p)) => (k, p, true),
+                None => (complete.len(), ask(complete.len()), false),
+            };
             out.push(GroupIterations {
                 condition: cond.name.clone(),
                 size,
-                complete,
+                complete: k,
                 precision,
                 met,
             });
