@@ -9,6 +9,8 @@
 //! - [`Browser::call`] sends a command and waits (up to a limit) for its reply; events that
 //!   arrive meanwhile are kept, in order, for [`Browser::next_event`].
 //! - Dropping a `Browser` ends the browser's whole process group and waits for it.
+//! - [`kill_running`] ends the browser of this process from anywhere (a signal's thread), so that
+//!   its profile can be removed before the process exits.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -17,6 +19,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -56,6 +59,21 @@ pub struct Event {
     pub session: Option<String>,
 }
 
+/// The process group of the browser this process runs (0: none).
+static RUNNING: AtomicI32 = AtomicI32::new(0);
+
+/// Ends the browser this process runs, if any, with its whole process group (SIGKILL): for a
+/// signal's thread that must remove the browser's profile and exit. A browser killed so can no
+/// longer write, though it may not yet have been reaped.
+pub fn kill_running() {
+    let pid = RUNNING.swap(0, Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: the group the browser leads; it is not reaped before `end` clears RUNNING, so
+        // the id is still the browser's.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+}
+
 /// A running browser and its DevTools pipe.
 pub struct Browser {
     child: Child,
@@ -68,11 +86,12 @@ pub struct Browser {
 
 impl Browser {
     /// Starts `program` with `args` (the DevTools pipe flag is added), its standard error into
-    /// `stderr_path`.
+    /// `stderr_path` and its own temporary files (Chromium's singleton socket) into `tmp_dir`.
     pub fn launch(
         program: &Path,
         args: &[String],
         stderr_path: &Path,
+        tmp_dir: &Path,
     ) -> Result<Browser, CdpError> {
         let spawn_err = |source| CdpError::Spawn {
             program: program.display().to_string(),
@@ -86,7 +105,8 @@ impl Browser {
             .arg("--remote-debugging-pipe")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr);
+            .stderr(stderr)
+            .env("TMPDIR", tmp_dir);
         quiclab_netns::process::tie_to_parent(&mut cmd, true);
         let (r, w) = (to_browser_r.as_raw_fd(), from_browser_w.as_raw_fd());
         // SAFETY: only dup2 (async-signal-safe) between fork and exec. The pipes' ends are
@@ -100,6 +120,7 @@ impl Browser {
             });
         }
         let child = cmd.spawn().map_err(spawn_err)?;
+        RUNNING.store(child.id() as i32, Ordering::SeqCst);
         drop((to_browser_r, from_browser_w));
         let (tx, incoming) = channel();
         let reader = File::from(from_browser_r);
@@ -275,6 +296,7 @@ impl Browser {
             std::thread::sleep(Duration::from_millis(10));
         }
         // the browser leads its group: its helper processes go with it
+        let _ = RUNNING.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
         // SAFETY: kill with a negative pid signals the group the browser leads (it was made
         // leader at spawn); a group that no longer exists makes kill fail harmlessly.
         unsafe { libc::kill(-pid, libc::SIGKILL) };

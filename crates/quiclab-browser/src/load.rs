@@ -38,7 +38,8 @@ pub struct BrowserOptions {
     pub http: HttpVersion,
     /// Base64 SHA-256 of the server certificate's public key, trusted as if signed.
     pub spki_pin: String,
-    /// A fresh directory for the browser's profile (removed by the caller).
+    /// A fresh directory for the browser's profile (removed by the caller); the browser's own
+    /// temporary files go there too.
     pub profile_dir: PathBuf,
     /// Where the browser's standard error goes.
     pub stderr: PathBuf,
@@ -218,7 +219,10 @@ const SETTLE: Duration = Duration::from_millis(500);
 /// page and network events are on, and the browser's version.
 pub(crate) fn open_tab(o: &BrowserOptions, url: &str) -> Result<(Browser, String, String), String> {
     let err = |e: CdpError| e.to_string();
-    let mut b = Browser::launch(&o.program, &browser_args(o, url), &o.stderr).map_err(err)?;
+    std::fs::create_dir_all(&o.profile_dir)
+        .map_err(|e| format!("creating {}: {e}", o.profile_dir.display()))?;
+    let mut b = Browser::launch(&o.program, &browser_args(o, url), &o.stderr, &o.profile_dir)
+        .map_err(err)?;
     let v = b
         .call(None, "Browser.getVersion", json!({}), CALL)
         .map_err(err)?;

@@ -47,7 +47,7 @@ impl Tab {
             "about:blank".into(),
         ])
         .collect();
-        let mut b = Browser::launch(&program, &args, &dir.join("stderr.txt")).unwrap();
+        let mut b = Browser::launch(&program, &args, &dir.join("stderr.txt"), &dir).unwrap();
         let session = b.open_blank_tab(CALL).unwrap();
         let mut tab = Tab {
             browser: Some(b),

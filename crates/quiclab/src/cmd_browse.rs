@@ -116,6 +116,7 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
         c.timeout
     );
     let profile = tempdir()?;
+    remove_on_signal(profile.clone())?;
     let browser = BrowserOptions {
         program,
         http: HttpVersion::from_name(&c.http).expect("clap allows 2 and 3"),
@@ -183,6 +184,26 @@ fn summary(r: &quiclab_pages::page_client::PageRecord) -> String {
         s += &format!(", FAILED: {e}");
     }
     s
+}
+
+/// On SIGTERM, SIGINT, SIGHUP or SIGQUIT (a campaign stopping its trial, Ctrl-C), the browser
+/// is ended, `dir` (its profile and temporary files) removed, and quiclab exits as the signal
+/// would have ended it (status 128 + the signal's number).
+fn remove_on_signal(dir: PathBuf) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGQUIT])
+        .context("handling termination signals")?;
+    std::thread::Builder::new()
+        .name("browse-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                quiclab_browser::cdp::kill_running();
+                let _ = std::fs::remove_dir_all(&dir);
+                std::process::exit(128 + sig);
+            }
+        })
+        .context("starting the signal thread")?;
+    Ok(())
 }
 
 /// A fresh private directory for the browser's profile.

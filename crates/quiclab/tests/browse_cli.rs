@@ -372,6 +372,61 @@ fn a_page_that_never_loads_times_out_with_a_record() {
     drop(held);
 }
 
+/// `quiclab browse` stopped by SIGTERM mid-load (a campaign ending a trial that ran out of
+/// time): it exits as SIGTERM would have ended it, and neither its profile nor the browser's
+/// own temporary files are left in its temporary directory.
+#[test]
+fn a_stopped_browse_leaves_no_profile_behind() {
+    let dir = TempDir::new("browse-stopped");
+    let cert = lab_cert(&dir);
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for s in listener.incoming().take(8).flatten() {
+            open.push(s);
+        }
+    });
+    let mut child = common::quiclab()
+        .args(["browse", "--json", "--http", "2", "--cacert"])
+        .arg(&cert)
+        .arg(format!("https://127.0.0.1:{port}"))
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // the browser is up once it holds its profile's lock
+    let lock = |tmp: &std::path::Path| {
+        std::fs::read_dir(tmp)
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::symlink_metadata(e.path().join("profile/SingletonLock")).is_ok())
+    };
+    let start = std::time::Instant::now();
+    while !lock(&tmp) {
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "the browser did not start within 20 s"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "browse exited early");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: the pid of the child this test started, not yet reaped
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    drop(held);
+}
+
 /// A certificate file for the browser to pin (the lab's own, as `serve --write-cert` writes).
 fn lab_cert(dir: &std::path::Path) -> std::path::PathBuf {
     let cert = dir.join("cert.pem");
