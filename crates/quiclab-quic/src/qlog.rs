@@ -172,12 +172,23 @@ impl<W: Write> Rewriter<W> {
 
 impl<W: Write> Write for Rewriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.pending.extend_from_slice(buf);
-        // a compact JSON record holds no line break but its last
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            self.record(&line[..line.len() - 1])?;
+        // a compact JSON record holds no line break but its last, and the bytes pending hold
+        // none: only the new ones are searched (a record comes in many small writes)
+        let Some(first) = buf.iter().position(|&b| b == b'\n') else {
+            self.pending.extend_from_slice(buf);
+            return Ok(buf.len());
+        };
+        let mut line = std::mem::take(&mut self.pending);
+        line.extend_from_slice(&buf[..first]);
+        self.record(&line)?;
+        let mut rest = &buf[first + 1..];
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            self.record(&rest[..end])?;
+            rest = &rest[end + 1..];
         }
+        line.clear();
+        line.extend_from_slice(rest);
+        self.pending = line;
         Ok(buf.len())
     }
 
@@ -322,12 +333,19 @@ mod tests {
             text.extend_from_slice(r.as_bytes());
             text.push(b'\n');
         }
-        let mut w = Rewriter::new(Vec::new(), Vantage::Client);
-        // quinn writes a record in several pieces: cut it anywhere
-        for piece in text.chunks(7) {
-            w.write_all(piece).unwrap();
+        // quinn writes a record in several pieces: cut it anywhere, or several records at once
+        let cut = |size: usize| {
+            let mut w = Rewriter::new(Vec::new(), Vantage::Client);
+            for piece in text.chunks(size) {
+                w.write_all(piece).unwrap();
+            }
+            w.out
+        };
+        let whole = cut(text.len());
+        for size in [1, 7, 150] {
+            assert_eq!(cut(size), whole, "pieces of {size} bytes");
         }
-        let out = records(&w.out);
+        let out = records(&whole);
         assert_eq!(out.len(), 4);
         assert_eq!(out[0]["trace"]["vantage_point"]["type"], "client");
         assert_eq!(out[1]["data"]["raw"]["length"], 1200);
