@@ -51,8 +51,9 @@ pub struct RunCmd {
     #[arg(long)]
     quick: bool,
     /// Trials at once (default: automatic: one to start with, then as many as the CPU the
-    /// trials are measured to need keeps the host at most half busy, up to four per core; a
-    /// saturated second or a trial whose emulator ran late halves it).
+    /// trials are measured to need keeps the host at most 0.1^(1/cores) busy, 32 % on 2 cores
+    /// and 56 % on 4, up to four per core; a saturated second or two trials whose emulator ran
+    /// late in 3 s halve it).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
     /// Results directory (default: results/PLAN-NAME).
