@@ -338,15 +338,7 @@ fn a_crashing_browser_fails_the_load_with_its_last_words() {
 fn a_page_that_never_loads_times_out_with_a_record() {
     let dir = TempDir::new("browse-hang");
     let cert = lab_cert(&dir);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let held = std::thread::spawn(move || {
-        // hold every connection open without a byte
-        let mut open = Vec::new();
-        for s in listener.incoming().take(8).flatten() {
-            open.push(s);
-        }
-    });
+    let (port, held) = silent_server();
     let start = std::time::Instant::now();
     let out = common::quiclab()
         .args([
@@ -381,14 +373,7 @@ fn a_stopped_browse_leaves_no_profile_behind() {
     let cert = lab_cert(&dir);
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let held = std::thread::spawn(move || {
-        let mut open = Vec::new();
-        for s in listener.incoming().take(8).flatten() {
-            open.push(s);
-        }
-    });
+    let (port, held) = silent_server();
     let mut child = common::quiclab()
         .args(["browse", "--json", "--http", "2", "--cacert"])
         .arg(&cert)
@@ -425,6 +410,20 @@ fn a_stopped_browse_leaves_no_profile_behind() {
         .collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     drop(held);
+}
+
+/// A server on loopback that accepts connections and never answers: its port, and the thread
+/// that holds every connection open without a byte.
+fn silent_server() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for s in listener.incoming().take(8).flatten() {
+            open.push(s);
+        }
+    });
+    (port, held)
 }
 
 /// A certificate file for the browser to pin (the lab's own, as `serve --write-cert` writes).
