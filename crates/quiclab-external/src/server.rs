@@ -8,6 +8,7 @@
 //! port: no log line of the program is trusted for that.
 
 use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -18,6 +19,7 @@ use quiclab_endpoint::routes::pattern_byte;
 use quiclab_endpoint::tls::Identity;
 
 use quiclab_model::record::{TimelineSample, now_us};
+use quiclab_netns::sys::EventFd;
 
 use crate::client::supervise;
 use crate::def::{Placeholder, StackDef};
@@ -162,7 +164,9 @@ impl Server {
         args.extend(telemetry_args.iter().map(|t| t.render(&value)));
         let name = def.server.program.clone();
         let mut cmd = std::process::Command::new(&program);
-        cmd.args(&args).stdin(Stdio::null());
+        cmd.args(&args)
+            .stdin(Stdio::null())
+            .env_remove(quiclab_netns::watch::INOTIFY_FD_VAR);
         if let Some(k) = &o.keylog {
             cmd.env("SSLKEYLOGFILE", k);
         }
@@ -204,12 +208,39 @@ impl Server {
     }
 
     /// Runs until `stop` is set or the program exits; the program's exit status if it did.
-    /// Woken at once by the program's exit, and every 2 ms to look at `stop`.
-    pub fn wait(&mut self, stop: &AtomicBool) -> Option<std::process::ExitStatus> {
+    /// Woken at once by the program's exit and by `woken` becoming readable (the pipe a signal
+    /// handler writes to after setting `stop`), else every [`STOP_CHECK`] to look at `stop`.
+    pub fn wait(
+        &mut self,
+        stop: &AtomicBool,
+        woken: Option<BorrowedFd<'_>>,
+    ) -> Option<std::process::ExitStatus> {
+        // SAFETY: pidfd_open of our own child, not yet reaped (so its pid is still its own).
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.child.id() as libc::pid_t, 0) };
+        // SAFETY: a new descriptor, owned by nobody else.
+        let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        let watched: Vec<libc::pollfd> = [pidfd.as_ref().map(|p| p.as_fd()), woken]
+            .into_iter()
+            .flatten()
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // with both woken by an event, the timeout only backs them up
+        let tick = if watched.len() == 2 {
+            100
+        } else {
+            STOP_CHECK.as_millis() as libc::c_int
+        };
         while !stop.load(Ordering::Relaxed) {
-            if let Ok(Some(s)) = quiclab_netns::process::wait_timeout(&mut self.child, STOP_CHECK) {
+            if let Ok(Some(s)) = self.child.try_wait() {
                 return Some(s);
             }
+            let mut p = watched.clone();
+            // SAFETY: pollfds we own, of descriptors open for this call; EINTR just loops.
+            unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, tick) };
         }
         None
     }
@@ -268,26 +299,32 @@ impl Drop for Server {
 
 /// How long a server may take to exit after its stop signal.
 const STOP_WITHIN: Duration = Duration::from_secs(3);
-/// How often a running adapter looks whether it was asked to stop (a signal sets the flag).
+/// How often a running adapter looks whether it was asked to stop (a signal sets the flag),
+/// when nothing wakes it.
 const STOP_CHECK: Duration = Duration::from_millis(2);
-/// How often the watcher of the qlog directory looks whether it was asked to stop.
-const WATCH_CHECK: libc::c_int = 2;
-
 /// Notes when each file appears in a directory (inotify), on CLOCK_MONOTONIC.
 struct Watcher {
     fd: libc::c_int,
-    stop: std::sync::Arc<AtomicBool>,
+    /// Wakes the thread to stop.
+    wake: std::sync::Arc<EventFd>,
     thread: std::thread::JoinHandle<Vec<(String, u64)>>,
 }
 
 impl Watcher {
     fn start(dir: &Path) -> std::io::Result<Watcher> {
+        use std::os::fd::IntoRawFd;
         use std::os::unix::ffi::OsStrExt;
-        // SAFETY: plain system calls on a descriptor this value owns; the path is NUL-ended.
-        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+        // an instance the runner holds, when it handed one over: closing it then does not wait
+        // for the kernel (see quiclab_netns::watch)
+        let fd = match quiclab_netns::watch::inherited_inotify() {
+            Some(fd) => fd.into_raw_fd(),
+            // SAFETY: a plain system call; the descriptor is this value's from now on.
+            None => unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) },
+        };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        // SAFETY: plain system calls on a descriptor this value owns; the path is NUL-ended.
         let mut c_path = dir.as_os_str().as_bytes().to_vec();
         c_path.push(0);
         let wd = unsafe {
@@ -297,22 +334,25 @@ impl Watcher {
                 libc::IN_CREATE | libc::IN_MOVED_TO,
             )
         };
-        if wd < 0 {
-            let e = std::io::Error::last_os_error();
-            unsafe { libc::close(fd) };
-            return Err(e);
-        }
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || watch(fd, &flag));
-        Ok(Watcher { fd, stop, thread })
+        let wake = EventFd::new().map(std::sync::Arc::new);
+        let wake = match (wd, wake) {
+            (0.., Ok(w)) => w,
+            (_, r) => {
+                let e = r.err().unwrap_or_else(std::io::Error::last_os_error);
+                unsafe { libc::close(fd) };
+                return Err(e);
+            }
+        };
+        let w = wake.clone();
+        let thread = std::thread::spawn(move || watch(fd, &w));
+        Ok(Watcher { fd, wake, thread })
     }
 
-    /// The files that appeared, in order, with when. Closing the inotify descriptor waits for
-    /// the kernel's notification grace period (10 to 20 ms here): the largest part of an
-    /// external server's stop, paid where it is dropped or at the adapter's exit.
+    /// The files that appeared, in order, with when. Closing the last descriptor of the
+    /// inotify instance waits for the kernel's notification grace period (10 to 20 ms here);
+    /// a trial's runner holds the instance it hands over, and pays that off its path.
     fn stop(self) -> Vec<(String, u64)> {
-        self.stop.store(true, Ordering::Relaxed);
+        self.wake.signal();
         let out = self.thread.join().unwrap_or_default();
         // SAFETY: the thread that read it has ended; nothing else uses the descriptor.
         unsafe { libc::close(self.fd) };
@@ -320,36 +360,48 @@ impl Watcher {
     }
 }
 
-fn watch(fd: libc::c_int, stop: &AtomicBool) -> Vec<(String, u64)> {
+/// Reads `fd`'s events as they come until `wake` is signalled, then those already queued.
+fn watch(fd: libc::c_int, wake: &EventFd) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd we own.
-        let ready = unsafe { libc::poll(&mut pfd, 1, WATCH_CHECK) };
-        if ready > 0 {
-            // SAFETY: reads into a buffer we own, no longer than it.
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            let at = now_us();
-            let mut off = 0usize;
-            while n > 0 && off + std::mem::size_of::<libc::inotify_event>() <= n as usize {
-                // SAFETY: the kernel wrote whole events; read_unaligned copes with alignment.
-                let ev: libc::inotify_event =
-                    unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
-                let name_at = off + std::mem::size_of::<libc::inotify_event>();
-                let name = &buf[name_at..(name_at + ev.len as usize).min(n as usize)];
-                let name = String::from_utf8_lossy(name.split(|b| *b == 0).next().unwrap_or(&[]))
-                    .to_string();
-                if !name.is_empty() && !out.iter().any(|(n, _)| *n == name) {
-                    out.push((name, at));
-                }
-                off = name_at + ev.len as usize;
+        let mut pfd = [
+            libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two pollfds we own; EINTR just loops.
+        let ready = unsafe { libc::poll(pfd.as_mut_ptr(), 2, -1) };
+        if ready < 0 {
+            continue;
+        }
+        let stopping = pfd[1].revents != 0;
+        // SAFETY: reads into a buffer we own, no longer than it (the descriptor does not block).
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let at = now_us();
+        let mut off = 0usize;
+        while n > 0 && off + std::mem::size_of::<libc::inotify_event>() <= n as usize {
+            // SAFETY: the kernel wrote whole events; read_unaligned copes with alignment.
+            let ev: libc::inotify_event =
+                unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
+            let name_at = off + std::mem::size_of::<libc::inotify_event>();
+            let name = &buf[name_at..(name_at + ev.len as usize).min(n as usize)];
+            let name =
+                String::from_utf8_lossy(name.split(|b| *b == 0).next().unwrap_or(&[])).to_string();
+            if !name.is_empty() && !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, at));
             }
-        } else if stop.load(Ordering::Relaxed) {
+            off = name_at + ev.len as usize;
+        }
+        // a full buffer may leave events queued: read again before stopping
+        if stopping && n < buf.len() as isize {
             return out;
         }
     }

@@ -21,6 +21,7 @@ pub mod selftest;
 pub mod sys;
 pub mod topology;
 mod veth;
+pub mod watch;
 
 pub use error::{Error, Result};
 pub use forward::DirectionReport;

@@ -72,6 +72,20 @@ impl Process {
         mode: Mode,
         stdout: Stdio,
     ) -> Result<Self> {
+        Self::spawn_keeping(ns, label, cmd, env, mode, stdout, &[])
+    }
+
+    /// [`Process::spawn_with_stdout`], the command inheriting the descriptors `keep` (open in
+    /// this process, at the same numbers) besides its standard streams.
+    pub fn spawn_keeping(
+        ns: &Netns,
+        label: &str,
+        cmd: &str,
+        env: &[(String, String)],
+        mode: Mode,
+        stdout: Stdio,
+        keep: &[RawFd],
+    ) -> Result<Self> {
         let nsfile = std::fs::File::open(ns.path())
             .context(|| format!("cannot open namespace {}", ns.name()))?;
         let nsfd = nsfile.as_raw_fd();
@@ -85,12 +99,20 @@ impl Process {
             c.stdin(Stdio::null());
         }
         let cpus = CHILD_CPUS.with(|c| c.get());
-        // SAFETY: only async-signal-safe calls (setns, sched_setaffinity) between fork and exec;
-        // nsfd stays open until spawn returns.
+        let keep = keep.to_vec();
+        // SAFETY: only async-signal-safe calls (setns, sched_setaffinity, fcntl) between fork
+        // and exec; nsfd stays open until spawn returns, and the descriptors to keep are the
+        // caller's, open while it waits here.
         unsafe {
             c.pre_exec(move || {
                 if libc::setns(nsfd, libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                for &fd in &keep {
+                    // the child's copy of the descriptor table only
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 if let Some(set) = &cpus {
                     // a binding the kernel refuses (a CPU gone offline) leaves the command

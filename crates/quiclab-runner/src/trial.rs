@@ -11,12 +11,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use quiclab_link::Direction;
 use quiclab_model::campaign::Metrics;
 use quiclab_model::record::now_us;
+use quiclab_netns::watch::HeldInotify;
 use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
 use quiclab_store::TrialRecord;
 use serde_json::json;
@@ -382,12 +384,21 @@ fn execute(
         .transpose()
         .map_err(fail)?;
     let server_log = dir.join("server.log");
-    let mut server = Process::spawn(
+    let inotify = server_launch
+        .inotify
+        .then(HeldInotify::new)
+        .transpose()
+        .map_err(|e| fail(format!("cannot make an inotify instance: {e}")))?;
+    let mut server_env = with_env(&vars, &server_launch);
+    server_env.extend(inotify.as_ref().map(HeldInotify::var));
+    let mut server = Process::spawn_keeping(
         topo.ns(Side::Server),
         "server",
         &command(&server_launch, &server_log, &server_log),
-        &with_env(&vars, &server_launch),
+        &server_env,
         Mode::Background,
+        Stdio::inherit(),
+        &inotify.iter().map(HeldInotify::raw).collect::<Vec<_>>(),
     )
     .map_err(|e| fail(format!("cannot start the server: {e}")))?;
     // the server's log tells when it listens
@@ -453,6 +464,8 @@ fn execute(
     }
     // SIGTERM lets the server write its last timeline samples
     server.stop(STOP_GRACE);
+    // closed on a thread of its own, now that the server no longer uses it
+    drop(inotify);
     drop(site);
     let stop_ms = lap.ms();
     let reports = topo

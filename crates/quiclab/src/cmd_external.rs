@@ -1,6 +1,7 @@
 //! `quiclab external`: run an external stack's server or client (a stack file's programs) the
 //! way a trial does, and turn what they print into quiclab's records.
 
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -147,12 +148,17 @@ pub fn external(c: ExternalCmd) -> anyhow::Result<i32> {
 fn serve(a: ServeArgs) -> anyhow::Result<i32> {
     let (def, knobs) = a.stack.resolve()?;
     let stop = Arc::new(AtomicBool::new(false));
+    // a signal sets the flag, then wakes the wait through the pipe
+    let (woken, wake) = std::os::unix::net::UnixStream::pair().context("cannot make a pipe")?;
+    wake.set_nonblocking(true).context("cannot make a pipe")?;
     for sig in [
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGHUP,
     ] {
         signal_hook::flag::register(sig, stop.clone()).context("cannot handle signals")?;
+        let wake = wake.try_clone().context("cannot make a pipe")?;
+        signal_hook::low_level::pipe::register(sig, wake).context("cannot handle signals")?;
     }
     let opts = ServeOptions {
         address: a.address.clone(),
@@ -171,7 +177,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         "quiclab external: {} ({}) listening on {}:{}",
         def.name, server.program, a.address, a.port
     );
-    let exited = server.wait(&stop);
+    let exited = server.wait(&stop, Some(woken.as_fd()));
     let floor = a.path_min_rtt.map(|d| d.as_micros() as u64);
     let (samples, problems) = server.finish(floor);
     for p in &problems {

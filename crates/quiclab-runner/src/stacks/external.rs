@@ -319,6 +319,8 @@ impl Stack for External {
         Launch {
             program: t.bin.to_path_buf(),
             args,
+            // `external serve` watches its server's qlog directory
+            inotify: true,
             ..Launch::default()
         }
     }

@@ -262,6 +262,10 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// A shell command run in its namespace just before it (e.g. a sysctl of that namespace).
     pub before: Option<String>,
+    /// It is handed an inotify instance that the trial holds until it has stopped
+    /// ([`quiclab_netns::watch`]), so that its exit does not wait for the kernel's close of
+    /// one: for a program that watches a directory (an external stack's qlog files).
+    pub inotify: bool,
 }
 
 /// How a knob reaches quiclab's endpoints.
