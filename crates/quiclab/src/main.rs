@@ -155,10 +155,16 @@ fn main() {
     if cli.cmd.measures() {
         // Before any thread starts: see keep_freed_memory and keep_program_resident for why.
         quiclab_netns::sys::keep_freed_memory();
-        if let Err(e) = quiclab_netns::sys::keep_program_resident() {
-            log::warn!(
+        let inherited = std::env::var(quiclab_netns::sys::RESIDENT_VAR).ok();
+        match quiclab_netns::sys::keep_program_resident(inherited.as_deref()) {
+            Ok(r) => match r.marker() {
+                // SAFETY: no other thread runs yet, so none reads the environment meanwhile
+                Some(m) => unsafe { std::env::set_var(quiclab_netns::sys::RESIDENT_VAR, m) },
+                None => unsafe { std::env::remove_var(quiclab_netns::sys::RESIDENT_VAR) },
+            },
+            Err(e) => log::warn!(
                 "cannot keep the program's pages in memory ({e}): a page fault on its code can delay a measurement"
-            );
+            ),
         }
     }
     let result = match cli.cmd {
