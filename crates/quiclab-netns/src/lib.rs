@@ -26,5 +26,5 @@ pub mod watch;
 pub use error::{Error, Result};
 pub use forward::DirectionReport;
 pub use ns::Netns;
-pub use process::{Mode, Process};
+pub use process::{Mode, Process, Setup};
 pub use topology::{Side, Topology, TopologyConfig};

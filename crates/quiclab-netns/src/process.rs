@@ -41,6 +41,15 @@ pub enum Mode {
     Interactive,
 }
 
+/// What is done in a started process just before its program starts.
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    /// Descriptors of the starting process that the program inherits, at the same numbers.
+    pub keep: Vec<RawFd>,
+    /// Sysctls of its namespace written first: (path under /proc/sys, value).
+    pub sysctls: Vec<(String, String)>,
+}
+
 /// A running command. Dropping it terminates its process group (SIGTERM, then SIGKILL after a
 /// grace period) and reaps it. It also dies by SIGKILL if quiclab dies (PR_SET_PDEATHSIG).
 #[derive(Debug)]
@@ -72,41 +81,65 @@ impl Process {
         mode: Mode,
         stdout: Stdio,
     ) -> Result<Self> {
-        Self::spawn_keeping(ns, label, cmd, env, mode, stdout, &[])
-    }
-
-    /// [`Process::spawn_with_stdout`], the command inheriting the descriptors `keep` (open in
-    /// this process, at the same numbers) besides its standard streams.
-    pub fn spawn_keeping(
-        ns: &Netns,
-        label: &str,
-        cmd: &str,
-        env: &[(String, String)],
-        mode: Mode,
-        stdout: Stdio,
-        keep: &[RawFd],
-    ) -> Result<Self> {
-        let nsfile = std::fs::File::open(ns.path())
-            .context(|| format!("cannot open namespace {}", ns.name()))?;
-        let nsfd = nsfile.as_raw_fd();
-        let group = mode != Mode::Interactive;
         let mut c = Command::new("sh");
         c.arg("-c")
             .arg(cmd)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(stdout);
+        Self::start(ns, label, c, mode, &Setup::default())
+    }
+
+    /// Starts `cmd` (its program, arguments, environment and standard output and error as the
+    /// caller set them; no shell) inside `ns`, with `setup` done in the new process just
+    /// before the program starts.
+    pub fn start(
+        ns: &Netns,
+        label: &str,
+        mut c: Command,
+        mode: Mode,
+        setup: &Setup,
+    ) -> Result<Self> {
+        let shown = format!("{:?}", c.get_program());
+        let nsfile = std::fs::File::open(ns.path())
+            .context(|| format!("cannot open namespace {}", ns.name()))?;
+        let nsfd = nsfile.as_raw_fd();
+        let group = mode != Mode::Interactive;
         if mode == Mode::Background {
             c.stdin(Stdio::null());
         }
         let cpus = CHILD_CPUS.with(|c| c.get());
-        let keep = keep.to_vec();
-        // SAFETY: only async-signal-safe calls (setns, sched_setaffinity, fcntl) between fork
-        // and exec; nsfd stays open until spawn returns, and the descriptors to keep are the
-        // caller's, open while it waits here.
+        let keep = setup.keep.clone();
+        let sysctls: Vec<(std::ffi::CString, Vec<u8>)> = setup
+            .sysctls
+            .iter()
+            .map(|(path, value)| {
+                std::ffi::CString::new(path.as_str())
+                    .map(|p| (p, value.as_bytes().to_vec()))
+                    .map_err(std::io::Error::other)
+                    .context(|| format!("sysctl path {path:?}"))
+            })
+            .collect::<Result<_>>()?;
+        // SAFETY: only async-signal-safe calls (setns, sched_setaffinity, fcntl, open, write,
+        // close) between fork and exec, on memory prepared before the fork; nsfd stays open
+        // until spawn returns, and the descriptors to keep are the caller's, open while it
+        // waits here.
         unsafe {
             c.pre_exec(move || {
                 if libc::setns(nsfd, libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                // /proc/sys/net is the namespace of the process that opens it: this one's now
+                for (path, value) in &sysctls {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let n = libc::write(fd, value.as_ptr().cast(), value.len());
+                    let e = std::io::Error::last_os_error();
+                    libc::close(fd);
+                    if n != value.len() as isize {
+                        return Err(e);
+                    }
                 }
                 for &fd in &keep {
                     // the child's copy of the descriptor table only
@@ -123,9 +156,17 @@ impl Process {
             })
         };
         tie_to_parent(&mut c, group);
-        let child = c
-            .spawn()
-            .context(|| format!("cannot start {label} command {cmd:?}"))?;
+        let child = c.spawn().context(|| {
+            let sysctls: Vec<&str> = setup.sysctls.iter().map(|(p, _)| p.as_str()).collect();
+            if sysctls.is_empty() {
+                format!("cannot start {label} command {shown}")
+            } else {
+                format!(
+                    "cannot start {label} command {shown} (or set {} in its namespace)",
+                    sysctls.join(", ")
+                )
+            }
+        })?;
         drop(nsfile);
         Ok(Process {
             child: Some(child),

@@ -576,3 +576,66 @@ fn commands_started_by_a_bound_thread_run_on_its_cores_only() {
         assert_eq!(allowed(topo), all);
     });
 }
+
+#[test]
+fn a_started_program_gets_its_namespaces_sysctls_and_the_descriptors_it_keeps() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let _machine = exclusive();
+    let link = symmetric_link(&[("delay", "1ms")]).expect("valid link");
+    let host = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen").unwrap();
+    let before = host();
+    // neither a new namespace's default (1) nor the host's value
+    let other = if before.trim() == "3" { "2" } else { "3" };
+    with_topology(link, None, |topo| {
+        // a pipe whose write end the program inherits, another that it must not (named by
+        // their paths: the shell redirects single-digit descriptors only)
+        let (mut kept_r, kept_w) = std::io::pipe().unwrap();
+        let (_other_r, other_w) = std::io::pipe().unwrap();
+        let (kw, ow) = (kept_w.as_raw_fd(), other_w.as_raw_fd());
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(format!(
+            "cat /proc/sys/net/ipv4/tcp_fastopen > /proc/self/fd/{kw}; \
+             if [ -e /proc/self/fd/{ow} ]; then echo leaked > /proc/self/fd/{kw}; fi"
+        ));
+        let setup = quiclab_netns::Setup {
+            keep: vec![kw],
+            sysctls: vec![(
+                "/proc/sys/net/ipv4/tcp_fastopen".to_string(),
+                other.to_string(),
+            )],
+        };
+        let mut p = quiclab_netns::Process::start(
+            topo.ns(Side::Server),
+            "sysctl reader",
+            cmd,
+            quiclab_netns::Mode::Background,
+            &setup,
+        )
+        .unwrap();
+        let status = p.wait_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        assert!(status.success(), "{status}");
+        drop(kept_w);
+        let mut out = String::new();
+        kept_r.read_to_string(&mut out).unwrap();
+        // written in the program's namespace before it ran, read through the kept pipe; the
+        // descriptor not asked for is closed at its exec
+        assert_eq!(out.trim(), other, "{out:?}");
+        // the host's own namespace is untouched
+        assert_eq!(host(), before);
+        // a sysctl that cannot be written fails the start, naming it
+        let e = quiclab_netns::Process::start(
+            topo.ns(Side::Server),
+            "bad",
+            std::process::Command::new("true"),
+            quiclab_netns::Mode::Background,
+            &quiclab_netns::Setup {
+                keep: Vec::new(),
+                sysctls: vec![("/proc/sys/net/ipv4/no_such_sysctl".into(), "1".into())],
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no_such_sysctl"), "{e}");
+    });
+}

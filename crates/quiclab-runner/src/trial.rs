@@ -11,7 +11,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -19,7 +18,7 @@ use quiclab_link::Direction;
 use quiclab_model::campaign::Metrics;
 use quiclab_model::record::now_us;
 use quiclab_netns::watch::HeldInotify;
-use quiclab_netns::{DirectionReport, Mode, Process, Side, Topology, TopologyConfig};
+use quiclab_netns::{DirectionReport, Mode, Process, Setup, Side, Topology, TopologyConfig};
 use quiclab_store::TrialRecord;
 use serde_json::json;
 
@@ -171,34 +170,39 @@ fn fail(why: impl Into<String>) -> Failure {
     Failure::Failed(why.into())
 }
 
-/// Quotes a word for `sh -c`.
-fn sh(word: &str) -> String {
-    if !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c))
-    {
-        word.to_string()
+/// The program of `launch` with its arguments, the trial's variables and the launch's own, and
+/// its output and errors in files (one file opened once when they are the same).
+fn command(
+    launch: &Launch,
+    vars: &[(String, String)],
+    out: &Path,
+    err: &Path,
+) -> Result<std::process::Command, Failure> {
+    let create = |p: &Path| {
+        std::fs::File::create(p).map_err(|e| fail(format!("cannot create {}: {e}", p.display())))
+    };
+    let out_file = create(out)?;
+    let err_file = if err == out {
+        out_file
+            .try_clone()
+            .map_err(|e| fail(format!("cannot share {}: {e}", out.display())))?
     } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+        create(err)?
+    };
+    let mut c = std::process::Command::new(&launch.program);
+    c.args(&launch.args)
+        .envs(with_env(vars, launch))
+        .stdout(out_file)
+        .stderr(err_file);
+    Ok(c)
 }
 
-/// The shell command that starts `launch` with its output and errors in files.
-fn command(launch: &Launch, out: &Path, err: &Path) -> String {
-    let mut s = format!("exec {}", sh(&launch.program.display().to_string()));
-    for a in &launch.args {
-        s.push(' ');
-        s.push_str(&sh(a));
-    }
-    let s = format!(
-        "{s} >{} 2>{}",
-        sh(&out.display().to_string()),
-        sh(&err.display().to_string())
-    );
-    match &launch.before {
-        Some(before) => format!("{before} && {s}"),
-        None => s,
+/// What is done in the program's own process first: its namespace's sysctls, and the
+/// descriptors it inherits.
+fn setup(launch: &Launch, keep: Vec<std::os::fd::RawFd>) -> Setup {
+    Setup {
+        keep,
+        sysctls: launch.sysctls.clone(),
     }
 }
 
@@ -291,13 +295,29 @@ pub fn command_lines(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> (
     let line = |l: &Launch| {
         let mut words = vec![sh(&l.program.display().to_string())];
         words.extend(l.args.iter().map(|a| sh(a)));
-        let line = words.join(" ");
-        match &l.before {
-            Some(b) => format!("{b} && {line}"),
-            None => line,
-        }
+        // the sysctls it writes first, as the shell would
+        let mut parts: Vec<String> = l
+            .sysctls
+            .iter()
+            .map(|(path, value)| format!("echo {} > {}", sh(value), sh(path)))
+            .collect();
+        parts.push(words.join(" "));
+        parts.join(" && ")
     };
     (line(&p.server), line(&p.client))
+}
+
+/// Quotes a word for a shell.
+fn sh(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// What the workload's functions know of this trial.
@@ -389,16 +409,17 @@ fn execute(
         .then(HeldInotify::new)
         .transpose()
         .map_err(|e| fail(format!("cannot make an inotify instance: {e}")))?;
-    let mut server_env = with_env(&vars, &server_launch);
-    server_env.extend(inotify.as_ref().map(HeldInotify::var));
-    let mut server = Process::spawn_keeping(
+    let mut server_cmd = command(&server_launch, &vars, &server_log, &server_log)?;
+    server_cmd.envs(inotify.as_ref().map(HeldInotify::var));
+    let mut server = Process::start(
         topo.ns(Side::Server),
         "server",
-        &command(&server_launch, &server_log, &server_log),
-        &server_env,
+        server_cmd,
         Mode::Background,
-        Stdio::inherit(),
-        &inotify.iter().map(HeldInotify::raw).collect::<Vec<_>>(),
+        &setup(
+            &server_launch,
+            inotify.iter().map(HeldInotify::raw).collect(),
+        ),
     )
     .map_err(|e| fail(format!("cannot start the server: {e}")))?;
     // the server's log tells when it listens
@@ -431,9 +452,9 @@ fn execute(
     let timeout = workload.timeout(&t);
     let (status, timed) = match phase {
         ClientPhase::Once(_) => {
-            let client_cmd = command(&client_launch, &client_out, &client_log);
-            let vars = with_env(&vars, &client_launch);
-            (run_client(&topo, &vars, &client_cmd, timeout, stop)?, None)
+            let client_cmd = command(&client_launch, &vars, &client_out, &client_log)?;
+            let setup = setup(&client_launch, Vec::new());
+            (run_client(&topo, client_cmd, &setup, timeout, stop)?, None)
         }
         ClientPhase::Timed {
             connections,
@@ -499,13 +520,19 @@ fn execute(
 /// Runs the client to its end, or until `timeout` (then stopped: `None`).
 fn run_client(
     topo: &Topology,
-    vars: &[(String, String)],
-    cmd: &str,
+    cmd: std::process::Command,
+    setup: &Setup,
     timeout: Duration,
     stop: &AtomicBool,
 ) -> Result<Option<std::process::ExitStatus>, Failure> {
-    let mut client = Process::spawn(topo.ns(Side::Client), "client", cmd, vars, Mode::Background)
-        .map_err(|e| fail(format!("cannot start the client: {e}")))?;
+    let mut client = Process::start(
+        topo.ns(Side::Client),
+        "client",
+        cmd,
+        Mode::Background,
+        setup,
+    )
+    .map_err(|e| fail(format!("cannot start the client: {e}")))?;
     let deadline = Instant::now() + timeout;
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -546,12 +573,12 @@ fn timed_clients(
     let mut logs = Vec::new();
     for i in 0..connections {
         let log = dir.join(format!("client-{i}.log"));
-        let c = Process::spawn(
+        let c = Process::start(
             topo.ns(Side::Client),
             &format!("client {i}"),
-            &command(launch, Path::new("/dev/null"), &log),
-            &with_env(vars, launch),
+            command(launch, vars, Path::new("/dev/null"), &log)?,
             Mode::Background,
+            &setup(launch, Vec::new()),
         )
         .map_err(|e| fail(format!("cannot start client {i}: {e}")))?;
         clients.push(c);

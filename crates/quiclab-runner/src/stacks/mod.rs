@@ -260,8 +260,8 @@ pub struct Launch {
     pub args: Vec<String>,
     /// Variables set for it besides the trial's own.
     pub env: Vec<(String, String)>,
-    /// A shell command run in its namespace just before it (e.g. a sysctl of that namespace).
-    pub before: Option<String>,
+    /// Sysctls of its namespace written just before it starts: (path under /proc/sys, value).
+    pub sysctls: Vec<(String, String)>,
     /// It is handed an inotify instance that the trial holds until it has stopped
     /// ([`quiclab_netns::watch`]), so that its exit does not wait for the kernel's close of
     /// one: for a program that watches a directory (an external stack's qlog files).

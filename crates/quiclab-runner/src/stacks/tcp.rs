@@ -17,7 +17,9 @@ pub struct Tcp;
 /// its clients and servers) before the server starts.
 pub(crate) fn with_fast_open(arm: &ArmStack, mut launch: Launch) -> Launch {
     if arm.knob("tfo") == Some("true") {
-        launch.before = Some(format!("echo 3 > {FASTOPEN_SYSCTL}"));
+        launch
+            .sysctls
+            .push((FASTOPEN_SYSCTL.to_string(), "3".to_string()));
     }
     launch
 }
