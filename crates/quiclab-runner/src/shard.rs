@@ -82,6 +82,16 @@ fn group_key(spec: &TrialSpec) -> (u32, usize, u64) {
     )
 }
 
+/// How many pairing groups `specs` make: no split into more shards than this gives every
+/// shard a trial.
+pub fn groups(specs: &[TrialSpec]) -> usize {
+    specs
+        .iter()
+        .map(group_key)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+}
+
 /// The shard (0-based) of each of `specs` when the plan is split into `count` shards.
 pub fn assign(plan: &Plan, specs: &[TrialSpec], count: usize) -> Vec<usize> {
     let count = count.max(1);
@@ -195,6 +205,32 @@ mod tests {
                 .fold((f64::MAX, 0.0_f64), |(a, b), &l| (a.min(l), b.max(l)));
             assert!(hi - lo <= biggest_group, "{count} shards: {loads:?}");
         }
+    }
+
+    #[test]
+    fn shards_beyond_the_groups_are_empty_and_those_within_are_not() {
+        let plan = www21();
+        let specs = expand(&plan);
+        let g = groups(&specs);
+        // an iteration's arms pair within a condition and size
+        let arms = plan.arms.len();
+        assert_eq!(g * arms, specs.len(), "{g} groups of {arms} arms");
+        // take the first two groups only: a split into 3 leaves one shard empty
+        let keys: Vec<_> = specs.iter().map(group_key).collect();
+        let mut firsts = keys.clone();
+        firsts.sort_unstable();
+        firsts.dedup();
+        let two: Vec<TrialSpec> = specs
+            .iter()
+            .filter(|s| firsts[..2].contains(&group_key(s)))
+            .cloned()
+            .collect();
+        assert_eq!(groups(&two), 2);
+        let sizes: Vec<usize> = (1..=3)
+            .map(|k| select(&plan, two.clone(), Shard { index: k, count: 3 }).len())
+            .collect();
+        assert_eq!(sizes.iter().filter(|n| **n == 0).count(), 1, "{sizes:?}");
+        assert_eq!(sizes.iter().sum::<usize>(), two.len());
     }
 
     #[test]

@@ -118,10 +118,23 @@ pub struct MergeCmd {
 
 pub fn merge(c: MergeCmd) -> anyhow::Result<i32> {
     let out = crate::out::Out::new(c.json);
-    let summary = {
+    let new_out = !c.out.exists();
+    let merged = {
         // held while merging: a run or another merge into OUT is refused meanwhile
         let _lock = Store::lock(&c.out)?;
-        quiclab_store::merge::merge(&c.out, &c.dirs)?
+        quiclab_store::merge::merge(&c.out, &c.dirs)
+    };
+    let summary = match merged {
+        Ok(s) => s,
+        Err(e) => {
+            if new_out {
+                // a refused merge leaves no directory it made: its lock file, then the
+                // directory if nothing else is in it
+                let _ = std::fs::remove_file(c.out.join(quiclab_store::LOCK_FILE));
+                let _ = std::fs::remove_dir(&c.out);
+            }
+            return Err(e.into());
+        }
     };
     for s in &summary.shards {
         out.line(format!(
@@ -523,11 +536,17 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     });
     let specs = quiclab_runner::expand::expand(&plan);
     let trials = specs.len();
+    let groups = quiclab_runner::shard::groups(&specs);
     let specs = match c.shard {
         Some(shard) => quiclab_runner::shard::select(&plan, specs, shard),
         None => specs,
     };
     let shard_note = match c.shard {
+        // more shards than groups: the extra ones have nothing to run (and say why)
+        Some(shard) if specs.is_empty() => format!(
+            " (shard {shard}: none of them: the plan's trials make {groups} groups that each \
+             stay on one host, so no shard beyond {groups} has any)"
+        ),
         Some(shard) => format!(
             " (shard {shard}: {} of them, about {:.0} s of transfers)",
             specs.len(),

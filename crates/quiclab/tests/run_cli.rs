@@ -765,4 +765,20 @@ fn shards_split_the_plan_into_parts_that_keep_pairs_together() {
         )),
         "{err}"
     );
+    // the refused merge leaves nothing where it would have written
+    assert!(
+        !dir.join("mixed").exists(),
+        "a refused merge left its output"
+    );
+    // a shard beyond the plan's 6 pairing groups has nothing to run, and says why
+    let o = run_plan(&p, &dir.join("shard-7"), "1")
+        .args(["--shard", "7/7", "--dry-run"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("(shard 7/7: none of them: the plan's trials make 6 groups"),
+        "{err}"
+    );
 }
