@@ -333,7 +333,8 @@ pub fn auto_ceiling(plan: &Plan) -> usize {
     }
 }
 
-fn cores() -> usize {
+/// The CPUs this process may run on (1 when unknown).
+pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

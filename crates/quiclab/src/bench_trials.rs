@@ -47,14 +47,9 @@ fn plan_text(iterations: u32, externals: &[&str]) -> String {
     s
 }
 
-/// The nearest-rank quantile `q` of `v` (sorted here).
-fn quantile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
+/// The `q` quantile of `v` (as the report computes them); NaN for no values.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    quiclab_report::stats::quantile(v, q).unwrap_or(f64::NAN)
 }
 
 /// The phases a row shows, as the trial records them, and their column titles.
@@ -122,11 +117,11 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
                 ttlb.push(t);
                 overhead.push(record.wall_ms - t);
             }
-            let medians: Vec<f64> = phases.iter_mut().map(|v| quantile(v, 0.5)).collect();
+            let medians: Vec<f64> = phases.iter().map(|v| quantile(v, 0.5)).collect();
             let (t, o, o90) = (
-                quantile(&mut ttlb, 0.5),
-                quantile(&mut overhead.clone(), 0.5),
-                quantile(&mut overhead, 0.9),
+                quantile(&ttlb, 0.5),
+                quantile(&overhead, 0.5),
+                quantile(&overhead, 0.9),
             );
             out.line(format!(
                 "             {:<16} {:>7.1} {:>7.1} {:>11.1} {:>6.1} {:>8.1} {:>6.1} | {:>8.1} {:>8.1}",

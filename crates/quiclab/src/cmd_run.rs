@@ -294,9 +294,7 @@ fn provenance(jobs: &Jobs) -> Vec<(String, String)> {
         ("cpu".into(), cpu),
         (
             "cpus".into(),
-            std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .to_string(),
+            campaign::cores().to_string(),
         ),
         ("jobs".into(), jobs.to_string()),
         ("load average".into(), read("/proc/loadavg")),
@@ -483,7 +481,7 @@ impl Progress for Bar {
         let why = match why {
             Change::Up { per_trial_cores } => share(*per_trial_cores),
             Change::Down { per_trial_cores } => {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                let cores = campaign::cores();
                 format!(
                     "{}; the host kept at most {:.0} % busy",
                     share(*per_trial_cores),
@@ -628,7 +626,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         .filter_map(|c| c.rate_bps())
         .max()
         .unwrap_or(0);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = campaign::cores();
     // a fixed number is the user's: say when it may skew results (automatic jobs measure)
     let fixed = match jobs {
         Jobs::Fixed(n) => n,
