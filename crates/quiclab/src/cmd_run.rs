@@ -292,10 +292,7 @@ fn provenance(jobs: &Jobs) -> Vec<(String, String)> {
         ("host".into(), hostname()),
         ("kernel".into(), read("/proc/sys/kernel/osrelease")),
         ("cpu".into(), cpu),
-        (
-            "cpus".into(),
-            campaign::cores().to_string(),
-        ),
+        ("cpus".into(), campaign::cores().to_string()),
         ("jobs".into(), jobs.to_string()),
         ("load average".into(), read("/proc/loadavg")),
     ];
