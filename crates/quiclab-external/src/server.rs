@@ -209,7 +209,7 @@ impl Server {
 
     /// Runs until `stop` is set or the program exits; the program's exit status if it did.
     /// Woken at once by the program's exit and by `woken` becoming readable (the pipe a signal
-    /// handler writes to after setting `stop`), else every [`STOP_CHECK`] to look at `stop`.
+    /// handler writes to after setting `stop`), else every 2 ms to look at `stop`.
     pub fn wait(
         &mut self,
         stop: &AtomicBool,

@@ -32,7 +32,7 @@ impl HeldInotify {
     }
 
     /// Its descriptor: to be kept open across the exec of the process it is handed to
-    /// ([`crate::Process::spawn_keeping`]), named by [`INOTIFY_FD_VAR`].
+    /// ([`crate::Setup::keep`] of [`crate::Process::start`]), named by [`INOTIFY_FD_VAR`].
     pub fn raw(&self) -> RawFd {
         self.0.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
