@@ -233,6 +233,14 @@ fn parse_index_list(key: &str, value: &str) -> Result<Vec<u64>, ConfigError> {
 }
 
 impl DirectionConfig {
+    /// The shortest time a packet can take through this direction, queueing aside: the delay
+    /// less the jitter (a draw of `-jitter`), never below zero. Nothing else lets a packet
+    /// through sooner: reordering only holds packets back, a trace or rate only queues them,
+    /// an outage drops them.
+    pub fn fastest_delay(&self) -> Duration {
+        self.delay.saturating_sub(self.jitter)
+    }
+
     /// Whether a packet can be held to a later time: by a rate or trace (serialisation and
     /// queueing), a delay, jitter or reordering. Without any, every packet the direction does not
     /// drop leaves the moment it arrives.
@@ -449,10 +457,17 @@ impl LinkConfig {
         }
     }
 
-    /// The smallest round-trip time the link allows: both propagation delays, no queueing and
-    /// no jitter.
+    /// The link's nominal minimum round-trip time: both propagation delays, no queueing and
+    /// no jitter. What an RTT is counted in (handshake round trips, timeouts).
     pub fn min_rtt(&self) -> Duration {
         self.up.delay + self.down.delay
+    }
+
+    /// The smallest round trip the link can deliver: both directions' fastest passage
+    /// ([`DirectionConfig::fastest_delay`]). An RTT sample below it is physically impossible;
+    /// one between it and [`LinkConfig::min_rtt`] is jitter at work.
+    pub fn rtt_floor(&self) -> Duration {
+        self.up.fastest_delay() + self.down.fastest_delay()
     }
 
     /// The bottleneck rate: the slower direction's, bit/s; `None` when neither has a rate.

@@ -298,3 +298,60 @@ fn a_copy_draws_its_own_jitter() {
     assert!(pairs.len() > n / 5);
     assert!(pairs.iter().all(|t| t[0] != t[1]));
 }
+
+#[test]
+fn no_packet_passes_sooner_than_the_direction_s_fastest_delay_and_some_come_close() {
+    // The floor an impossible-RTT check uses: delay less jitter. Jitter that keeps order, jitter
+    // that reorders, explicit reordering and a rate with its queue must never beat it; with
+    // U(-5, +5) ms draws over 2,000 packets the fastest comes within 10 ms * 5 / 2000 = 25 us of
+    // it, but for a chance of (1 - 5/2000)^2000 < 0.7 % (the draws are seeded: fixed here).
+    // Behind a rate, each packet also takes its serialisation: 200 bytes at 10 Mbit/s, 160 us.
+    let arrivals = periodic(2_000, Duration::ZERO, ms(25), 200);
+    for (pairs, serialisation) in [
+        (vec![("delay", "20ms"), ("jitter", "5ms")], us(0)),
+        (
+            vec![
+                ("delay", "20ms"),
+                ("jitter", "5ms"),
+                ("jitter-reorders", "true"),
+            ],
+            us(0),
+        ),
+        (
+            vec![("delay", "20ms"), ("jitter", "5ms"), ("reorder", "10%")],
+            us(0),
+        ),
+        (
+            vec![("delay", "20ms"), ("jitter", "5ms"), ("rate", "10mbit")],
+            us(160),
+        ),
+        // jitter beyond the delay: the floor is zero, and a packet never leaves before it came
+        (vec![("delay", "3ms"), ("jitter", "5ms")], us(0)),
+    ] {
+        let floor = config(&pairs, "").fastest_delay();
+        let run = run_all_ways(|| pipeline(&pairs, 33, false), &arrivals);
+        let fastest = departures(&run)
+            .iter()
+            .zip(&arrivals)
+            .map(|(d, a)| *d - a.at)
+            .min()
+            .expect("packets");
+        // Duration::from_secs_f64 may round a draw of exactly -jitter a nanosecond down
+        assert!(
+            fastest + ns(1) >= floor,
+            "{pairs:?}: {fastest:?} < {floor:?}"
+        );
+        assert!(
+            fastest <= floor + serialisation + us(25),
+            "{pairs:?}: fastest {fastest:?}, floor {floor:?}"
+        );
+    }
+    assert_eq!(
+        config(&[("delay", "20ms"), ("jitter", "5ms")], "").fastest_delay(),
+        ms(15)
+    );
+    assert_eq!(
+        config(&[("delay", "3ms"), ("jitter", "5ms")], "").fastest_delay(),
+        ms(0)
+    );
+}

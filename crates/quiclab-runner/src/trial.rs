@@ -257,7 +257,7 @@ fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
     let endpoint = Endpoint {
         bin,
         cert: &cert,
-        path_min_rtt: plan.conditions[spec.condition].link.min_rtt(),
+        path_min_rtt: plan.conditions[spec.condition].link.rtt_floor(),
         qlog_dir: workload.keeps_packets().then_some(dir),
         dir,
         objects: &spec.requests,

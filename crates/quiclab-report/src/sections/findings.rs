@@ -514,7 +514,8 @@ fn flags(an: &Analysis, out: &mut Vec<Finding>) {
                 weight: imp_trials as f64 / n_ok.max(1) as f64 + 1.0,
                 html: format!(
                     "<span class=\"flag\">Impossible RTT samples:</span> {} measured round \
-                     trips shorter than the path's minimum RTT in {imp_trials} of {n_ok} \
+                     trips shorter than the smallest round trip the link can deliver (its delays \
+                     less their jitter) in {imp_trials} of {n_ok} \
                      trials ({imp_samples} sample{}; under {}). Such a sample is wrong (e.g. an \
                      acknowledgement matched to the wrong transmission), and a controller that \
                      trusts it, such as BBR's minimum-RTT filter, may pace too slowly.",

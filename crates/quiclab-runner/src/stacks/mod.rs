@@ -210,7 +210,8 @@ pub struct Endpoint<'a> {
     pub bin: &'a Path,
     /// The server writes its certificate here; the client trusts it.
     pub cert: &'a Path,
-    /// The path's physical minimum RTT: RTT samples below it are impossible.
+    /// The smallest round trip the path can deliver (`LinkConfig::rtt_floor`: jitter counted):
+    /// RTT samples below it are impossible.
     pub path_min_rtt: Duration,
     /// Where a qlog per QUIC connection goes; `None` keeps none.
     pub qlog_dir: Option<&'a Path>,
