@@ -121,9 +121,12 @@ pub fn run(a: Args) -> Result<(), String> {
     let (mut established, mut early) = (false, false);
     event("start");
     super::flush(&mut conn, &socket, &mut out)?;
+    let mut acks = AckPolicy::default();
     while !conn.is_closed() {
         if conn.is_established() && !established {
             established = true;
+            // the handshake's last flight goes at once
+            acks.force();
             if by_address
                 && !conn
                     .peer_cert()
@@ -156,6 +159,7 @@ pub fn run(a: Args) -> Result<(), String> {
             ];
             c.send_request(&mut conn, &req, true)
                 .map_err(|e| format!("sending the request: {e}"))?;
+            acks.force();
             if early {
                 event("0-RTT sent");
             }
@@ -197,7 +201,10 @@ pub fn run(a: Args) -> Result<(), String> {
                 }
             }
         }
-        super::flush(&mut conn, &socket, &mut out)?;
+        if acks.due(Instant::now()) || !conn.is_established() || done {
+            super::flush(&mut conn, &socket, &mut out)?;
+            acks.sent();
+        }
         // The response is whole and the CONNECTION_CLOSE sent: the closing state that follows
         // (three PTOs, in which quiche would answer a late packet with the close again) tells
         // the server nothing it does not already know, and a one-shot client need not sit it
@@ -208,15 +215,24 @@ pub fn run(a: Args) -> Result<(), String> {
         if Instant::now() > deadline {
             return Err(format!("no response within {} s", a.timeout));
         }
+        let now = Instant::now();
         let wait = conn.timeout().unwrap_or(Duration::from_millis(100));
+        let wait = acks
+            .deadline()
+            .map_or(wait, |d| wait.min(d.saturating_duration_since(now)));
         match super::receive(&socket, &mut buf, wait)? {
             Some((len, from)) => {
                 let info = quiche::RecvInfo { from, to: local };
                 if let Err(e) = conn.recv(&mut buf[..len], info) {
                     return Err(format!("receiving: {e}"));
                 }
+                acks.received(Instant::now());
             }
-            None => conn.on_timeout(),
+            // one of quiche's timers fired (it does nothing if none did), or the ACK is due
+            None => {
+                conn.on_timeout();
+                acks.force();
+            }
         }
     }
     if done {
@@ -251,4 +267,47 @@ fn pem_certificates(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
         return Err(format!("{}: no certificate", path.display()));
     }
     Ok(certs)
+}
+
+/// When the client hands quiche's packets to the socket once the handshake is done. quiche
+/// acknowledges whatever arrived each time its application asks it for packets to send, and
+/// leaves when to ask to the application: asked after every datagram, it acknowledges each
+/// packet on its own (one ACK per data packet, twice RFC 9000's recommendation). This policy
+/// follows RFC 9000 s13.2.2: send once two packets have arrived since the last send, or
+/// `max_ack_delay` (quiche's default of 25 ms, which it advertises to the server) after the
+/// first of them, and at once when one of quiche's own timers fires.
+#[derive(Default)]
+struct AckPolicy {
+    /// Packets received since the last send, and when the first of them came.
+    pending: u32,
+    since: Option<Instant>,
+    /// Send at the next turn whatever the count.
+    now: bool,
+}
+
+/// The advertised `max_ack_delay` (quiche's default transport parameter).
+const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
+
+impl AckPolicy {
+    fn received(&mut self, at: Instant) {
+        self.pending += 1;
+        self.since.get_or_insert(at);
+    }
+
+    fn force(&mut self) {
+        self.now = true;
+    }
+
+    /// When the packets received must be acknowledged at the latest.
+    fn deadline(&self) -> Option<Instant> {
+        self.since.map(|t| t + MAX_ACK_DELAY)
+    }
+
+    fn due(&self, now: Instant) -> bool {
+        self.now || self.pending >= 2 || self.deadline().is_some_and(|d| now >= d)
+    }
+
+    fn sent(&mut self) {
+        *self = AckPolicy::default();
+    }
 }

@@ -102,19 +102,28 @@ fn key_log(conn: &mut quiche::Connection) {
 /// here would add the wait to its RTT samples. Honouring it needs the kernel's SO_TXTIME (and
 /// the fq qdisc), as in quiche's own apps; like their default, this driver does not pace.
 fn flush(conn: &mut quiche::Connection, socket: &UdpSocket, out: &mut [u8]) -> Result<(), String> {
-    loop {
-        let (len, info) = match conn.send(out) {
-            Ok(v) => v,
-            Err(quiche::Error::Done) => return Ok(()),
-            Err(e) => return Err(format!("sending: {e}")),
-        };
-        match socket.send_to(&out[..len], info.to) {
-            Ok(_) => {}
-            // a full socket buffer drops the packet: QUIC's loss recovery repairs it
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(format!("sending to {}: {e}", info.to)),
-        }
+    while send_one(conn, socket, out)?.is_some() {}
+    Ok(())
+}
+
+/// Sends the connection's next packet, if it has one: its size.
+fn send_one(
+    conn: &mut quiche::Connection,
+    socket: &UdpSocket,
+    out: &mut [u8],
+) -> Result<Option<usize>, String> {
+    let (len, info) = match conn.send(out) {
+        Ok(v) => v,
+        Err(quiche::Error::Done) => return Ok(None),
+        Err(e) => return Err(format!("sending: {e}")),
+    };
+    match socket.send_to(&out[..len], info.to) {
+        Ok(_) => {}
+        // a full socket buffer drops the packet: QUIC's loss recovery repairs it
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) => return Err(format!("sending to {}: {e}", info.to)),
     }
+    Ok(Some(len))
 }
 
 /// What a connection records: its key log, and its qlog into `dir` (none without a directory).

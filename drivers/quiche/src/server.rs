@@ -1,7 +1,7 @@
 //! The server: every connection on one UDP socket, each request answered from the documents
 //! directory, responses scheduled by quiche's RFC 9218 scheduler.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Component, Path, PathBuf};
@@ -54,6 +54,12 @@ struct Client {
     conn: quiche::Connection,
     h3: Option<quiche::h3::Connection>,
     responses: HashMap<u64, Response>,
+    /// The streams of responses not yet wholly sent: quiche keeps a stream until its peer has
+    /// acknowledged all of it, and holds what the application handed it until it can send it.
+    sending: BTreeSet<u64>,
+    /// Bytes the congestion window had room for when the last packet came in, less what was
+    /// sent since (see [`send_full`]); `None` while no response is under way.
+    room: Option<usize>,
 }
 
 /// Bytes read from a file per turn.
@@ -95,7 +101,7 @@ pub fn run(a: Args) -> Result<(), String> {
             .min(Duration::from_millis(50));
         let started = Instant::now();
         match super::receive(&socket, &mut buf, wait)? {
-            None => clients.values_mut().for_each(|c| c.conn.on_timeout()),
+            None => clients.values_mut().for_each(Client::on_timeout),
             Some((len, from)) => {
                 let pkt = &mut buf[..len];
                 let Ok(hdr) = quiche::Header::from_slice(pkt, quiche::MAX_CONN_ID_LEN) else {
@@ -134,6 +140,8 @@ pub fn run(a: Args) -> Result<(), String> {
                             conn,
                             h3: None,
                             responses: HashMap::new(),
+                            sending: BTreeSet::new(),
+                            room: None,
                         },
                     );
                     id.to_vec()
@@ -145,16 +153,17 @@ pub fn run(a: Args) -> Result<(), String> {
                 if client.conn.recv(pkt, info).is_err() {
                     continue;
                 }
+                client.room = room(client);
                 serve(client, &h3_config, &a.htdocs, honour);
             }
         }
         // timers that expired while a datagram kept the socket busy
         if started.elapsed() >= wait {
-            clients.values_mut().for_each(|c| c.conn.on_timeout());
+            clients.values_mut().for_each(Client::on_timeout);
         }
         for c in clients.values_mut() {
             serve(c, &h3_config, &a.htdocs, honour);
-            super::flush(&mut c.conn, &socket, &mut out)?;
+            send_full(c, &socket, &mut out)?;
         }
         clients.retain(|_, c| !c.conn.is_closed());
         aliases.retain(|_, k| clients.contains_key(k));
@@ -164,6 +173,66 @@ pub fn run(a: Args) -> Result<(), String> {
         let _ = c.conn.close(true, 0x100, b"server stopping");
         super::flush(&mut c.conn, &socket, &mut out)?;
     }
+    Ok(())
+}
+
+impl Client {
+    /// quiche's timers (it does nothing if none fired). What they send (a probe, a packet's
+    /// repair) goes as quiche builds it: a probe is sent whatever the window's room.
+    fn on_timeout(&mut self) {
+        if self.conn.timeout().is_some_and(|t| t.is_zero()) {
+            self.conn.on_timeout();
+            self.room = None;
+        }
+    }
+}
+
+/// The room the congestion window has once a packet came in: quiche's send capacity (the
+/// window's room, as the stream-data bytes the application may hand over) just after `recv`,
+/// before anything is written; `None` while no response is under way.
+fn room(c: &mut Client) -> Option<usize> {
+    let conn = &mut c.conn;
+    let mut room = None;
+    // a stream quiche no longer has (all of it acknowledged, or reset) is done
+    c.sending.retain(|s| match conn.stream_capacity(*s) {
+        Ok(cap) => {
+            room = room.max(Some(cap));
+            true
+        }
+        Err(_) => false,
+    });
+    room
+}
+
+/// Sends what the connection has to send, but while a response is under way only whole
+/// packets: once the window has room for less than a full packet, the rest waits for the next
+/// acknowledgement, as a TCP sender counting its window in segments waits.
+///
+/// quiche builds a packet of whatever the window has room for, down to a few bytes. Its window
+/// grows by a quarter packet an acknowledgement in HyStart++'s conservative slow start, and by
+/// odd amounts in recovery, so a sender that sends whenever the window opens makes small
+/// packets; once acknowledged, each small packet frees room for one more of its size, and
+/// they never die out (half of a 5 MB download's packets were under 700 bytes).
+///
+/// A window left with room is taken by quiche for an application with nothing to send, and
+/// then it does not grow: the last, too short buffer tells quiche that the window is what
+/// stops it (quiche's own path for "cwnd almost full", which marks the sender not
+/// application-limited).
+fn send_full(c: &mut Client, socket: &UdpSocket, out: &mut [u8]) -> Result<(), String> {
+    let Some(mut room) = c.room else {
+        return super::flush(&mut c.conn, socket, out);
+    };
+    while room >= out.len() {
+        match super::send_one(&mut c.conn, socket, out)? {
+            Some(len) => room -= len.min(room),
+            None => break,
+        }
+    }
+    if room < out.len() {
+        // a buffer shorter than any packet's overhead: quiche sends nothing
+        let _ = c.conn.send(&mut out[..1]);
+    }
+    c.room = Some(room);
     Ok(())
 }
 
@@ -191,6 +260,7 @@ fn serve(c: &mut Client, h3_config: &quiche::h3::Config, htdocs: &Path, honour: 
                 let priority = quiche::h3::Priority::new(u, i);
                 let _ = c.conn.stream_shutdown(stream, quiche::Shutdown::Read, 0);
                 c.responses.insert(stream, respond(&list, htdocs, priority));
+                c.sending.insert(stream);
             }
             Ok((stream, quiche::h3::Event::PriorityUpdate)) => {
                 let update = h3.take_last_priority_update(stream);
