@@ -14,7 +14,8 @@
 //! - A sample is emitted per distinct event time that changed something (the log's resolution
 //!   is the implementation's: ngtcp2 writes whole milliseconds), marked a congestion event when
 //!   the congestion window shrank.
-//! - An RTT sample is one acknowledgement's `latest_rtt`; it is impossible when it is below the
+//! - An RTT sample is one acknowledgement's `latest_rtt` (logged with the acknowledgement, or a
+//!   value other than the last); it is impossible when it is below the
 //!   path's minimum RTT by more than the log's resolution (1 ms).
 //! - Times become CLOCK_MONOTONIC microseconds by adding the connection's start (`anchor_us`),
 //!   which the caller knows (when the file was created).
@@ -228,8 +229,11 @@ pub fn timeline(
                     st.in_flight = Some(f);
                 }
                 if let Some(r) = data["latest_rtt"].as_f64().filter(|r| *r > 0.0) {
-                    // a new sample follows an acknowledgement at the same time
-                    if last_ack_at == Some(time) {
+                    // A new sample follows an acknowledgement at the same time (ngtcp2,
+                    // quiche), or is logged just before it (quic-go): a value other than the
+                    // last one is new too. Implementations repeat the last sample in later
+                    // updates; those are not counted again.
+                    if last_ack_at == Some(time) || st.rtt_ms != Some(r) {
                         last_ack_at = None;
                         if let Some(floor) = path_min_rtt_us
                             && (r + 1.0) * 1000.0 < floor as f64
@@ -366,6 +370,33 @@ mod tests {
         ]);
         let t = timeline(&text, 0, 0, Some(50_000)).unwrap();
         // 20 ms is impossible on a 50 ms path; 49 ms is within the log's millisecond
+        assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
+        // quic-go logs the sample just before the acknowledgement, and repeats it in later
+        // updates: counted once
+        let text = seq(&[
+            HEADER,
+            &sent(0, 0, 0, 100),
+            &sent(0, 1, 100, 100),
+            &metrics(20, 14_000, 100, 20),
+            &ack(21, "[[0]]"),
+            &metrics(22, 14_000, 100, 20),
+            &metrics(69, 14_000, 0, 49),
+            &ack(70, "[[1]]"),
+        ]);
+        let t = timeline(&text, 0, 0, Some(50_000)).unwrap();
+        assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
+        // with jitter the floor is lower (both delays less their jitter): 44 ms is possible on
+        // a path of 25 ms +- 5 ms each way, 38 ms is not
+        let text = seq(&[
+            HEADER,
+            &sent(0, 0, 0, 100),
+            &sent(0, 1, 100, 100),
+            &ack(44, "[[0]]"),
+            &metrics(44, 14_000, 100, 44),
+            &ack(60, "[[1]]"),
+            &metrics(60, 14_000, 0, 38),
+        ]);
+        let t = timeline(&text, 0, 0, Some(40_000)).unwrap();
         assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
         assert!(timeline(b"\x1e{\"x\":1}", 0, 0, None).is_err());
     }

@@ -4,12 +4,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
 mod common;
-use common::{QUICLAB, assert_root, link};
+use common::{QUICLAB, assert_root, link, tshark};
 
 /// The secrets of a key log (NSS format) with the given label, as (client random, secret).
 fn secrets(path: &Path, label: &str) -> BTreeSet<String> {
@@ -29,32 +28,6 @@ fn qlog(path: &Path) -> Vec<Value> {
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .map(|r| serde_json::from_str(r).unwrap_or_else(|e| panic!("{r}: {e}")))
-        .collect()
-}
-
-/// One field (or several, separated by spaces) of every packet of the capture that matches
-/// `filter`, decrypted with `keys` if given.
-fn tshark(pcap: &Path, keys: Option<&Path>, filter: &str, field: &str) -> Vec<String> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(pcap);
-    if let Some(k) = keys {
-        cmd.arg("-o")
-            .arg(format!("tls.keylog_file:{}", k.display()));
-    }
-    cmd.args(["-Y", filter, "-T", "fields"]);
-    for f in field.split(' ') {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("tshark runs (the tshark package)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
         .collect()
 }
 

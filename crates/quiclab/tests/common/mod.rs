@@ -253,3 +253,34 @@ fn watch_cpu(cpu: usize, stop: &std::sync::atomic::AtomicBool) -> u64 {
     }
     worst
 }
+
+/// One field (or several, separated by spaces) of every packet of the capture that matches
+/// `filter`, decrypted with `keys` if given.
+pub fn tshark(
+    pcap: &std::path::Path,
+    keys: Option<&std::path::Path>,
+    filter: &str,
+    field: &str,
+) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(pcap);
+    if let Some(k) = keys {
+        cmd.arg("-o")
+            .arg(format!("tls.keylog_file:{}", k.display()));
+    }
+    cmd.args(["-Y", filter, "-T", "fields"]);
+    for f in field.split(' ') {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark runs (the tshark package)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
