@@ -301,6 +301,7 @@ fn sample(conn: &quiclab_coded::Connection, state: &mut ServerConn) -> TimelineS
         impossible_rtt_samples: None,
         busy_rtt_samples: None,
         first_loss_offset: None,
+        resent_bytes: None,
         udp_payload: None,
     }
 }

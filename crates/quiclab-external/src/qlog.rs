@@ -79,6 +79,11 @@ struct State {
 
 /// The events of a JSON-SEQ qlog file after its header, checked (see the module's contract).
 fn events(text: &[u8]) -> Result<impl Iterator<Item = Value> + '_, QlogError> {
+    Ok(header_and_events(text)?.1)
+}
+
+/// The header of a JSON-SEQ qlog file, checked, and its events.
+fn header_and_events(text: &[u8]) -> Result<(Value, impl Iterator<Item = Value> + '_), QlogError> {
     let mut records = text
         .split(|b| *b == 0x1e)
         .filter(|r| !r.iter().all(u8::is_ascii_whitespace))
@@ -93,7 +98,59 @@ fn events(text: &[u8]) -> Result<impl Iterator<Item = Value> + '_, QlogError> {
     {
         return Err(QlogError::TimeFormat(f.to_string()));
     }
-    Ok(records)
+    Ok((header, records))
+}
+
+/// What one connection's sender re-sent, from its qlog's `packet_sent` STREAM frames, and the
+/// losses it declared: the same account for every implementation whose qlog lists the frames
+/// of the packets it sends (quinn's, ngtcp2's, quiche's and quic-go's do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Resent {
+    /// The log's vantage point is the server (`trace.vantage_point.type`).
+    pub server: bool,
+    /// STREAM bytes sent at an offset of their stream already sent once (every stream).
+    pub bytes: u64,
+    /// The stream offset (HTTP/3 framing included) of the first byte re-sent on a
+    /// bidirectional stream (a request's or its response's); `None` if none was.
+    pub first_offset: Option<u64>,
+    /// Packets declared lost (`recovery:packet_lost`). `None` when the log shows data re-sent
+    /// but no loss declared: the implementation does not log its losses (quiche 0.24), and a
+    /// 0 would be a count it never gave.
+    pub packets_lost: Option<u64>,
+}
+
+/// The [`Resent`] account of one connection's qlog.
+pub fn resent(text: &[u8]) -> Result<Resent, QlogError> {
+    let (header, records) = header_and_events(text)?;
+    let mut out = Resent {
+        server: header["trace"]["vantage_point"]["type"] == "server",
+        ..Resent::default()
+    };
+    let mut sent: BTreeMap<u64, Ranges> = BTreeMap::new();
+    let mut lost = 0;
+    for ev in records {
+        match ev["name"].as_str() {
+            Some("transport:packet_sent") => {
+                for f in frames(&ev["data"]).filter(|f| f["frame_type"] == "stream") {
+                    let (Some(id), Some(len)) = (f["stream_id"].as_u64(), f["length"].as_u64())
+                    else {
+                        continue;
+                    };
+                    let off = f["offset"].as_u64().unwrap_or(0);
+                    let again = len - sent.entry(id).or_default().add(off, off + len);
+                    out.bytes += again;
+                    // bit 1 of a stream id marks a unidirectional stream (RFC 9000 s2.1)
+                    if again > 0 && id & 2 == 0 && out.first_offset.is_none() {
+                        out.first_offset = Some(off);
+                    }
+                }
+            }
+            Some("recovery:packet_lost") => lost += 1,
+            _ => {}
+        }
+    }
+    out.packets_lost = (lost > 0 || out.bytes == 0).then_some(lost);
+    Ok(out)
 }
 
 /// A packet the sender declared lost (`recovery:packet_lost`), with when it was sent.
@@ -264,6 +321,7 @@ pub fn timeline(
             impossible_rtt_samples: path_min_rtt_us.map(|_| st.impossible),
             busy_rtt_samples: None,
             first_loss_offset: None,
+            resent_bytes: None,
             udp_payload: None,
         };
         // one sample per time unless this one is a congestion event
@@ -399,6 +457,48 @@ mod tests {
         let t = timeline(&text, 0, 0, Some(40_000)).unwrap();
         assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
         assert!(timeline(b"\x1e{\"x\":1}", 0, 0, None).is_err());
+    }
+
+    #[test]
+    fn bytes_sent_again_are_counted_from_the_stream_frames_and_an_unlogged_loss_is_unknown() {
+        // stream 0: 0-1000 and 1000-2000 sent, then 500-1500 again (1000 bytes re-sent, the
+        // first at offset 500); stream 3 (unidirectional): 0-10 twice (10 bytes, no offset)
+        let uni = |t: u64, pn: u64| {
+            format!(
+                r#"{{"time":{t},"name":"transport:packet_sent","data":{{"frames":[{{"frame_type":"stream","stream_id":3,"offset":0,"length":10}}],"header":{{"packet_type":"1RTT","packet_number":{pn}}}}}}}"#
+            )
+        };
+        let lost = r#"{"time":30,"name":"recovery:packet_lost","data":{"header":{"packet_type":"1RTT","packet_number":1}}}"#;
+        let records = [
+            HEADER,
+            &uni(0, 0),
+            &sent(1, 1, 0, 1000),
+            &sent(2, 2, 1000, 1000),
+            &uni(3, 3),
+            &sent(40, 4, 500, 1000),
+        ];
+        let r = resent(&seq(&records)).unwrap();
+        assert_eq!(
+            r,
+            Resent {
+                server: true,
+                bytes: 1010,
+                first_offset: Some(500),
+                // data re-sent, no loss declared: the log does not say
+                packets_lost: None
+            }
+        );
+        let mut with_loss = records.to_vec();
+        with_loss.insert(5, lost);
+        let r = resent(&seq(&with_loss)).unwrap();
+        assert_eq!((r.bytes, r.packets_lost), (1010, Some(1)));
+        // nothing re-sent and nothing declared lost: a count of 0; a client's log is no server's
+        let client = HEADER.replace("server", "client");
+        let r = resent(&seq(&[&client, &sent(1, 1, 0, 1000)])).unwrap();
+        assert_eq!(
+            (r.server, r.bytes, r.first_offset, r.packets_lost),
+            (false, 0, None, Some(0))
+        );
     }
 
     #[test]

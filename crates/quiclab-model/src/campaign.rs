@@ -296,9 +296,17 @@ pub struct Metrics {
     pub handshake_rtts: Option<f64>,
     /// The server asked for another key share: one extra round trip.
     pub hello_retry: bool,
-    /// Packets the sender retransmitted (TCP) or declared lost (QUIC).
-    pub retransmissions: Option<u64>,
-    /// Byte offset in the body of the first retransmitted data, if any was retransmitted.
+    /// Packets the sender declared lost: TCP segments it retransmitted (each one it took for
+    /// lost), QUIC packets its loss detection declared lost. `None` where the stack does not
+    /// tell (quiche's qlog logs no loss; the coded transport repairs without retransmitting).
+    #[serde(alias = "retransmissions")]
+    pub packets_lost: Option<u64>,
+    /// Payload bytes the sender sent a second time: TCP's `tcpi_bytes_retrans`; QUIC's STREAM
+    /// bytes at an offset already sent, from the sender's qlog. `None` where not known.
+    #[serde(default)]
+    pub bytes_resent: Option<u64>,
+    /// Offset of the first data sent a second time (TCP: bytes acknowledged when it was; QUIC:
+    /// its stream offset, HTTP/3 framing included), if any was.
     pub first_retransmit_offset: Option<u64>,
     /// RTT samples below the path's minimum RTT (physically impossible).
     pub impossible_rtt_samples: Option<u64>,

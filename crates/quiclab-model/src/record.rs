@@ -249,6 +249,10 @@ pub struct TimelineSample {
     /// loss.
     #[serde(default)]
     pub first_loss_offset: Option<u64>,
+    /// Cumulative payload bytes sent a second time (TCP: `tcpi_bytes_retrans`). `None` where
+    /// the sender does not count them itself (QUIC's come from its qlog, after the trial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resent_bytes: Option<u64>,
     /// QUIC: the largest UDP payload the connection sends now (path MTU discovery's current
     /// value, or the fixed payload). `None` for other transports.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -935,6 +935,7 @@ async fn sample_timeline(
             impossible_rtt_samples: recorder.path_min_rtt().map(|_| cc.impossible_rtt_samples),
             busy_rtt_samples: recorder.path_min_rtt().map(|_| cc.busy_rtt_samples),
             first_loss_offset: cc.first_loss_offset,
+            resent_bytes: None,
             udp_payload: Some(u32::from(stats.path.current_mtu)),
         };
         events = cc.congestion_events;

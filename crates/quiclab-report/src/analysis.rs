@@ -53,7 +53,9 @@ pub struct ArmCell<'a> {
     pub failed: Vec<&'a Trial>,
     pub summary: Option<Summary>,
     pub ttfb_median_ms: Option<f64>,
-    pub retransmissions_median: Option<f64>,
+    /// Medians over the trials that know them (a stack that does not tell is left out).
+    pub packets_lost_median: Option<f64>,
+    pub bytes_resent_median: Option<f64>,
     pub handshake_rtts_median: Option<f64>,
     /// Successful trials whose handshake needed a HelloRetryRequest.
     pub hello_retries: usize,
@@ -341,10 +343,8 @@ fn arm_cell<'a>(
         condition,
         size,
         ttfb_median_ms: median_of(ms.iter().map(|m| m.ttfb_ms)),
-        retransmissions_median: median_of(
-            ms.iter()
-                .filter_map(|m| m.retransmissions.map(|r| r as f64)),
-        ),
+        packets_lost_median: median_of(ms.iter().filter_map(|m| m.packets_lost.map(|r| r as f64))),
+        bytes_resent_median: median_of(ms.iter().filter_map(|m| m.bytes_resent.map(|r| r as f64))),
         handshake_rtts_median: median_of(ms.iter().filter_map(|m| m.handshake_rtts)),
         hello_retries: ms.iter().filter(|m| m.hello_retry).count(),
         impossible_rtt_trials: ms

@@ -250,7 +250,8 @@ fn simulate(arm: &ArmModel, rtt: f64, loss: f64, size: u64, trial_seed: u64) -> 
         handshake_ms: Some(round1(handshake_ms)),
         handshake_rtts: Some((handshake_ms / rtt * 10.0).round() / 10.0),
         hello_retry,
-        retransmissions: Some(retransmissions),
+        packets_lost: Some(retransmissions),
+        bytes_resent: Some(retransmissions * MSS as u64),
         first_retransmit_offset: losses.first().copied(),
         impossible_rtt_samples: Some(if bad_sample {
             1 + noise.below(3) as u64

@@ -43,7 +43,8 @@ fn ok_trial(arm: &str, cond: &str, size: u64, iteration: u32, ttlb: f64) -> Tria
             ttlb_ms: ttlb,
             ttfb_ms: ttlb / 3.0,
             handshake_rtts: Some(1.0),
-            retransmissions: Some(0),
+            packets_lost: Some(0),
+            bytes_resent: Some(0),
             timeline: timeline(ttlb, size),
             ..Default::default()
         }),

@@ -118,6 +118,7 @@ mod tests {
             impossible_rtt_samples: None,
             busy_rtt_samples: None,
             first_loss_offset: None,
+            resent_bytes: None,
             udp_payload: payload,
         })
         .unwrap()

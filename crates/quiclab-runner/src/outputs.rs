@@ -4,7 +4,8 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use quiclab_model::record::RequestRecord;
+use quiclab_external::qlog::{self, Resent};
+use quiclab_model::record::{RequestRecord, Transport};
 
 /// The last lines of a log, for failure reasons.
 pub fn tail(path: &Path, lines: usize) -> String {
@@ -39,11 +40,90 @@ pub struct Sample {
     pub impossible_rtt_samples: Option<u64>,
     /// Where the sender's first lost data was, in bytes of the stream (as the stack reports it).
     pub first_loss_offset: Option<u64>,
+    /// Payload bytes sent a second time, as the sender counts them (TCP).
+    pub resent_bytes: Option<u64>,
+    /// The connection's transport (`None` in a sample that does not say).
+    pub transport: Option<Transport>,
+}
+
+/// What the trial's QUIC servers re-sent and declared lost, from every server qlog under the
+/// trial's directory (`*.sqlog` whose vantage point is the server: quiclab's own server
+/// writes them there, an external stack's under `server/qlog/`), added up over connections; the
+/// first offset re-sent is the smallest. `None` without a server qlog (TCP, or a workload that
+/// keeps none).
+pub fn server_resent(dir: &Path) -> Option<Resent> {
+    let mut files = Vec::new();
+    let mut dirs = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(kind) = e.file_type() else { continue };
+            let path = e.path();
+            if kind.is_dir() && depth < 2 {
+                dirs.push((path, depth + 1));
+            } else if kind.is_file() && path.extension().is_some_and(|x| x == "sqlog") {
+                files.push(path);
+            }
+        }
+    }
+    files
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .filter_map(|text| qlog::resent(&text).ok())
+        .filter(|r| r.server)
+        .reduce(|a, b| Resent {
+            server: true,
+            bytes: a.bytes + b.bytes,
+            first_offset: match (a.first_offset, b.first_offset) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            },
+            packets_lost: a.packets_lost.zip(b.packets_lost).map(|(x, y)| x + y),
+        })
+}
+
+/// What a trial's sender lost and sent again, each in its own unit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Losses {
+    pub packets_lost: Option<u64>,
+    pub bytes_resent: Option<u64>,
+    pub first_retransmit_offset: Option<u64>,
+}
+
+/// The sender's losses: a QUIC server's from its qlogs ([`server_resent`]), the same for every
+/// implementation; otherwise the sender's timeline: TCP counts the segments it retransmitted
+/// and their bytes itself, and gives the offset of its first loss (failing that, the bytes
+/// acknowledged when a retransmission was first seen, within one sampling period of it). The
+/// coded transport sends repair symbols, not retransmissions: nothing is known of it here.
+pub fn losses(timeline: &[Sample], resent: Option<Resent>) -> Losses {
+    if let Some(r) = resent {
+        return Losses {
+            packets_lost: r.packets_lost,
+            bytes_resent: Some(r.bytes),
+            first_retransmit_offset: r.first_offset,
+        };
+    }
+    let last = timeline.last();
+    if last.is_some_and(|s| s.transport == Some(Transport::Coded)) {
+        return Losses::default();
+    }
+    Losses {
+        packets_lost: last.and_then(|s| s.retransmits),
+        bytes_resent: last.and_then(|s| s.resent_bytes),
+        first_retransmit_offset: timeline
+            .iter()
+            .find_map(|s| s.first_loss_offset)
+            .or_else(|| {
+                timeline
+                    .iter()
+                    .find(|s| s.retransmits.unwrap_or(0) > 0)
+                    .and_then(|s| s.acked_bytes)
+            }),
+    }
 }
 
 /// The sender's timeline, times relative to the client's first packet (`start_us`). A trial
 /// of several connections gets one timeline: its cumulative counts (acknowledged bytes,
-/// retransmissions, impossible RTT samples) add up every connection's latest value, and the
+/// retransmissions, impossible RTT samples, bytes re-sent) add up every connection's latest value, and the
 /// first loss is the first connection's that had one.
 pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
     let Ok(f) = std::fs::File::open(path) else {
@@ -66,6 +146,8 @@ pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
                     retransmits: v["retransmits"].as_u64(),
                     impossible_rtt_samples: v["impossible_rtt_samples"].as_u64(),
                     first_loss_offset: v["first_loss_offset"].as_u64(),
+                    resent_bytes: v["resent_bytes"].as_u64(),
+                    transport: serde_json::from_value(v["transport"].clone()).ok(),
                 },
             ))
         })
@@ -75,14 +157,19 @@ pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
         return raw.into_iter().map(|(_, s)| s).collect();
     }
     // latest cumulative values per connection
-    let mut latest: std::collections::BTreeMap<u64, [Option<u64>; 3]> = Default::default();
+    let mut latest: std::collections::BTreeMap<u64, [Option<u64>; 4]> = Default::default();
     let mut first_loss = None;
     raw.into_iter()
         .map(|(conn, mut s)| {
             let slot = latest.entry(conn).or_default();
-            for (i, v) in [s.acked_bytes, s.retransmits, s.impossible_rtt_samples]
-                .into_iter()
-                .enumerate()
+            for (i, v) in [
+                s.acked_bytes,
+                s.retransmits,
+                s.impossible_rtt_samples,
+                s.resent_bytes,
+            ]
+            .into_iter()
+            .enumerate()
             {
                 if v.is_some() {
                     slot[i] = v;
@@ -95,6 +182,7 @@ pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
             s.acked_bytes = s.acked_bytes.and(total(0));
             s.retransmits = s.retransmits.and(total(1));
             s.impossible_rtt_samples = s.impossible_rtt_samples.and(total(2));
+            s.resent_bytes = s.resent_bytes.and(total(3));
             first_loss = first_loss.or(s.first_loss_offset);
             s.first_loss_offset = first_loss;
             s

@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::path::Path;
 
+use quiclab_external::qlog::Resent;
 use quiclab_model::campaign::{
     BrowserDetail, Detail, Metrics, PageDetail, PageInfo, ResourceTimes, Workload,
 };
@@ -93,6 +94,7 @@ pub(crate) fn page_for(workload: &Workload, size: u64) -> Option<&PageInfo> {
 pub(crate) fn metrics(
     rec: &PageRecord,
     timeline: &[Sample],
+    resent: Option<Resent>,
     reports: &[DirectionReport],
     min_rtt_ms: f64,
 ) -> Result<Metrics, String> {
@@ -105,6 +107,7 @@ pub(crate) fn metrics(
     let ms = |v: Option<f64>| v.unwrap_or(f64::NAN);
     let doc_first = rec.resources.first().and_then(|r| r.first_byte_ms);
     let last = timeline.last();
+    let lost = crate::outputs::losses(timeline, resent);
     Ok(Metrics {
         ttlb_ms: m.plt_ms,
         ttfb_ms: ms(doc_first),
@@ -114,8 +117,9 @@ pub(crate) fn metrics(
             .filter(|_| min_rtt_ms > 0.0)
             .map(|h| h / min_rtt_ms),
         hello_retry: rec.handshake.hello_retry,
-        retransmissions: last.and_then(|s| s.retransmits),
-        first_retransmit_offset: timeline.iter().find_map(|s| s.first_loss_offset),
+        packets_lost: lost.packets_lost,
+        bytes_resent: lost.bytes_resent,
+        first_retransmit_offset: lost.first_retransmit_offset,
         impossible_rtt_samples: last.and_then(|s| s.impossible_rtt_samples),
         link_drops: reports.iter().map(|r| r.counters.dropped_total()).sum(),
         timeline: timeline
@@ -172,19 +176,16 @@ pub(crate) fn metrics(
     })
 }
 
-/// A page trial's outcome from what its client wrote (`client_out`, `client_log`), the server's
-/// timeline file, how the client ended (its exit status, or the timeout it hit) and the link's
-/// reports; `Err` says why the trial failed. The record goes to `requests_out` either way.
-#[allow(clippy::too_many_arguments)]
+/// A page trial's outcome from what its client wrote, the server's timeline and qlogs, how the
+/// client ended (its exit status, or the timeout it hit) and the link's reports; `Err` says why
+/// the trial failed. The record goes to `requests_out` either way.
 pub(crate) fn trial_metrics(
-    client_out: &Path,
-    client_log: &Path,
-    timeline: &Path,
-    status: Result<std::process::ExitStatus, std::time::Duration>,
-    reports: &[DirectionReport],
+    ran: &crate::workloads::Ran,
     min_rtt_ms: f64,
     requests_out: &mut serde_json::Value,
 ) -> Result<Metrics, String> {
+    let (client_out, client_log, reports) = (ran.client_out, ran.client_log, ran.reports);
+    let status = ran.status.ok_or(ran.timeout);
     let rec = read_record(client_out);
     if let Some(r) = &rec {
         *requests_out =
@@ -208,8 +209,14 @@ pub(crate) fn trial_metrics(
              host could not keep up)"
         ));
     }
-    let timeline = outputs::read_timeline(timeline, rec.start_us);
-    metrics(&rec, &timeline, reports, min_rtt_ms)
+    let timeline = outputs::read_timeline(ran.server_output, rec.start_us);
+    metrics(
+        &rec,
+        &timeline,
+        outputs::server_resent(ran.dir),
+        reports,
+        min_rtt_ms,
+    )
 }
 
 /// The page record `quiclab page --json` wrote, if any.

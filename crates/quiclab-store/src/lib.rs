@@ -27,7 +27,7 @@ pub const DB_FILE: &str = "results.db";
 /// condition, the condition whose run follows it (reported as [`Trial::before`]).
 pub const CONFIG_BEFORE: &str = "before";
 /// Version of the schema below; a database of another version is refused.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -154,7 +154,7 @@ CREATE TABLE IF NOT EXISTS trials (
     handshake_ms REAL,
     handshake_rtts REAL,
     hello_retry INTEGER,
-    retransmissions INTEGER,
+    packets_lost INTEGER,
     first_retransmit_offset INTEGER,
     impossible_rtt_samples INTEGER,
     link_drops INTEGER,
@@ -165,7 +165,8 @@ CREATE TABLE IF NOT EXISTS trials (
     detail TEXT,
     build TEXT,
     host TEXT,
-    shard TEXT
+    shard TEXT,
+    bytes_resent INTEGER
 );
 CREATE TABLE IF NOT EXISTS timeline (
     trial_id TEXT NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
@@ -242,6 +243,19 @@ impl Store {
             // versions 1 to 3 kept no host and had no shards
             conn.execute_batch(
                 "ALTER TABLE trials ADD COLUMN host TEXT; ALTER TABLE trials ADD COLUMN shard TEXT",
+            )
+            .map_err(sql)?;
+        }
+        if (1..=4).contains(&found) {
+            // Versions 1 to 4 kept one count of mixed units ("retransmissions": TCP segments
+            // retransmitted, QUIC packets declared lost) and no bytes re-sent. The count keeps
+            // its meaning as packets declared lost; quiche's was a 0 its log never gave (its
+            // qlog declares no loss), so it becomes unknown.
+            conn.execute_batch(
+                "ALTER TABLE trials RENAME COLUMN retransmissions TO packets_lost;
+                 ALTER TABLE trials ADD COLUMN bytes_resent INTEGER;
+                 UPDATE trials SET packets_lost = NULL
+                   WHERE json_extract(config, '$.arm.\"server-stack\"') LIKE 'quiche %';",
             )
             .map_err(sql)?;
         }
@@ -419,10 +433,11 @@ impl Store {
         tx.execute(
             "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config, status,
                 error, started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
-                hello_retry, retransmissions, first_retransmit_offset, impossible_rtt_samples,
-                link_drops, link, requests, phases, artifacts, detail, build, host, shard)
+                hello_retry, packets_lost, first_retransmit_offset, impossible_rtt_samples,
+                link_drops, link, requests, phases, artifacts, detail, build, host, shard,
+                bytes_resent)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
             params![
                 t.id,
                 t.seq as i64,
@@ -442,7 +457,7 @@ impl Store {
                 m.and_then(|m| m.handshake_ms),
                 m.and_then(|m| m.handshake_rtts),
                 m.map(|m| m.hello_retry),
-                m.and_then(|m| m.retransmissions).map(|v| v as i64),
+                m.and_then(|m| m.packets_lost).map(|v| v as i64),
                 m.and_then(|m| m.first_retransmit_offset).map(|v| v as i64),
                 m.and_then(|m| m.impossible_rtt_samples).map(|v| v as i64),
                 m.map(|m| m.link_drops as i64),
@@ -454,6 +469,7 @@ impl Store {
                 t.build,
                 t.host,
                 t.shard,
+                m.and_then(|m| m.bytes_resent).map(|v| v as i64),
             ],
         )
         .map_err(sql)?;
@@ -507,9 +523,9 @@ impl Store {
             .prepare(
                 "SELECT id, seq, arm, condition, size, iteration, seed, config, status, error,
                     started_unix_ms, wall_ms, ttlb_ms, ttfb_ms, handshake_ms, handshake_rtts,
-                    hello_retry, retransmissions, first_retransmit_offset,
+                    hello_retry, packets_lost, first_retransmit_offset,
                     impossible_rtt_samples, link_drops, link, requests, phases, artifacts, detail,
-                    build, host, shard
+                    build, host, shard, bytes_resent
                  FROM trials ORDER BY seq",
             )
             .map_err(self.sql())?;
@@ -522,7 +538,8 @@ impl Store {
                     handshake_ms: r.get(14)?,
                     handshake_rtts: r.get(15)?,
                     hello_retry: r.get::<_, Option<bool>>(16)?.unwrap_or(false),
-                    retransmissions: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
+                    packets_lost: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
+                    bytes_resent: r.get::<_, Option<i64>>(29)?.map(|v| v as u64),
                     first_retransmit_offset: r.get::<_, Option<i64>>(18)?.map(|v| v as u64),
                     impossible_rtt_samples: r.get::<_, Option<i64>>(19)?.map(|v| v as u64),
                     link_drops: r.get::<_, Option<i64>>(20)?.unwrap_or(0) as u64,
@@ -704,7 +721,7 @@ impl Store {
                 w,
                 "id,seq,arm,condition,size_bytes,iteration,seed,status,error,started_unix_ms,wall_ms,\
                  ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,transport,\
-                 tcp_retransmitted_segments,quic_lost_packets,coded_lost_packets,\
+                 packets_lost,bytes_resent,\
                  first_retransmit_offset,impossible_rtt_samples,link_drops,server_stack,\
                  client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,build,host,shard,\
                  artifacts"
@@ -712,14 +729,6 @@ impl Store {
             for t in &trials {
                 let m = t.outcome.as_ref().ok();
                 let transport = transport_of(&t.config);
-                // one meaning per column: the count goes to its transport's own
-                let lost = |of: &str| {
-                    if transport == of {
-                        int(m.and_then(|m| m.retransmissions))
-                    } else {
-                        String::new()
-                    }
-                };
                 let arm = campaign.arms.iter().find(|a| a.name == t.arm);
                 let cond = campaign.conditions.iter().find(|c| c.name == t.condition);
                 let fields = [
@@ -740,9 +749,8 @@ impl Store {
                     num(m.and_then(|m| m.handshake_rtts)),
                     m.map(|m| m.hello_retry.to_string()).unwrap_or_default(),
                     transport.to_string(),
-                    lost("tcp"),
-                    lost("quic"),
-                    lost("coded"),
+                    int(m.and_then(|m| m.packets_lost)),
+                    int(m.and_then(|m| m.bytes_resent)),
                     int(m.and_then(|m| m.first_retransmit_offset)),
                     int(m.and_then(|m| m.impossible_rtt_samples)),
                     int(m.map(|m| m.link_drops)),
@@ -973,7 +981,8 @@ pub(crate) mod tests {
             handshake_ms: Some(21.0),
             handshake_rtts: Some(1.05),
             hello_retry: true,
-            retransmissions: Some(2),
+            packets_lost: Some(2),
+            bytes_resent: Some(2_900),
             first_retransmit_offset: Some(14_600),
             impossible_rtt_samples: None,
             link_drops: 3,
@@ -1088,12 +1097,15 @@ pub(crate) mod tests {
         let d = dir("v1");
         std::fs::create_dir_all(&d).unwrap();
         {
-            // the version 1 schema: the current one without the detail, build, host and
-            // shard columns
-            let schema = SCHEMA.replace(
-                ",\n    detail TEXT,\n    build TEXT,\n    host TEXT,\n    shard TEXT",
-                "",
-            );
+            // the version 1 schema: the current one without the detail, build, host, shard
+            // and bytes_resent columns, and with its count of retransmissions
+            let schema = SCHEMA
+                .replace(
+                    ",\n    detail TEXT,\n    build TEXT,\n    host TEXT,\n    shard TEXT,\n    \
+                     bytes_resent INTEGER",
+                    "",
+                )
+                .replace("packets_lost", "retransmissions");
             assert_ne!(schema, SCHEMA);
             let conn = Connection::open(d.join(DB_FILE)).unwrap();
             conn.execute_batch(&schema).unwrap();
@@ -1131,6 +1143,45 @@ pub(crate) mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_version_4_count_of_retransmissions_becomes_packets_lost_and_quiche_s_zero_unknown() {
+        let d = dir("v4");
+        std::fs::create_dir_all(&d).unwrap();
+        {
+            let schema = SCHEMA
+                .replace(",\n    bytes_resent INTEGER", "")
+                .replace("packets_lost", "retransmissions");
+            assert!(!schema.contains("bytes_resent"));
+            let conn = Connection::open(d.join(DB_FILE)).unwrap();
+            conn.execute_batch(&schema).unwrap();
+            conn.pragma_update(None, "user_version", 4).unwrap();
+            for (id, seq, stack, count) in [("q", 0, "quinn", 5), ("c", 1, "quiche 0123abcd", 0)] {
+                let config = serde_json::json!({"arm": {"server-stack": stack}}).to_string();
+                conn.execute(
+                    "INSERT INTO trials (id, seq, arm, condition, size, iteration, seed, config,
+                        status, started_unix_ms, wall_ms, ttlb_ms, retransmissions, link,
+                        requests, phases)
+                     VALUES (?1, ?2, 'a', 'c', 1000, 0, 1, ?3, 'ok', 0, 1.0, 42.0, ?4, '[]',
+                        '[]', 'null')",
+                    params![id, seq, config, count],
+                )
+                .unwrap();
+            }
+        }
+        let s = Store::open(&d).unwrap();
+        let counts: Vec<_> = s
+            .trials()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let m = t.outcome.as_ref().unwrap();
+                (m.packets_lost, m.bytes_resent)
+            })
+            .collect();
+        assert_eq!(counts, [(Some(5), None), (None, None)]);
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -1284,7 +1335,7 @@ pub(crate) mod tests {
     /// condition's keys, its round trip and rate come along, and the arms and conditions tables
     /// say the same.
     #[test]
-    fn csv_export_names_each_count_by_its_transport_and_carries_the_parameters() {
+    fn csv_export_gives_packets_lost_and_bytes_resent_and_carries_the_parameters() {
         let d = dir("params");
         let mut s = Store::open(&d).unwrap();
         let c = Campaign {
@@ -1323,9 +1374,22 @@ pub(crate) mod tests {
         };
         let t = &table("trials.csv")[0];
         assert_eq!(t["transport"], "quic");
-        assert_eq!(t["quic_lost_packets"], "2");
-        assert_eq!(t["tcp_retransmitted_segments"], "");
-        assert_eq!(t["coded_lost_packets"], "");
+        assert_eq!(t["packets_lost"], "2");
+        assert_eq!(t["bytes_resent"], "2900");
+        // an unknown count is empty, not 0
+        let mut unknown = metrics(99.5, 0);
+        (unknown.packets_lost, unknown.bytes_resent) = (None, None);
+        s.record(&trial("u", 2, Ok(unknown))).unwrap();
+        let files = s.export_csv(&d.join("csv")).unwrap().files;
+        let f = files.iter().find(|f| f.ends_with("trials.csv")).unwrap();
+        let text = std::fs::read_to_string(f).unwrap();
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        let row: Vec<&str> = text.lines().nth(2).unwrap().split(',').collect();
+        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(
+            (col("id"), col("packets_lost"), col("bytes_resent")),
+            ("u", "", "")
+        );
         assert_eq!(t["arm_knobs"], "quic-cc=cubic");
         assert_eq!(t["condition_keys"], "rate=10mbit;loss=1%");
         assert_eq!(

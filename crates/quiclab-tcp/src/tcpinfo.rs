@@ -328,6 +328,7 @@ impl Sampler {
                 .map(|floor| impossible_min_rtt(&info, floor)),
             busy_rtt_samples: None,
             first_loss_offset: self.first_loss_offset,
+            resent_bytes: info.bytes_retrans,
             udp_payload: None,
         })
     }

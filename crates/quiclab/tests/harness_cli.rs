@@ -114,3 +114,58 @@ fn jitter_and_reordering_raise_no_impossible_rtt_sample_on_any_stack() {
         );
     }
 }
+
+#[test]
+fn every_stack_reports_what_it_re_sent_at_one_percent_loss_and_unknown_is_not_zero() {
+    let _turn = common::one_at_a_time();
+    common::assert_root();
+    let plan = "name = \"resent\"\niterations = 1\nseed = 7\n[workload]\n\
+                kind = \"single-object\"\nsizes = [\"1mb\"]\n[network]\n\
+                rate = \"10mbit\"\ndelay = \"10ms\"\nloss = \"1%\"\n\
+                [arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n[arms.quinn]\nhttp = \"3\"\n\
+                [arms.ngtcp2]\nstack = \"ngtcp2\"\n[arms.quiche]\nstack = \"quiche\"\n\
+                [arms.quic-go]\nstack = \"quic-go\"\n";
+    let (_dir, trials) = campaign("resent", plan);
+    assert_eq!(trials.len(), 5);
+    for t in &trials {
+        let m = t
+            .outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{}: {e}", t.arm));
+        // the link's random drops on the way down (the data's direction)
+        let down = t.link.as_array().unwrap()[1]["counters"]["dropped_random"]
+            .as_u64()
+            .unwrap();
+        assert!(down >= 3, "{}: only {down} packets dropped: no test", t.arm);
+        let resent = m
+            .bytes_resent
+            .unwrap_or_else(|| panic!("{}: bytes re-sent unknown", t.arm));
+        // every data packet dropped is sent again: a packet's worth of stream bytes (at least
+        // 1,000) for each, but for at most two drops that carried no stream data (a handshake
+        // packet, a control frame)
+        assert!(
+            resent >= 1_000 * (down - 2),
+            "{}: {resent} bytes re-sent for {down} packets dropped",
+            t.arm
+        );
+        assert!(
+            m.first_retransmit_offset.is_some_and(|o| o < 1_000_100),
+            "{}: first retransmission at {:?}",
+            t.arm,
+            m.first_retransmit_offset
+        );
+        // quiche's qlog declares no loss: its count is unknown, never 0
+        match t.arm.as_str() {
+            "quiche" => assert_eq!(m.packets_lost, None, "quiche"),
+            arm => assert!(
+                m.packets_lost.is_some_and(|n| n >= down - 2),
+                "{arm}: {:?} packets lost for {down} dropped",
+                m.packets_lost
+            ),
+        }
+        eprintln!(
+            "{}: {down} dropped, {:?} declared lost, {resent} bytes re-sent, first at {:?}",
+            t.arm, m.packets_lost, m.first_retransmit_offset
+        );
+    }
+}

@@ -240,7 +240,10 @@ fn retransmit_chart(an: &Analysis, arms: &[&ArmCell], title: &str, size: u64) ->
     for a in arms {
         for t in &a.ok {
             let Some(m) = metrics(t) else { continue };
-            let place = match (m.first_retransmit_offset, m.retransmissions) {
+            // nothing re-sent is known only from a count of re-sent bytes (or, in a campaign
+            // recorded before they were kept, of losses); an unknown count is no "none"
+            let resent = m.bytes_resent.or(m.packets_lost);
+            let place = match (m.first_retransmit_offset, resent) {
                 (Some(o), _) => Place::At(o),
                 (None, Some(0)) => Place::None,
                 _ => {
@@ -366,7 +369,8 @@ fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
          <th class=\"num\">failed</th><th class=\"num\">median TTLB</th>\
          <th class=\"num\">p25 – p75</th><th class=\"num\">95 % CI of median</th>\
          <th class=\"num\">min – max</th><th class=\"num\">median TTFB</th>\
-         <th class=\"num\">retransmissions</th><th class=\"num\">handshake</th><th>flags</th>\
+         <th class=\"num\">packets lost</th><th class=\"num\">bytes re-sent</th>\
+         <th class=\"num\">handshake</th><th>flags</th>\
          </tr></thead><tbody>",
     );
     for a in arms {
@@ -426,7 +430,8 @@ fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
             "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\"><strong>{}</strong></td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td>{}</td></tr>",
             arm_colour(a.arm),
             esc(&arm.name),
             a.ok.len(),
@@ -440,9 +445,12 @@ fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
             sm.map(|s| units::ms_range(s.min_ms, s.max_ms))
                 .unwrap_or_else(|| "—".into()),
             opt_ms(a.ttfb_median_ms),
-            a.retransmissions_median
+            a.packets_lost_median
                 .map(|r| units::number(r, if r.fract() == 0.0 { 0 } else { 1 }))
-                .unwrap_or_else(|| "—".into()),
+                .unwrap_or_else(|| "unknown".into()),
+            a.bytes_resent_median
+                .map(|b| units::size(b.round() as u64))
+                .unwrap_or_else(|| "unknown".into()),
             esc(&hs),
             flags.join("<br>")
         );

@@ -154,7 +154,8 @@ impl WorkloadKind for Bulk {
             handshake_ms: None,
             handshake_rtts: None,
             hello_retry: false,
-            retransmissions: None,
+            packets_lost: None,
+            bytes_resent: None,
             first_retransmit_offset: None,
             impossible_rtt_samples: None,
             // the kernel's own drops count too: at these rates the host is part of the path

@@ -72,14 +72,6 @@ impl WorkloadKind for Pages {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        page::trial_metrics(
-            ran.client_out,
-            ran.client_log,
-            ran.server_output,
-            ran.status.ok_or(ran.timeout),
-            ran.reports,
-            t.min_rtt_ms(),
-            requests_out,
-        )
+        page::trial_metrics(ran, t.min_rtt_ms(), requests_out)
     }
 }

@@ -7,7 +7,8 @@ use quiclab_model::record::RequestRecord;
 use quiclab_netns::DirectionReport;
 
 use super::{Ran, TrialCtx, exited_ok, finished, host_kept_up, link_ok};
-use crate::outputs::{Sample, read_records, read_timeline, tail};
+use crate::outputs::{Sample, losses, read_records, read_timeline, server_resent, tail};
+use quiclab_external::qlog::Resent;
 
 /// A request of `size` bytes came back whole: status 200 and the bytes asked for.
 pub(crate) fn downloaded(rec: &RequestRecord, size: u64) -> Result<(), String> {
@@ -85,6 +86,7 @@ pub(crate) fn records_metrics(t: &TrialCtx, ran: &Ran, records: &[RequestRecord]
     metrics(
         records,
         &read_timeline(ran.server_output, records[0].start_us),
+        server_resent(ran.dir),
         ran.reports,
         t.min_rtt_ms(),
     )
@@ -96,6 +98,7 @@ pub(crate) fn records_metrics(t: &TrialCtx, ran: &Ran, records: &[RequestRecord]
 pub fn metrics(
     records: &[RequestRecord],
     timeline: &[Sample],
+    resent: Option<Resent>,
     reports: &[DirectionReport],
     min_rtt_ms: f64,
 ) -> Metrics {
@@ -104,23 +107,14 @@ pub fn metrics(
     let ms = |t: Option<u64>| t.map(|t| t.saturating_sub(rec.start_us) as f64 / 1000.0);
     let handshake_ms = ms(rec.handshake_done_us);
     let last = timeline.last();
-    let retransmissions = last.and_then(|s| s.retransmits).or_else(|| {
-        records
+    let mut lost = losses(timeline, resent);
+    if timeline.is_empty() && resent.is_none() {
+        // no sender's timeline: the client's own count (what it took for lost itself)
+        lost.packets_lost = records
             .iter()
             .map(|r| r.transport_stats.packets_lost)
-            .sum::<Option<u64>>()
-    });
-    // The stack's own account of where its first loss was; failing that, the data acknowledged
-    // when a retransmission was first seen (within one sampling period of it).
-    let first_retransmit_offset = timeline
-        .iter()
-        .find_map(|s| s.first_loss_offset)
-        .or_else(|| {
-            timeline
-                .iter()
-                .find(|s| s.retransmits.unwrap_or(0) > 0)
-                .and_then(|s| s.acked_bytes)
-        });
+            .sum::<Option<u64>>();
+    }
     let impossible = last
         .and_then(|s| s.impossible_rtt_samples)
         .or(rec.transport_stats.impossible_rtt_samples);
@@ -137,8 +131,9 @@ pub fn metrics(
             .filter(|_| min_rtt_ms > 0.0)
             .map(|h| h / min_rtt_ms),
         hello_retry: rec.handshake.hello_retry,
-        retransmissions,
-        first_retransmit_offset,
+        packets_lost: lost.packets_lost,
+        bytes_resent: lost.bytes_resent,
+        first_retransmit_offset: lost.first_retransmit_offset,
         impossible_rtt_samples: impossible,
         link_drops: reports.iter().map(|r| r.counters.dropped_total()).sum(),
         timeline: timeline

@@ -189,7 +189,9 @@ impl WorkloadKind for Telemetry {
                 .filter(|_| min_rtt_ms > 0.0)
                 .map(|h| h / min_rtt_ms),
             hello_retry: false,
-            retransmissions: stats.packets_lost,
+            // the client sends: its own count (the bytes it re-sent are not kept)
+            packets_lost: stats.packets_lost,
+            bytes_resent: None,
             first_retransmit_offset: None,
             impossible_rtt_samples: stats.impossible_rtt_samples,
             link_drops: link_drops(ran.reports),
