@@ -243,6 +243,12 @@ pub struct Condition {
     pub rtt_ms: f64,
     /// Bottleneck rate in bits per second, if any.
     pub rate_bps: Option<u64>,
+    /// The condition this one impairs: the same path (rate, queue, MTU...) without its loss,
+    /// extra delay, jitter or reordering. Each arm's change under the impairment is measured
+    /// against its own trials there. `None` for an unimpaired condition, or one whose plan has
+    /// no such condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -143,6 +143,8 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
                 label: label.into(),
                 rtt_ms,
                 rate_bps: Some(RATE_BPS),
+                // every other condition impairs the first
+                base: (name != CONDITIONS[0].0).then(|| CONDITIONS[0].0.into()),
             })
             .collect(),
         sizes,

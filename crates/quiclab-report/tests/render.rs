@@ -93,6 +93,7 @@ fn contrast_campaign() -> Campaign {
             label: "a plain link".into(),
             rtt_ms: 20.0,
             rate_bps: Some(10_000_000),
+            base: None,
         }],
         workload: Default::default(),
         interleave: None,
@@ -547,6 +548,7 @@ fn a_difference_under_one_condition_is_named_with_its_interval_and_round_trips()
         label: name.into(),
         rtt_ms,
         rate_bps: None,
+        base: None,
     };
     let c = Campaign {
         name: "one-sided".into(),
@@ -627,6 +629,7 @@ fn a_second_arm_against_the_same_baseline_says_whether_it_removes_the_difference
         label: name.into(),
         rtt_ms: 20.0,
         rate_bps: None,
+        base: None,
     };
     let c = Campaign {
         name: "separate".into(),

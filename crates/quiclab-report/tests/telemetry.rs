@@ -154,6 +154,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
                 label: c.to_string(),
                 rtt_ms: 50.0,
                 rate_bps: None,
+                base: None,
             })
             .collect(),
         workload: Workload::Telemetry {

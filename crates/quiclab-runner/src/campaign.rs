@@ -165,6 +165,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
                 label: c.label(),
                 rtt_ms: c.link.min_rtt().as_secs_f64() * 1000.0,
                 rate_bps: c.rate_bps(),
+                base: c.base.map(|b| plan.conditions[b].name.clone()),
             })
             .collect(),
         interleave: plan.interleave.map(|i| plan.conditions[i].name.clone()),

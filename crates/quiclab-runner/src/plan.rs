@@ -123,6 +123,8 @@ pub struct Condition {
     /// super-packets (split into wire packets for every decision), which more than doubles
     /// what it forwards at MTU 1500; for links of several Gbit/s.
     pub offloads: bool,
+    /// The condition this one impairs ([`bases`]).
+    pub base: Option<usize>,
 }
 
 impl Condition {
@@ -533,7 +535,73 @@ fn resolve_condition(
         link,
         direct_mtu,
         offloads,
+        base: None,
     })
+}
+
+/// Link keys that impair a path rather than make it (in either direction): loss, extra delay,
+/// jitter, reordering, duplicates, outages, listed drops.
+const IMPAIRMENTS: [&str; 10] = [
+    "loss",
+    "loss-burst",
+    "duplicate",
+    "delay",
+    "jitter",
+    "jitter-reorders",
+    "reorder",
+    "reorder-delay",
+    "outage",
+    "drop-packets",
+];
+
+/// Each condition's base: the first other condition of the same path (the same keys other than
+/// impairments) whose impairments are all `[network]`'s, for a condition with an impairment of
+/// its own. www21's "loss 1%" has "base"; a "loss 1%, queue 20ms" has "base, queue 20ms".
+fn bases(conditions: &mut [Condition], network: &[(String, String, std::ops::Range<usize>)]) {
+    let impairs = |k: &str| {
+        let bare = k
+            .strip_prefix("up-")
+            .or_else(|| k.strip_prefix("down-"))
+            .unwrap_or(k);
+        IMPAIRMENTS.contains(&bare)
+    };
+    let own = |c: &Condition| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = c
+            .keys
+            .iter()
+            .filter(|(k, v)| impairs(k) && !network.iter().any(|(nk, nv, _)| nk == k && nv == v))
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    };
+    let path = |c: &Condition| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = c
+            .keys
+            .iter()
+            .filter(|(k, _)| !impairs(k))
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    };
+    let found: Vec<Option<usize>> = conditions
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if own(c).is_empty() {
+                return None;
+            }
+            conditions
+                .iter()
+                .enumerate()
+                .find(|(j, b)| *j != i && own(b).is_empty() && path(b) == path(c))
+                .map(|(j, _)| j)
+        })
+        .collect();
+    for (c, b) in conditions.iter_mut().zip(found) {
+        c.base = b;
+    }
 }
 
 /// Keys of an arm that are not knobs.
@@ -1097,8 +1165,15 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
     if conditions.is_empty() {
         // no conditions: [network] alone is the one condition
         let at = 0..0;
-        conditions.push(resolve_condition(ctx, traces, "network".into(), base, at)?);
+        conditions.push(resolve_condition(
+            ctx,
+            traces,
+            "network".into(),
+            base.clone(),
+            at,
+        )?);
     }
+    bases(&mut conditions, &base);
     for (i, c) in conditions.iter().enumerate() {
         if conditions[..i].iter().any(|o| o.name == c.name) {
             return Err(PlanError {
@@ -1504,6 +1579,39 @@ b = "h3"
         assert_eq!(p.comparisons, [("h2".to_string(), "h3".to_string())]);
         let q = parse(GOOD, "t.toml", Profile::Quick).unwrap();
         assert_eq!(q.iterations, 2);
+    }
+
+    #[test]
+    fn an_impaired_condition_s_base_is_the_same_path_unimpaired() {
+        let text = "name = \"b\"\niterations = 1\n[workload]\nkind = \"single-object\"\nsizes = [\"1mb\"]\n\
+                    [network]\nrate = \"10mbit\"\ndelay = \"10ms\"\nqueue = \"100ms\"\n\
+                    [conditions.base]\n[conditions.\"loss 1%\"]\nloss = \"1%\"\n\
+                    [conditions.\"rtt +50ms\"]\ndelay = \"35ms\"\n\
+                    [conditions.\"base, queue 20ms\"]\nqueue = \"20ms\"\n\
+                    [conditions.\"loss 1%, queue 20ms\"]\nqueue = \"20ms\"\nloss = \"1%\"\n\
+                    [conditions.\"up loss, slow\"]\nrate = \"1mbit\"\nup-loss = \"1%\"\n\
+                    [arms.h2]\nhttp = \"2\"\n";
+        let p = parse(text, "t.toml", Profile::Full).unwrap();
+        let bases: Vec<(&str, Option<&str>)> = p
+            .conditions
+            .iter()
+            .map(|c| {
+                let base = c.base.map(|b| p.conditions[b].name.as_str());
+                (c.name.as_str(), base)
+            })
+            .collect();
+        assert_eq!(
+            bases,
+            [
+                ("base", None),
+                ("loss 1%", Some("base")),
+                ("rtt +50ms", Some("base")),
+                ("base, queue 20ms", None),
+                ("loss 1%, queue 20ms", Some("base, queue 20ms")),
+                // no unimpaired condition at 1 Mbit/s
+                ("up loss, slow", None),
+            ]
+        );
     }
 
     #[test]

@@ -1351,6 +1351,7 @@ pub(crate) mod tests {
                 label: "10 Mbit/s and 1 % loss".into(),
                 rtt_ms: 20.0,
                 rate_bps: Some(10_000_000),
+                base: None,
             }],
             ..Default::default()
         };

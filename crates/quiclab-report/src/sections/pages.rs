@@ -518,6 +518,7 @@ mod tests {
                 label: "10 Mbit/s".into(),
                 rtt_ms: 20.0,
                 rate_bps: Some(10_000_000),
+                base: None,
             }],
             sizes: vec![2000],
             comparisons: vec![Comparison {
@@ -607,6 +608,7 @@ mod tests {
                 label: "10 Mbit/s".into(),
                 rtt_ms: 20.0,
                 rate_bps: Some(10_000_000),
+                base: None,
             }],
             sizes: vec![2000],
             comparisons: vec![Comparison {

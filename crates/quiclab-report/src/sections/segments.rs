@@ -822,6 +822,7 @@ mod tests {
             label: n.into(),
             rtt_ms: 20.0,
             rate_bps: Some(38_000_000),
+            base: None,
         };
         let arm = |n: &str| Arm {
             name: n.into(),
