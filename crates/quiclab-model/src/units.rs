@@ -96,7 +96,8 @@ pub fn signed_ms(v: f64) -> String {
     format!("{} ms", signed(v, ms_decimals(v)))
 }
 
-fn signed(v: f64, decimals: usize) -> String {
+/// A number with its sign: "+0.72", "−0.3" (zero unsigned).
+pub fn signed(v: f64, decimals: usize) -> String {
     let n = number(v, decimals);
     if n.starts_with(MINUS)
         || n.chars()

@@ -169,6 +169,97 @@ fn percentile_interval(mut stats: Vec<f64>) -> Option<Interval> {
     })
 }
 
+/// Bootstrap 95 % confidence interval of the difference of two relative changes of medians,
+/// `(median(b1) / median(b0) - 1) - (median(a1) / median(a0) - 1)`, each sample resampled on
+/// its own ([`BOOTSTRAP_RESAMPLES`] resamples): how much more an impairment (`*1` against the
+/// base `*0`) slows `b` than `a`, each against its own base. `None` when a sample has fewer
+/// than 2 values or a resampled base median is 0.
+pub fn bootstrap_change_difference_ci(
+    a0: &[f64],
+    a1: &[f64],
+    b0: &[f64],
+    b1: &[f64],
+    seed: u64,
+) -> Option<Interval> {
+    if [a0, a1, b0, b1].iter().any(|s| s.len() < 2) {
+        return None;
+    }
+    let mut rng = Rng::new(seed);
+    let mut bufs: Vec<Vec<f64>> = [a0, a1, b0, b1]
+        .iter()
+        .map(|s| vec![0.0; s.len()])
+        .collect();
+    let mut stats = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        let mut m = [0.0; 4];
+        for (i, s) in [a0, a1, b0, b1].iter().enumerate() {
+            m[i] = resample_median(s, &mut bufs[i], &mut rng);
+        }
+        if m[0] == 0.0 || m[2] == 0.0 {
+            return None;
+        }
+        stats.push(m[3] / m[2] - m[1] / m[0]);
+    }
+    percentile_interval(stats)
+}
+
+/// Spearman's rank correlation of the pairs `(x[i], y[i])`: Pearson's correlation of their
+/// ranks, tied values sharing their average rank. `None` for fewer than 3 pairs, slices of
+/// different lengths, or a side whose values are all equal.
+pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() < 3 || x.len() != y.len() {
+        return None;
+    }
+    let (rx, ry) = (ranks(x), ranks(y));
+    let n = x.len() as f64;
+    let mean = (n + 1.0) / 2.0;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in rx.iter().zip(&ry) {
+        sxy += (a - mean) * (b - mean);
+        sxx += (a - mean) * (a - mean);
+        syy += (b - mean) * (b - mean);
+    }
+    (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
+}
+
+/// Ranks from 1, ties sharing their average rank.
+fn ranks(xs: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..xs.len()).collect();
+    order.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
+    let mut out = vec![0.0; xs.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && xs[order[j + 1]] == xs[order[i]] {
+            j += 1;
+        }
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &order[i..=j] {
+            out[k] = rank;
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// 95 % confidence interval of a Spearman correlation `rho` over `n` pairs, by Fisher's z
+/// transform with the standard error `1.06 / sqrt(n - 3)` (Fieller, Hartley and Pearson, 1957).
+/// `None` for fewer than 4 pairs. A correlation of exactly +-1 is taken as +-(1 - 1e-9), where
+/// the transform is finite; its interval is then all but a point, so the number of pairs,
+/// which the report prints beside it, is what says how much it rests on.
+pub fn spearman_ci(rho: f64, n: usize) -> Option<Interval> {
+    if n < 4 || !rho.is_finite() {
+        return None;
+    }
+    const Z975: f64 = 1.959_963_984_540_054;
+    let z = rho.clamp(-1.0 + 1e-9, 1.0 - 1e-9).atanh();
+    let half = Z975 * 1.06 / ((n - 3) as f64).sqrt();
+    Some(Interval {
+        lo: (z - half).tanh(),
+        hi: (z + half).tanh(),
+    })
+}
+
 /// Result of a two-sided Mann-Whitney U (Wilcoxon rank-sum) test of `x` against `y`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MannWhitney {
@@ -397,6 +488,49 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spearman_ranks_ties_by_their_average_and_its_interval_follows_fisher() {
+        let up = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(spearman(&up, &[10.0, 20.0, 25.0, 90.0, 100.0]), Some(1.0));
+        assert_eq!(spearman(&up, &[5.0, 4.0, 3.0, 2.0, 1.0]), Some(-1.0));
+        // the textbook example (IQ against hours of television, 10 people): rho = -29/165
+        let iq = [
+            106.0, 100.0, 86.0, 101.0, 99.0, 103.0, 97.0, 113.0, 112.0, 110.0,
+        ];
+        let tv = [7.0, 27.0, 2.0, 50.0, 28.0, 29.0, 20.0, 12.0, 6.0, 17.0];
+        let rho = spearman(&iq, &tv).unwrap();
+        assert!((rho + 29.0 / 165.0).abs() < 1e-12, "{rho}");
+        // ties: ranks 1, 2.5, 2.5, 4 against 1, 2, 3, 4
+        assert_eq!(ranks(&[1.0, 7.0, 7.0, 9.0]), [1.0, 2.5, 2.5, 4.0]);
+        assert!(spearman(&up, &[3.0; 5]).is_none());
+        assert!(spearman(&up[..2], &up[..2]).is_none());
+        // rho 0.5 over 28 pairs: tanh(atanh 0.5 -+ 1.96 * 1.06 / 5)
+        let ci = spearman_ci(0.5, 28).unwrap();
+        assert!(
+            (ci.lo - 0.13299).abs() < 1e-4 && (ci.hi - 0.74634).abs() < 1e-4,
+            "{ci:?}"
+        );
+        // fewer pairs, a wider interval; a perfect correlation stays finite
+        assert!(spearman_ci(0.5, 8).unwrap().lo < ci.lo);
+        assert!(spearman_ci(-1.0, 5).unwrap().lo.is_finite());
+        assert!(spearman_ci(0.5, 3).is_none());
+    }
+
+    #[test]
+    fn the_difference_of_two_changes_each_against_its_own_base() {
+        let base: Vec<f64> = (0..20).map(|i| 100.0 + i as f64).collect();
+        let slower: Vec<f64> = base.iter().map(|v| v * 1.2).collect();
+        // a unchanged, b 20 % slower under the impairment: the difference is +0.2
+        let ci = bootstrap_change_difference_ci(&base, &base, &base, &slower, 3).unwrap();
+        assert!(ci.contains(0.2) && ci.lo > 0.1, "{ci:?}");
+        // both 20 % slower: no difference, whatever their bases
+        let other: Vec<f64> = base.iter().map(|v| v * 3.0).collect();
+        let other_slower: Vec<f64> = other.iter().map(|v| v * 1.2).collect();
+        let ci = bootstrap_change_difference_ci(&base, &slower, &other, &other_slower, 3).unwrap();
+        assert!(ci.contains(0.0), "{ci:?}");
+        assert!(bootstrap_change_difference_ci(&base, &base[..1], &base, &base, 3).is_none());
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

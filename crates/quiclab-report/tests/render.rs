@@ -764,3 +764,114 @@ fn a_busy_host_is_named_in_the_header_and_the_findings_with_the_trials_it_touche
     c.busy[0].host = Some("lab-2".into());
     assert!(render(&c).contains("for 3 s</span>; 0 trials ran then<"));
 }
+
+/// Conditions "base" and "loss" (whose base is "base"), one size, 20 iterations: "a" takes
+/// 100 ms at base and 110 under loss; "b" is 20 % slower than "a" in both (a base difference,
+/// not a loss response); "c" takes as long as "a" at base and 60 % longer under loss. Each
+/// value carries N(0, 2) noise.
+fn own_base_campaign(offsets: bool) -> Campaign {
+    let size = 1_000_000;
+    let mut rng = Rng::new(5);
+    let mut trials = Vec::new();
+    for i in 0..20u32 {
+        for (arm, base, loss) in [
+            ("a", 100.0, 110.0),
+            ("b", 120.0, 132.0),
+            ("c", 100.0, 160.0),
+        ] {
+            trials.push(ok_trial(arm, "base", size, i, base + 2.0 * rng.normal()));
+            let mut t = ok_trial(arm, "loss", size, i, loss + 2.0 * rng.normal());
+            if offsets && let Ok(m) = &mut t.outcome {
+                // "a": the earlier its first loss, the longer it takes; "b", "c": no relation
+                m.first_retransmit_offset = Some(match arm {
+                    "a" => ((200.0 - m.ttlb_ms) * 1000.0) as u64,
+                    _ => u64::from(i * 7 % 20) * 10_000,
+                });
+                m.packets_lost = Some(1);
+            }
+            trials.push(t);
+        }
+    }
+    let cond = |name: &str, base: Option<&str>| Condition {
+        name: name.into(),
+        label: name.into(),
+        rtt_ms: 20.0,
+        rate_bps: Some(10_000_000),
+        base: base.map(str::to_string),
+    };
+    let cmp = |a: &str, b: &str| Comparison {
+        a: a.into(),
+        b: b.into(),
+    };
+    Campaign {
+        name: "own-base".into(),
+        arms: vec![arm("a"), arm("b"), arm("c")],
+        conditions: vec![cond("base", None), cond("loss", Some("base"))],
+        sizes: vec![size],
+        comparisons: vec![cmp("a", "b"), cmp("a", "c")],
+        trials,
+        ..Default::default()
+    }
+}
+
+/// The difference of changes a cell of the own-base table gives ("b − a: +50 pp").
+fn pp_of(cell: &str) -> f64 {
+    let v = &cell[cell.find("b − a: ").unwrap() + "b − a: ".len()..];
+    v[..v.find(" pp").unwrap()]
+        .replace('\u{2212}', "-")
+        .parse()
+        .unwrap()
+}
+
+/// The own-base section's table for one comparison ("b vs a"): the HTML from its heading to
+/// the end of its table.
+fn own_base_table<'a>(html: &'a str, heading: &str) -> &'a str {
+    let section = &html[html.find("id=\"own-base\"").expect("the own-base section")..];
+    let start = section.find(heading).expect(heading);
+    let rest = &section[start..];
+    &rest[..rest.find("</table>").unwrap()]
+}
+
+#[test]
+fn an_arm_slower_at_its_base_is_not_charged_for_it_under_loss() {
+    let html = render(&own_base_campaign(false));
+    // b is 20 % slower than a at base and under loss: the loss changes both by +10 %, and the
+    // difference of the changes is not told apart from 0
+    let b = own_base_table(&html, "</span>b vs ");
+    let loss_b = &b[b.find("loss <span").unwrap()..];
+    assert!(loss_b.contains("<td class=\"num muted\">"), "{loss_b}");
+    assert!(pp_of(loss_b).abs() < 5.0, "{loss_b}");
+    // c's +60 % against a's +10 %: +50 points, its interval clear of 0
+    let c = own_base_table(&html, "</span>c vs ");
+    let loss_c = &c[c.find("loss <span").unwrap()..];
+    assert!(loss_c.contains("<td class=\"num \">"), "{loss_c}");
+    assert!((pp_of(loss_c) - 50.0).abs() < 5.0, "{loss_c}");
+    assert!(loss_c.contains("n = 20 / 20 / 20 / 20"), "{loss_c}");
+}
+
+#[test]
+fn figure_6_gives_each_arm_s_rank_correlation_with_its_interval() {
+    let html = render(&own_base_campaign(true));
+    // the loss cell's caption: a's offsets fall as its TTLB rises (rho = -1 over its 20 trials
+    // under loss); b's and c's are unrelated to their TTLB
+    let caption = html
+        .split("Spearman's rank correlation")
+        .skip(1)
+        .map(|c| &c[..c.find("</").unwrap()])
+        .find(|c| c.contains("20 trials"))
+        .expect("the loss cell's correlations");
+    assert!(
+        caption.contains("a −1.00 (95 % CI −1.00 to −1.00, 20 trials)"),
+        "{caption}"
+    );
+    for arm in ["; b ", "; c "] {
+        let c = &caption[caption.find(arm).expect(arm) + arm.len()..];
+        let rho: f64 = c[..c.find(' ').unwrap()]
+            .replace('\u{2212}', "-")
+            .parse()
+            .unwrap();
+        assert!(rho.abs() < 0.6, "{caption}");
+    }
+    // the base condition's trials re-sent nothing: no correlation is made up for them
+    assert!(html.contains("a: too few trials with a retransmission (0) for a correlation"));
+}

@@ -345,6 +345,34 @@ fn retransmit_chart(an: &Analysis, arms: &[&ArmCell], title: &str, size: u64) ->
                        transfer takes longer). Trials without any retransmission are in the \
                        \"none\" band."
         .to_string();
+    let mut rhos = Vec::new();
+    for a in arms {
+        let (offsets, ttlbs): (Vec<f64>, Vec<f64>) = points
+            .iter()
+            .filter_map(|(arm, _, ttlb, place)| match place {
+                Place::At(o) if *arm == a.arm => Some((*o as f64, *ttlb)),
+                _ => None,
+            })
+            .unzip();
+        let name = esc(&an.campaign.arms[a.arm].name);
+        let n = offsets.len();
+        let rho = stats::spearman(&offsets, &ttlbs);
+        rhos.push(match (rho, rho.and_then(|r| stats::spearman_ci(r, n))) {
+            (Some(r), Some(ci)) => format!(
+                "{name} {} (95 % CI {} to {}, {n} trials)",
+                units::signed(r, 2),
+                units::signed(ci.lo, 2),
+                units::signed(ci.hi, 2)
+            ),
+            _ => format!("{name}: too few trials with a retransmission ({n}) for a correlation"),
+        });
+    }
+    let _ = write!(
+        caption,
+        " Spearman's rank correlation of TTLB with the offset, over each arm's trials that \
+         retransmitted (negative: the earlier the first loss, the longer the transfer): {}.",
+        rhos.join("; ")
+    );
     if unknown > 0 {
         let _ = write!(
             caption,

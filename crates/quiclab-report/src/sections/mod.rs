@@ -14,6 +14,7 @@ pub mod failures;
 pub mod findings;
 pub mod header;
 pub mod heatmap;
+pub mod own_base;
 pub mod pages;
 pub mod repeat;
 pub mod segments;
@@ -62,6 +63,11 @@ pub const ALL: &[Section] = &[
         id: "heatmaps",
         title: "Median TTLB change",
         render: heatmap::render,
+    },
+    Section {
+        id: "own-base",
+        title: "Each arm against its own base",
+        render: own_base::render,
     },
     Section {
         id: "clients",
