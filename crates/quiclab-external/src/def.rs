@@ -11,6 +11,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use quiclab_model::input;
 use quiclab_model::record::HttpVersion;
 use regex::Regex;
 use serde::Deserialize;
@@ -43,12 +44,22 @@ impl fmt::Display for Source {
 
 /// A stack file that could not be used: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message}")]
+#[error("{file}{}: {message}", at(*.line, *.column))]
 pub struct DefError {
     pub file: String,
+    /// From 1; 0 when the error is the whole file's (it cannot be read).
     pub line: usize,
     pub column: usize,
     pub message: String,
+}
+
+/// `:LINE:COLUMN`, or nothing for an error of the whole file.
+fn at(line: usize, column: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
 }
 
 /// What a placeholder stands for. Server templates may use the server's, client templates the
@@ -430,11 +441,13 @@ impl StackDef {
 
     /// Reads and checks a stack file.
     pub fn load(path: &Path) -> Result<StackDef, DefError> {
-        let text = std::fs::read_to_string(path).map_err(|e| DefError {
-            file: path.display().to_string(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read it: {e}"),
+        let text = input::read_text(path, "a stack file", input::MAX_TEXT_BYTES).map_err(|e| {
+            DefError {
+                file: path.display().to_string(),
+                line: 0,
+                column: 0,
+                message: format!("cannot read it: {e}"),
+            }
         })?;
         StackDef::parse(&text, Source::File(path.to_path_buf()))
     }

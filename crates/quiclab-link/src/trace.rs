@@ -82,29 +82,13 @@ impl Trace {
     }
 
     /// Reads a trace file: a regular file (a FIFO or a device is refused, not waited on or
-    /// read forever) of at most [`MAX_FILE_BYTES`].
+    /// read forever) of at most [`MAX_FILE_BYTES`], by the reader of every input file
+    /// ([`quiclab_model::input`]).
     pub fn read_file(path: &Path) -> Result<Trace, TraceError> {
-        let io = |e: std::io::Error| TraceError::Io(e.to_string());
-        let meta = std::fs::metadata(path).map_err(io)?;
-        if !meta.is_file() {
-            return Err(TraceError::Io(
-                "not a regular file; allowed: a trace file (one millisecond timestamp per line)"
-                    .into(),
-            ));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(TraceError::Io(format!(
-                "{} bytes; allowed: at most {} MiB",
-                meta.len(),
-                MAX_FILE_BYTES >> 20
-            )));
-        }
-        let f = std::fs::File::open(path).map_err(io)?;
-        // the file may grow after the check: read no more than the limit
-        Self::read(std::io::BufReader::new(std::io::Read::take(
-            f,
-            MAX_FILE_BYTES,
-        )))
+        // the caller names the file
+        let bytes = quiclab_model::input::read(path, "a trace file", MAX_FILE_BYTES)
+            .map_err(|e| TraceError::Io(e.why.to_string()))?;
+        Self::read(bytes.as_slice())
     }
 
     /// Whether two traces are one in memory (read once, shared).

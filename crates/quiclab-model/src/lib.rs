@@ -1,7 +1,8 @@
 //! quiclab's shared vocabulary: what a campaign is made of ([`campaign`]: arms, conditions,
 //! workloads, trials and their metrics), what endpoints write ([`record`]: one request record
-//! per request, timeline samples of the sending side), what a page load stores ([`page`]), and
-//! how numbers are written for people ([`units`]).
+//! per request, timeline samples of the sending side), what a page load stores ([`page`]), how
+//! numbers are written for people ([`units`]), and how the files a user hands quiclab are read
+//! ([`input`]: regular files only, each within a stated size).
 //!
 //! Contract: plain data with serde, read and written by the stacks, the runner, the store and
 //! the report alike, so that none of them depends on another for its types. It must never run
@@ -9,6 +10,7 @@
 //! [`record::now_us`], the time base every record shares.
 
 pub mod campaign;
+pub mod input;
 pub mod page;
 pub mod record;
 pub mod units;

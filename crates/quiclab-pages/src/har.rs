@@ -17,10 +17,13 @@
 //!
 //! Every origin is folded into one (quiclab serves a page from one server).
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::page::{
-    Kind, MAX_RESOURCE_BYTES, ManifestError, Page, Priority, Resource, browser_priority,
+    Kind, MAX_RESOURCE_BYTES, MAX_RESOURCES, ManifestError, Page, Priority, Resource,
+    browser_priority,
 };
 
 fn kind_of(entry: &Value) -> Kind {
@@ -142,17 +145,26 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
         )));
     };
     let kept = &kept[doc..];
+    // refused before any work on them: a page of more is not allowed anyway
+    if kept.len() > MAX_RESOURCES {
+        return Err(err(format!(
+            "{} resources from its document on; at most {MAX_RESOURCES} are allowed",
+            kept.len()
+        )));
+    }
     let mut page = Page {
         name: name.to_string(),
         resources: Vec::with_capacity(kept.len()),
     };
-    let mut urls: Vec<&str> = Vec::with_capacity(kept.len());
+    // each URL's first resource, and how many resources it has had: a lookup per entry, so the
+    // import takes time in proportion to the entries
+    let mut seen: HashMap<&str, (usize, usize)> = HashMap::with_capacity(kept.len());
     for (i, e) in kept.iter().enumerate() {
         let url = e["request"]["url"].as_str().unwrap_or_default();
         let kind = if i == 0 { Kind::Html } else { kind_of(e) };
         let parent = (i > 0).then(|| {
             initiator_url(e)
-                .and_then(|u| urls.iter().position(|&k| k == u))
+                .and_then(|u| seen.get(u).map(|(first, _)| *first))
                 .unwrap_or(0)
         });
         let urgency = urgency_of(e);
@@ -164,13 +176,13 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
         };
         let default = browser_priority(kind, critical);
         // the same URL twice (a reload, a redirect target): numbered to keep ids unique
-        let dup = urls.iter().filter(|&&u| u == url).count();
-        let id = if dup == 0 {
+        let (_, dup) = seen.entry(url).or_insert((i, 0));
+        let id = if *dup == 0 {
             url.to_string()
         } else {
-            format!("{url}#{}", dup + 1)
+            format!("{url}#{}", *dup + 1)
         };
-        urls.push(url);
+        *dup += 1;
         let bytes = size_of(e).map_err(|m| err(format!("entry {url}: {m}")))?;
         page.resources.push(Resource {
             id,
@@ -329,6 +341,53 @@ mod tests {
         assert_eq!(r[4].bytes, 20_000);
         // and it is a valid manifest
         assert_eq!(Page::from_toml(&p.to_toml(), "round trip").unwrap(), p);
+    }
+
+    /// A HAR of a document and `n - 1` images of one URL, each started after the last.
+    fn many(n: usize) -> String {
+        let mut entries = vec![entry(
+            "https://a.test/",
+            "00.000",
+            "text/html",
+            1000,
+            json!({}),
+        )];
+        entries.extend((1..n).map(|i| {
+            let mut e = entry("https://a.test/i.png", "00.001", "image/png", 10, json!({}));
+            e["startedDateTime"] = json!(format!(
+                "2026-01-01T00:{:02}:{:02}.{:03}Z",
+                i / 60_000,
+                i / 1000 % 60,
+                i % 1000
+            ));
+            e
+        }));
+        json!({"log": {"entries": entries}}).to_string()
+    }
+
+    #[test]
+    fn a_har_of_too_many_entries_is_refused_at_once_and_one_of_many_repeats_imports() {
+        // 200,000 entries: refused once they are counted (the import of each against every
+        // earlier one took minutes)
+        let text = many(200_000);
+        let start = std::time::Instant::now();
+        let e = page_from_har(&text, "big.har", "big")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("200000 resources") && e.contains("at most 10000"),
+            "{e}"
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        // the limit itself: 10,000 resources, 9,999 of them one URL, numbered apart
+        let p = page_from_har(&many(10_000), "limit.har", "limit").unwrap();
+        assert_eq!(p.resources.len(), 10_000);
+        assert_eq!(p.resources[9_999].id, "https://a.test/i.png#9999");
+        assert!(p.resources[1..].iter().all(|r| r.parent == Some(0)));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 pub use quiclab_endpoint::priority::Priority;
+use quiclab_model::input;
 use serde::{Deserialize, Serialize};
 
 /// What a resource is; decides its default priority and whether it blocks rendering.
@@ -440,18 +441,23 @@ pub fn load_manifest(name_or_path: &str) -> Result<Page, ManifestError> {
     if let Some(p) = builtin(name_or_path) {
         return Ok(p);
     }
-    let text = std::fs::read_to_string(name_or_path).map_err(|e| ManifestError {
+    let path = std::path::Path::new(name_or_path);
+    let har = path
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("har"));
+    let (what, max) = if har {
+        ("a HAR file", input::MAX_HAR_BYTES)
+    } else {
+        ("a page manifest", input::MAX_TEXT_BYTES)
+    };
+    let text = input::read_text(path, what, max).map_err(|e| ManifestError {
         origin: name_or_path.to_string(),
         message: format!(
             "cannot read it ({e}); a page is one of {}, a TOML manifest file or a .har file",
             BUILTIN.join(", ")
         ),
     })?;
-    let path = std::path::Path::new(name_or_path);
-    if path
-        .extension()
-        .is_some_and(|x| x.eq_ignore_ascii_case("har"))
-    {
+    if har {
         let name = path
             .file_stem()
             .map_or("page".into(), |s| s.to_string_lossy().into_owned());

@@ -221,8 +221,8 @@ pub fn load_plan(arg: Option<&str>, profile: Profile) -> anyhow::Result<Plan> {
         // the stack files of the stacks/ directory beside the plan
         quiclab_runner::stacks::external::load_beside(path)?;
         (
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read plan {}", path.display()))?,
+            quiclab_model::input::read_text(path, "a plan", quiclab_model::input::MAX_TEXT_BYTES)
+                .context("cannot read the plan")?,
             path.display().to_string(),
         )
     } else if let Some((name, text)) = BUILT_IN.iter().find(|(n, _)| *n == arg) {

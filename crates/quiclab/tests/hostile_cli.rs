@@ -480,3 +480,74 @@ fn a_report_killed_mid_write_leaves_a_whole_report() {
         "at most the file of the last kill: {stray:?}"
     );
 }
+
+/// A FIFO at `path`, which nobody writes to.
+fn fifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+#[test]
+fn input_files_that_are_not_regular_or_too_large_are_refused_by_name_at_once() {
+    let dir = common::TempDir::new("inputs");
+    let plan = dir.join("p.toml");
+    std::fs::write(&plan, tiny_plan("inputs", 1, "[arms.h2]\nhttp = \"2\"\n")).unwrap();
+    let stacks = dir.join("stacks");
+    std::fs::create_dir_all(&stacks).unwrap();
+    let start = Instant::now();
+    // a stack file that is a FIFO (it blocked the dry run forever), then a link to /dev/zero
+    // (it grew 1.7 GB a second), then 17 MB of comment
+    fifo(&stacks.join("mine.toml"));
+    let (code, err) = quiclab(&["run", plan.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("mine.toml") && err.contains("a FIFO, not a regular file"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("mine.toml:0:0"),
+        "an unreadable file has no line: {err}"
+    );
+    std::fs::remove_file(stacks.join("mine.toml")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", stacks.join("mine.toml")).unwrap();
+    let (code, err) = quiclab(&["run", plan.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("a device, not a regular file"), "{err}");
+    std::fs::remove_file(stacks.join("mine.toml")).unwrap();
+    std::fs::write(stacks.join("mine.toml"), "#".repeat(17 << 20)).unwrap();
+    let (code, err) = quiclab(&["run", plan.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("at most 16 MiB"), "{err}");
+    std::fs::remove_dir_all(&stacks).unwrap();
+    // a HAR that is a FIFO, given to page and named in a plan
+    let har = dir.join("x.har");
+    fifo(&har);
+    let (code, err) = quiclab(&["page", "--page", har.to_str().unwrap(), "--print-manifest"]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("x.har") && err.contains("a FIFO, not a regular file"),
+        "{err}"
+    );
+    let pages = format!(
+        "name = \"p\"\niterations = 1\n[workload]\nkind = \"pages\"\npages = [\"{}\"]\n\
+         [network]\ndelay = \"5ms\"\n[arms.h2]\nhttp = \"2\"\n",
+        har.display()
+    );
+    std::fs::write(&plan, pages).unwrap();
+    let (code, err) = quiclab(&["run", plan.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("a FIFO, not a regular file"), "{err}");
+    // and the plan itself as a FIFO
+    std::fs::remove_file(&plan).unwrap();
+    fifo(&plan);
+    let (code, err) = quiclab(&["run", plan.to_str().unwrap(), "--dry-run"]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("a FIFO, not a regular file"), "{err}");
+    // none of it waited on anything
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}
