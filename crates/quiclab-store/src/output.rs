@@ -4,7 +4,10 @@
 //!
 //! Contract:
 //! - [`check_dir`] refuses an output directory that belongs to another user or that any user
-//!   may write to (world-writable), saying why; a missing one is fine (quiclab creates it).
+//!   may write to (world-writable), and one below a directory another user could change (one
+//!   they own, or one their group or anyone may write without the sticky bit of a root-owned
+//!   directory such as /tmp: they could rename the output and put a link in its place), saying
+//!   why; a missing one is fine (quiclab creates it).
 //! - [`write_atomic`] writes a file's whole contents into a new temporary file beside it
 //!   (created exclusively, never through a link) and renames it over the target: readers see
 //!   the old file or the new one, never a part, and a link at the target is replaced, not
@@ -34,6 +37,17 @@ pub enum OutputError {
          redirect quiclab's writes: use a directory only its owner may write to"
     )]
     WorldWritable { path: PathBuf },
+    #[error(
+        "{path}: a directory above the output ({ancestor}) {why}, so that user could move the \
+         output away mid-run and put a link in its place that redirects quiclab's writes and \
+         deletions: use an output directory whose every parent only this user or root may \
+         change (a root-owned sticky directory such as /tmp is fine)"
+    )]
+    UnsafeAncestor {
+        path: PathBuf,
+        ancestor: PathBuf,
+        why: String,
+    },
     #[error("{path}: is a symbolic link; quiclab does not write through links")]
     Link { path: PathBuf },
     #[error("{path}: {source}")]
@@ -59,6 +73,7 @@ fn me() -> u32 {
 
 /// Refuses an output directory another user controls (see the module's contract).
 pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
+    check_ancestors(dir)?;
     let meta = match std::fs::metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -78,6 +93,51 @@ pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
         return Err(OutputError::WorldWritable {
             path: dir.to_path_buf(),
         });
+    }
+    Ok(())
+}
+
+/// Every directory above `dir` (as the path names them, absolute, and as they resolve) must be
+/// one only this user or root may change: owned by one of them, and writable by no one else
+/// unless root owns it and it is sticky (where no one may rename another's entries: /tmp).
+/// Another user able to rename the output directory could put a link where it was.
+fn check_ancestors(dir: &Path) -> Result<(), OutputError> {
+    use std::os::unix::fs::PermissionsExt;
+    let me = me();
+    let abs = std::path::absolute(dir).map_err(io(dir))?;
+    let mut chains = vec![abs.clone()];
+    // the resolved path of the deepest existing ancestor (its links followed) too
+    if let Some(real) = abs.ancestors().skip(1).find_map(|a| a.canonicalize().ok()) {
+        chains.push(real.join("_"));
+    }
+    for chain in &chains {
+        for a in chain.ancestors().skip(1) {
+            let Ok(meta) = std::fs::metadata(a) else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            let why = if meta.uid() != me && meta.uid() != 0 {
+                Some(format!("belongs to user {}", meta.uid()))
+            } else if mode & 0o022 != 0 && !(meta.uid() == 0 && mode & 0o1000 != 0) {
+                Some(format!(
+                    "may be written by {} without the sticky bit",
+                    if mode & 0o002 != 0 {
+                        "any user"
+                    } else {
+                        "its group"
+                    }
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(OutputError::UnsafeAncestor {
+                    path: dir.to_path_buf(),
+                    ancestor: a.to_path_buf(),
+                    why,
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -341,6 +401,36 @@ mod tests {
             let e = check_dir(&d).unwrap_err();
             assert!(e.to_string().contains("belongs to user 65534"), "{e}");
         }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_output_under_a_directory_another_user_may_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("ancestor");
+        let parent = d.join("theirs");
+        std::fs::create_dir_all(&parent).unwrap();
+        // as root, a directory of another user's (in CI); otherwise a group-writable one
+        if me() == 0 {
+            std::os::unix::fs::chown(&parent, Some(12345), None).unwrap();
+        } else {
+            std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o775)).unwrap();
+        }
+        for out in [parent.join("out"), parent.join("out").join("deeper")] {
+            let e = check_dir(&out).unwrap_err().to_string();
+            assert!(
+                e.contains("a directory above the output") && e.contains("theirs"),
+                "{e}"
+            );
+        }
+        // reached through a link of one's own, it is refused as well
+        let link = d.join("mine");
+        std::os::unix::fs::symlink(&parent, &link).unwrap();
+        assert!(check_dir(&link.join("out")).is_err());
+        // /tmp itself (root's, sticky) is fine, and so is a directory of one's own under it
+        let own = d.join("own");
+        std::fs::create_dir_all(&own).unwrap();
+        check_dir(&own.join("out")).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
