@@ -40,7 +40,7 @@ pub enum Why {
 
 /// A limit as people write it: "256 MiB", "100 bytes".
 fn bytes(n: u64) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
     } else {
         format!("{n} bytes")

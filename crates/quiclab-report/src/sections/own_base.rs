@@ -30,7 +30,7 @@ pub fn render(an: &Analysis) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
-    let mut out = String::from(
+    let mut out = format!(
         "<p class=\"caption\">What each impairment does to each arm, against the arm's own \
          trials on the same path without it (its base): the change of its median TTLB, \
          median<sub>impaired</sub> / median<sub>base</sub> − 1. The difference of the two \
@@ -38,11 +38,7 @@ pub fn render(an: &Analysis) -> Option<String> {
          the four cells resampled on its own) is the impairment's own effect on their \
          comparison: an arm that is slower already at its base (its packets, its handshake) is \
          not charged for it here. A difference whose interval includes 0, or that rests on \
-         fewer than ",
-    );
-    let _ = write!(
-        out,
-        "{MIN_TRIALS} trials in a cell, is not told apart (grey).</p>\n"
+         fewer than {MIN_TRIALS} trials in a cell, is not told apart (grey).</p>\n"
     );
     for cmp in &an.comparisons {
         let (a, b) = (cmp.a, cmp.b);
