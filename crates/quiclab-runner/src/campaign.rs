@@ -136,6 +136,17 @@ pub enum RunError {
     AdaptiveShard { plan: String },
 }
 
+/// Whether the plan may run as a shard (`sharded`): adaptive iterations need every iteration of
+/// a condition and size in one place. Asked by a run and by its dry run alike.
+pub fn check_shardable(plan: &Plan, sharded: bool) -> Result<(), RunError> {
+    if plan.adaptive.is_some() && sharded {
+        return Err(RunError::AdaptiveShard {
+            plan: plan.name.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// The campaign description a report needs, from the plan.
 pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign {
     let mut sizes = plan.sizes.clone();
@@ -387,11 +398,7 @@ pub fn run(
             wanted: shard_name(wanted_shard),
         });
     }
-    if plan.adaptive.is_some() && opts.shard.is_some() {
-        return Err(RunError::AdaptiveShard {
-            plan: plan.name.clone(),
-        });
-    }
+    check_shardable(plan, opts.shard.is_some())?;
     let specs = expand(plan);
     store.set_meta("plan_name", &plan.name)?;
     match &wanted_shard {

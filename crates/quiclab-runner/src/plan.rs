@@ -307,12 +307,13 @@ struct RawPlan {
 }
 
 /// `iterations = N` (1 to 100000), or `iterations = { min = N, max = N, ci = "P%" }`
-/// (2 <= min <= max <= 100000, 0 % < P <= 50 %): the iterations to expand (the most) and the
+/// (2 <= min <= max <= 100000, 0.1 % <= P <= 50 %): the iterations to expand (the most) and the
 /// adaptive rule.
 fn parse_iterations(ctx: &Ctx, v: &Value) -> Result<(u32, Option<AdaptiveIterations>), PlanError> {
     const FORM: &str = "allowed: a number of iterations (1 to 100000), or \
         { min = N, max = N, ci = \"2%\" } to stop each condition and size once every compared \
-        difference in it is known to within ci (2 <= min <= max <= 100000, ci up to 50%)";
+        difference in it is known to within ci (2 <= min <= max <= 100000, ci from 0.1% to \
+        50%)";
     let err = |m: String| ctx.err(v.span(), m);
     match v.get_ref() {
         toml::Value::Integer(n @ 1..=100_000) => Ok((*n as u32, None)),
@@ -337,7 +338,8 @@ fn parse_iterations(ctx: &Ctx, v: &Value) -> Result<(u32, Option<AdaptiveIterati
             }
             let ci = match t.get("ci") {
                 Some(toml::Value::String(p)) => match units::parse_percent(p) {
-                    Ok(f) if f > 0.0 && f <= 0.5 => f,
+                    // below 0.1 % no campaign could settle: its trials' own noise is larger
+                    Ok(f) if (0.001..=0.5).contains(&f) => f,
                     _ => return Err(err(format!("iterations: ci = {p:?}: {FORM}"))),
                 },
                 Some(other) => return Err(err(format!("iterations: ci = {other}: {FORM}"))),
@@ -1190,7 +1192,14 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         // than holding a worker for days
         let largest = sizes.iter().copied().max().unwrap_or(0);
         for c in &conditions {
-            let Some(bps) = c.rate_bps() else { continue };
+            // a trace carries at its mean rate
+            let trace_bps = [&c.link.up, &c.link.down]
+                .iter()
+                .filter_map(|d| d.trace.as_ref().map(|t| t.mean_bps().max(1.0) as u64))
+                .min();
+            let Some(bps) = c.rate_bps().into_iter().chain(trace_bps).min() else {
+                continue;
+            };
             let ideal = Duration::from_secs_f64(largest as f64 * 8.0 / bps as f64);
             if ideal > MAX_IDEAL_TRANSFER {
                 return Err(PlanError {
@@ -1351,6 +1360,12 @@ mod tests {
         let trace = std::env::temp_dir().join(format!("quiclab-plan-{}.trace", std::process::id()));
         std::fs::write(&trace, "1\n").unwrap();
         let rate_and_trace = format!("[network]\nrate = \"10mbit\"\ntrace = {trace:?}\n");
+        // two 1500-byte opportunities every 100,000 s (0.24 bit/s, counted as 1): 10 KB would
+        // take 80,000 s and more
+        let slow_trace =
+            std::env::temp_dir().join(format!("quiclab-plan-slow-{}.trace", std::process::id()));
+        std::fs::write(&slow_trace, "1\n100000000\n").unwrap();
+        let slow_trace_keys = format!("[network]\ntrace = {slow_trace:?}\n");
         let values: Vec<String> = (1..=20).map(|v| format!("\"{v}ms\"")).collect();
         let huge_matrix = format!(
             "[matrix]\n{}",
@@ -1396,6 +1411,7 @@ mod tests {
                 "p",
                 "not a regular file",
             ),
+            (slow_trace_keys.as_str(), "p", "would take 80000 s to carry"),
             // the quick profile's mistake, found without --quick
             (
                 "[quick]\niterations = 0\n",
@@ -1427,6 +1443,7 @@ mod tests {
         let slow = format!("trial-timeout = \"1000min\"\n{base}[network]\nrate = \"100bit\"\n");
         parse(&slow, "t.toml", Profile::Full).unwrap();
         let _ = std::fs::remove_file(&trace);
+        let _ = std::fs::remove_file(&slow_trace);
         // 100000 iterations x 11 conditions: over the limit, counted, not expanded
         let many = base.replace("iterations = 1", "iterations = 100000")
             + "[matrix]\ndelay = [\"1ms\",\"2ms\",\"3ms\",\"4ms\",\"5ms\",\"6ms\",\"7ms\",\
@@ -1529,6 +1546,8 @@ b = "h3"
             ("{ min = 1, max = 3, ci = \"2%\" }", "min = 1"),
             ("{ min = 2, max = 3 }", "ci is missing"),
             ("{ min = 2, max = 3, ci = \"60%\" }", "ci = \"60%\""),
+            ("{ min = 2, max = 3, ci = \"1e-30%\" }", "ci = \"1e-30%\""),
+            ("{ min = 2, max = 3, ci = \"0.09%\" }", "ci from 0.1%"),
             ("{ min = 2, max = 3, ci = 2 }", "ci = 2"),
             (
                 "{ min = 2, max = 3, ci = \"2%\", step = 1 }",

@@ -438,10 +438,12 @@ fn execute(
             )));
         }
         if Instant::now() > deadline {
-            return Err(fail(format!(
-                "the server did not listen within {SERVER_READY:?}: {}",
-                tail(&server_log, 3)
-            )));
+            let said = tail(&server_log, 3);
+            return Err(fail(if said.is_empty() {
+                format!("the server did not listen within {SERVER_READY:?} and wrote nothing")
+            } else {
+                format!("the server did not listen within {SERVER_READY:?}: {said}")
+            }));
         }
         // a server listens a few milliseconds after it starts: look often (a read of a
         // short log)

@@ -67,6 +67,12 @@ pub enum StoreError {
         folders: usize,
     },
     #[error(
+        "results database {path}: its {table:?} table is missing (the database was damaged or \
+         edited): quiclab will not start afresh over it, and would not know which trial \
+         folders are whose; restore the database, or move the directory away"
+    )]
+    Damaged { path: String, table: String },
+    #[error(
         "{dir} is in use by another quiclab run (pid {holder}): wait for it to finish, stop it, \
          or choose another --out directory"
     )]
@@ -226,6 +232,25 @@ impl Store {
                     dir: dir.display().to_string(),
                     folders,
                 });
+            }
+        }
+        if found > 0 {
+            // a database with a schema has all its tables: one gone is damage, not a fresh start
+            for table in ["meta", "trials", "timeline"] {
+                let there: bool = conn
+                    .query_row(
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                        [table],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .map_err(sql)?
+                    > 0;
+                if !there {
+                    return Err(StoreError::Damaged {
+                        path: p,
+                        table: table.into(),
+                    });
+                }
             }
         }
         conn.execute_batch(SCHEMA).map_err(sql)?;
@@ -1182,6 +1207,24 @@ pub(crate) mod tests {
             })
             .collect();
         assert_eq!(counts, [(Some(5), None), (None, None)]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_database_whose_trials_table_was_dropped_is_refused_and_its_folders_kept() {
+        let d = dir("dropped");
+        {
+            let mut s = Store::open(&d).unwrap();
+            s.record(&trial("a", 0, Ok(metrics(10.0, 1)))).unwrap();
+            s.conn
+                .execute_batch("DROP TABLE timeline; DROP TABLE trials")
+                .unwrap();
+        }
+        std::fs::create_dir_all(d.join("trials").join("a")).unwrap();
+        let e = Store::open(&d).err().expect("refused");
+        assert!(matches!(e, StoreError::Damaged { .. }), "{e}");
+        assert!(e.to_string().contains("table is missing"), "{e}");
+        assert!(d.join("trials").join("a").is_dir());
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -510,6 +510,8 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         Profile::Full
     };
     let plan = load_plan(c.plan.as_deref(), profile)?;
+    // refused before anything is printed, by the dry run as by the run
+    quiclab_runner::campaign::check_shardable(&plan, c.shard.is_some())?;
     let missing = plan.missing();
     if !missing.is_empty() {
         usage!(

@@ -60,7 +60,10 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
     let unsafe_output = |e: &OutputError| !matches!(e, OutputError::Io { .. });
     // a results directory that is not this run's to use
     let wrong_dir = |e: &StoreError| match e {
-        StoreError::Empty { .. } | StoreError::Orphans { .. } | StoreError::Busy { .. } => true,
+        StoreError::Empty { .. }
+        | StoreError::Orphans { .. }
+        | StoreError::Damaged { .. }
+        | StoreError::Busy { .. } => true,
         StoreError::Output(o) => unsafe_output(o),
         _ => false,
     };

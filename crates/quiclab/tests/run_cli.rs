@@ -315,6 +315,14 @@ fn adaptive_iterations_stop_each_condition_and_size_once_its_differences_are_kno
     assert_eq!(shard.status.code(), Some(2));
     let err = String::from_utf8_lossy(&shard.stderr);
     assert!(err.contains("stops its iterations adaptively"), "{err}");
+    // and its dry run says so too (it accepted the plan)
+    let dry = run_plan(&p, &dir.join("shard"), "1")
+        .args(["--shard", "1/2", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&dry.stderr);
+    assert!(err.contains("stops its iterations adaptively"), "{err}");
 }
 
 #[test]
