@@ -71,6 +71,21 @@ pub enum MergeError {
     #[error("{a} and {b} both hold shard {shard}: name each shard's directory once")]
     SameShard { shard: String, a: String, b: String },
     #[error(
+        "trial {id} is in both {a} and {b}: a trial runs in one shard only, so one of them was \
+         edited or copied; merge the shards as their runs left them"
+    )]
+    TrialTwice { id: String, a: String, b: String },
+    #[error(
+        "trial {id} in {dir} was recorded by shard {recorded}, not by this directory's shard \
+         {shard}: merge the shards as their runs left them"
+    )]
+    TrialOfAnotherShard {
+        id: String,
+        dir: String,
+        recorded: String,
+        shard: String,
+    },
+    #[error(
         "{out} holds {what}: merge into a new directory (or the directory of an earlier merge \
          of these shards)"
     )]
@@ -246,20 +261,6 @@ pub fn merge(out: &Path, dirs: &[PathBuf]) -> Result<MergeSummary, MergeError> {
     check(&parts)?;
     let first = &parts[0];
     let out_name = out.display().to_string();
-    let mut target = Store::open(out)?;
-    if let Some(plan) = target.meta("plan_name")? {
-        let merged_before = target.meta("merged_from")?.is_some();
-        if plan != first.plan || !merged_before {
-            return Err(MergeError::OutInUse {
-                out: out_name,
-                what: if merged_before {
-                    format!("a merge of plan {plan:?}")
-                } else {
-                    format!("a campaign of plan {plan:?} run there")
-                },
-            });
-        }
-    }
     let mut description = first.store.description()?;
     let mut shards = Vec::new();
     let mut hosts_all: BTreeSet<String> = BTreeSet::new();
@@ -277,9 +278,40 @@ pub fn merge(out: &Path, dirs: &[PathBuf]) -> Result<MergeSummary, MergeError> {
             trials: trials.len(),
             hosts: hosts.into_iter().collect(),
         });
+        let shard = format!("{}/{}", p.shard.0, p.shard.1);
         for t in trials.into_iter().filter(|t| p.ids.contains(&t.id)) {
+            if let Some(recorded) = t.shard.as_ref().filter(|r| **r != shard) {
+                return Err(MergeError::TrialOfAnotherShard {
+                    id: t.id.clone(),
+                    dir: p.dir.clone(),
+                    recorded: recorded.clone(),
+                    shard,
+                });
+            }
+            if let Some((_, q)) = records.iter().find(|(o, _)| o.id == t.id) {
+                return Err(MergeError::TrialTwice {
+                    id: t.id.clone(),
+                    a: q.dir.clone(),
+                    b: p.dir.clone(),
+                });
+            }
             merged.insert(t.id.clone());
             records.push((t, p));
+        }
+    }
+    // every shard's trials checked before anything is written
+    let mut target = Store::open(out)?;
+    if let Some(plan) = target.meta("plan_name")? {
+        let merged_before = target.meta("merged_from")?.is_some();
+        if plan != first.plan || !merged_before {
+            return Err(MergeError::OutInUse {
+                out: out_name,
+                what: if merged_before {
+                    format!("a merge of plan {plan:?}")
+                } else {
+                    format!("a campaign of plan {plan:?} run there")
+                },
+            });
         }
     }
     shards.sort_by_key(|s| {
@@ -475,6 +507,24 @@ mod tests {
             (
                 shard("refuse-twice", "p", &IDS, "1/2", &["b"], "h", "v1"),
                 "both hold shard 1/2",
+            ),
+            // a trial in two shards (one copied or edited): which one's result would be kept
+            // depended on the order the shards were named
+            (
+                shard("refuse-dup", "p", &IDS, "2/2", &["b", "a"], "h", "v1"),
+                "trial a is in both",
+            ),
+            (
+                {
+                    let d = shard("refuse-moved", "p", &IDS, "2/2", &["b"], "h", "v1");
+                    Store::open(&d)
+                        .unwrap()
+                        .conn
+                        .execute("UPDATE trials SET shard = '1/2' WHERE id = 'b'", [])
+                        .unwrap();
+                    d
+                },
+                "was recorded by shard 1/2, not by this directory's shard 2/2",
             ),
         ];
         for (other, why) in &cases {
