@@ -606,6 +606,36 @@ fn bases(conditions: &mut [Condition], network: &[(String, String, std::ops::Ran
     }
 }
 
+/// A message with every run of more than 20 digits cut to its first and last few and its
+/// length: toml spells `1e308` out as 309 digits.
+fn short_numbers(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if digits.len() > 20 {
+            out.push_str(&format!(
+                "{}…{} ({} digits)",
+                &digits[..3],
+                &digits[digits.len() - 3..],
+                digits.len()
+            ));
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in message.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
 /// Keys of an arm that are not knobs.
 const ARM_KEYS: [&str; 6] = [
     "http",
@@ -1000,7 +1030,7 @@ pub fn parse(text: &str, file: &str, profile: Profile) -> Result<Plan, PlanError
         } else {
             (0, 0)
         };
-        let mut message = e.message().trim().to_string();
+        let mut message = short_numbers(e.message().trim());
         if message == "duplicate key" {
             // toml names no key: the span does
             let key = text.get(span.clone()).unwrap_or("").trim();
@@ -1439,6 +1469,12 @@ mod tests {
             // the offending line is named (line 0: a finding about the plan as a whole)
             assert!(e.starts_with("t.toml"), "{e}");
         }
+        // toml spells a float out in full: 309 digits for 1e308, cut short
+        let e = parse(&base.replace("\"p\"", "1e308"), "t.toml", Profile::Full)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`100…000 (309 digits).0`"), "{e}");
+        assert!(e.len() < 200, "{e}");
         // the same rate with trial-timeout set: long trials accepted knowingly
         let slow = format!("trial-timeout = \"1000min\"\n{base}[network]\nrate = \"100bit\"\n");
         parse(&slow, "t.toml", Profile::Full).unwrap();

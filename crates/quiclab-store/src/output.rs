@@ -48,6 +48,8 @@ pub enum OutputError {
         ancestor: PathBuf,
         why: String,
     },
+    #[error("{path}: is not a directory; quiclab writes a campaign into a directory of its own")]
+    NotADirectory { path: PathBuf },
     #[error("{path}: is a symbolic link; quiclab does not write through links")]
     Link { path: PathBuf },
     #[error("{path}: {source}")]
@@ -79,6 +81,11 @@ pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io(dir)(e)),
     };
+    if !meta.is_dir() {
+        return Err(OutputError::NotADirectory {
+            path: dir.to_path_buf(),
+        });
+    }
     let me = me();
     // root's directory is safe to write into for another user (only root placed what is in
     // it, or the group it was shared with)
@@ -394,6 +401,12 @@ mod tests {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = check_dir(&d).unwrap_err();
         assert!(e.to_string().contains("any user may write"), "{e}");
+        // a file where the directory should be: named as such (it said "File exists")
+        let file = scratch("mode-file").join("results.txt");
+        std::fs::write(&file, "x").unwrap();
+        let e = check_dir(&file).unwrap_err().to_string();
+        assert!(e.contains("is not a directory"), "{e}");
+        let _ = std::fs::remove_dir_all(file.parent().unwrap());
         // another user's directory (the test runs as root in CI: make one for "nobody")
         if me() == 0 {
             std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
