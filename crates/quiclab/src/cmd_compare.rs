@@ -8,6 +8,7 @@ use quiclab_store::Store;
 use serde_json::json;
 
 use crate::out::Out;
+use crate::usage::usage;
 
 /// Put two campaigns side by side: the same cells (arm, condition, size) of each, B's median
 /// TTLB against A's.
@@ -41,6 +42,20 @@ pub struct CompareCmd {
 
 pub fn compare(c: CompareCmd) -> anyhow::Result<i32> {
     let out = Out::new(c.json);
+    for d in [&c.a, &c.b] {
+        if !d.is_dir() {
+            usage!(
+                "{}: no such directory; name two directories `quiclab run` wrote",
+                d.display()
+            );
+        }
+    }
+    if std::fs::canonicalize(&c.a)? == std::fs::canonicalize(&c.b)? {
+        usage!(
+            "A and B are the same campaign ({}): name two campaigns to compare",
+            c.a.display()
+        );
+    }
     let a = Store::open_existing(&c.a)?.campaign()?;
     let b = Store::open_existing(&c.b)?.campaign()?;
     let cmp = compare::compare(&a, &b);
@@ -71,6 +86,14 @@ pub fn compare(c: CompareCmd) -> anyhow::Result<i32> {
                 ""
             }
         ));
+    }
+    if cmp.cells.is_empty() {
+        usage!(
+            "A and B have no cell (arm, condition and size) in common: {} cells in A only, {} \
+             in B only; compare campaigns of the same arms, conditions and sizes",
+            cmp.only_a,
+            cmp.only_b
+        );
     }
     let regressions = cmp.cells.iter().filter(|d| d.regression()).count();
     out.line(format!(

@@ -418,6 +418,19 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         html.contains("Provenance") && html.contains("1000000"),
         "{html:.500}"
     );
+    // a campaign against itself, a directory that is not there: said, exit 2
+    let refused = |a: &std::path::Path, b: &std::path::Path, says: &str| {
+        let o = quiclab().arg("compare").arg(a).arg(b).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+    };
+    refused(&dir.join("out-1"), &dir.join("out-1"), "the same campaign");
+    refused(
+        &dir.join("out-1"),
+        &dir.join("nowhere"),
+        "nowhere: no such directory",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
