@@ -456,3 +456,56 @@ fn a_plan_sharded_over_a_slurm_job_array_merges_into_the_whole_campaign() {
         );
     }
 }
+
+#[test]
+fn the_batch_script_passes_quiclab_args_as_words_without_expanding_patterns() {
+    let d = common::TempDir::new("sbatch-args");
+    // a file a pattern would match, and a stand-in for quiclab that prints its arguments
+    std::fs::write(d.join("match-me"), "").unwrap();
+    let fake = d.join("fake-quiclab");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/slurm/quiclab.sbatch");
+    let out = Command::new("bash")
+        .arg(&script)
+        .current_dir(&*d)
+        .env("QUICLAB", &fake)
+        .env("QUICLAB_PLAN", "www21")
+        .env("QUICLAB_SHARDS", "4")
+        .env("QUICLAB_RESULTS", "/r")
+        .env("SLURM_ARRAY_TASK_ID", "2")
+        .env("QUICLAB_ARGS", "--jobs 2  match-*")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        args,
+        "[run]\n[www21]\n[--shard]\n[2/4]\n[--out]\n[/r/shard-2-of-4]\n[--jobs]\n[2]\n[match-*]\n"
+    );
+    // no arguments at all
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("QUICLAB", &fake)
+        .env("QUICLAB_PLAN", "www21")
+        .env("QUICLAB_SHARDS", "4")
+        .env("QUICLAB_RESULTS", "/r")
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env_remove("QUICLAB_ARGS")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("[/r/shard-1-of-4]\n"));
+}
