@@ -188,6 +188,8 @@ CREATE INDEX IF NOT EXISTS timeline_trial ON timeline(trial_id);
 impl Store {
     /// Opens (creating if needed) the database of the campaign in `dir`.
     pub fn open(dir: &Path) -> Result<Store> {
+        // the campaign's own directory is written in place: not through a link
+        output::refuse_link(dir)?;
         output::check_dir(dir)?;
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.display().to_string(),
@@ -198,11 +200,32 @@ impl Store {
         for f in [DB_FILE, "results.db-wal", "results.db-shm"] {
             output::refuse_link(&dir.join(f))?;
         }
+        // the trials' folders are counted and deleted in place: not through a link
+        output::refuse_link(&dir.join("trials"))?;
         let p = path.display().to_string();
         let sql = |source| StoreError::Sqlite {
             path: p.clone(),
             source,
         };
+        let orphans = || -> Result<()> {
+            // a new database: refuse it where an earlier campaign's trials lie, whose database
+            // was deleted, emptied or damaged (starting afresh would silently orphan them)
+            let folders = std::fs::read_dir(dir.join("trials"))
+                .map(|d| d.filter_map(|e| e.ok()).count())
+                .unwrap_or(0);
+            if folders > 0 {
+                return Err(StoreError::Orphans {
+                    path: p.clone(),
+                    dir: dir.display().to_string(),
+                    folders,
+                });
+            }
+            Ok(())
+        };
+        // before a new database is made: a refusal leaves nothing behind
+        if !path.exists() {
+            orphans()?;
+        }
         let conn = Connection::open(&path).map_err(sql)?;
         // WAL: readers (a report) do not block the runner, and a crash keeps every committed
         // trial. NORMAL sync is durable across a process crash, which is what a SIGKILL is.
@@ -221,18 +244,7 @@ impl Store {
             return Err(StoreError::Version { path: p, found });
         }
         if found == 0 {
-            // a new database: refuse it where an earlier campaign's trials lie, whose database
-            // was deleted, emptied or damaged (starting afresh would silently orphan them)
-            let folders = std::fs::read_dir(dir.join("trials"))
-                .map(|d| d.filter_map(|e| e.ok()).count())
-                .unwrap_or(0);
-            if folders > 0 {
-                return Err(StoreError::Orphans {
-                    path: p,
-                    dir: dir.display().to_string(),
-                    folders,
-                });
-            }
+            orphans()?;
         }
         if found > 0 {
             // a database with a schema has all its tables: one gone is damage, not a fresh start
@@ -1271,7 +1283,20 @@ pub(crate) mod tests {
             );
             assert!(e.to_string().contains("move"), "{e}");
         }
+        // a missing database's refusal makes none
+        let _ = std::fs::remove_file(d.join(DB_FILE));
+        assert!(Store::open(&d).is_err());
+        assert!(!d.join(DB_FILE).exists());
+        // trials/ as a link elsewhere: refused, neither counted through nor written through
+        let elsewhere = dir("orphans-elsewhere");
+        std::fs::create_dir_all(elsewhere.join("kept")).unwrap();
+        std::fs::remove_dir_all(d.join("trials")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, d.join("trials")).unwrap();
+        let e = Store::open(&d).err().expect("a link");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!d.join(DB_FILE).exists() && elsewhere.join("kept").is_dir());
         let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(&elsewhere);
     }
 
     #[test]

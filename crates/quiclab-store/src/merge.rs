@@ -540,6 +540,17 @@ mod tests {
             // nothing written
             assert!(!out.join(crate::DB_FILE).exists(), "{e}");
         }
+        // an OUT that is a link is not written through
+        let target = dir("refuse-link-target");
+        let link =
+            target.with_file_name(format!("quiclab-store-refuse-link-{}", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let b = shard("refuse-link-b", "p", &IDS, "2/2", &["b"], "h", "v1");
+        let e = merge(&link, &[a.clone(), b]).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(!target.join(crate::DB_FILE).exists(), "{e}");
+        let _ = std::fs::remove_file(&link);
         // a whole campaign's directory is not a shard
         let whole = shard("refuse-whole", "p", &IDS, "1/1", &["a"], "h", "v1");
         Store::open(&whole).unwrap().delete_meta("shard").unwrap();
