@@ -417,45 +417,41 @@ mod tests {
 
     #[test]
     fn an_rtt_sample_below_the_path_floor_is_impossible() {
-        let text = seq(&[
-            HEADER,
-            &sent(0, 0, 0, 100),
-            &sent(0, 1, 100, 100),
-            &ack(20, "[[0]]"),
-            &metrics(20, 14_000, 100, 20),
-            &ack(70, "[[1]]"),
-            &metrics(70, 14_000, 0, 49),
-        ]);
-        let t = timeline(&text, 0, 0, Some(50_000)).unwrap();
+        // the impossible samples counted in two packets' log (samples as `metrics`) above a floor
+        let impossible = |events: &[String], floor_us: u64| {
+            let mut records = vec![HEADER.to_string(), sent(0, 0, 0, 100), sent(0, 1, 100, 100)];
+            records.extend(events.iter().cloned());
+            let records: Vec<&str> = records.iter().map(String::as_str).collect();
+            let t = timeline(&seq(&records), 0, 0, Some(floor_us)).unwrap();
+            t.last().unwrap().impossible_rtt_samples
+        };
         // 20 ms is impossible on a 50 ms path; 49 ms is within the log's millisecond
-        assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
+        let ngtcp2 = [
+            ack(20, "[[0]]"),
+            metrics(20, 14_000, 100, 20),
+            ack(70, "[[1]]"),
+            metrics(70, 14_000, 0, 49),
+        ];
+        assert_eq!(impossible(&ngtcp2, 50_000), Some(1));
         // quic-go logs the sample just before the acknowledgement, and repeats it in later
         // updates: counted once
-        let text = seq(&[
-            HEADER,
-            &sent(0, 0, 0, 100),
-            &sent(0, 1, 100, 100),
-            &metrics(20, 14_000, 100, 20),
-            &ack(21, "[[0]]"),
-            &metrics(22, 14_000, 100, 20),
-            &metrics(69, 14_000, 0, 49),
-            &ack(70, "[[1]]"),
-        ]);
-        let t = timeline(&text, 0, 0, Some(50_000)).unwrap();
-        assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
+        let quic_go = [
+            metrics(20, 14_000, 100, 20),
+            ack(21, "[[0]]"),
+            metrics(22, 14_000, 100, 20),
+            metrics(69, 14_000, 0, 49),
+            ack(70, "[[1]]"),
+        ];
+        assert_eq!(impossible(&quic_go, 50_000), Some(1));
         // with jitter the floor is lower (both delays less their jitter): 44 ms is possible on
         // a path of 25 ms +- 5 ms each way, 38 ms is not
-        let text = seq(&[
-            HEADER,
-            &sent(0, 0, 0, 100),
-            &sent(0, 1, 100, 100),
-            &ack(44, "[[0]]"),
-            &metrics(44, 14_000, 100, 44),
-            &ack(60, "[[1]]"),
-            &metrics(60, 14_000, 0, 38),
-        ]);
-        let t = timeline(&text, 0, 0, Some(40_000)).unwrap();
-        assert_eq!(t.last().unwrap().impossible_rtt_samples, Some(1));
+        let jittered = [
+            ack(44, "[[0]]"),
+            metrics(44, 14_000, 100, 44),
+            ack(60, "[[1]]"),
+            metrics(60, 14_000, 0, 38),
+        ];
+        assert_eq!(impossible(&jittered, 40_000), Some(1));
         assert!(timeline(b"\x1e{\"x\":1}", 0, 0, None).is_err());
     }
 

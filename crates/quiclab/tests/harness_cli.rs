@@ -9,7 +9,12 @@ use quiclab_store::{Store, TrialRecord};
 mod common;
 use common::tshark;
 
-/// A campaign of one iteration per arm, one trial at a time, artifacts kept.
+/// HTTP/2 over kernel TCP and HTTP/3 from each of the four QUIC implementations.
+const EVERY_STACK: &str = "[arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n[arms.quinn]\nhttp = \"3\"\n\
+                           [arms.ngtcp2]\nstack = \"ngtcp2\"\n[arms.quiche]\nstack = \"quiche\"\n\
+                           [arms.quic-go]\nstack = \"quic-go\"\n";
+
+/// A campaign run one trial at a time, artifacts kept, and its trials.
 fn campaign(name: &str, plan: &str) -> (common::TempDir, Vec<TrialRecord>) {
     let (dir, out) = common::run_plan(name, plan, &["--keep-artifacts", "--jobs", "1"]);
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
@@ -93,11 +98,8 @@ fn jitter_and_reordering_raise_no_impossible_rtt_sample_on_any_stack() {
                 rate = \"100mbit\"\ndelay = \"25ms\"\njitter = \"5ms\"\n\
                 [conditions.jitter]\n\
                 [conditions.\"jitter and reordering\"]\njitter-reorders = \"true\"\n\
-                reorder = \"2%\"\n\
-                [arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n[arms.quinn]\nhttp = \"3\"\n\
-                [arms.ngtcp2]\nstack = \"ngtcp2\"\n[arms.quiche]\nstack = \"quiche\"\n\
-                [arms.quic-go]\nstack = \"quic-go\"\n";
-    let (_dir, trials) = campaign("jitter", plan);
+                reorder = \"2%\"\n";
+    let (_dir, trials) = campaign("jitter", &format!("{plan}{EVERY_STACK}"));
     assert_eq!(trials.len(), 20);
     for t in &trials {
         let m = t
@@ -121,11 +123,8 @@ fn every_stack_reports_what_it_re_sent_at_one_percent_loss_and_unknown_is_not_ze
     common::assert_root();
     let plan = "name = \"resent\"\niterations = 1\nseed = 7\n[workload]\n\
                 kind = \"single-object\"\nsizes = [\"1mb\"]\n[network]\n\
-                rate = \"10mbit\"\ndelay = \"10ms\"\nloss = \"1%\"\n\
-                [arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n[arms.quinn]\nhttp = \"3\"\n\
-                [arms.ngtcp2]\nstack = \"ngtcp2\"\n[arms.quiche]\nstack = \"quiche\"\n\
-                [arms.quic-go]\nstack = \"quic-go\"\n";
-    let (_dir, trials) = campaign("resent", plan);
+                rate = \"10mbit\"\ndelay = \"10ms\"\nloss = \"1%\"\n";
+    let (_dir, trials) = campaign("resent", &format!("{plan}{EVERY_STACK}"));
     assert_eq!(trials.len(), 5);
     for t in &trials {
         let m = t

@@ -470,42 +470,31 @@ fn the_batch_script_passes_quiclab_args_as_words_without_expanding_patterns() {
     .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/slurm/quiclab.sbatch");
-    let out = Command::new("bash")
-        .arg(&script)
-        .current_dir(&*d)
-        .env("QUICLAB", &fake)
-        .env("QUICLAB_PLAN", "www21")
-        .env("QUICLAB_SHARDS", "4")
-        .env("QUICLAB_RESULTS", "/r")
-        .env("SLURM_ARRAY_TASK_ID", "2")
-        .env("QUICLAB_ARGS", "--jobs 2  match-*")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let args = String::from_utf8_lossy(&out.stdout);
+    // task `task` of 4 with these QUICLAB_ARGS (none: unset): the arguments quiclab got
+    let run = |task: &str, args: Option<&str>| {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script)
+            .current_dir(&*d)
+            .env("QUICLAB", &fake)
+            .env("QUICLAB_PLAN", "www21")
+            .env("QUICLAB_SHARDS", "4")
+            .env("QUICLAB_RESULTS", "/r")
+            .env("SLURM_ARRAY_TASK_ID", task);
+        match args {
+            Some(a) => cmd.env("QUICLAB_ARGS", a),
+            None => cmd.env_remove("QUICLAB_ARGS"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
     assert_eq!(
-        args,
+        run("2", Some("--jobs 2  match-*")),
         "[run]\n[www21]\n[--shard]\n[2/4]\n[--out]\n[/r/shard-2-of-4]\n[--jobs]\n[2]\n[match-*]\n"
     );
-    // no arguments at all
-    let out = Command::new("bash")
-        .arg(&script)
-        .env("QUICLAB", &fake)
-        .env("QUICLAB_PLAN", "www21")
-        .env("QUICLAB_SHARDS", "4")
-        .env("QUICLAB_RESULTS", "/r")
-        .env("SLURM_ARRAY_TASK_ID", "1")
-        .env_remove("QUICLAB_ARGS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).ends_with("[/r/shard-1-of-4]\n"));
+    assert!(run("1", None).ends_with("[--out]\n[/r/shard-1-of-4]\n"));
 }
