@@ -123,7 +123,8 @@ pub struct Condition {
     /// super-packets (split into wire packets for every decision), which more than doubles
     /// what it forwards at MTU 1500; for links of several Gbit/s.
     pub offloads: bool,
-    /// The condition this one impairs ([`bases`]).
+    /// The condition this one impairs: the same path (its keys other than loss, delay, jitter
+    /// and reordering) without its impairments.
     pub base: Option<usize>,
 }
 

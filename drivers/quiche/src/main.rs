@@ -21,6 +21,14 @@ use clap::{Parser, Subcommand};
 /// Largest UDP payload either side sends or takes.
 const MAX_DATAGRAM: usize = 1350;
 
+/// How much stream data quiche takes from the application, against the room its window has
+/// (quiche's default is 1): the server sends only whole packets (`server::send_full`), and a
+/// window whose room it leaves unused is the window's doing only while quiche still holds data
+/// it could send; with no more than the room, the last part of a response (the room less the
+/// packets' overhead) would leave quiche with nothing, taking itself for application-limited,
+/// and its window would stop growing.
+const SEND_CAPACITY_FACTOR: f64 = 2.0;
+
 #[derive(Parser)]
 #[command(about = "quiche's HTTP/3 endpoints for quiclab (see docs/stacks.md)")]
 struct Cli {
@@ -71,6 +79,7 @@ fn config(cc: &str) -> Result<quiche::Config, String> {
     c.set_initial_max_streams_bidi(1000);
     c.set_initial_max_streams_uni(100);
     c.set_disable_active_migration(true);
+    c.set_send_capacity_factor(SEND_CAPACITY_FACTOR);
     c.set_cc_algorithm_name(cc).map_err(|e| e.to_string())?;
     if std::env::var_os("SSLKEYLOGFILE").is_some() {
         c.log_keys();

@@ -177,19 +177,21 @@ pub fn run(a: Args) -> Result<(), String> {
 }
 
 impl Client {
-    /// quiche's timers (it does nothing if none fired). What they send (a probe, a packet's
-    /// repair) goes as quiche builds it: a probe is sent whatever the window's room.
+    /// quiche's timers (it does nothing if none fired). A probe (its loss-detection timer
+    /// expired with nothing acknowledged) is sent whatever the window's room: one packet may go.
     fn on_timeout(&mut self) {
         if self.conn.timeout().is_some_and(|t| t.is_zero()) {
             self.conn.on_timeout();
-            self.room = None;
+            // a probe may go whatever the window's room: one packet
+            self.room = self.room.map(|r| r.max(super::MAX_DATAGRAM));
         }
     }
 }
 
 /// The room the congestion window has once a packet came in: quiche's send capacity (the
-/// window's room, as the stream-data bytes the application may hand over) just after `recv`,
-/// before anything is written; `None` while no response is under way.
+/// window's room times [`super::SEND_CAPACITY_FACTOR`], as the stream-data bytes the
+/// application may hand over) just after `recv`, before anything is written; `None` while no
+/// response is under way.
 fn room(c: &mut Client) -> Option<usize> {
     let conn = &mut c.conn;
     let mut room = None;
@@ -201,7 +203,7 @@ fn room(c: &mut Client) -> Option<usize> {
         }
         Err(_) => false,
     });
-    room
+    room.map(|r| (r as f64 / super::SEND_CAPACITY_FACTOR) as usize)
 }
 
 /// Sends what the connection has to send, but while a response is under way only whole
@@ -217,7 +219,8 @@ fn room(c: &mut Client) -> Option<usize> {
 /// A window left with room is taken by quiche for an application with nothing to send, and
 /// then it does not grow: the last, too short buffer tells quiche that the window is what
 /// stops it (quiche's own path for "cwnd almost full", which marks the sender not
-/// application-limited).
+/// application-limited). That path is reached only while quiche holds data it could send,
+/// hence [`super::SEND_CAPACITY_FACTOR`].
 fn send_full(c: &mut Client, socket: &UdpSocket, out: &mut [u8]) -> Result<(), String> {
     let Some(mut room) = c.room else {
         return super::flush(&mut c.conn, socket, out);
@@ -229,8 +232,12 @@ fn send_full(c: &mut Client, socket: &UdpSocket, out: &mut [u8]) -> Result<(), S
         }
     }
     if room < out.len() {
-        // a buffer shorter than any packet's overhead: quiche sends nothing
-        let _ = c.conn.send(&mut out[..1]);
+        // A buffer that holds a short header but not its packet number and AEAD tag: quiche
+        // writes the header, finds no room for the rest, marks the sender not
+        // application-limited and sends nothing. (One byte would fail on the header, before
+        // that mark.)
+        let header = 1 + c.conn.destination_id().len();
+        let _ = c.conn.send(&mut out[..header + 2]);
     }
     c.room = Some(room);
     Ok(())
