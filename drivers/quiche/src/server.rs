@@ -182,7 +182,6 @@ impl Client {
     fn on_timeout(&mut self) {
         if self.conn.timeout().is_some_and(|t| t.is_zero()) {
             self.conn.on_timeout();
-            // a probe may go whatever the window's room: one packet
             self.room = self.room.map(|r| r.max(super::MAX_DATAGRAM));
         }
     }
