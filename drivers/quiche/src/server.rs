@@ -60,6 +60,8 @@ struct Client {
     /// Bytes the congestion window had room for when the last packet came in, less what was
     /// sent since (see [`send_full`]); `None` while no response is under way.
     room: Option<usize>,
+    /// When the last packet came in.
+    heard: Instant,
 }
 
 /// Bytes read from a file per turn.
@@ -96,6 +98,7 @@ pub fn run(a: Args) -> Result<(), String> {
         let wait = clients
             .values()
             .filter_map(|c| c.conn.timeout())
+            .chain(clients.values().filter_map(Client::held_for))
             .min()
             .unwrap_or(Duration::from_millis(50))
             .min(Duration::from_millis(50));
@@ -142,6 +145,7 @@ pub fn run(a: Args) -> Result<(), String> {
                             responses: HashMap::new(),
                             sending: BTreeSet::new(),
                             room: None,
+                            heard: Instant::now(),
                         },
                     );
                     id.to_vec()
@@ -154,6 +158,7 @@ pub fn run(a: Args) -> Result<(), String> {
                     continue;
                 }
                 client.room = room(client);
+                client.heard = Instant::now();
                 serve(client, &h3_config, &a.htdocs, honour);
             }
         }
@@ -162,6 +167,7 @@ pub fn run(a: Args) -> Result<(), String> {
             clients.values_mut().for_each(Client::on_timeout);
         }
         for c in clients.values_mut() {
+            c.release_if_silent();
             serve(c, &h3_config, &a.htdocs, honour);
             send_full(c, &socket, &mut out)?;
         }
@@ -177,6 +183,25 @@ pub fn run(a: Args) -> Result<(), String> {
 }
 
 impl Client {
+    /// How much longer the whole-packet rule may hold this connection's packets back: until a
+    /// round trip has passed without a packet from the peer. The room is read from quiche's send
+    /// capacity, which the peer's flow-control credit caps too; a peer that waits for a lost
+    /// packet's repair before it grants more credit would otherwise wait for ever.
+    fn held_for(&self) -> Option<Duration> {
+        let room = self.room?;
+        (room < super::MAX_DATAGRAM).then(|| {
+            let rtt = self.conn.path_stats().next().map_or(Duration::from_millis(100), |p| p.rtt);
+            (self.heard + rtt).saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// After a round trip without a packet from the peer, whatever quiche has goes.
+    fn release_if_silent(&mut self) {
+        if self.held_for().is_some_and(|d| d.is_zero()) {
+            self.room = None;
+        }
+    }
+
     /// quiche's timers (it does nothing if none fired). A probe (its loss-detection timer
     /// expired with nothing acknowledged) is sent whatever the window's room: one packet may go.
     fn on_timeout(&mut self) {
