@@ -190,7 +190,11 @@ impl Client {
     fn held_for(&self) -> Option<Duration> {
         let room = self.room?;
         (room < super::MAX_DATAGRAM).then(|| {
-            let rtt = self.conn.path_stats().next().map_or(Duration::from_millis(100), |p| p.rtt);
+            let rtt = self
+                .conn
+                .path_stats()
+                .next()
+                .map_or(Duration::from_millis(100), |p| p.rtt);
             (self.heard + rtt).saturating_duration_since(Instant::now())
         })
     }
