@@ -68,6 +68,12 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> OutputError + '_ {
 }
 
 /// This process's effective user.
+/// The effective group of this process.
+fn my_group() -> u32 {
+    // SAFETY: getegid cannot fail.
+    unsafe { libc::getegid() }
+}
+
 fn me() -> u32 {
     // SAFETY: geteuid has no arguments and cannot fail.
     unsafe { libc::geteuid() }
@@ -123,9 +129,13 @@ fn check_ancestors(dir: &Path) -> Result<(), OutputError> {
                 continue;
             };
             let mode = meta.permissions().mode();
+            // a group's write is this user's own group's, or the invoking user's that quiclab
+            // shares a results directory with (`share_with_group`)
+            let own_group = meta.gid() == my_group() || Some(meta.gid()) == invoking_group();
+            let writers = if own_group { 0o002 } else { 0o022 };
             let why = if meta.uid() != me && meta.uid() != 0 {
                 Some(format!("belongs to user {}", meta.uid()))
-            } else if mode & 0o022 != 0 && !(meta.uid() == 0 && mode & 0o1000 != 0) {
+            } else if mode & writers != 0 && !(meta.uid() == 0 && mode & 0o1000 != 0) {
                 Some(format!(
                     "may be written by {} without the sticky bit",
                     if mode & 0o002 != 0 {
@@ -423,11 +433,11 @@ mod tests {
         let d = scratch("ancestor");
         let parent = d.join("theirs");
         std::fs::create_dir_all(&parent).unwrap();
-        // as root, a directory of another user's (in CI); otherwise a group-writable one
+        // as root, a directory of another user's (in CI); otherwise one anyone may write
         if me() == 0 {
             std::os::unix::fs::chown(&parent, Some(12345), None).unwrap();
         } else {
-            std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o775)).unwrap();
+            std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
         for out in [parent.join("out"), parent.join("out").join("deeper")] {
             let e = check_dir(&out).unwrap_err().to_string();
