@@ -176,16 +176,21 @@ pub(crate) fn metrics(
     })
 }
 
-/// A page trial's outcome from what its client wrote, the server's timeline and qlogs, how the
-/// client ended (its exit status, or the timeout it hit) and the link's reports; `Err` says why
-/// the trial failed. The record goes to `requests_out` either way.
+/// A page trial's outcome from what its client wrote (`client_out`, `client_log`), the server's
+/// timeline file and its qlogs under the trial's `dir`, how the client ended (its exit status,
+/// or the timeout it hit) and the link's reports; `Err` says why the trial failed. The record
+/// goes to `requests_out` either way.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn trial_metrics(
-    ran: &crate::workloads::Ran,
+    dir: &Path,
+    client_out: &Path,
+    client_log: &Path,
+    timeline: &Path,
+    status: Result<std::process::ExitStatus, std::time::Duration>,
+    reports: &[DirectionReport],
     min_rtt_ms: f64,
     requests_out: &mut serde_json::Value,
 ) -> Result<Metrics, String> {
-    let (client_out, client_log, reports) = (ran.client_out, ran.client_log, ran.reports);
-    let status = ran.status.ok_or(ran.timeout);
     let rec = read_record(client_out);
     if let Some(r) = &rec {
         *requests_out =
@@ -209,11 +214,11 @@ pub(crate) fn trial_metrics(
              host could not keep up)"
         ));
     }
-    let timeline = outputs::read_timeline(ran.server_output, rec.start_us);
+    let timeline = outputs::read_timeline(timeline, rec.start_us);
     metrics(
         &rec,
         &timeline,
-        outputs::server_resent(ran.dir),
+        outputs::server_resent(dir),
         reports,
         min_rtt_ms,
     )

@@ -72,6 +72,15 @@ impl WorkloadKind for Pages {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        page::trial_metrics(ran, t.min_rtt_ms(), requests_out)
+        page::trial_metrics(
+            ran.dir,
+            ran.client_out,
+            ran.client_log,
+            ran.server_output,
+            ran.status.ok_or(ran.timeout),
+            ran.reports,
+            t.min_rtt_ms(),
+            requests_out,
+        )
     }
 }
