@@ -20,8 +20,11 @@ use crate::trial::{self, TrialEnd, TrialEnv};
 /// How to run a campaign.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// The campaign directory (database, trial folders, report).
+    /// The campaign directory (database, trial folders, report), as named.
     pub out: PathBuf,
+    /// The same directory held open (`Anchor::open(out)`): every trial's files are created and
+    /// deleted in it, even if its name is made to lead elsewhere mid-run.
+    pub held: std::sync::Arc<quiclab_store::output::Anchor>,
     /// Trials run at once.
     pub jobs: Jobs,
     /// The quiclab binary for the endpoints.
@@ -361,9 +364,12 @@ pub fn run(
     if matches!(opts.jobs, Jobs::Fixed(0) | Jobs::Auto(0)) {
         return Err(RunError::NoJobs);
     }
+    let anchor = &opts.held;
     // held until the run returns: a second run into the same directory is refused
     let _lock = Store::lock(&opts.out)?;
     let mut store = Store::open(&opts.out)?;
+    // the lock and the database were opened by name: in the directory held
+    anchor.confirm(&opts.out).map_err(StoreError::from)?;
     if let Some(found) = store.meta("plan_name")?
         && found != plan.name
     {
@@ -457,7 +463,7 @@ pub fn run(
     }
     let env = TrialEnv {
         bin: opts.bin.clone(),
-        dir: opts.out.clone(),
+        dir: anchor.path().to_path_buf(),
         events: true,
     };
     let (workers, mut governor) = match opts.jobs {
@@ -600,7 +606,7 @@ pub fn run(
     )?;
     store.add_busy(&spells.lock().unwrap_or_else(|p| p.into_inner()))?;
     if !opts.keep_all_artifacts {
-        prune_artifacts(&store, &opts.out)?;
+        prune_artifacts(&store, anchor.path())?;
     }
     progress.end();
     Ok(summary)

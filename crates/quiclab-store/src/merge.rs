@@ -17,6 +17,12 @@ use crate::{Store, StoreError, TrialRecord};
 pub enum MergeError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(
+        "{dir}: its results.db cannot be read as a campaign ({why}): a shard's directory must \
+         hold the whole database its `quiclab run --shard` wrote (copy it again, with its \
+         results.db-wal if there is one)"
+    )]
+    Unreadable { dir: String, why: String },
     #[error("nothing to merge: name the shards' directories after OUT")]
     NoShards,
     #[error("{dir} is the output directory: merge into a new directory")]
@@ -116,6 +122,9 @@ pub struct MergeSummary {
     pub shards_missing: Vec<String>,
     /// Trials of the plan that no shard holds.
     pub missing: usize,
+    /// Symbolic links found among the shards' artifacts, left out of the merge (a shard's
+    /// artifacts are files and folders quiclab wrote; a link could lead anywhere).
+    pub links_left_out: Vec<PathBuf>,
 }
 
 /// A shard directory as read.
@@ -131,13 +140,24 @@ struct Part {
 }
 
 fn read(dir: &Path) -> Result<Part, MergeError> {
-    let store = Store::open_existing(dir)?;
     let name = dir.display().to_string();
+    // a shard's database SQLite cannot read (truncated in a copy, damaged): the directory is
+    // refused, as one of another campaign is
+    let unreadable = |e: StoreError| match e {
+        StoreError::Sqlite { source, .. } => MergeError::Unreadable {
+            dir: name.clone(),
+            why: source.to_string(),
+        },
+        e => e.into(),
+    };
+    let store = Store::open_existing(dir).map_err(unreadable)?;
     let plan = store
-        .meta("plan_name")?
+        .meta("plan_name")
+        .map_err(unreadable)?
         .ok_or_else(|| StoreError::Empty { path: name.clone() })?;
     let shard = store
-        .meta("shard")?
+        .meta("shard")
+        .map_err(unreadable)?
         .and_then(|s| {
             let (k, n) = s.split_once('/')?;
             Some((k.parse().ok()?, n.parse().ok()?))
@@ -147,12 +167,14 @@ fn read(dir: &Path) -> Result<Part, MergeError> {
             plan: plan.clone(),
         })?;
     let ids: BTreeSet<String> = store
-        .current_ids()?
+        .current_ids()
+        .map_err(unreadable)?
         .map(|ids| ids.into_iter().collect())
         .unwrap_or_default();
-    let builds = store.builds()?;
+    let builds = store.builds().map_err(unreadable)?;
     let busy_seconds = store
-        .meta("busy_seconds")?
+        .meta("busy_seconds")
+        .map_err(unreadable)?
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     Ok(Part {
@@ -221,7 +243,20 @@ fn check(parts: &[Part]) -> Result<(), MergeError> {
 }
 
 /// Copies the directory tree `from` to `to` (files and directories; links are not followed).
-fn copy_tree(from: &Path, to: &Path) -> Result<(), StoreError> {
+/// The first of `base`'s descendants on the way to `base/rel` that is a symbolic link.
+fn first_link(base: &Path, rel: &str) -> Option<PathBuf> {
+    let mut at = base.to_path_buf();
+    for part in Path::new(rel).components() {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+fn copy_tree(from: &Path, to: &Path, links: &mut Vec<PathBuf>) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| StoreError::Io { path, source }
@@ -232,9 +267,19 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), StoreError> {
         let kind = entry.file_type().map_err(io(&entry.path()))?;
         let target = to.join(entry.file_name());
         if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
+            copy_tree(&entry.path(), &target, links)?;
         } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target).map_err(io(&target))?;
+            // neither end through a link: the source is opened as the file it was listed as,
+            // the target created in place
+            let mut src = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(entry.path())
+                .map_err(io(&entry.path()))?;
+            let mut dst = crate::output::create(&target)?;
+            std::io::copy(&mut src, &mut dst).map_err(io(&target))?;
+        } else if kind.is_symlink() {
+            links.push(entry.path());
         }
     }
     Ok(())
@@ -299,8 +344,11 @@ pub fn merge(out: &Path, dirs: &[PathBuf]) -> Result<MergeSummary, MergeError> {
             records.push((t, p));
         }
     }
-    // every shard's trials checked before anything is written
+    // every shard's trials checked before anything is written; the artifacts are copied into
+    // the directory held open here, whatever its name comes to lead to meanwhile
+    let anchor = crate::output::Anchor::open(out).map_err(StoreError::from)?;
     let mut target = Store::open(out)?;
+    anchor.confirm(out).map_err(StoreError::from)?;
     if let Some(plan) = target.meta("plan_name")? {
         let merged_before = target.meta("merged_from")?.is_some();
         if plan != first.plan || !merged_before {
@@ -362,11 +410,17 @@ pub fn merge(out: &Path, dirs: &[PathBuf]) -> Result<MergeSummary, MergeError> {
         )
         .unwrap_or_else(|_| "[]".into()),
     )?;
+    let mut links_left_out = Vec::new();
     for (t, p) in &records {
         if let Some(rel) = &t.artifacts {
-            let from = p.path.join(rel);
-            if from.is_dir() {
-                copy_tree(&from, &out.join(rel))?;
+            match first_link(&p.path, rel) {
+                Some(link) => links_left_out.push(link),
+                None if p.path.join(rel).is_dir() => copy_tree(
+                    &p.path.join(rel),
+                    &anchor.path().join(rel),
+                    &mut links_left_out,
+                )?,
+                None => {}
             }
         }
         target.record(t)?;
@@ -383,6 +437,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf]) -> Result<MergeSummary, MergeError> {
             .map(|k| format!("{k}/{count}"))
             .collect(),
         missing: first.ids.len() - merged.len(),
+        links_left_out,
     })
 }
 
@@ -438,9 +493,23 @@ mod tests {
     fn shards_of_one_campaign_merge_with_their_hosts_shards_and_artifacts() {
         let a = shard("merge-a", "p", &IDS, "1/2", &["a", "c"], "lab-1", "v1");
         let b = shard("merge-b", "p", &IDS, "2/2", &["b"], "lab-2", "v1");
+        // links among a shard's artifacts, in a folder and as a folder: left out, and said
+        let secret = dir("merge-secret");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("key"), "secret").unwrap();
+        std::os::unix::fs::symlink(secret.join("key"), a.join("trials/a/keys.log")).unwrap();
+        std::fs::remove_dir_all(b.join("trials/b")).unwrap();
+        std::os::unix::fs::symlink(&secret, b.join("trials/b")).unwrap();
         let out = dir("merge-out");
         let sum = merge(&out, &[b.clone(), a.clone()]).unwrap();
         assert_eq!((sum.total, sum.merged, sum.missing), (4, 3, 1));
+        assert_eq!(
+            sum.links_left_out,
+            [b.join("trials/b"), a.join("trials/a/keys.log")]
+        );
+        assert!(!out.join("trials/a/keys.log").exists());
+        assert!(out.join("trials/a/server.log").is_file());
+        assert!(!out.join("trials/b").exists());
         assert!(sum.shards_missing.is_empty());
         assert_eq!(sum.shards[0].shard, "1/2");
         assert_eq!(sum.shards[0].hosts, ["lab-1"]);
@@ -471,7 +540,7 @@ mod tests {
         let out2 = dir("merge-out2");
         let sum = merge(&out2, std::slice::from_ref(&a)).unwrap();
         assert_eq!(sum.shards_missing, ["2/2"]);
-        for d in [a, b, b2, out, out2] {
+        for d in [a, b, b2, out, out2, secret] {
             let _ = std::fs::remove_dir_all(d);
         }
     }
@@ -551,6 +620,19 @@ mod tests {
         assert!(e.contains("symbolic link"), "{e}");
         assert!(!target.join(crate::DB_FILE).exists(), "{e}");
         let _ = std::fs::remove_file(&link);
+        // a shard whose database was cut short in a copy: refused by name
+        let cut = shard("refuse-cut", "p", &IDS, "2/2", &["b"], "h", "v1");
+        let db = cut.join(crate::DB_FILE);
+        let whole_db = std::fs::read(&db).unwrap();
+        std::fs::write(&db, &whole_db[..whole_db.len().min(100)]).unwrap();
+        let e = merge(&dir("refuse-out"), &[a.clone(), cut.clone()]).unwrap_err();
+        assert!(matches!(e, MergeError::Unreadable { .. }), "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains(&cut.display().to_string()) && e.contains("cannot be read"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&cut);
         // a whole campaign's directory is not a shard
         let whole = shard("refuse-whole", "p", &IDS, "1/1", &["a"], "h", "v1");
         Store::open(&whole).unwrap().delete_meta("shard").unwrap();

@@ -50,6 +50,11 @@ pub enum OutputError {
     },
     #[error("{path}: is not a directory; quiclab writes a campaign into a directory of its own")]
     NotADirectory { path: PathBuf },
+    #[error(
+        "{path}: the directory was replaced while quiclab opened it (moved away, another put in \
+         its place); quiclab writes nothing there: check who else can change its parents"
+    )]
+    Moved { path: PathBuf },
     #[error("{path}: is a symbolic link; quiclab does not write through links")]
     Link { path: PathBuf },
     #[error("{path}: {source}")]
@@ -87,6 +92,12 @@ pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io(dir)(e)),
     };
+    check_meta(dir, &meta)
+}
+
+/// The directory's own part of [`check_dir`]: a directory, this user's or root's, and not one
+/// anyone may write to.
+fn check_meta(dir: &Path, meta: &std::fs::Metadata) -> Result<(), OutputError> {
     if !meta.is_dir() {
         return Err(OutputError::NotADirectory {
             path: dir.to_path_buf(),
@@ -108,6 +119,86 @@ pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
         });
     }
     Ok(())
+}
+
+/// An output directory held open for the length of a run: every later create and delete goes
+/// through [`Anchor::path`], which the kernel resolves from the open directory itself (a
+/// `/proc/PID/fd/N` link), never from its name again. Whoever could rename the directory
+/// mid-run and put another, or a link, in its place would redirect nothing: quiclab (and the
+/// endpoints it starts, given paths under [`Anchor::path`]) keeps writing where it started.
+#[derive(Debug)]
+pub struct Anchor {
+    dir: std::fs::File,
+    path: PathBuf,
+    shown: PathBuf,
+}
+
+impl Anchor {
+    /// Checks `dir` as [`check_dir`] does, creates it if it is missing, opens it without
+    /// following a link, and checks what was opened again (owner and mode, as opened).
+    pub fn open(dir: &Path) -> Result<Anchor, OutputError> {
+        refuse_link(dir)?;
+        check_dir(dir)?;
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(dir)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOTDIR) => OutputError::NotADirectory {
+                    path: dir.to_path_buf(),
+                },
+                _ => link_or_io(dir, e),
+            })?;
+        check_meta(dir, &file.metadata().map_err(io(dir))?)?;
+        use std::os::fd::AsRawFd;
+        let path = PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            file.as_raw_fd()
+        ));
+        if !path.is_dir() {
+            return Err(io(dir)(std::io::Error::other(
+                "/proc is not mounted: quiclab holds its output directory open through /proc/PID/fd",
+            )));
+        }
+        Ok(Anchor {
+            dir: file,
+            path,
+            shown: dir.to_path_buf(),
+        })
+    }
+
+    /// The held directory, as a path any process of this user resolves from the open
+    /// directory: join a relative path to it to create or delete there.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory as it was named.
+    pub fn shown(&self) -> &Path {
+        &self.shown
+    }
+
+    /// Whether `path` names the held directory now (same device and inode).
+    pub fn is(&self, path: &Path) -> bool {
+        match (self.dir.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+
+    /// Fails unless `path` still names the held directory: a campaign's database is opened by
+    /// name, so after opening it the name must still lead to the directory held.
+    pub fn confirm(&self, path: &Path) -> Result<(), OutputError> {
+        if self.is(path) {
+            Ok(())
+        } else {
+            Err(OutputError::Moved {
+                path: path.to_path_buf(),
+            })
+        }
+    }
 }
 
 /// Every directory above `dir` (as the path names them, absolute, and as they resolve) must be
@@ -173,21 +264,53 @@ pub fn invoking_group() -> Option<u32> {
 }
 
 /// Gives `gid` read and write access to `dir` and everything in it: each directory and file
-/// (never a link, which is left alone) gets that group and the group's read and write bits
-/// (and search, for directories), others' bits unchanged.
+/// (never a link, which is left alone, nor a FIFO or socket) gets that group and the group's read
+/// and write bits (and search, for directories), others' bits unchanged. Every entry is opened
+/// without following a link and changed through its open descriptor, so an entry replaced by a
+/// link meanwhile is never followed. `dir` itself may be an [`Anchor::path`].
 pub fn share_with_group(dir: &Path, gid: u32) -> Result<(), OutputError> {
+    let held = dir.starts_with(format!("/proc/{}/fd", std::process::id()));
+    match open_entry(dir, !held) {
+        Ok(f) => share_open(f, dir, gid),
+        // a link is left alone
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Ok(()),
+        Err(e) => Err(io(dir)(e)),
+    }
+}
+
+/// Opens a file or directory to change its owner and mode (read-only, without blocking on a
+/// FIFO, and without following a link at `path` when `nofollow`).
+fn open_entry(path: &Path, nofollow: bool) -> std::io::Result<std::fs::File> {
+    let flags = libc::O_NONBLOCK | if nofollow { libc::O_NOFOLLOW } else { 0 };
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+}
+
+fn share_open(f: std::fs::File, shown: &Path, gid: u32) -> Result<(), OutputError> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
-    if meta.file_type().is_symlink() {
+    let meta = f.metadata().map_err(io(shown))?;
+    if !meta.is_dir() && !meta.is_file() {
         return Ok(());
     }
-    std::os::unix::fs::lchown(dir, None, Some(gid)).map_err(io(dir))?;
+    std::os::unix::fs::fchown(&f, None, Some(gid)).map_err(io(shown))?;
     let group = if meta.is_dir() { 0o070 } else { 0o060 };
     let mode = meta.permissions().mode() & 0o7777 | group;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io(dir))?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io(shown))?;
     if meta.is_dir() {
-        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
-            share_with_group(&entry.map_err(io(dir))?.path(), gid)?;
+        let at = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+        for entry in std::fs::read_dir(&at).map_err(io(shown))? {
+            let name = entry.map_err(io(shown))?.file_name();
+            let (path, shown) = (at.join(&name), shown.join(&name));
+            match open_entry(&path, true) {
+                Ok(child) => share_open(child, &shown, gid)?,
+                // a link, or an entry gone meanwhile, is left alone
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOENT)) => {}
+                Err(e) => return Err(io(&shown)(e)),
+            }
         }
     }
     Ok(())
@@ -260,16 +383,29 @@ pub fn write_atomic_with(
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp_name = format!(".{name}.{}.tmp", std::process::id());
+    let shown_tmp = dir.join(&tmp_name);
+    // the directory is resolved once and held: the temporary file and the rename happen in
+    // that one directory, even if its name is made to lead elsewhere meanwhile
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(&dir)
+        .map_err(io(&dir))?;
+    let at = PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&held)
+    ));
+    let (tmp, target) = (at.join(&tmp_name), at.join(&name));
     let _ = std::fs::remove_file(&tmp);
-    remove_dead_writers_files(&dir, &name);
+    remove_dead_writers_files(&at, &name);
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW)
         .mode(0o644)
         .open(&tmp)
-        .map_err(io(&tmp))?;
+        .map_err(io(&shown_tmp))?;
     let mut w = std::io::BufWriter::new(file);
     let written = fill(&mut w)
         .and_then(|()| w.flush())
@@ -279,7 +415,7 @@ pub fn write_atomic_with(
         return Err(io(path)(e));
     }
     // rename replaces a link at `path` itself, never its target
-    std::fs::rename(&tmp, path).map_err(|e| {
+    std::fs::rename(&tmp, &target).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         io(path)(e)
     })

@@ -18,8 +18,10 @@
 //!   are handed to it instead of HTTP.
 //! - [`Limits`]: a connection must finish its TLS handshake, and an HTTP/1.1 request its
 //!   header, within `handshake_timeout`; an HTTP/2 connection that stops answering pings for as
-//!   long is closed. At most `max_connections` are open at once: the listener waits for one to
-//!   end before accepting another, so idle sockets cannot exhaust the descriptors.
+//!   long is closed. At most `max_connections` are open at once, so idle sockets cannot
+//!   exhaust the descriptors: at the limit, a new connection closes the oldest one still in its
+//!   handshake (a TCP connect that sent nothing holds no place a real client needs), and when
+//!   every open connection is past its handshake the listener waits for one to end.
 
 use std::io;
 use std::net::SocketAddr;
@@ -39,8 +41,9 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use socket2::{Domain, Protocol, Socket, Type};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
@@ -296,7 +299,13 @@ impl Server {
         let mut conns: JoinSet<bool> = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
         let max = self.state.limits.max_connections.max(1);
+        // the connections still in their handshake, oldest first: each one's flag is set once
+        // its handshake is done
+        let mut opening: std::collections::VecDeque<(Arc<AtomicBool>, AbortHandle)> =
+            std::collections::VecDeque::new();
         loop {
+            opening
+                .retain(|(started, task)| !started.load(Ordering::Relaxed) && !task.is_finished());
             tokio::select! {
                 () = &mut shutdown => break,
                 Some(done) = conns.join_next(), if !conns.is_empty() => {
@@ -305,14 +314,21 @@ impl Server {
                         stats.failed += 1;
                     }
                 }
-                accepted = self.listener.accept(), if conns.len() < max => match accepted {
+                accepted = self.listener.accept(), if conns.len() < max || !opening.is_empty() => match accepted {
                     Ok((tcp, peer)) => {
+                        if conns.len() >= max
+                            && let Some((_, oldest)) = opening.pop_front()
+                        {
+                            // counted as failed when its task ends
+                            oldest.abort();
+                        }
                         let index = stats.connections as u32;
                         stats.connections += 1;
-                        let (acceptor, state, on_error) =
-                            (self.acceptor.clone(), self.state.clone(), on_error.clone());
-                        conns.spawn(async move {
-                            match serve_connection(tcp, peer, index, acceptor, state).await {
+                        let started = Arc::new(AtomicBool::new(false));
+                        let (acceptor, state, on_error, flag) =
+                            (self.acceptor.clone(), self.state.clone(), on_error.clone(), started.clone());
+                        let task = conns.spawn(async move {
+                            match serve_connection(tcp, peer, index, acceptor, state, flag).await {
                                 Ok(()) => true,
                                 Err(e) => {
                                     on_error(e);
@@ -320,6 +336,7 @@ impl Server {
                                 }
                             }
                         });
+                        opening.push_back((started, task));
                     }
                     Err(e) => {
                         on_error(ConnectionError::Accept(e));
@@ -351,9 +368,10 @@ async fn serve_connection(
     index: u32,
     acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
+    started: Arc<AtomicBool>,
 ) -> Result<(), ConnectionError> {
     let Some(w) = state.timeline.clone() else {
-        return serve_tls(tcp, peer, index, acceptor, state).await;
+        return serve_tls(tcp, peer, index, acceptor, state, started).await;
     };
     let sampler = Sampler::new(tcp.as_fd(), index)
         .map_err(|source| ConnectionError::Timeline {
@@ -379,7 +397,7 @@ async fn serve_connection(
             .await;
         failed
     });
-    let served = serve_tls(tcp, peer, index, acceptor, state).await;
+    let served = serve_tls(tcp, peer, index, acceptor, state, started).await;
     let _ = done_tx.send(());
     let failed = sampling.await.ok().flatten();
     served?;
@@ -398,6 +416,7 @@ async fn serve_tls(
     index: u32,
     acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
+    started: Arc<AtomicBool>,
 ) -> Result<(), ConnectionError> {
     // Responses are written whole by hyper; Nagle would only hold back the tail of each.
     let _ = tcp.set_nodelay(true);
@@ -410,7 +429,11 @@ async fn serve_tls(
         b
     };
     let Some(acceptor) = acceptor else {
-        let service = service_fn(move |req| handle(req, state.clone()));
+        // plain HTTP/1.1: the handshake is done once a request's header has arrived
+        let service = service_fn(move |req| {
+            started.store(true, Ordering::Relaxed);
+            handle(req, state.clone())
+        });
         return http1()
             .serve_connection(TokioIo::new(tcp), service)
             .await
@@ -428,6 +451,7 @@ async fn serve_tls(
             });
         }
     };
+    started.store(true, Ordering::Relaxed);
     let alpn = tls.get_ref().1.alpn_protocol();
     if let Some(service) = &state.service
         && alpn == Some(service.alpn())

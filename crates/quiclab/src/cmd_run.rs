@@ -149,6 +149,12 @@ pub fn merge(c: MergeCmd) -> anyhow::Result<i32> {
             }
         ));
     }
+    for link in &summary.links_left_out {
+        out.line(format!(
+            "left out {}: a symbolic link, not an artifact quiclab wrote (it could lead anywhere)",
+            link.display()
+        ));
+    }
     let report = render(&c.out)?;
     let missing = match (summary.missing, summary.shards_missing.as_slice()) {
         (0, _) => String::new(),
@@ -180,6 +186,7 @@ pub fn merge(c: MergeCmd) -> anyhow::Result<i32> {
                 "shard": s.shard, "dir": s.dir, "trials": s.trials, "hosts": s.hosts,
             })).collect::<Vec<_>>(),
             "shards_missing": summary.shards_missing,
+            "links_left_out": summary.links_left_out,
         })
     });
     Ok(if summary.missing > 0 {
@@ -665,8 +672,11 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             }
         })
     };
+    // held open for the run and its report: see quiclab_store::output::Anchor
+    let held = Arc::new(quiclab_store::output::Anchor::open(&out)?);
     let opts = RunOptions {
         out: out.clone(),
+        held: held.clone(),
         jobs,
         bin: std::env::current_exe().context("cannot find the quiclab binary")?,
         keep_all_artifacts: c.keep_artifacts,
@@ -704,7 +714,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             ""
         }
     );
-    let report = render(&out)?;
+    let report = render_held(&held, Store::open_existing(held.path())?)?;
     if c.json {
         let summary = serde_json::json!({
             "plan": plan.name,
@@ -747,29 +757,35 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
 
 /// Renders DIR/report.html from the database and returns its path.
 fn render(dir: &Path) -> anyhow::Result<PathBuf> {
+    // a directory without a campaign is refused before anything is made
     let store = Store::open_existing(dir)?;
+    render_held(&quiclab_store::output::Anchor::open(dir)?, store)
+}
+
+/// Renders the campaign of `store` into the directory `held`, and shares that directory with
+/// the invoking user's group.
+fn render_held(held: &quiclab_store::output::Anchor, store: Store) -> anyhow::Result<PathBuf> {
     let campaign = store.campaign()?;
     let t = Instant::now();
     let html = quiclab_report::render(&campaign);
-    let path = dir.join("report.html");
     // a kill mid-write leaves the old report, never half of one
-    quiclab_store::output::write_atomic(&path, html.as_bytes())?;
+    quiclab_store::output::write_atomic(&held.path().join("report.html"), html.as_bytes())?;
     eprintln!(
         "quiclab: report of {} trials rendered in {:.0} ms",
         campaign.trials.len(),
         t.elapsed().as_secs_f64() * 1000.0
     );
-    share(dir);
-    Ok(path)
+    share(held.path(), held.shown());
+    Ok(held.shown().join("report.html"))
 }
 
 /// Run through sudo: the invoking user's group may read and write what root wrote into `dir`
-/// (see quiclab_store::output::share_with_group).
-fn share(dir: &Path) {
+/// (see quiclab_store::output::share_with_group), `shown` is its name.
+fn share(dir: &Path, shown: &Path) {
     if let Some(gid) = quiclab_store::output::invoking_group()
         && let Err(e) = quiclab_store::output::share_with_group(dir, gid)
     {
-        log::warn!("cannot share {} with group {gid}: {e}", dir.display());
+        log::warn!("cannot share {} with group {gid}: {e}", shown.display());
     }
 }
 
@@ -785,7 +801,7 @@ pub fn export(c: ExportCmd) -> anyhow::Result<i32> {
     match c.format {
         Format::Csv => {
             let e = store.export_csv(&to)?;
-            share(&to);
+            share(&to, &to);
             for f in &e.files {
                 println!("{}", f.display());
             }

@@ -121,9 +121,10 @@ pub struct ServeCmd {
     /// closed. Idle connections cannot hold the server.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cmd_link::parse_time)]
     handshake_timeout: std::time::Duration,
-    /// Over TCP: the most connections open at once; the server accepts the next one when one
-    /// ends (the kernel queues up to 1024 meanwhile), so idle sockets cannot use up its file
-    /// descriptors.
+    /// Over TCP: the most connections open at once, so idle sockets cannot use up its file
+    /// descriptors. At the limit a new connection closes the oldest one still in its
+    /// handshake (a connect flood cannot delay real clients); when every open one is past its
+    /// handshake, the next is accepted when one ends (the kernel queues up to 1024 meanwhile).
     #[arg(long, value_name = "N", default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,
     #[command(flatten)]
@@ -219,6 +220,12 @@ pub fn serve(c: ServeCmd) -> anyhow::Result<i32> {
     // Written before the socket exists: `quiclab link` starts the client once it sees a listening
     // socket, and the client needs the certificate by then.
     if let Some(path) = &c.write_cert {
+        // into a directory only this user (or root) controls, as every output
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        quiclab_store::output::check_dir(parent).context("--write-cert")?;
         quiclab_store::output::write_atomic(path, identity.chain_pem().as_bytes())
             .context("writing the certificate")?;
     }

@@ -138,6 +138,12 @@ mod tests {
         };
         let wrapped = quiclab_runner::campaign::RunError::Store(busy);
         assert_eq!(exit_code(&wrapped.into()), USAGE);
+        // a shard directory whose database cannot be read is a refused directory
+        let cut = quiclab_store::merge::MergeError::Unreadable {
+            dir: "s2".into(),
+            why: "file is not a database".into(),
+        };
+        assert_eq!(exit_code(&cut.into()), USAGE);
         let io = quiclab_netns::Error::Command {
             cmd: "ip link add".into(),
             stderr: "RTNETLINK answers: File exists".into(),

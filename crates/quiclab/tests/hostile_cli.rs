@@ -356,6 +356,42 @@ fn idle_connections_cannot_hold_the_server() {
     stop_within(serve, Duration::from_secs(3));
 }
 
+/// A flood of plain TCP connects that send nothing, with the server's default limits (1,024
+/// connections, a 10 s handshake limit): at the limit each new connection closes the oldest
+/// one still in its handshake, so real requests over HTTP/1.1 and HTTP/2 are answered within
+/// a second during the flood (they waited up to 17 s, a batch per handshake limit).
+#[test]
+fn a_connect_flood_does_not_delay_real_requests() {
+    let dir = common::TempDir::new("connect-flood");
+    let (serve, port) = serve_on_loopback(&dir, &["--no-quic"]);
+    let t = Instant::now();
+    let flood: Vec<std::net::TcpStream> = (0..3000)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let connecting = t.elapsed();
+    for version in ["1.1", "2", "1.1", "2"] {
+        let t = Instant::now();
+        let (code, out) = get(&dir, port, version, "/bytes/1000");
+        assert_eq!(code, Some(0), "HTTP/{version}: {out}");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "HTTP/{version} answered in {:?} during the flood ({} connects took {connecting:?})",
+            t.elapsed(),
+            flood.len()
+        );
+    }
+    // the oldest silent connections were closed by the server to make room
+    let mut first = &flood[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let n = std::io::Read::read(&mut first, &mut buf).unwrap_or(usize::MAX);
+    assert_eq!(n, 0, "closed by the server");
+    drop(flood);
+    stop_within(serve, Duration::from_secs(3));
+}
+
 #[test]
 fn a_large_file_is_streamed_and_a_fifo_under_the_root_blocks_nothing() {
     let dir = common::TempDir::new("files");

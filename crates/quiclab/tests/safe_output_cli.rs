@@ -152,3 +152,101 @@ fn the_invoking_users_group_reads_and_renders_what_root_ran() {
         .unwrap();
     assert!(!r.status.success());
 }
+
+/// Every entry under `dir`, as relative paths (links not followed).
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A directory above the output that the invoking user's group may write (allowed: quiclab
+/// shares results with that group) lets a member of the group, another uid, move the output
+/// away mid-run and put a directory in its place whose `trials` leads to a root-only
+/// directory. quiclab keeps creating and deleting in the directory it opened: nothing outside
+/// it is created or deleted, and the campaign finishes there.
+#[test]
+fn a_swap_of_the_output_by_another_user_mid_run_redirects_no_create_or_delete() {
+    common::assert_root();
+    let dir = common::TempDir::new("swap");
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let plan = dir.join("plan.toml");
+    let trials = 8;
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"swap\"\niterations = {trials}\n[workload]\nkind = \"single-object\"\n\
+             sizes = [\"100KB\"]\n[network]\ndelay = \"5ms\"\nrate = \"4Mbit\"\n\
+             [arms.h2]\nhttp = \"2\"\n"
+        ),
+    )
+    .unwrap();
+    // the root-only directory the link will lead to, with what must survive
+    let victim = dir.join("victim");
+    std::fs::create_dir_all(victim.join("keep")).unwrap();
+    std::fs::write(victim.join("keep/canary"), b"precious").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let before = tree(&victim);
+    let gid = 54331;
+    let shared = dir.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::os::unix::fs::chown(&shared, Some(0), Some(gid)).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let (out, old) = (shared.join("out"), shared.join("old"));
+    let run = common::quiclab()
+        .env("SUDO_GID", gid.to_string())
+        .args(["run", plan.to_str().unwrap(), "--jobs", "1", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(out.join("trials")).map_or(0, |d| d.count()) == 0 {
+        assert!(Instant::now() < until, "no trial started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // the other user's swap, as that user (no capability of root's)
+    let swap = std::process::Command::new("setpriv")
+        .args(["--reuid", &gid.to_string(), "--regid", &gid.to_string()])
+        .args(["--clear-groups", "--", "sh", "-c"])
+        .arg(format!(
+            "mv {o} {old} && mkdir {o} && ln -s {v} {o}/trials",
+            o = out.display(),
+            old = old.display(),
+            v = victim.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(swap.success(), "the swap itself failed: {swap}");
+    let started_before_swap = std::fs::read_dir(old.join("trials")).unwrap().count();
+    let o = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    // the swap landed mid-run: trials were still to start
+    assert!(started_before_swap < trials, "{started_before_swap} {err}");
+    // nothing created or deleted where the link leads, nor in the directory put in place
+    assert_eq!(tree(&victim), before, "{err}");
+    assert_eq!(tree(&out), ["trials"]);
+    assert!(o.status.success(), "{}: {err}", o.status);
+    // the campaign finished in the directory it opened, under its new name
+    let recorded = common::quiclab()
+        .env("SUDO_GID", gid.to_string())
+        .args(["export", old.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let export_err = String::from_utf8_lossy(&recorded.stderr);
+    assert!(recorded.status.success(), "{export_err}");
+    let csv = std::fs::read_to_string(old.join("export/trials.csv")).unwrap();
+    assert_eq!(csv.lines().count(), trials + 1, "{csv}");
+    assert!(old.join("report.html").is_file());
+}
