@@ -56,8 +56,36 @@ pub fn namespaces() -> Vec<String> {
     v
 }
 
+/// The lock every remover of leftovers (`clean`, a reaper) holds for its whole pass, one at a
+/// time. A remover tests a run by taking the run's lock; meanwhile that run looks alive to any
+/// other remover, which would leave its namespaces to the first (and return before it had
+/// removed them). Holding this lock, a remover sees only live runs' locks held. `None` when
+/// the lock directory cannot be made (the pass then goes on unserialised).
+fn one_remover_at_a_time() -> Option<File> {
+    std::fs::create_dir_all(LOCK_DIR).ok()?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(format!("{LOCK_DIR}/{REMOVER_LOCK}"))
+        .ok()?;
+    // SAFETY: a blocking flock on a file we opened; released when `f` is dropped. A pass takes
+    // milliseconds, so a second remover waits that long.
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+    Some(f)
+}
+
+/// The file of [`one_remover_at_a_time`]'s lock in the lock directory (not a run's: runs'
+/// locks end in `.lock`).
+const REMOVER_LOCK: &str = "removing";
+
 /// Removes the leftovers of runs that are no longer alive; with `force`, of live runs too.
 pub fn clean(force: bool) -> Result<Cleaned> {
+    let _one = one_remover_at_a_time();
     let mut out = Cleaned::default();
     remove_namespaces(force, &mut out)?;
     remove_locks(force);
@@ -67,6 +95,7 @@ pub fn clean(force: bool) -> Result<Cleaned> {
 /// Removes the leftovers of the dead runs of process `pid` (see [`crate::reaper`]): the same
 /// as [`clean`] without `force`, for one process's runs only.
 pub fn remove_dead_runs_of(pid: u32) -> Result<Cleaned> {
+    let _one = one_remover_at_a_time();
     let mut out = Cleaned::default();
     let mine = |name: &str| {
         run_id(name)
@@ -131,6 +160,43 @@ fn remove_locks_where(force: bool, which: &dyn Fn(&str) -> bool) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A reaper testing a dead run (holding the run's lock, as it does for a moment) while
+    /// `clean` runs: `clean` removes the run's namespace before it returns, rather than taking
+    /// the run for alive and leaving it to the reaper (a test that checked right after `clean`
+    /// found it still there).
+    #[test]
+    fn clean_removes_a_dead_runs_namespace_while_a_reaper_is_testing_the_run() {
+        assert!(
+            crate::sys::is_root(),
+            "this test creates a namespace: run it as root"
+        );
+        // a run id whose pid cannot exist (above the kernel's pid limit)
+        let id = "999999999-0";
+        let name = format!("{PREFIX}{id}-client");
+        let _ = ns::destroy(&name);
+        std::mem::forget(ns::Netns::create(&name).unwrap());
+        std::fs::create_dir_all(LOCK_DIR).unwrap();
+        std::fs::write(format!("{LOCK_DIR}/{id}.lock"), b"").unwrap();
+        let (tested, testing) = std::sync::mpsc::channel();
+        let reaper = std::thread::spawn(move || {
+            let _one = one_remover_at_a_time();
+            let state = run_state(id);
+            assert!(matches!(state, RunState::Dead(Some(_))));
+            tested.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(state);
+        });
+        testing.recv().unwrap();
+        let cleaned = clean(false).unwrap();
+        let left = Path::new(NETNS_DIR).join(&name).exists();
+        reaper.join().unwrap();
+        let _ = ns::destroy(&name);
+        assert!(!left, "clean left {name}: {cleaned:?}");
+        assert!(cleaned.namespaces.contains(&name), "{cleaned:?}");
+    }
+
     #[test]
     fn run_id_is_parsed_from_namespace_names() {
         assert_eq!(super::run_id("quiclab-1234-0-client"), Some("1234-0"));
