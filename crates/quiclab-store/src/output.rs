@@ -250,14 +250,17 @@ fn check_ancestors(dir: &Path) -> Result<(), OutputError> {
     Ok(())
 }
 
-/// The group of the user who ran quiclab through sudo (`SUDO_GID`), when quiclab runs as root
-/// for another user; None otherwise.
+/// The group quiclab, run as root, shares its results with: `QUICLAB_GROUP` when set (a
+/// container's, whose merge runs as another user), else the group of the user who ran quiclab
+/// through sudo (`SUDO_GID`); None when quiclab is not root, or neither names a group other
+/// than root's.
 pub fn invoking_group() -> Option<u32> {
     if me() != 0 {
         return None;
     }
-    std::env::var("SUDO_GID")
-        .ok()?
+    ["QUICLAB_GROUP", "SUDO_GID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok())?
         .parse()
         .ok()
         .filter(|&g| g != 0)

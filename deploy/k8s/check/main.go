@@ -11,8 +11,10 @@
 //
 // Then it checks what quiclab needs the manifests to agree on: one Indexed Job of shards whose
 // completion count, parallelism and QUICLAB_SHARDS are one number N, one shard pod per node,
-// pods allowed to make namespaces and TUN devices, a merge Job for the same N, and one results
-// volume, mountable from several nodes, in both.
+// pods given the capabilities quiclab needs to make namespaces and TUN devices (and no more, not
+// privileged), a merge Job for the same N running as an ordinary user of the group the shards
+// share their directories with, no service account token and pinned images in both, and one
+// results volume, mountable from several nodes, in both.
 //
 // It prints one line per problem (the file, the object, the field) and exits 1 if there is any;
 // 2 for a usage error.
@@ -88,9 +90,9 @@ func main() {
 	// the messages of the API server's declarative validation go to klog; the problems are ours
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
-	// privileged pods are allowed by kube-apiserver --allow-privileged=true, which kubeadm, k3s
-	// and the managed clusters set; quiclab's shard pods need it
-	capabilities.Initialize(capabilities.Capabilities{AllowPrivileged: true})
+	// validated as by an API server that allows no privileged pod (kube-apiserver
+	// --allow-privileged=false): quiclab's pods need none
+	capabilities.Initialize(capabilities.Capabilities{AllowPrivileged: false})
 
 	var r report
 	var objects []object
@@ -220,11 +222,27 @@ func agree(r *report, objects []object) {
 		job := o.obj.(*batch.Job)
 		n, results = checkShards(r, o, job, claims)
 	}
+	for _, o := range append(slices.Clone(shards), merges...) {
+		hardened(r, o, o.obj.(*batch.Job))
+	}
 	for _, o := range merges {
 		job := o.obj.(*batch.Job)
 		c := onlyContainer(r, o, job)
 		if c == nil {
 			continue
+		}
+		gid := unprivileged(r, o, job, c)
+		for _, s := range shards {
+			sc := s.obj.(*batch.Job).Spec.Template.Spec.Containers
+			if len(sc) == 0 || gid < 0 {
+				continue
+			}
+			g, set := env(&sc[0], "QUICLAB_GROUP")
+			if !set {
+				r.add("%s: env QUICLAB_GROUP is not set: the shards would not share their directories with the merge's group %d, which could not read their databases", s, gid)
+			} else if g != strconv.FormatInt(gid, 10) {
+				r.add("%s: runs as group %d but the shards share their directories with group %q (QUICLAB_GROUP): it could not read their databases", o, gid, g)
+			}
 		}
 		if m := envInt(r, o, c, "QUICLAB_SHARDS"); n > 0 && m >= 0 && m != n {
 			r.add("%s: env QUICLAB_SHARDS is %d but the shards Job runs %d shards: the merge would wait for shards that never come or leave some out", o, m, n)
@@ -273,22 +291,121 @@ func checkShards(r *report, o object, job *batch.Job, claims map[string]*core.Pe
 		r.add("%s: the container must run `quiclab run ... --shard K/N` with K from JOB_COMPLETION_INDEX", o)
 	}
 	sc := c.SecurityContext
-	privileged := sc != nil && sc.Privileged != nil && *sc.Privileged
-	if !privileged {
-		var caps []core.Capability
-		if sc != nil && sc.Capabilities != nil {
-			caps = sc.Capabilities.Add
-		}
-		for _, need := range []core.Capability{"SYS_ADMIN", "NET_ADMIN"} {
-			if !slices.Contains(caps, need) {
-				r.add("%s: container %s is not privileged and does not add capability %s: quiclab creates network namespaces and devices", o, c.Name, need)
-			}
-		}
-		if !mounts(c, "/dev/net/tun") {
-			r.add("%s: container %s is not privileged and has no /dev/net/tun: quiclab's link emulator uses TUN devices", o, c.Name)
+	if sc != nil && sc.Privileged != nil && *sc.Privileged {
+		r.add("%s: container %s is privileged: grant only the capabilities quiclab needs (%s) and /dev/net/tun", o, c.Name, capList(shardCaps))
+	}
+	var caps []core.Capability
+	dropsAll := false
+	if sc != nil && sc.Capabilities != nil {
+		caps = sc.Capabilities.Add
+		dropsAll = slices.Contains(sc.Capabilities.Drop, "ALL")
+	}
+	for _, need := range shardCaps {
+		if !slices.Contains(caps, need.name) {
+			r.add("%s: container %s does not add capability %s: %s", o, c.Name, need.name, need.why)
 		}
 	}
+	for _, got := range caps {
+		if !slices.ContainsFunc(shardCaps, func(n capability) bool { return n.name == got }) {
+			r.add("%s: container %s adds capability %s, which quiclab does not need (only %s)", o, c.Name, got, capList(shardCaps))
+		}
+	}
+	if !dropsAll {
+		r.add("%s: container %s does not drop ALL capabilities first: it would keep the runtime's defaults beside the ones it adds", o, c.Name)
+	}
+	if !mounts(c, "/dev/net/tun") {
+		r.add("%s: container %s has no /dev/net/tun: quiclab's link emulator uses TUN devices", o, c.Name)
+	}
 	return n, resultsClaim(r, o, job, c, claims)
+}
+
+// capability is one a shard's container adds, and why quiclab needs it.
+type capability struct {
+	name core.Capability
+	why  string
+}
+
+// shardCaps: what a shard's container adds to the capabilities it drops (ALL), and no more.
+var shardCaps = []capability{
+	{"SYS_ADMIN", "quiclab creates network namespaces (and remounts /proc/sys writable for their settings)"},
+	{"NET_ADMIN", "quiclab creates TUN devices and veth pairs and gives them addresses"},
+	{"NET_BIND_SERVICE", "the endpoints listen on port 443 inside the namespaces"},
+	{"SYS_NICE", "the link emulator's forwarding threads take a real-time scheduling class"},
+	{"CHOWN", "each shard's directory is shared with the merge's group (QUICLAB_GROUP)"},
+}
+
+func capList(caps []capability) string {
+	var names []string
+	for _, c := range caps {
+		names = append(names, string(c.name))
+	}
+	return strings.Join(names, ", ")
+}
+
+// hardened checks what both Jobs must hold: no service account token in their pods, and images
+// pinned (a version tag or a digest, not :latest or no tag: every pod must run one build).
+func hardened(r *report, o object, job *batch.Job) {
+	pod := job.Spec.Template.Spec
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		r.add("%s: spec.template.spec.automountServiceAccountToken is not false: quiclab's pods use no Kubernetes API and should hold no token", o)
+	}
+	all := append(slices.Clone(pod.InitContainers), pod.Containers...)
+	for _, c := range all {
+		if !pinned(c.Image) {
+			r.add("%s: container %s: image %q is not pinned: name a version tag (quiclab:0.1.0) or a digest (@sha256:...), not :latest or none, so every pod runs the same build", o, c.Name, c.Image)
+		}
+	}
+}
+
+// pinned: the image names a digest, or a tag other than latest.
+func pinned(image string) bool {
+	if strings.Contains(image, "@sha256:") {
+		return true
+	}
+	// the tag follows the last colon after the last slash (a registry's port is before it)
+	name := image[strings.LastIndex(image, "/")+1:]
+	i := strings.LastIndex(name, ":")
+	return i >= 0 && name[i+1:] != "" && name[i+1:] != "latest"
+}
+
+// unprivileged checks the merge's container: it runs as a user other than root, gains no
+// privilege, and adds no capability.
+func unprivileged(r *report, o object, job *batch.Job, c *core.Container) (gid int64) {
+	pod := job.Spec.Template.Spec.SecurityContext
+	sc := c.SecurityContext
+	var user, group *int64
+	var nonRoot *bool
+	if pod != nil {
+		user, group, nonRoot = pod.RunAsUser, pod.RunAsGroup, pod.RunAsNonRoot
+	}
+	if sc != nil {
+		if sc.RunAsUser != nil {
+			user = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			group = sc.RunAsGroup
+		}
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+	}
+	if user == nil || *user == 0 || nonRoot == nil || !*nonRoot {
+		r.add("%s: container %s runs as root (or may): the merge needs no privilege; set runAsNonRoot: true and runAsUser to an ordinary user", o, c.Name)
+	}
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		r.add("%s: container %s: allowPrivilegeEscalation is not false", o, c.Name)
+	}
+	if sc != nil && sc.Privileged != nil && *sc.Privileged {
+		r.add("%s: container %s is privileged: the merge needs no privilege", o, c.Name)
+	}
+	if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+		r.add("%s: container %s: capabilities must drop ALL and add none: the merge needs none", o, c.Name)
+	}
+	if group == nil {
+		r.add("%s: container %s sets no runAsGroup: the shards share their directories with one group (QUICLAB_GROUP), which the merge must run as", o, c.Name)
+		return -1
+	}
+	return *group
 }
 
 // onePerNode: a required anti-affinity on the node's host name against pods with these labels.
@@ -325,6 +442,16 @@ func script(job *batch.Job) string {
 		parts = append(parts, c.Args...)
 	}
 	return strings.Join(parts, " ")
+}
+
+// env is the container's environment variable name, and whether it is set.
+func env(c *core.Container, name string) (string, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
 }
 
 // envInt is the container's environment variable name as a number, or -1 (with a problem said).
