@@ -422,6 +422,15 @@ pub fn run(
         Some(shard) => crate::shard::select(plan, specs, shard),
         None => specs,
     };
+    if opts.shard.is_some() {
+        let mine: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+        store.set_meta(
+            quiclab_store::SHARD_IDS,
+            &serde_json::to_string(&mine).unwrap_or_else(|_| "[]".into()),
+        )?;
+    } else {
+        store.delete_meta(quiclab_store::SHARD_IDS)?;
+    }
     let finished = store.finished()?;
     // adaptive iterations: the trials already recorded may have settled some groups
     let mut adaptive = AdaptiveRun::new(plan, &specs);

@@ -122,6 +122,9 @@ pub struct TrialRecord {
     pub shard: Option<String>,
 }
 
+/// The meta key under which a shard's run records the trial ids the plan's split gives it (a
+/// JSON array), which `merge` holds the shard's trials to.
+pub const SHARD_IDS: &str = "shard_trial_ids";
 /// The lock file of a campaign directory (see [`Store::lock`]).
 pub const LOCK_FILE: &str = ".lock";
 

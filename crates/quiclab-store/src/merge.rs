@@ -96,6 +96,15 @@ pub enum MergeError {
          of these shards)"
     )]
     OutInUse { out: String, what: String },
+    #[error(
+        "trial {id} in {dir} is not one the plan's split gives shard {shard}: merge the shards \
+         as their runs left them"
+    )]
+    NotInSplit {
+        id: String,
+        dir: String,
+        shard: String,
+    },
 }
 
 /// One shard as merged.
@@ -137,6 +146,9 @@ struct Part {
     busy_seconds: u64,
     store: Store,
     path: PathBuf,
+    /// The trial ids the plan's split gives this shard, as its run recorded them (`None` for a
+    /// shard run before they were recorded).
+    split: Option<BTreeSet<String>>,
 }
 
 fn read(dir: &Path) -> Result<Part, MergeError> {
@@ -172,6 +184,15 @@ fn read(dir: &Path) -> Result<Part, MergeError> {
         .map(|ids| ids.into_iter().collect())
         .unwrap_or_default();
     let builds = store.builds().map_err(unreadable)?;
+    let split = match store.meta(crate::SHARD_IDS).map_err(unreadable)? {
+        Some(text) => Some(
+            serde_json::from_str(&text).map_err(|e| MergeError::Unreadable {
+                dir: name.clone(),
+                why: format!("meta {}: {e}", crate::SHARD_IDS),
+            })?,
+        ),
+        None => None,
+    };
     let busy_seconds = store
         .meta("busy_seconds")
         .map_err(unreadable)?
@@ -186,6 +207,7 @@ fn read(dir: &Path) -> Result<Part, MergeError> {
         busy_seconds,
         store,
         path: dir.to_path_buf(),
+        split,
     })
 }
 
@@ -330,6 +352,13 @@ pub fn merge(out: &Path, dirs: &[PathBuf]) -> Result<MergeSummary, MergeError> {
                     id: t.id.clone(),
                     dir: p.dir.clone(),
                     recorded: recorded.clone(),
+                    shard,
+                });
+            }
+            if p.split.as_ref().is_some_and(|ids| !ids.contains(&t.id)) {
+                return Err(MergeError::NotInSplit {
+                    id: t.id.clone(),
+                    dir: p.dir.clone(),
                     shard,
                 });
             }
@@ -595,6 +624,18 @@ mod tests {
                 },
                 "was recorded by shard 1/2, not by this directory's shard 2/2",
             ),
+            // a trial the plan's split gives another shard (its record edited to this one's)
+            (
+                {
+                    let d = shard("refuse-split", "p", &IDS, "2/2", &["b", "c"], "h", "v1");
+                    Store::open(&d)
+                        .unwrap()
+                        .set_meta(crate::SHARD_IDS, r#"["b","d"]"#)
+                        .unwrap();
+                    d
+                },
+                "trial c in",
+            ),
         ];
         for (other, why) in &cases {
             let out = dir("refuse-out");
@@ -602,6 +643,12 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(why), "{e}");
+            if why.starts_with("trial c in") {
+                assert!(
+                    e.contains("is not one the plan's split gives shard 2/2"),
+                    "{e}"
+                );
+            }
             assert!(
                 e.contains(&other.display().to_string()),
                 "names the directory: {e}"
