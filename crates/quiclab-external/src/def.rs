@@ -411,6 +411,8 @@ pub struct StackDef {
     /// The file's text as read.
     pub text: String,
     pub name: String,
+    /// Where `name` is set in the file: line and column, from 1.
+    pub name_at: (usize, usize),
     pub implementation: String,
     pub http: Vec<HttpVersion>,
     pub label: String,
@@ -544,6 +546,7 @@ impl StackDef {
             )
         })?;
         let name = raw.name.get_ref().trim().to_string();
+        let name_at = line_col(text, raw.name.span().start);
         if name.is_empty()
             || !name
                 .chars()
@@ -897,6 +900,7 @@ impl StackDef {
         Ok(StackDef {
             source,
             text: text.to_string(),
+            name_at,
             label: raw
                 .label
                 .unwrap_or_else(|| format!("HTTP/3 over QUIC ({name})")),

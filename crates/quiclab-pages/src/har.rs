@@ -106,6 +106,47 @@ fn size_of(entry: &Value) -> Result<u64, String> {
     )
 }
 
+/// Refuses an entry without the fields HAR 1.2 requires of it that a page is made of
+/// (`request.method`, `request.url`, `response.status`), or with one of another type: the
+/// field's path below the entry, its value and what is allowed.
+fn check_entry(e: &Value) -> Result<(), String> {
+    fn short(v: &Value) -> String {
+        let t = v.to_string();
+        match t.char_indices().nth(40) {
+            Some((at, _)) => format!("{}...", &t[..at]),
+            None => t,
+        }
+    }
+    let object = |path: &str, v: &Value| -> Result<(), String> {
+        match v {
+            Value::Object(_) => Ok(()),
+            Value::Null => Err(format!("{path}: missing: a HAR entry has it (an object)")),
+            other => Err(format!("{path} = {}: allowed: an object", short(other))),
+        }
+    };
+    object("", e).map_err(|m| m.replacen(": missing", " is null", 1))?;
+    object(".request", &e["request"])?;
+    object(".response", &e["response"])?;
+    for (path, v) in [
+        (".request.method", &e["request"]["method"]),
+        (".request.url", &e["request"]["url"]),
+    ] {
+        match v {
+            Value::String(_) => {}
+            Value::Null => return Err(format!("{path}: missing: a HAR entry has it (a string)")),
+            other => return Err(format!("{path} = {}: allowed: a string", short(other))),
+        }
+    }
+    match &e["response"]["status"] {
+        Value::Number(n) if n.is_i64() => Ok(()),
+        Value::Null => Err(".response.status: missing: a HAR entry has it (a number)".into()),
+        other => Err(format!(
+            ".response.status = {}: allowed: a whole number (the HTTP status)",
+            short(other)
+        )),
+    }
+}
+
 /// A page from a HAR's text; `origin` names it in errors, `name` is the page's name.
 pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, ManifestError> {
     let err = |message: String| ManifestError {
@@ -124,6 +165,11 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
             "no log.entries: a HAR file is {\"log\": {\"entries\": [...]}}".into(),
         ));
     };
+    // every entry's fields a page is made of, of the type HAR 1.2 gives them, or the entry and
+    // field named (before any is read as absent and the entry silently left out)
+    for (i, e) in entries.iter().enumerate() {
+        check_entry(e).map_err(|m| err(format!("log.entries[{i}]{m}")))?;
+    }
     let mut kept: Vec<&Value> = entries
         .iter()
         .filter(|e| {
@@ -404,5 +450,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("HTML document"), "{e}");
+        // an entry of the wrong type, or with a field of one, is named with its field
+        for (bad, says) in [
+            (json!(5), "log.entries[1] = 5: allowed: an object"),
+            (
+                json!({"request": 5, "response": {}}),
+                "log.entries[1].request = 5: allowed",
+            ),
+            (
+                json!({"request": {"method": "GET", "url": ["x"]}, "response": {"status": 200}}),
+                r#"log.entries[1].request.url = ["x"]: allowed: a string"#,
+            ),
+            (
+                json!({"request": {"method": "GET", "url": "https://a.test/"},
+                       "response": {"status": "200"}}),
+                r#"log.entries[1].response.status = "200": allowed: a whole number"#,
+            ),
+            (
+                json!({"request": {"url": "https://a.test/"}, "response": {"status": 200}}),
+                "log.entries[1].request.method: missing",
+            ),
+        ] {
+            let page = json!({"log": {"entries": [
+                entry("https://a.test/", "00.000", "text/html", 5, json!({})), bad]}});
+            let e = page_from_har(&page.to_string(), "x.har", "x")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("x.har") && e.contains(says), "{e}");
+        }
     }
 }

@@ -587,3 +587,57 @@ fn input_files_that_are_not_regular_or_too_large_are_refused_by_name_at_once() {
         start.elapsed()
     );
 }
+
+/// A stack file whose name another stack already has is refused at the line and column of its
+/// `name`, its path said once (it printed the path twice, at line 1).
+#[test]
+fn a_stack_name_taken_is_refused_where_the_name_is_set() {
+    let dir = common::TempDir::new("stack-names");
+    let plan = dir.join("p.toml");
+    std::fs::write(&plan, tiny_plan("names", 1, "[arms.h2]\nhttp = \"2\"\n")).unwrap();
+    let stacks = dir.join("stacks");
+    std::fs::create_dir_all(&stacks).unwrap();
+    let ngtcp2 = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../quiclab-external/stacks/ngtcp2.toml"),
+    )
+    .unwrap();
+    let line = ngtcp2
+        .lines()
+        .position(|l| l.starts_with("name = "))
+        .unwrap()
+        + 1;
+    for (file, name) in [("a.toml", "mine"), ("b.toml", "mine")] {
+        std::fs::write(
+            stacks.join(file),
+            ngtcp2.replace("name = \"ngtcp2\"", &format!("name = \"{name}\"")),
+        )
+        .unwrap();
+    }
+    let (code, err) = quiclab(&["run", plan.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, Some(2), "{err}");
+    let b = stacks.join("b.toml").display().to_string();
+    assert!(
+        err.contains(&format!(
+            "{b}:{line}:8: stack \"mine\" is already defined by"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&b).count(), 1, "{err}");
+    std::fs::remove_file(stacks.join("b.toml")).unwrap();
+    std::fs::write(
+        stacks.join("a.toml"),
+        ngtcp2.replace("name = \"ngtcp2\"", "name = \"quinn\""),
+    )
+    .unwrap();
+    let (code, err) = quiclab(&["run", plan.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(code, Some(2), "{err}");
+    let a = stacks.join("a.toml").display().to_string();
+    assert!(
+        err.contains(&format!(
+            "{a}:{line}:8: stack name \"quinn\" is quiclab's own"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(&a).count(), 1, "{err}");
+}

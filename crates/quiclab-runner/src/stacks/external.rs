@@ -61,8 +61,7 @@ pub fn externals() -> Vec<&'static External> {
 pub fn register(def: StackDef) -> Result<&'static dyn Stack, String> {
     if let Some(b) = super::BUILTIN.iter().find(|b| b.name() == def.name) {
         return Err(format!(
-            "{}: stack name {:?} is quiclab's own; choose another",
-            def.source,
+            "stack name {:?} is quiclab's own; choose another",
             b.name()
         ));
     }
@@ -72,8 +71,8 @@ pub fn register(def: StackDef) -> Result<&'static dyn Stack, String> {
                 Ok(*e as &'static dyn Stack)
             } else {
                 Err(format!(
-                    "{}: stack {:?} is already defined by {}",
-                    def.source, def.name, e.def.source
+                    "stack {:?} is already defined by {}",
+                    def.name, e.def.source
                 ))
             };
         }
@@ -101,11 +100,11 @@ pub fn load_beside(plan: &Path) -> Result<Vec<String>, DefError> {
     let mut names = Vec::new();
     for f in files {
         let def = StackDef::load(&f)?;
-        let name = def.name.clone();
+        let (name, (line, column)) = (def.name.clone(), def.name_at);
         register(def).map_err(|message| DefError {
             file: f.display().to_string(),
-            line: 1,
-            column: 1,
+            line,
+            column,
             message,
         })?;
         names.push(name);
