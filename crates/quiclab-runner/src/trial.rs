@@ -34,8 +34,12 @@ use crate::workloads::{self, ClientPhase, Ran, ServerWrites, TimedRun, TrialCtx}
 pub struct TrialEnv {
     /// The quiclab binary that runs the endpoints (`quiclab serve`, `quiclab get`).
     pub bin: PathBuf,
-    /// The campaign directory; trial folders go under `trials/`.
+    /// The campaign directory; trial folders go under `trials/`. A campaign's is the directory
+    /// it holds open (`quiclab_store::output::Anchor::path`).
     pub dir: PathBuf,
+    /// The campaign directory as the user named it, for messages: a failure's text says this
+    /// where it would say `dir`.
+    pub shown: PathBuf,
     /// Write the emulator's per-packet event log.
     pub events: bool,
 }
@@ -80,6 +84,16 @@ fn stopping(stop: &AtomicBool) -> bool {
     }
 }
 
+/// Why a trial's server never listened: `what` happened, then the last lines of its log, or that
+/// it wrote nothing (never a colon followed by nothing).
+fn not_ready(what: &str, said: &str) -> String {
+    if said.trim().is_empty() {
+        format!("the server {what} and wrote nothing")
+    } else {
+        format!("the server {what}: {said}")
+    }
+}
+
 /// The folder of a trial, relative to the campaign directory.
 pub fn trial_folder(id: &str) -> String {
     format!("trials/{id}")
@@ -119,7 +133,10 @@ pub fn run(env: &TrialEnv, plan: &Plan, spec: &TrialSpec, stop: &AtomicBool) -> 
         // fail the trial before the stop is seen: a failure at a stop is the stop's, and the
         // trial runs again on resumption
         Err(Failure::Failed(_)) if stopping(stop) => return TrialEnd::Interrupted,
-        Err(Failure::Failed(why)) => Err(why),
+        Err(Failure::Failed(why)) => Err(match (env.dir.to_str(), env.shown.to_str()) {
+            (Some(dir), Some(shown)) if dir != shown => why.replace(dir, shown),
+            _ => why,
+        }),
     };
     TrialEnd::Done(Box::new(TrialRecord {
         id: spec.id.clone(),
@@ -432,18 +449,16 @@ fn execute(
             break;
         }
         if let Ok(Some(st)) = server.try_wait() {
-            return Err(fail(format!(
-                "the server exited ({st}) before listening: {}",
-                tail(&server_log, 3)
+            return Err(fail(not_ready(
+                &format!("exited ({st}) before listening"),
+                &tail(&server_log, 3),
             )));
         }
         if Instant::now() > deadline {
-            let said = tail(&server_log, 3);
-            return Err(fail(if said.is_empty() {
-                format!("the server did not listen within {SERVER_READY:?} and wrote nothing")
-            } else {
-                format!("the server did not listen within {SERVER_READY:?}: {said}")
-            }));
+            return Err(fail(not_ready(
+                &format!("did not listen within {SERVER_READY:?}"),
+                &tail(&server_log, 3),
+            )));
         }
         // a server listens a few milliseconds after it starts: look often (a read of a
         // short log)
@@ -660,6 +675,19 @@ fn link_json(reports: &[DirectionReport]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_that_never_listened_is_said_with_its_last_words_or_that_it_wrote_none() {
+        let why = not_ready("did not listen within 10s", "");
+        assert_eq!(
+            why,
+            "the server did not listen within 10s and wrote nothing"
+        );
+        let why = not_ready("exited (exit status: 1) before listening", " \n");
+        assert!(why.ends_with("and wrote nothing"), "{why}");
+        let why = not_ready("did not listen within 10s", "bind: in use");
+        assert_eq!(why, "the server did not listen within 10s: bind: in use");
+    }
 
     #[test]
     fn a_pages_site_is_removed_on_every_way_out() {

@@ -145,6 +145,7 @@ impl TrialBench {
             env: quiclab_runner::trial::TrialEnv {
                 bin: std::env::current_exe().context("finding the quiclab binary")?,
                 dir: scratch.path().to_path_buf(),
+                shown: scratch.path().to_path_buf(),
                 events: false,
             },
             _scratch: scratch,

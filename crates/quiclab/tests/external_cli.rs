@@ -187,6 +187,9 @@ fn a_client_program_that_fails_or_says_nothing_fails_its_trial_with_its_output_k
     );
     let e = err("silent");
     assert!(e.contains("printed no line matching last-byte"), "{e}");
+    // the log it points to is named under the output directory as given, not as held open
+    let given = format!("({}/trials/", out.display());
+    assert!(e.contains(&given) && !e.contains("/proc/"), "{e}");
     // the program's whole output is kept beside the trial
     let t = by_arm(&trials, "badopt");
     let log = out

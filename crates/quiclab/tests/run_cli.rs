@@ -431,6 +431,32 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         &dir.join("nowhere"),
         "nowhere: no such directory",
     );
+    // a campaign of another size has no cell in common: said, exit 2 (it said "0 cells
+    // compared" and exited 0)
+    let other = plan(
+        &dir,
+        "other",
+        &one_cell(
+            1,
+            "10kb",
+            "10mbit",
+            "10ms",
+            "[arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n",
+        ),
+    );
+    let st = run_plan(&other, &dir.join("out-other"), "1")
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    refused(
+        &dir.join("out-1"),
+        &dir.join("out-other"),
+        "no cell (arm, condition and size) in common: 1 cells in A only, 1 in B only",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
