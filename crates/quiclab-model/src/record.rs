@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which HTTP version carried a request (or, for `Coded`, the network-coded transport's own
-/// request/response framing, see quiclab-stack's `coded` module).
+/// request/response framing, see the quiclab-coded-udp crate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HttpVersion {
     #[serde(rename = "1.1")]
@@ -72,7 +72,7 @@ impl HttpVersion {
 pub enum Transport {
     Tcp,
     Quic,
-    /// RaptorQ-coded data over UDP (quiclab-stack's `coded` module).
+    /// RaptorQ-coded data over UDP (the quiclab-coded-udp crate).
     Coded,
 }
 

@@ -12,14 +12,14 @@
 //! HTML, drawing charts with the shared `chart` module. A new workload adds a section module and
 //! lists it in `sections::ALL`.
 
-pub mod adaptive;
+pub use quiclab_stats::adaptive;
 pub mod analysis;
 mod chart;
 pub mod compare;
 mod html;
 pub mod playback;
 mod sections;
-pub mod stats;
+pub use quiclab_stats as stats;
 pub mod synthetic;
 
 /// S5's published percentiles, which the telemetry section sets beside a campaign's.

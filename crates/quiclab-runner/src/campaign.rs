@@ -207,7 +207,7 @@ pub struct Settled {
     pub group: (usize, u64),
     /// Its complete iterations.
     pub iterations: usize,
-    pub precision: quiclab_report::adaptive::Precision,
+    pub precision: quiclab_stats::adaptive::Precision,
 }
 
 impl Settled {
@@ -231,7 +231,7 @@ type Recorded = (usize, Vec<(String, f64)>);
 
 /// Adaptive iterations as a campaign runs: which trials each condition and size expects per
 /// iteration, what has been recorded, and which groups have enough (see
-/// [`quiclab_report::adaptive`]). Sans-IO: fed records, it says which groups to stop.
+/// [`quiclab_stats::adaptive`]). Sans-IO: fed records, it says which groups to stop.
 pub struct AdaptiveRun<'a> {
     plan: &'a Plan,
     rule: model::AdaptiveIterations,
@@ -304,7 +304,7 @@ impl<'a> AdaptiveRun<'a> {
 
     /// When `group` has at least `min` complete iterations and every compared difference in
     /// them is known to within the target: how many, and how well.
-    fn enough(&self, group: (usize, u64)) -> Option<(usize, quiclab_report::adaptive::Precision)> {
+    fn enough(&self, group: (usize, u64)) -> Option<(usize, quiclab_stats::adaptive::Precision)> {
         let complete: Vec<u32> = self.complete(group).collect();
         if (complete.len() as u32) < self.rule.min {
             return None;
@@ -317,7 +317,7 @@ impl<'a> AdaptiveRun<'a> {
             }
         }
         let size = group.1.to_string();
-        let p = quiclab_report::adaptive::precision(
+        let p = quiclab_stats::adaptive::precision(
             &samples,
             &self.comparisons,
             &[&self.plan.conditions[group.0].name, &size],
@@ -473,6 +473,7 @@ pub fn run(
     let env = TrialEnv {
         bin: opts.bin.clone(),
         dir: anchor.path().to_path_buf(),
+        shown: opts.out.clone(),
         events: true,
     };
     let (workers, mut governor) = match opts.jobs {
@@ -732,7 +733,7 @@ pub fn prune_artifacts(store: &Store, out: &std::path::Path) -> Result<(), Store
 pub fn rank(t: &TrialRecord) -> f64 {
     match &t.outcome {
         Ok(m) => match &m.detail.telemetry {
-            Some(d) => quiclab_report::stats::quantile(&d.latencies_ms(), 0.9).unwrap_or(f64::NAN),
+            Some(d) => quiclab_stats::quantile(&d.latencies_ms(), 0.9).unwrap_or(f64::NAN),
             None => m.ttlb_ms,
         },
         Err(_) => f64::INFINITY,
@@ -784,7 +785,7 @@ mod tests {
         let plan = crate::plan::parse(text, "a.toml", crate::plan::Profile::Full).unwrap();
         let specs = expand(&plan);
         let mut a = AdaptiveRun::new(&plan, &specs).unwrap();
-        let mut rng = quiclab_report::stats::Rng::new(11);
+        let mut rng = quiclab_stats::Rng::new(11);
         let mut settled = Vec::new();
         for spec in &specs {
             let cond = &plan.conditions[spec.condition].name;

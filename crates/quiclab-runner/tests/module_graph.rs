@@ -124,3 +124,35 @@ fn a_cycle_is_found_when_there_is_one() {
         ["a", "b", "c", "a"]
     );
 }
+
+/// The runner uses statistics (adaptive iterations, the median trial) from `quiclab-stats`, not
+/// from the report it does not render: neither its dependencies nor its code name the report.
+#[test]
+fn the_runner_does_not_depend_on_the_report() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .unwrap()
+        .split("\n[")
+        .next()
+        .unwrap();
+    assert!(deps.contains("quiclab-stats"), "{deps}");
+    assert!(!manifest.contains("quiclab-report"), "{manifest}");
+    let mut todo = vec![dir.join("src")];
+    let mut files = 0;
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files += 1;
+                let text = std::fs::read_to_string(&p).unwrap();
+                assert!(!text.contains("quiclab_report::"), "{}", p.display());
+            }
+        }
+    }
+    assert!(files > 10, "{files} source files read");
+}

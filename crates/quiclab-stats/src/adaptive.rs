@@ -10,8 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::Comparison;
-use crate::stats;
+use quiclab_model::campaign::Comparison;
+
+use crate as stats;
 
 /// What a group's samples say.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,7 +99,7 @@ pub fn precision(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Rng;
+    use crate::Rng;
 
     fn cmp(a: &str, b: &str) -> Comparison {
         Comparison {

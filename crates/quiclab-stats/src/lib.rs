@@ -1,10 +1,13 @@
-//! The statistics a report rests on: quantiles, empirical CDFs, bootstrap confidence intervals
-//! and the Mann-Whitney U test.
+//! The statistics a report rests on, and a campaign's adaptive iterations too: quantiles,
+//! empirical CDFs, bootstrap confidence intervals and the Mann-Whitney U test ([`adaptive`]: when a
+//! group of cells has enough iterations).
 //!
 //! Contract: pure functions of their inputs. Randomness (the bootstrap) comes only from a seed the
 //! caller passes, so a result is reproducible bit for bit; [`seed_from`] turns a cell's identity
 //! into such a seed. Functions that need data return `None` for too little of it instead of a
 //! made-up number. NaN inputs are the caller's bug: values are ordered with `f64::total_cmp`.
+
+pub mod adaptive;
 
 /// Resamples per bootstrap interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
