@@ -230,6 +230,9 @@ pub struct Arm {
     pub server_stack: String,
     #[serde(default)]
     pub client_stack: String,
+    /// The client is a real browser (its page loads are the browser's own measurements).
+    #[serde(default)]
+    pub client_browser: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -169,6 +169,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
                 caveats: a.caveats.clone(),
                 server_stack: a.server_stack.name().to_string(),
                 client_stack: a.client_stack.name().to_string(),
+                client_browser: a.client_stack.browser(),
             })
             .collect(),
         conditions: plan

@@ -27,7 +27,7 @@ pub const DB_FILE: &str = "results.db";
 /// condition, the condition whose run follows it (reported as [`Trial::before`]).
 pub const CONFIG_BEFORE: &str = "before";
 /// Version of the schema below; a database of another version is refused.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -298,6 +298,30 @@ impl Store {
                    WHERE json_extract(config, '$.arm.\"server-stack\"') LIKE 'quiche %';",
             )
             .map_err(sql)?;
+        }
+        if (1..=5).contains(&found) {
+            // Versions 1 to 5 did not say which arms' client is a real browser: Chromium
+            // ("chrome") was the one browser client then.
+            let described: Option<String> = conn
+                .query_row("SELECT value FROM meta WHERE key = 'campaign'", [], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(sql)?;
+            if let Some(mut c) =
+                described.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            {
+                for arm in c["arms"].as_array_mut().into_iter().flatten() {
+                    if arm["client_stack"] == "chrome" {
+                        arm["client_browser"] = true.into();
+                    }
+                }
+                conn.execute(
+                    "UPDATE meta SET value = ?1 WHERE key = 'campaign'",
+                    [c.to_string()],
+                )
+                .map_err(sql)?;
+            }
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(sql)?;
@@ -1222,6 +1246,38 @@ pub(crate) mod tests {
             })
             .collect();
         assert_eq!(counts, [(Some(5), None), (None, None)]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_version_5_campaign_learns_which_arms_client_is_a_browser() {
+        let d = dir("v5");
+        {
+            let s = Store::open(&d).unwrap();
+            let arm = |name: &str, client: &str| quiclab_model::campaign::Arm {
+                name: name.into(),
+                client_stack: client.into(),
+                ..Default::default()
+            };
+            s.set_campaign(&Campaign {
+                name: "p".into(),
+                arms: vec![arm("h3", "quinn"), arm("browser", "chrome")],
+                ..Default::default()
+            })
+            .unwrap();
+            // as version 5 wrote it: no client_browser in the arms
+            let text = s
+                .meta("campaign")
+                .unwrap()
+                .unwrap()
+                .replace(",\"client_browser\":false", "");
+            assert!(!text.contains("client_browser"), "{text}");
+            s.set_meta("campaign", &text).unwrap();
+            s.conn.pragma_update(None, "user_version", 5).unwrap();
+        }
+        let arms = Store::open(&d).unwrap().description().unwrap().arms;
+        let browsers: Vec<bool> = arms.iter().map(|a| a.client_browser).collect();
+        assert_eq!(browsers, [false, true]);
         let _ = std::fs::remove_dir_all(&d);
     }
 

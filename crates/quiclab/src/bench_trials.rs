@@ -30,8 +30,18 @@ pub struct TrialsBench {
     print_plan: bool,
 }
 
-/// The external HTTP/3 stacks measured when their programs are installed.
-const EXTERNAL: [&str; 3] = ["ngtcp2", "quiche", "quic-go"];
+/// The external HTTP/3 stacks of the registry (the stack files quiclab ships), measured when
+/// their programs are installed.
+fn external_h3() -> Vec<&'static str> {
+    stacks::external::registered()
+        .into_iter()
+        .filter(|s| {
+            s.http()
+                .contains(&quiclab_model::record::HttpVersion::Http3)
+        })
+        .map(|s| s.name())
+        .collect()
+}
 
 fn plan_text(iterations: u32, externals: &[&str]) -> String {
     let mut s = format!(
@@ -62,8 +72,10 @@ const PHASES: [(&str, &str); 5] = [
 ];
 
 pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
-    let externals: Vec<&str> = EXTERNAL
-        .into_iter()
+    let all = external_h3();
+    let externals: Vec<&str> = all
+        .iter()
+        .copied()
         .filter(|n| stacks::find(n).is_some_and(|s| s.missing().is_empty()))
         .collect();
     let text = plan_text(b.iterations, &externals);
@@ -74,8 +86,9 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
     let bench = crate::cmd_bench::TrialBench::new("trials")?;
     let plan = plan::parse(&text, "bench trials", Profile::Full)?;
     let specs = quiclab_runner::expand::expand(&plan);
-    let skipped: Vec<&str> = EXTERNAL
-        .into_iter()
+    let skipped: Vec<&str> = all
+        .iter()
+        .copied()
         .filter(|n| !externals.contains(n))
         .collect();
     out.line(format!(

@@ -141,6 +141,21 @@ http = "2"
     }
     let campaign = store.campaign().unwrap();
     assert_eq!(campaign.trials.len(), 8);
+    // the registry says which arms' client is a browser, and the campaign keeps it
+    let browsers: Vec<(&str, bool)> = campaign
+        .arms
+        .iter()
+        .map(|a| (a.name.as_str(), a.client_browser))
+        .collect();
+    assert_eq!(
+        browsers,
+        [
+            ("chrome-h2", true),
+            ("chrome-h3", true),
+            ("chrome-h3-quiche", true),
+            ("h2", false)
+        ]
+    );
     for t in campaign.trials.iter().filter(|t| t.arm != "h2") {
         let m = t
             .outcome

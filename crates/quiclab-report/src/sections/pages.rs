@@ -63,10 +63,6 @@ pub fn cell(trials: &[&Trial]) -> PageCell {
     }
 }
 
-/// The client stack of a real browser: its arms' page load time is the load event, their
-/// visual progress the Speed Index of screenshots.
-const BROWSER: &str = "chrome";
-
 /// How far quiclab's model may stray from the browser before the check flags it.
 const MODEL_TOLERANCE: f64 = 0.10;
 
@@ -90,7 +86,9 @@ fn model_vs(browser: Option<f64>, model: Option<f64>) -> String {
 /// browser's arm, page by page (empty without such pairs).
 fn model_check(an: &Analysis, ci: usize, pages: &[PageInfo]) -> String {
     let camp = an.campaign;
-    let browser = |i: usize| camp.arms[i].client_stack == BROWSER;
+    // a real browser's arms: their page load time is the load event, their visual progress the
+    // Speed Index of screenshots
+    let browser = |i: usize| camp.arms[i].client_browser;
     let pairs: Vec<(usize, usize)> = an
         .comparisons
         .iter()
@@ -587,10 +585,10 @@ mod tests {
             trial("h3", 0, 400.0, 200.0, None),
             trial("chrome-h3", 0, 500.0, 210.0, real(205.0)),
         ];
-        let arm = |n: &str, client: &str| Arm {
+        let arm = |n: &str, browser: bool| Arm {
             name: n.into(),
             label: n.into(),
-            client_stack: client.into(),
+            client_browser: browser,
             ..Default::default()
         };
         let camp = Campaign {
@@ -602,7 +600,7 @@ mod tests {
                     bytes: 2000,
                 }],
             },
-            arms: vec![arm("h3", "quinn"), arm("chrome-h3", "chrome")],
+            arms: vec![arm("h3", false), arm("chrome-h3", true)],
             conditions: vec![Condition {
                 name: "base".into(),
                 label: "10 Mbit/s".into(),
@@ -629,7 +627,7 @@ mod tests {
         assert!(check.contains(&format!(">{}<", units::signed_pct((205.0 - 210.0) / 210.0))));
         // without a browser arm among the comparisons: no model check
         let plain = Campaign {
-            arms: vec![arm("h3", "quinn"), arm("chrome-h3", "quinn")],
+            arms: vec![arm("h3", false), arm("chrome-h3", false)],
             ..camp.clone()
         };
         assert!(

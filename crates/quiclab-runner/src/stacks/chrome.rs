@@ -47,6 +47,10 @@ impl Stack for Chrome {
         false
     }
 
+    fn browser(&self) -> bool {
+        true
+    }
+
     fn takes_the_host(&self) -> bool {
         // a browser, its renderer, network service and compositor: several cores at once
         true

@@ -136,6 +136,11 @@ pub trait Stack: Sync {
     fn missing(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Its client is a real browser: the report compares its page loads with quiclab's own
+    /// page model's.
+    fn browser(&self) -> bool {
+        false
+    }
     /// Its client takes the host (several processes and cores, as a browser's): its trials run
     /// alone, the campaign's other trials waiting meanwhile.
     fn takes_the_host(&self) -> bool {
