@@ -305,6 +305,12 @@ fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
     }
 }
 
+/// What a trial whose files would go to `dir` starts: its server's launch and its client's.
+pub fn launches(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> (Launch, Launch) {
+    let p = plumbing(bin, dir, plan, spec);
+    (p.server, p.client)
+}
+
 /// The server's and the client's command lines of a trial whose files would go to `dir`, for
 /// a dry run.
 pub fn command_lines(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> (String, String) {

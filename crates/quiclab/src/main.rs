@@ -193,3 +193,48 @@ fn main() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiclab_runner::plan::{self, Profile};
+
+    /// The runner writes the command lines of quiclab's own endpoints as text: every one the
+    /// built-in plans give a trial (one trial per arm, condition and size of each plan, in both
+    /// profiles) parses against quiclab's own command line, so a flag renamed on one side only
+    /// fails here rather than in every trial of a campaign.
+    #[test]
+    fn every_endpoint_command_line_of_the_built_in_plans_parses() {
+        let bin = std::path::PathBuf::from("/opt/quiclab/quiclab");
+        let dir = std::path::Path::new("/results/x");
+        let mut checked = std::collections::BTreeSet::new();
+        for (name, text) in plan::BUILT_IN {
+            for profile in [Profile::Full, Profile::Quick] {
+                let plan = plan::parse(text, name, profile)
+                    .unwrap_or_else(|e| panic!("built-in plan {name}: {e}"));
+                let mut seen = std::collections::HashSet::new();
+                for spec in quiclab_runner::expand::expand(&plan) {
+                    if !seen.insert((spec.arm, spec.condition, spec.size)) {
+                        continue;
+                    }
+                    let (server, client) = quiclab_runner::trial::launches(&bin, dir, &plan, &spec);
+                    for l in [server, client].into_iter().filter(|l| l.program == bin) {
+                        let argv =
+                            std::iter::once("quiclab").chain(l.args.iter().map(String::as_str));
+                        if let Err(e) = Cli::try_parse_from(argv) {
+                            panic!(
+                                "plan {name}, arm {}: {:?}:\n{e}",
+                                plan.arms[spec.arm].name, l.args
+                            );
+                        }
+                        checked.insert(l.args.first().cloned().unwrap_or_default());
+                    }
+                }
+            }
+        }
+        // every kind of endpoint the plans start is among them
+        for command in ["serve", "get", "page", "telemetry", "browse", "external"] {
+            assert!(checked.contains(command), "no {command} among {checked:?}");
+        }
+    }
+}
