@@ -780,31 +780,29 @@ impl Store {
         let num = tables::num;
         let int = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
         let tpath = out.join("trials.csv");
-        output::write_atomic_with(&tpath, |w| {
-            writeln!(
-                w,
-                "id,seq,arm,condition,size_bytes,iteration,seed,status,error,started_unix_ms,wall_ms,\
-                 ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,transport,\
-                 packets_lost,bytes_resent,\
-                 first_retransmit_offset,impossible_rtt_samples,link_drops,server_stack,\
-                 client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,build,host,shard,\
-                 artifacts"
-            )?;
-            for t in &trials {
+        tables::write_csv(
+            &tpath,
+            "id,seq,arm,condition,size_bytes,iteration,seed,status,error,started_unix_ms,wall_ms,\
+             ttlb_ms,ttfb_ms,handshake_ms,handshake_rtts,hello_retry,transport,\
+             packets_lost,bytes_resent,\
+             first_retransmit_offset,impossible_rtt_samples,link_drops,server_stack,\
+             client_stack,arm_knobs,condition_keys,rtt_ms,rate_bps,build,host,shard,\
+             artifacts",
+            trials.iter().map(|t| {
                 let m = t.outcome.as_ref().ok();
                 let transport = transport_of(&t.config);
                 let arm = campaign.arms.iter().find(|a| a.name == t.arm);
                 let cond = campaign.conditions.iter().find(|c| c.name == t.condition);
-                let fields = [
-                    csv_field(&t.id),
+                vec![
+                    t.id.clone(),
                     t.seq.to_string(),
-                    csv_field(&t.arm),
-                    csv_field(&t.condition),
+                    t.arm.clone(),
+                    t.condition.clone(),
                     t.size.to_string(),
                     t.iteration.to_string(),
                     t.seed.to_string(),
                     if m.is_some() { "ok" } else { "failed" }.to_string(),
-                    csv_field(t.outcome.as_ref().err().map_or("", String::as_str)),
+                    t.outcome.as_ref().err().cloned().unwrap_or_default(),
                     t.started_unix_ms.to_string(),
                     t.wall_ms.to_string(),
                     num(m.map(|m| m.ttlb_ms)),
@@ -818,48 +816,41 @@ impl Store {
                     int(m.and_then(|m| m.first_retransmit_offset)),
                     int(m.and_then(|m| m.impossible_rtt_samples)),
                     int(m.map(|m| m.link_drops)),
-                    csv_field(arm.map_or("", |a| a.server_stack.as_str())),
-                    csv_field(arm.map_or("", |a| a.client_stack.as_str())),
-                    csv_field(&pairs(&t.config["arm"]["knobs"])),
-                    csv_field(&pairs(&t.config["condition"]["keys"])),
+                    arm.map_or("", |a| a.server_stack.as_str()).to_string(),
+                    arm.map_or("", |a| a.client_stack.as_str()).to_string(),
+                    pairs(&t.config["arm"]["knobs"]),
+                    pairs(&t.config["condition"]["keys"]),
                     num(cond.map(|c| c.rtt_ms)),
                     int(cond.and_then(|c| c.rate_bps)),
-                    csv_field(t.build.as_deref().unwrap_or("")),
-                    csv_field(t.host.as_deref().unwrap_or("")),
-                    csv_field(t.shard.as_deref().unwrap_or("")),
-                    csv_field(t.artifacts.as_deref().unwrap_or("")),
-                ];
-                writeln!(w, "{}", fields.join(","))?;
-            }
-            Ok(())
-        })?;
+                    t.build.clone().unwrap_or_default(),
+                    t.host.clone().unwrap_or_default(),
+                    t.shard.clone().unwrap_or_default(),
+                    t.artifacts.clone().unwrap_or_default(),
+                ]
+            }),
+        )?;
         let lpath = out.join("timeline.csv");
-        output::write_atomic_with(&lpath, |w| {
-            writeln!(
-                w,
-                "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event"
-            )?;
-            for t in &trials {
-                let Ok(m) = &t.outcome else { continue };
-                for p in &m.timeline {
-                    writeln!(
-                        w,
-                        "{},{},{},{},{},{},{},{},{},{}",
-                        csv_field(&t.id),
-                        csv_field(&t.arm),
-                        csv_field(&t.condition),
-                        t.size,
-                        t.iteration,
-                        p.t_ms,
-                        p.acked_bytes,
+        tables::write_csv(
+            &lpath,
+            "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event",
+            trials.iter().flat_map(|t| {
+                let points = t.outcome.as_ref().map_or(&[][..], |m| &m.timeline[..]);
+                points.iter().map(move |p| {
+                    vec![
+                        t.id.clone(),
+                        t.arm.clone(),
+                        t.condition.clone(),
+                        t.size.to_string(),
+                        t.iteration.to_string(),
+                        p.t_ms.to_string(),
+                        p.acked_bytes.to_string(),
                         int(p.cwnd_bytes),
                         num(p.rtt_ms),
-                        p.congestion_event
-                    )?;
-                }
-            }
-            Ok(())
-        })?;
+                        p.congestion_event.to_string(),
+                    ]
+                })
+            }),
+        )?;
         let mut files = vec![tpath, lpath];
         if trials.iter().any(|t| {
             t.outcome
@@ -867,37 +858,36 @@ impl Store {
                 .is_ok_and(|m| !m.detail.requests.is_empty())
         }) {
             let rpath = out.join("requests.csv");
-            output::write_atomic_with(&rpath, |w| {
-                writeln!(
-                    w,
-                    "trial_id,arm,condition,size_bytes,iteration,request,bytes,start_ms,ttfb_ms,\
-                     ttlb_ms,new_connection,handshake_ms,resumed,zero_rtt_attempted,zero_rtt_accepted"
-                )?;
-                for t in &trials {
-                    let Ok(m) = &t.outcome else { continue };
-                    for (i, r) in m.detail.requests.iter().enumerate() {
-                        writeln!(
-                            w,
-                            "{},{},{},{},{},{i},{},{},{},{},{},{},{},{},{}",
-                            csv_field(&t.id),
-                            csv_field(&t.arm),
-                            csv_field(&t.condition),
-                            t.size,
-                            t.iteration,
-                            r.bytes,
-                            r.start_ms,
-                            r.ttfb_ms,
-                            r.ttlb_ms,
-                            r.new_connection,
+            tables::write_csv(
+                &rpath,
+                "trial_id,arm,condition,size_bytes,iteration,request,bytes,start_ms,ttfb_ms,\
+                 ttlb_ms,new_connection,handshake_ms,resumed,zero_rtt_attempted,zero_rtt_accepted",
+                trials.iter().flat_map(|t| {
+                    let requests = t
+                        .outcome
+                        .as_ref()
+                        .map_or(&[][..], |m| &m.detail.requests[..]);
+                    requests.iter().enumerate().map(move |(i, r)| {
+                        vec![
+                            t.id.clone(),
+                            t.arm.clone(),
+                            t.condition.clone(),
+                            t.size.to_string(),
+                            t.iteration.to_string(),
+                            i.to_string(),
+                            r.bytes.to_string(),
+                            r.start_ms.to_string(),
+                            r.ttfb_ms.to_string(),
+                            r.ttlb_ms.to_string(),
+                            r.new_connection.to_string(),
                             num(r.handshake_ms),
-                            r.resumed,
-                            r.zero_rtt_attempted,
-                            r.zero_rtt_accepted
-                        )?;
-                    }
-                }
-                Ok(())
-            })?;
+                            r.resumed.to_string(),
+                            r.zero_rtt_attempted.to_string(),
+                            r.zero_rtt_accepted.to_string(),
+                        ]
+                    })
+                }),
+            )?;
             files.push(rpath);
         }
         if trials.iter().any(|t| {
@@ -906,33 +896,33 @@ impl Store {
                 .is_ok_and(|m| m.detail.telemetry.is_some())
         }) {
             let upath = out.join("units.csv");
-            output::write_atomic_with(&upath, |w| {
-                writeln!(
-                    w,
-                    "trial_id,arm,condition,iteration,mode,unit,generated_ms,latency_ms,model_ms"
-                )?;
-                for t in &trials {
-                    let Ok(m) = &t.outcome else { continue };
-                    let Some(d) = &m.detail.telemetry else {
-                        continue;
-                    };
-                    for (i, l) in d.latency_us.iter().enumerate() {
-                        writeln!(
-                            w,
-                            "{},{},{},{},{},{i},{},{},{}",
-                            csv_field(&t.id),
-                            csv_field(&t.arm),
-                            csv_field(&t.condition),
-                            t.iteration,
-                            csv_field(&d.mode),
-                            i as f64 * 1000.0 / f64::from(d.units_per_second.max(1)),
-                            num(l.map(|l| f64::from(l) / 1000.0)),
-                            d.model_ms(i)
-                        )?;
-                    }
-                }
-                Ok(())
-            })?;
+            tables::write_csv(
+                &upath,
+                "trial_id,arm,condition,iteration,mode,unit,generated_ms,latency_ms,model_ms",
+                trials.iter().flat_map(|t| {
+                    let d = t
+                        .outcome
+                        .as_ref()
+                        .ok()
+                        .and_then(|m| m.detail.telemetry.as_ref());
+                    d.into_iter().flat_map(move |d| {
+                        d.latency_us.iter().enumerate().map(move |(i, l)| {
+                            vec![
+                                t.id.clone(),
+                                t.arm.clone(),
+                                t.condition.clone(),
+                                t.iteration.to_string(),
+                                d.mode.clone(),
+                                i.to_string(),
+                                (i as f64 * 1000.0 / f64::from(d.units_per_second.max(1)))
+                                    .to_string(),
+                                num(l.map(|l| f64::from(l) / 1000.0)),
+                                d.model_ms(i).to_string(),
+                            ]
+                        })
+                    })
+                }),
+            )?;
             files.push(upath);
         }
         files.extend(tables::write(out, &campaign, &trials)?);
@@ -987,15 +977,6 @@ fn pairs(list: &serde_json::Value) -> String {
                 .join(";")
         })
         .unwrap_or_default()
-}
-
-/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]

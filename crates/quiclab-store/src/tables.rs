@@ -7,9 +7,50 @@ use std::path::{Path, PathBuf};
 
 use quiclab_model::campaign::{Campaign, Metrics};
 
-use crate::{Result, TrialRecord, csv_field, output, pairs};
+use crate::{Result, TrialRecord, output, pairs};
 
-/// A table's header and rows (each a row's fields, already CSV-quoted).
+/// A field's text as it is (quoted, where it needs to be, by [`write_csv`]).
+fn text(s: &str) -> String {
+    s.to_string()
+}
+
+/// A field as CSV writes it (RFC 4180): in double quotes, its own doubled, when it holds a
+/// comma, a quote or a line break; as it is otherwise.
+fn quoted(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+/// The one CSV writer of the export: `header`, then each row's fields, quoted where they need
+/// to be, one line each; the file written whole or not at all (see [`output::write_atomic`]).
+/// Rows are written as they come, never all held at once.
+pub(crate) fn write_csv(
+    path: &Path,
+    header: &str,
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> Result<()> {
+    output::write_atomic_with(path, |w: &mut dyn Write| {
+        writeln!(w, "{header}")?;
+        for row in rows {
+            let mut first = true;
+            for field in &row {
+                if !first {
+                    w.write_all(b",")?;
+                }
+                first = false;
+                w.write_all(quoted(field).as_bytes())?;
+            }
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// A table's header and rows (each a row's fields).
 struct Table {
     file: &'static str,
     header: &'static str,
@@ -24,9 +65,9 @@ pub(crate) fn num(v: Option<f64>) -> String {
 /// The trial's identity columns every per-trial table starts with.
 fn who(t: &TrialRecord) -> Vec<String> {
     vec![
-        csv_field(&t.id),
-        csv_field(&t.arm),
-        csv_field(&t.condition),
+        text(&t.id),
+        text(&t.arm),
+        text(&t.condition),
         t.size.to_string(),
         t.iteration.to_string(),
     ]
@@ -46,22 +87,22 @@ fn arms(c: &Campaign, trials: &[TrialRecord]) -> Table {
         .map(|a| {
             let config = trials.iter().find(|t| t.arm == a.name).map(|t| &t.config);
             vec![
-                csv_field(&a.name),
-                csv_field(&a.label),
-                csv_field(&a.server_stack),
-                csv_field(&a.client_stack),
-                csv_field(config.and_then(|c| c["arm"]["http"].as_str()).unwrap_or("")),
-                csv_field(
+                text(&a.name),
+                text(&a.label),
+                text(&a.server_stack),
+                text(&a.client_stack),
+                text(config.and_then(|c| c["arm"]["http"].as_str()).unwrap_or("")),
+                text(
                     config
                         .and_then(|c| c["arm"]["telemetry"].as_str())
                         .unwrap_or(""),
                 ),
-                csv_field(
+                text(
                     &config
                         .map(|c| pairs(&c["arm"]["knobs"]))
                         .unwrap_or_default(),
                 ),
-                csv_field(&a.caveats.join("; ")),
+                text(&a.caveats.join("; ")),
             ]
         })
         .collect();
@@ -83,11 +124,11 @@ fn conditions(c: &Campaign, trials: &[TrialRecord]) -> Table {
                 .map(|t| pairs(&t.config["condition"]["keys"]))
                 .unwrap_or_default();
             vec![
-                csv_field(&cond.name),
-                csv_field(&cond.label),
+                text(&cond.name),
+                text(&cond.label),
                 cond.rtt_ms.to_string(),
                 cond.rate_bps.map(|r| r.to_string()).unwrap_or_default(),
-                csv_field(&keys),
+                text(&keys),
             ]
         })
         .collect();
@@ -106,14 +147,14 @@ fn pages(trials: &[TrialRecord]) -> (Table, Table) {
         let b = p.browser.as_ref();
         let mut row = who(t);
         row.extend([
-            csv_field(&p.page),
+            text(&p.page),
             p.plt_ms.to_string(),
             p.render_ms.to_string(),
             p.speed_index_ms.to_string(),
             num(p.main_image_ms),
             p.connections.to_string(),
             p.resources.len().to_string(),
-            csv_field(b.map_or("", |b| b.browser.as_str())),
+            text(b.map_or("", |b| b.browser.as_str())),
             num(b.and_then(|b| b.load_event_ms)),
             num(b.and_then(|b| b.first_contentful_paint_ms)),
             num(b.and_then(|b| b.largest_contentful_paint_ms)),
@@ -124,8 +165,8 @@ fn pages(trials: &[TrialRecord]) -> (Table, Table) {
         for r in &p.resources {
             let mut row = who(t);
             row.extend([
-                csv_field(&r.id),
-                csv_field(&r.kind),
+                text(&r.id),
+                text(&r.kind),
                 r.bytes.to_string(),
                 r.urgency.to_string(),
                 r.incremental.to_string(),
@@ -180,7 +221,7 @@ fn telemetry(trials: &[TrialRecord]) -> Table {
         let stalled_ms = d.stalls.iter().fold(0.0, |sum, s| sum + s.duration_ms);
         let mut row = who(t);
         row.extend([
-            csv_field(&d.mode),
+            text(&d.mode),
             d.units_per_second.to_string(),
             d.flush_units.to_string(),
             d.latency_us.len().to_string(),
@@ -246,13 +287,7 @@ pub(crate) fn write(out: &Path, c: &Campaign, trials: &[TrialRecord]) -> Result<
             continue;
         }
         let path = out.join(table.file);
-        output::write_atomic_with(&path, |w: &mut dyn Write| {
-            writeln!(w, "{}", table.header)?;
-            for r in &table.rows {
-                writeln!(w, "{}", r.join(","))?;
-            }
-            Ok(())
-        })?;
+        write_csv(&path, table.header, table.rows)?;
         files.push(path);
     }
     Ok(files)
