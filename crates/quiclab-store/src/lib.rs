@@ -836,18 +836,15 @@ impl Store {
             trials.iter().flat_map(|t| {
                 let points = t.outcome.as_ref().map_or(&[][..], |m| &m.timeline[..]);
                 points.iter().map(move |p| {
-                    vec![
-                        t.id.clone(),
-                        t.arm.clone(),
-                        t.condition.clone(),
-                        t.size.to_string(),
-                        t.iteration.to_string(),
+                    let mut row = tables::who(t);
+                    row.extend([
                         p.t_ms.to_string(),
                         p.acked_bytes.to_string(),
                         int(p.cwnd_bytes),
                         num(p.rtt_ms),
                         p.congestion_event.to_string(),
-                    ]
+                    ]);
+                    row
                 })
             }),
         )?;
@@ -868,12 +865,8 @@ impl Store {
                         .as_ref()
                         .map_or(&[][..], |m| &m.detail.requests[..]);
                     requests.iter().enumerate().map(move |(i, r)| {
-                        vec![
-                            t.id.clone(),
-                            t.arm.clone(),
-                            t.condition.clone(),
-                            t.size.to_string(),
-                            t.iteration.to_string(),
+                        let mut row = tables::who(t);
+                        row.extend([
                             i.to_string(),
                             r.bytes.to_string(),
                             r.start_ms.to_string(),
@@ -884,7 +877,8 @@ impl Store {
                             r.resumed.to_string(),
                             r.zero_rtt_attempted.to_string(),
                             r.zero_rtt_accepted.to_string(),
-                        ]
+                        ]);
+                        row
                     })
                 }),
             )?;

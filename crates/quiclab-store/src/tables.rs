@@ -62,8 +62,9 @@ pub(crate) fn num(v: Option<f64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-/// The trial's identity columns every per-trial table starts with.
-fn who(t: &TrialRecord) -> Vec<String> {
+/// The trial's identity columns every per-trial table starts with (id, arm, condition, size,
+/// iteration).
+pub(crate) fn who(t: &TrialRecord) -> Vec<String> {
     vec![
         text(&t.id),
         text(&t.arm),

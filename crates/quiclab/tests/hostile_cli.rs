@@ -297,6 +297,16 @@ fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
+/// The server closed `stream` (a read ends at once, within 5 s, with no byte).
+fn assert_closed_by_server(mut stream: &std::net::TcpStream) {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let n = std::io::Read::read(&mut stream, &mut buf).unwrap_or(usize::MAX);
+    assert_eq!(n, 0, "closed by the server");
+}
+
 /// Stops `serve` with SIGTERM; it must exit within `limit`.
 fn stop_within(mut serve: std::process::Child, limit: Duration) {
     // SAFETY: a signal to the child this test started.
@@ -345,13 +355,7 @@ fn idle_connections_cannot_hold_the_server() {
         t.elapsed()
     );
     // an accepted idle connection was closed by the server
-    let mut first = &idle[0];
-    first
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut buf = [0u8; 16];
-    let n = std::io::Read::read(&mut first, &mut buf).unwrap_or(usize::MAX);
-    assert_eq!(n, 0, "closed by the server");
+    assert_closed_by_server(&idle[0]);
     drop(idle);
     stop_within(serve, Duration::from_secs(3));
 }
@@ -381,13 +385,7 @@ fn a_connect_flood_does_not_delay_real_requests() {
         );
     }
     // the oldest silent connections were closed by the server to make room
-    let mut first = &flood[0];
-    first
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut buf = [0u8; 16];
-    let n = std::io::Read::read(&mut first, &mut buf).unwrap_or(usize::MAX);
-    assert_eq!(n, 0, "closed by the server");
+    assert_closed_by_server(&flood[0]);
     drop(flood);
     stop_within(serve, Duration::from_secs(3));
 }
