@@ -66,6 +66,9 @@ fn ms(r: &Value, field: &str) -> f64 {
 #[test]
 fn h3_downloads_are_exact_and_resumed_connections_answer_in_one_round_trip() {
     assert_root();
+    // the server's 5 ms timeline samples are counted: not beside the qlog test's transfer on
+    // two cores (a run beside it once saw 75 where 95 are due; alone, 109 to 117)
+    let _turn = common::one_at_a_time();
 
     // Bodies: the client checks every byte against the pattern and reports a mismatch or a
     // short body as an error.
@@ -209,6 +212,7 @@ fn frames_of(e: &serde_json::Value) -> &Vec<serde_json::Value> {
 #[test]
 fn qlog_files_follow_the_schema_qvis_reads() {
     assert_root();
+    let _turn = common::one_at_a_time();
     let d = common::TempDir::new("qlog-schema");
     let cert = d.join("cert.pem");
     let qlogs = d.join("qlog");
