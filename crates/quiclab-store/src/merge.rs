@@ -152,24 +152,25 @@ struct Part {
 }
 
 fn read(dir: &Path) -> Result<Part, MergeError> {
-    let name = dir.display().to_string();
     // a shard's database SQLite cannot read (truncated in a copy, damaged): the directory is
     // refused, as one of another campaign is
-    let unreadable = |e: StoreError| match e {
-        StoreError::Sqlite { source, .. } => MergeError::Unreadable {
-            dir: name.clone(),
+    read_part(dir).map_err(|e| match e {
+        MergeError::Store(StoreError::Sqlite { source, .. }) => MergeError::Unreadable {
+            dir: dir.display().to_string(),
             why: source.to_string(),
         },
-        e => e.into(),
-    };
-    let store = Store::open_existing(dir).map_err(unreadable)?;
+        e => e,
+    })
+}
+
+fn read_part(dir: &Path) -> Result<Part, MergeError> {
+    let name = dir.display().to_string();
+    let store = Store::open_existing(dir)?;
     let plan = store
-        .meta("plan_name")
-        .map_err(unreadable)?
+        .meta("plan_name")?
         .ok_or_else(|| StoreError::Empty { path: name.clone() })?;
     let shard = store
-        .meta("shard")
-        .map_err(unreadable)?
+        .meta("shard")?
         .and_then(|s| {
             let (k, n) = s.split_once('/')?;
             Some((k.parse().ok()?, n.parse().ok()?))
@@ -179,12 +180,11 @@ fn read(dir: &Path) -> Result<Part, MergeError> {
             plan: plan.clone(),
         })?;
     let ids: BTreeSet<String> = store
-        .current_ids()
-        .map_err(unreadable)?
+        .current_ids()?
         .map(|ids| ids.into_iter().collect())
         .unwrap_or_default();
-    let builds = store.builds().map_err(unreadable)?;
-    let split = match store.meta(crate::SHARD_IDS).map_err(unreadable)? {
+    let builds = store.builds()?;
+    let split = match store.meta(crate::SHARD_IDS)? {
         Some(text) => Some(
             serde_json::from_str(&text).map_err(|e| MergeError::Unreadable {
                 dir: name.clone(),
@@ -194,8 +194,7 @@ fn read(dir: &Path) -> Result<Part, MergeError> {
         None => None,
     };
     let busy_seconds = store
-        .meta("busy_seconds")
-        .map_err(unreadable)?
+        .meta("busy_seconds")?
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     Ok(Part {

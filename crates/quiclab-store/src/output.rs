@@ -121,6 +121,18 @@ fn check_meta(dir: &Path, meta: &std::fs::Metadata) -> Result<(), OutputError> {
     Ok(())
 }
 
+/// This process's descriptors as paths (`/proc/PID/fd`): the same for its threads and for the
+/// processes it starts, which `/proc/self/fd` would not be.
+static FD_DIR: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("/proc/{}/fd", std::process::id()));
+
+/// The path that leads to what `f` has open, whatever its name leads to now: join a relative
+/// path to it to create, open or delete in that directory.
+fn through(f: &std::fs::File) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("{}/{}", FD_DIR.as_str(), f.as_raw_fd()))
+}
+
 /// An output directory held open for the length of a run: every later create and delete goes
 /// through [`Anchor::path`], which the kernel resolves from the open directory itself (a
 /// `/proc/PID/fd/N` link), never from its name again. Whoever could rename the directory
@@ -151,12 +163,7 @@ impl Anchor {
                 _ => link_or_io(dir, e),
             })?;
         check_meta(dir, &file.metadata().map_err(io(dir))?)?;
-        use std::os::fd::AsRawFd;
-        let path = PathBuf::from(format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            file.as_raw_fd()
-        ));
+        let path = through(&file);
         if !path.is_dir() {
             return Err(io(dir)(std::io::Error::other(
                 "/proc is not mounted: quiclab holds its output directory open through /proc/PID/fd",
@@ -272,7 +279,7 @@ pub fn invoking_group() -> Option<u32> {
 /// without following a link and changed through its open descriptor, so an entry replaced by a
 /// link meanwhile is never followed. `dir` itself may be an [`Anchor::path`].
 pub fn share_with_group(dir: &Path, gid: u32) -> Result<(), OutputError> {
-    let held = dir.starts_with(format!("/proc/{}/fd", std::process::id()));
+    let held = dir.starts_with(FD_DIR.as_str());
     match open_entry(dir, !held) {
         Ok(f) => share_open(f, dir, gid),
         // a link is left alone
@@ -292,7 +299,6 @@ fn open_entry(path: &Path, nofollow: bool) -> std::io::Result<std::fs::File> {
 }
 
 fn share_open(f: std::fs::File, shown: &Path, gid: u32) -> Result<(), OutputError> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::PermissionsExt;
     let meta = f.metadata().map_err(io(shown))?;
     if !meta.is_dir() && !meta.is_file() {
@@ -304,7 +310,7 @@ fn share_open(f: std::fs::File, shown: &Path, gid: u32) -> Result<(), OutputErro
     f.set_permissions(std::fs::Permissions::from_mode(mode))
         .map_err(io(shown))?;
     if meta.is_dir() {
-        let at = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+        let at = through(&f);
         for entry in std::fs::read_dir(&at).map_err(io(shown))? {
             let name = entry.map_err(io(shown))?.file_name();
             let (path, shown) = (at.join(&name), shown.join(&name));
@@ -395,10 +401,7 @@ pub fn write_atomic_with(
         .custom_flags(libc::O_DIRECTORY)
         .open(&dir)
         .map_err(io(&dir))?;
-    let at = PathBuf::from(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&held)
-    ));
+    let at = through(&held);
     let (tmp, target) = (at.join(&tmp_name), at.join(&name));
     let _ = std::fs::remove_file(&tmp);
     remove_dead_writers_files(&at, &name);

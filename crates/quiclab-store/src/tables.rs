@@ -9,11 +9,6 @@ use quiclab_model::campaign::{Campaign, Metrics};
 
 use crate::{Result, TrialRecord, output, pairs};
 
-/// A field's text as it is (quoted, where it needs to be, by [`write_csv`]).
-fn text(s: &str) -> String {
-    s.to_string()
-}
-
 /// A field as CSV writes it (RFC 4180): in double quotes, its own doubled, when it holds a
 /// comma, a quote or a line break; as it is otherwise.
 fn quoted(s: &str) -> std::borrow::Cow<'_, str> {
@@ -66,9 +61,9 @@ pub(crate) fn num(v: Option<f64>) -> String {
 /// iteration).
 pub(crate) fn who(t: &TrialRecord) -> Vec<String> {
     vec![
-        text(&t.id),
-        text(&t.arm),
-        text(&t.condition),
+        String::from(&t.id),
+        String::from(&t.arm),
+        String::from(&t.condition),
         t.size.to_string(),
         t.iteration.to_string(),
     ]
@@ -88,22 +83,22 @@ fn arms(c: &Campaign, trials: &[TrialRecord]) -> Table {
         .map(|a| {
             let config = trials.iter().find(|t| t.arm == a.name).map(|t| &t.config);
             vec![
-                text(&a.name),
-                text(&a.label),
-                text(&a.server_stack),
-                text(&a.client_stack),
-                text(config.and_then(|c| c["arm"]["http"].as_str()).unwrap_or("")),
-                text(
+                String::from(&a.name),
+                String::from(&a.label),
+                String::from(&a.server_stack),
+                String::from(&a.client_stack),
+                String::from(config.and_then(|c| c["arm"]["http"].as_str()).unwrap_or("")),
+                String::from(
                     config
                         .and_then(|c| c["arm"]["telemetry"].as_str())
                         .unwrap_or(""),
                 ),
-                text(
+                String::from(
                     &config
                         .map(|c| pairs(&c["arm"]["knobs"]))
                         .unwrap_or_default(),
                 ),
-                text(&a.caveats.join("; ")),
+                String::from(&a.caveats.join("; ")),
             ]
         })
         .collect();
@@ -125,11 +120,11 @@ fn conditions(c: &Campaign, trials: &[TrialRecord]) -> Table {
                 .map(|t| pairs(&t.config["condition"]["keys"]))
                 .unwrap_or_default();
             vec![
-                text(&cond.name),
-                text(&cond.label),
+                String::from(&cond.name),
+                String::from(&cond.label),
                 cond.rtt_ms.to_string(),
                 cond.rate_bps.map(|r| r.to_string()).unwrap_or_default(),
-                text(&keys),
+                String::from(&keys),
             ]
         })
         .collect();
@@ -148,14 +143,14 @@ fn pages(trials: &[TrialRecord]) -> (Table, Table) {
         let b = p.browser.as_ref();
         let mut row = who(t);
         row.extend([
-            text(&p.page),
+            String::from(&p.page),
             p.plt_ms.to_string(),
             p.render_ms.to_string(),
             p.speed_index_ms.to_string(),
             num(p.main_image_ms),
             p.connections.to_string(),
             p.resources.len().to_string(),
-            text(b.map_or("", |b| b.browser.as_str())),
+            String::from(b.map_or("", |b| b.browser.as_str())),
             num(b.and_then(|b| b.load_event_ms)),
             num(b.and_then(|b| b.first_contentful_paint_ms)),
             num(b.and_then(|b| b.largest_contentful_paint_ms)),
@@ -166,8 +161,8 @@ fn pages(trials: &[TrialRecord]) -> (Table, Table) {
         for r in &p.resources {
             let mut row = who(t);
             row.extend([
-                text(&r.id),
-                text(&r.kind),
+                String::from(&r.id),
+                String::from(&r.kind),
                 r.bytes.to_string(),
                 r.urgency.to_string(),
                 r.incremental.to_string(),
@@ -222,7 +217,7 @@ fn telemetry(trials: &[TrialRecord]) -> Table {
         let stalled_ms = d.stalls.iter().fold(0.0, |sum, s| sum + s.duration_ms);
         let mut row = who(t);
         row.extend([
-            text(&d.mode),
+            String::from(&d.mode),
             d.units_per_second.to_string(),
             d.flush_units.to_string(),
             d.latency_us.len().to_string(),
