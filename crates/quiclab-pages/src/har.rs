@@ -166,10 +166,14 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
         ));
     };
     // every entry's fields a page is made of, of the type HAR 1.2 gives them, or the entry and
-    // field named (before any is read as absent and the entry silently left out)
-    for (i, e) in entries.iter().enumerate() {
-        check_entry(e).map_err(|m| err(format!("log.entries[{i}]{m}")))?;
-    }
+    // field named (an entry of another type would be left out as if it were no GET): checked
+    // before any other refusal but the count, which stays at once
+    let check_entries = || -> Result<(), ManifestError> {
+        for (i, e) in entries.iter().enumerate() {
+            check_entry(e).map_err(|m| err(format!("log.entries[{i}]{m}")))?;
+        }
+        Ok(())
+    };
     let mut kept: Vec<&Value> = entries
         .iter()
         .filter(|e| {
@@ -185,6 +189,7 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
     // ISO 8601 times of one capture sort as text
     kept.sort_by_key(|e| e["startedDateTime"].as_str().unwrap_or("").to_string());
     let Some(doc) = kept.iter().position(|e| kind_of(e) == Kind::Html) else {
+        check_entries()?;
         return Err(err(format!(
             "none of its {} entries is a successful GET of an HTML document",
             entries.len()
@@ -198,6 +203,7 @@ pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, Manif
             kept.len()
         )));
     }
+    check_entries()?;
     let mut page = Page {
         name: name.to_string(),
         resources: Vec::with_capacity(kept.len()),
