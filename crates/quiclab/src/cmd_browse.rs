@@ -1,6 +1,7 @@
 //! `quiclab browse`: load a page in a real browser (Chromium, headless) and report what it saw.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -136,6 +137,7 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
             timeout,
         });
         let _ = std::fs::remove_dir_all(&profile);
+        wait_if_stopping();
         return crate::cmd_get::report(&[record], c.json);
     }
     let opts = LoadOptions {
@@ -150,6 +152,7 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
     };
     let record = load(&opts);
     let _ = std::fs::remove_dir_all(&profile);
+    wait_if_stopping();
     crate::cmd_page::print_record(&record, c.json, summary)
 }
 
@@ -197,6 +200,9 @@ fn remove_on_signal(dir: PathBuf) -> anyhow::Result<()> {
         .name("browse-signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
+                // set before the browser is ended: the load that fails because of it must
+                // not report that failure as the exit status
+                STOPPING.store(true, Ordering::SeqCst);
                 quiclab_browser::cdp::kill_running();
                 let _ = std::fs::remove_dir_all(&dir);
                 std::process::exit(128 + sig);
@@ -204,6 +210,18 @@ fn remove_on_signal(dir: PathBuf) -> anyhow::Result<()> {
         })
         .context("starting the signal thread")?;
     Ok(())
+}
+
+/// Set by the signal thread before it ends the browser.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// A load ended by a termination signal returns while the signal's thread is still removing
+/// the profile: this thread waits for that thread's exit (status 128 + signal), so the status is
+/// the signal's, not the failed load's.
+fn wait_if_stopping() {
+    while STOPPING.load(Ordering::SeqCst) {
+        std::thread::park();
+    }
 }
 
 /// A fresh private directory for the browser's profile.
