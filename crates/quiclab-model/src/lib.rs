@@ -1,7 +1,8 @@
 //! quiclab's shared vocabulary: what a campaign is made of ([`campaign`]: arms, conditions,
 //! workloads, trials and their metrics), what endpoints write ([`record`]: one request record
 //! per request, timeline samples of the sending side), what a page load stores ([`page`]), how
-//! numbers are written for people ([`units`]), and how the files a user hands quiclab are read
+//! numbers are written for people ([`units`]), what a trial asks of its client ([`task`]), and
+//! how the files a user hands quiclab are read
 //! ([`input`]: regular files only, each within a stated size).
 //!
 //! Contract: plain data with serde, read and written by the stacks, the runner, the store and
@@ -13,4 +14,5 @@ pub mod campaign;
 pub mod input;
 pub mod page;
 pub mod record;
+pub mod task;
 pub mod units;

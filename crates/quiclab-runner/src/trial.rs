@@ -264,7 +264,7 @@ impl Drop for Site {
     }
 }
 
-fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
+fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Result<Plumbing, String> {
     let arm = &plan.arms[spec.arm];
     let workload = workloads::of(&plan.workload);
     let cert = dir.join("cert.pem");
@@ -296,25 +296,36 @@ fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Plumbing {
     };
     let client = arm
         .client_stack
-        .client(&arm.stack_args(), &endpoint, request);
-    Plumbing {
+        .client(&arm.stack_args(), &endpoint, request)?;
+    Ok(Plumbing {
         server_output,
         server,
         client,
         phase,
-    }
+    })
 }
 
-/// What a trial whose files would go to `dir` starts: its server's launch and its client's.
-pub fn launches(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> (Launch, Launch) {
-    let p = plumbing(bin, dir, plan, spec);
-    (p.server, p.client)
+/// What a trial whose files would go to `dir` starts: its server's launch and its client's;
+/// `Err` says why its client stack cannot do what the workload asks.
+pub fn launches(
+    bin: &Path,
+    dir: &Path,
+    plan: &Plan,
+    spec: &TrialSpec,
+) -> Result<(Launch, Launch), String> {
+    let p = plumbing(bin, dir, plan, spec)?;
+    Ok((p.server, p.client))
 }
 
 /// The server's and the client's command lines of a trial whose files would go to `dir`, for
-/// a dry run.
-pub fn command_lines(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> (String, String) {
-    let p = plumbing(bin, dir, plan, spec);
+/// a dry run; `Err` as [`launches`].
+pub fn command_lines(
+    bin: &Path,
+    dir: &Path,
+    plan: &Plan,
+    spec: &TrialSpec,
+) -> Result<(String, String), String> {
+    let p = plumbing(bin, dir, plan, spec)?;
     let line = |l: &Launch| {
         let mut words = vec![sh(&l.program.display().to_string())];
         words.extend(l.args.iter().map(|a| sh(a)));
@@ -327,7 +338,7 @@ pub fn command_lines(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> (
         parts.push(words.join(" "));
         parts.join(" && ")
     };
-    (line(&p.server), line(&p.client))
+    Ok((line(&p.server), line(&p.client)))
 }
 
 /// Quotes a word for a shell.
@@ -420,7 +431,7 @@ fn execute(
         server: server_launch,
         client: client_launch,
         phase,
-    } = plumbing(&env.bin, dir, plan, spec);
+    } = plumbing(&env.bin, dir, plan, spec).map_err(fail)?;
     let site = workload
         .site(&t)
         .map(|page| Site::write(&page, dir))
@@ -725,7 +736,8 @@ mod tests {
             )
             .unwrap();
             let spec = &crate::expand::expand(&plan)[0];
-            let (server, _) = command_lines(Path::new("quiclab"), Path::new("/d"), &plan, spec);
+            let (server, _) =
+                command_lines(Path::new("quiclab"), Path::new("/d"), &plan, spec).unwrap();
             assert!(
                 server.contains(&format!("--handshake-timeout {wanted}")),
                 "{delay}: {server}"

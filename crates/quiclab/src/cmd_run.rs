@@ -616,9 +616,12 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             // what its first trial would start
             if let Some(spec) = specs.iter().find(|s| s.arm == i) {
                 let dir = out.join(quiclab_runner::trial::trial_folder(&spec.id));
-                let (server, client) =
-                    quiclab_runner::trial::command_lines(&bin, &dir, &plan, spec);
-                eprintln!("    server: {server}\n    client: {client}");
+                match quiclab_runner::trial::command_lines(&bin, &dir, &plan, spec) {
+                    Ok((server, client)) => {
+                        eprintln!("    server: {server}\n    client: {client}")
+                    }
+                    Err(e) => eprintln!("    {e}"),
+                }
             }
         }
         return Ok(0);

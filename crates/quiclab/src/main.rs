@@ -217,7 +217,8 @@ mod tests {
                     if !seen.insert((spec.arm, spec.condition, spec.size)) {
                         continue;
                     }
-                    let (server, client) = quiclab_runner::trial::launches(&bin, dir, &plan, &spec);
+                    let (server, client) = quiclab_runner::trial::launches(&bin, dir, &plan, &spec)
+                        .unwrap_or_else(|e| panic!("plan {name}: {e}"));
                     for l in [server, client].into_iter().filter(|l| l.program == bin) {
                         let argv =
                             std::iter::once("quiclab").chain(l.args.iter().map(String::as_str));

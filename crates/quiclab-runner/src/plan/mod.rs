@@ -1454,6 +1454,26 @@ http = "2"
             ),
             "{e}"
         );
+
+        // an external client opens a connection per request: no segments on one connection
+        let segments = GOOD
+            .replace(
+                "kind = \"single-object\"\nsizes = [\"100kb\", 1000000]",
+                "kind = \"segments\"\nsegments = 3\nsegment-min = \"1MB\"\nsegment-max = \"2MB\"\n\
+                 stream-rate = \"6mbit\"\nplayer-buffer = \"10s\"",
+            )
+            .replace("quic-cc = \"bbr\"\nhttp = \"3\"", "stack = \"ngtcp2\"");
+        let e = parse(&segments, "t.toml", Profile::Full).unwrap_err();
+        assert!(
+            e.message.contains(
+                "stack \"ngtcp2\" does not run the segments workload; its workloads: \
+                 single-object, repeat, bulk"
+            ),
+            "{e}"
+        );
+        // quiclab's own stacks do
+        let own = segments.replace("stack = \"ngtcp2\"", "http = \"3\"");
+        parse(&own, "t.toml", Profile::Full).unwrap();
     }
 
     const TELEMETRY: &str = r#"

@@ -5,8 +5,9 @@
 //! being the HTTP version's default or `server-stack`).
 
 use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_model::task::{Ask, Request};
 
-use super::{ArmStack, Capability, ClientRequest, Endpoint, Knob, Launch, ServerOutput, Stack};
+use super::{ArmStack, Capability, Endpoint, Knob, Launch, ServerOutput, Stack};
 
 pub struct Chrome;
 
@@ -73,19 +74,23 @@ impl Stack for Chrome {
             .server(arm, t, out)
     }
 
-    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
-        // the browser does through `quiclab browse` what the workload asks of `quiclab page`
-        // (load the page), or of `quiclab get` (one object on a new connection: --object takes
-        // get's arguments for it)
-        let browse = ClientRequest {
-            command: "browse",
-            ..request.clone()
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
+        // the browser loads the page through `quiclab browse`, or fetches one object on a new
+        // connection as a page's script would (`--object`, which takes get's arguments for it)
+        let (mut own, what) = match &request.ask {
+            Ask::Page { .. } => (Vec::new(), super::client_command(request).1),
+            Ask::Get(g) if g.is_one_new() => (vec!["--object".to_string()], super::get_args(g)),
+            ask @ (Ask::Get(_) | Ask::Upload { .. } | Ask::Telemetry(_)) => {
+                return Err(super::cannot(self.name(), ask));
+            }
         };
-        let mut own = Vec::new();
-        if request.command == "get" {
-            own.push("--object".to_string());
+        let mut args = vec!["browse".to_string()];
+        if request.records {
+            args.push("--json".into());
         }
-        own.extend([
+        args.extend(["--cacert".into(), t.cert.display().to_string()]);
+        args.append(&mut own);
+        args.extend([
             "--http".to_string(),
             arm.http.name().to_string(),
             "--browser".into(),
@@ -95,7 +100,12 @@ impl Stack for Chrome {
             "--browser-log".into(),
             t.dir.join("browser.log").display().to_string(),
         ]);
-        super::quiclab_client(t, &browse, own)
+        args.extend(what);
+        Ok(Launch {
+            program: t.bin.to_path_buf(),
+            args,
+            ..Launch::default()
+        })
     }
 
     fn missing(&self) -> Vec<String> {

@@ -2,11 +2,12 @@
 //! routes as HTTP, served by `quiclab serve --coded-listen` on HTTP/3's port.
 
 use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_model::task::Request;
 use quiclab_telemetry::Mode;
 
 use super::{
-    ArmStack, Capability, ClientRequest, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS,
-    ServerOutput, Stack, path_min_rtt_args, quiclab_client, quiclab_server,
+    ArmStack, Capability, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS, ServerOutput, Stack,
+    path_min_rtt_args, quiclab_client, quiclab_server,
 };
 
 pub struct Coded;
@@ -39,7 +40,7 @@ impl Stack for Coded {
 
     fn capabilities(&self) -> &'static [Capability] {
         // not HTTP, so no page loads; its client only downloads; no telemetry modes
-        &[Capability::Get]
+        &[Capability::Get, Capability::GetReused]
     }
 
     fn resumes(&self) -> bool {
@@ -66,9 +67,9 @@ impl Stack for Coded {
         quiclab_server(t, out, own)
     }
 
-    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         let mut own = path_min_rtt_args(t);
         own.extend(self.client_args(arm));
-        quiclab_client(t, request, own)
+        quiclab_client(self, t, request, own)
     }
 }

@@ -14,9 +14,10 @@ use quiclab_external::def::{DefError, Placeholder, StackDef, TelemetryDef};
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_telemetry::Mode;
 
+use quiclab_model::task::{self, Ask, Connection, Request};
+
 use super::{
-    ArmStack, Capability, Check, ClientRequest, Endpoint, Flag, Knob, Launch, ServerOutput, Stack,
-    TelemetryRequest, with_cc,
+    ArmStack, Capability, Check, Endpoint, Flag, Knob, Launch, ServerOutput, Stack, with_cc,
 };
 
 /// An external stack; lives as long as the process (the registry hands out `&'static`).
@@ -176,7 +177,7 @@ impl External {
         &self,
         arm: &ArmStack,
         t: &Endpoint,
-        run: &TelemetryRequest,
+        run: &task::Telemetry,
         def: &TelemetryDef,
     ) -> Launch {
         let url = run.url.clone();
@@ -246,7 +247,9 @@ impl Stack for External {
     fn serves(&self, c: Capability) -> bool {
         // a page's resources are static files (/bytes/N) as GETs' are
         match c {
-            Capability::Get | Capability::GetOne | Capability::PageLoad => true,
+            Capability::Get | Capability::GetOne | Capability::GetReused | Capability::PageLoad => {
+                true
+            }
             Capability::Telemetry => self.def.telemetry.is_some(),
             Capability::Upload => false,
         }
@@ -324,12 +327,21 @@ impl Stack for External {
         }
     }
 
-    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
-        if let (Some(run), Some(def)) = (&request.telemetry, &self.def.telemetry) {
-            return self.telemetry_client(arm, t, run, def);
-        }
-        let mut args = vec!["external".to_string(), request.command.to_string()];
-        if request.json {
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
+        let get = match &request.ask {
+            Ask::Telemetry(run) => match &self.def.telemetry {
+                Some(def) => return Ok(self.telemetry_client(arm, t, run, def)),
+                None => return Err(super::cannot(self.name(), &request.ask)),
+            },
+            // its client program makes one connection per run: a single request is on a new
+            // connection either way
+            Ask::Get(g) if g.connection == Connection::New || g.requests() == 1 => g,
+            ask @ (Ask::Get(_) | Ask::Upload { .. } | Ask::Page { .. }) => {
+                return Err(super::cannot(self.name(), ask));
+            }
+        };
+        let mut args = vec!["external".to_string(), "get".into()];
+        if request.records {
             args.push("--json".into());
         }
         args.extend(self.common_args(arm));
@@ -342,11 +354,16 @@ impl Stack for External {
         if let Some(q) = t.qlog_dir {
             args.extend(["--qlog-dir".into(), q.display().to_string()]);
         }
-        args.extend(request.args.iter().cloned());
-        Launch {
+        let mut what = super::get_args(get);
+        if get.connection == Connection::Reuse {
+            // `--connection reuse` (one request): the program's own default, new
+            what.drain(..2);
+        }
+        args.extend(what);
+        Ok(Launch {
             program: t.bin.to_path_buf(),
             args,
             ..Launch::default()
-        }
+        })
     }
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_model::task::{Ask, Connection, Get, Request};
 use quiclab_quic as quic;
 use quiclab_telemetry::Mode;
 
@@ -119,8 +120,9 @@ pub trait Stack: Sync {
     }
     /// How a trial starts the server.
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch;
-    /// How a trial starts the client for a workload's request.
-    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch;
+    /// How a trial starts the client for a workload's request, or why this stack's client
+    /// cannot do what it asks (a request its capabilities do not cover: see [`cannot`]).
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String>;
     /// The scheme of the URLs its client is given: `https` (TLS, and QUIC's), or `http` for a
     /// stack without TLS.
     fn scheme(&self) -> &'static str {
@@ -161,8 +163,11 @@ impl fmt::Debug for dyn Stack {
 /// What a stack's client can do; a workload needs one of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Capability {
-    /// GET URLs in order, on one connection or a new one each (timed per request).
+    /// GET URLs in order, each on a new connection, or one on the client's one connection
+    /// (timed per request).
     Get,
+    /// GET several URLs in order on one connection.
+    GetReused,
     /// GET one URL on a new connection (a client that does [`Capability::Get`] does this too).
     GetOne,
     /// POST a number of bytes to a URL instead.
@@ -236,27 +241,6 @@ pub enum ServerOutput<'a> {
     Timeline(&'a Path),
     /// The telemetry units it received (JSON lines).
     Units(&'a Path),
-}
-
-/// What a workload asks the client to do: quiclab's client subcommand for it ("get", "page"
-/// or "telemetry"), whether records go to standard output, and the workload's arguments
-/// (URLs and what to do with them).
-#[derive(Debug, Clone)]
-pub struct ClientRequest {
-    pub command: &'static str,
-    pub json: bool,
-    pub args: Vec<String>,
-    /// A telemetry run's parameters, for a stack whose client is not quiclab's.
-    pub telemetry: Option<TelemetryRequest>,
-}
-
-/// What a telemetry client is asked to send (the arguments of `quiclab telemetry`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TelemetryRequest {
-    pub units_per_second: u32,
-    pub flush_units: u32,
-    pub duration_ms: u64,
-    pub url: String,
 }
 
 /// A process to start in a namespace.
@@ -401,21 +385,111 @@ pub(crate) fn quiclab_server_on(
     }
 }
 
-/// A quiclab client subcommand in the trial's client namespace: the workload's command, the
-/// certificate to trust, the stack's own arguments, then the workload's.
-pub(crate) fn quiclab_client(t: &Endpoint, request: &ClientRequest, own: Vec<String>) -> Launch {
-    let mut args = vec![request.command.to_string()];
-    if request.json {
+/// A quiclab client subcommand in the trial's client namespace: the request's command, the
+/// certificate to trust, the stack's own arguments, then the request's; refused unless
+/// `stack`'s capabilities cover the request.
+pub(crate) fn quiclab_client(
+    stack: &dyn Stack,
+    t: &Endpoint,
+    request: &Request,
+    own: Vec<String>,
+) -> Result<Launch, String> {
+    if !Capability::any_covers(stack.capabilities(), needs(&request.ask)) {
+        return Err(cannot(stack.name(), &request.ask));
+    }
+    let (command, what) = client_command(request);
+    let mut args = vec![command.to_string()];
+    if request.records {
         args.push("--json".into());
     }
     args.extend(["--cacert".into(), t.cert.display().to_string()]);
     args.extend(own);
-    args.extend(request.args.iter().cloned());
-    Launch {
+    args.extend(what);
+    Ok(Launch {
         program: t.bin.to_path_buf(),
         args,
         ..Launch::default()
+    })
+}
+
+/// quiclab's client subcommand that does what `request` asks (`get`, `page` or `telemetry`),
+/// and the arguments that say what (URLs, and how to fetch or send).
+pub(crate) fn client_command(request: &Request) -> (&'static str, Vec<String>) {
+    match &request.ask {
+        Ask::Get(g) => ("get", get_args(g)),
+        Ask::Upload { url, bytes } => (
+            "get",
+            vec![
+                "--connection".into(),
+                Connection::New.name().into(),
+                "--upload".into(),
+                bytes.to_string(),
+                url.clone(),
+            ],
+        ),
+        Ask::Page { url, page } => {
+            let mut args = Vec::new();
+            if let Some(p) = page {
+                args.extend(["--page".to_string(), p.clone()]);
+            }
+            args.push(url.clone());
+            ("page", args)
+        }
+        Ask::Telemetry(t) => (
+            "telemetry",
+            vec![
+                "--units-per-second".into(),
+                t.units_per_second.to_string(),
+                "--flush".into(),
+                t.flush_units.to_string(),
+                "--duration".into(),
+                format!("{}ms", t.duration_ms),
+                t.url.clone(),
+            ],
+        ),
     }
+}
+
+/// `quiclab get`'s arguments for GETs (`external get` and `browse --object` take the same).
+pub(crate) fn get_args(g: &Get) -> Vec<String> {
+    let mut args = vec!["--connection".to_string(), g.connection.name().to_string()];
+    if g.resume {
+        args.push("--resume".into());
+    }
+    if g.repeat != 1 {
+        args.extend(["--repeat".into(), g.repeat.to_string()]);
+    }
+    args.extend(g.urls.iter().cloned());
+    args
+}
+
+/// The capability a client needs for `ask`.
+pub fn needs(ask: &Ask) -> Capability {
+    match ask {
+        Ask::Get(g) if g.is_one_new() => Capability::GetOne,
+        Ask::Get(g) if g.connection == Connection::Reuse && g.requests() > 1 => {
+            Capability::GetReused
+        }
+        Ask::Get(_) => Capability::Get,
+        Ask::Upload { .. } => Capability::Upload,
+        Ask::Page { .. } => Capability::PageLoad,
+        Ask::Telemetry(_) => Capability::Telemetry,
+    }
+}
+
+/// Why `stack`'s client cannot do what `ask` asks (a plan's capability check keeps such
+/// requests from reaching it; a trial that still gets one fails with this).
+pub fn cannot(stack: &str, ask: &Ask) -> String {
+    let what = match ask {
+        Ask::Get(g) if g.connection == Connection::Reuse && g.requests() > 1 => {
+            "GET several URLs on one connection"
+        }
+        Ask::Get(_) => "GET these URLs",
+        Ask::Upload { .. } => "upload",
+        Ask::Page { .. } => "load a page",
+        Ask::Telemetry(_) => "send telemetry",
+    };
+    format!("stack {stack:?}'s client cannot {what}")
 }
 
 /// `--path-min-rtt` for a path with a minimum RTT (both ends count impossible samples).
@@ -535,6 +609,145 @@ mod tests {
             }
         }
         assert!(find("nope").is_none());
+    }
+
+    /// Every kind of request, as the workloads ask them.
+    fn asks() -> Vec<Ask> {
+        let url = |n: u64| format!("https://198.18.0.2/bytes/{n}");
+        vec![
+            Ask::Get(Get::one(url(1000))),
+            Ask::Get(Get {
+                urls: vec![url(1000)],
+                connection: Connection::New,
+                repeat: 5,
+                resume: true,
+            }),
+            Ask::Get(Get {
+                urls: vec![url(1000), url(2000)],
+                connection: Connection::Reuse,
+                repeat: 1,
+                resume: false,
+            }),
+            Ask::Get(Get {
+                urls: vec![url(1 << 40)],
+                connection: Connection::Reuse,
+                repeat: 1,
+                resume: false,
+            }),
+            Ask::Upload {
+                url: "https://198.18.0.2/upload".into(),
+                bytes: 1000,
+            },
+            Ask::Page {
+                url: "https://198.18.0.2".into(),
+                page: Some("small".into()),
+            },
+            Ask::Telemetry(quiclab_model::task::Telemetry {
+                url: "https://198.18.0.2".into(),
+                units_per_second: 100,
+                flush_units: 10,
+                duration_ms: 1000,
+            }),
+        ]
+    }
+
+    /// A stack's client launches exactly the requests its capabilities cover and refuses the
+    /// others by its name, so that the plan's capability check and what a trial starts agree.
+    #[test]
+    fn a_client_does_what_its_capabilities_say_and_refuses_the_rest_by_name() {
+        let dir = Path::new("/results/x");
+        let endpoint = Endpoint {
+            bin: Path::new("/opt/quiclab/quiclab"),
+            cert: &dir.join("cert.pem"),
+            path_min_rtt: Duration::from_millis(20),
+            qlog_dir: None,
+            dir,
+            objects: &[],
+            root: None,
+        };
+        let mut launched = 0;
+        for stack in all() {
+            for ask in asks() {
+                let http = stack.http()[0];
+                let mode = match &ask {
+                    Ask::Telemetry(_) => stack.telemetry_modes().first().copied(),
+                    _ => None,
+                };
+                let arm = ArmStack {
+                    http,
+                    mode,
+                    knobs: &[],
+                };
+                let request = Request::recorded(ask.clone());
+                let covered = Capability::any_covers(stack.capabilities(), needs(&ask));
+                match stack.client(&arm, &endpoint, &request) {
+                    Ok(l) => {
+                        assert!(
+                            covered,
+                            "{}: launched {ask:?} beyond its capabilities",
+                            stack.name()
+                        );
+                        assert!(
+                            !l.args.is_empty() || l.program != endpoint.bin,
+                            "{}",
+                            stack.name()
+                        );
+                        launched += 1;
+                    }
+                    Err(e) => {
+                        assert!(!covered, "{}: refused {ask:?}: {e}", stack.name());
+                        assert!(e.contains(&format!("{:?}", stack.name())), "{e}");
+                    }
+                }
+            }
+        }
+        assert!(launched >= 20, "{launched}");
+        // the refusals that matter: a browser fetches one object only, an external client
+        // opens a connection per request
+        let chrome = find("chrome").unwrap();
+        assert!(!Capability::any_covers(
+            chrome.capabilities(),
+            Capability::Get
+        ));
+        for s in all().into_iter().filter(|s| s.identity() != s.name()) {
+            assert!(
+                !Capability::any_covers(s.capabilities(), Capability::GetReused),
+                "{}",
+                s.name()
+            );
+        }
+    }
+
+    #[test]
+    fn quiclab_s_own_client_gets_what_the_request_says_in_order() {
+        let g = Get {
+            urls: vec!["u1".into(), "u2".into()],
+            connection: Connection::New,
+            repeat: 3,
+            resume: true,
+        };
+        assert_eq!(
+            client_command(&Request::recorded(Ask::Get(g))),
+            (
+                "get",
+                [
+                    "--connection",
+                    "new",
+                    "--resume",
+                    "--repeat",
+                    "3",
+                    "u1",
+                    "u2"
+                ]
+                .map(String::from)
+                .to_vec()
+            )
+        );
+        let (command, args) = client_command(&Request::recorded(Ask::Page {
+            url: "https://h".into(),
+            page: None,
+        }));
+        assert_eq!((command, args), ("page", vec!["https://h".to_string()]));
     }
 
     #[test]

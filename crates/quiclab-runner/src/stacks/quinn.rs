@@ -4,13 +4,13 @@
 
 use quiclab_link::units;
 use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_model::task::Request;
 use quiclab_quic::{QuicCongestion, QuicOptions};
 use quiclab_telemetry::Mode;
 
 use super::{
-    ArmStack, Capability, Check, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
-    SERVER_GROUPS, ServerOutput, Stack, check_on_off, path_min_rtt_args, quiclab_client,
-    quiclab_server, with_cc,
+    ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
+    ServerOutput, Stack, check_on_off, path_min_rtt_args, quiclab_client, quiclab_server, with_cc,
 };
 
 pub struct Quinn;
@@ -158,6 +158,7 @@ impl Stack for Quinn {
     fn capabilities(&self) -> &'static [Capability] {
         &[
             Capability::Get,
+            Capability::GetReused,
             Capability::Upload,
             Capability::PageLoad,
             Capability::Telemetry,
@@ -215,9 +216,9 @@ impl Stack for Quinn {
         quiclab_server(t, out, own)
     }
 
-    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         let mut own = record_args(t);
         own.extend(self.client_args(arm));
-        quiclab_client(t, request, own)
+        quiclab_client(self, t, request, own)
     }
 }

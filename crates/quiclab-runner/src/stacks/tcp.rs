@@ -2,13 +2,14 @@
 //! own `serve` and clients; telemetry as one ordered TLS stream.
 
 use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_model::task::Request;
 use quiclab_tcp::tcpinfo::{self, FASTOPEN_SYSCTL};
 use quiclab_telemetry::Mode;
 
 use super::{
-    ArmStack, Capability, Check, ClientRequest, Endpoint, Flag, GROUPS, Knob, Launch, RESUME,
-    SERVER_GROUPS, ServerOutput, Stack, check_bool, check_on_off, path_min_rtt_args,
-    quiclab_client, quiclab_server, with_cc,
+    ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
+    ServerOutput, Stack, check_bool, check_on_off, path_min_rtt_args, quiclab_client,
+    quiclab_server, with_cc,
 };
 
 pub struct Tcp;
@@ -110,6 +111,7 @@ impl Stack for Tcp {
     fn capabilities(&self) -> &'static [Capability] {
         &[
             Capability::Get,
+            Capability::GetReused,
             Capability::Upload,
             Capability::PageLoad,
             Capability::Telemetry,
@@ -156,9 +158,9 @@ impl Stack for Tcp {
         with_fast_open(arm, quiclab_server(t, out, own))
     }
 
-    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         let mut own = path_min_rtt_args(t);
         own.extend(self.client_args(arm));
-        quiclab_client(t, request, own)
+        quiclab_client(self, t, request, own)
     }
 }

@@ -3,12 +3,13 @@
 //! costs (a round trip, records, CPU) can be told apart from what TCP does.
 
 use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_model::task::Request;
 use quiclab_telemetry::Mode;
 
 use super::tcp::{TCP_CC, TFO, with_fast_open};
 use super::{
-    ArmStack, Capability, ClientRequest, Endpoint, Knob, Launch, ServerOutput, Stack,
-    path_min_rtt_args, quiclab_client, quiclab_server_on, with_cc,
+    ArmStack, Capability, Endpoint, Knob, Launch, ServerOutput, Stack, path_min_rtt_args,
+    quiclab_client, quiclab_server_on, with_cc,
 };
 
 pub struct TcpPlain;
@@ -38,7 +39,7 @@ impl Stack for TcpPlain {
 
     fn capabilities(&self) -> &'static [Capability] {
         // page loads and telemetry speak TLS
-        &[Capability::Get, Capability::Upload]
+        &[Capability::Get, Capability::GetReused, Capability::Upload]
     }
 
     fn resumes(&self) -> bool {
@@ -69,9 +70,9 @@ impl Stack for TcpPlain {
         with_fast_open(arm, quiclab_server_on("[::]:80", t, out, own))
     }
 
-    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &ClientRequest) -> Launch {
+    fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         let mut own = path_min_rtt_args(t);
         own.extend(self.client_args(arm));
-        quiclab_client(t, request, own)
+        quiclab_client(self, t, request, own)
     }
 }

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use quiclab_model::campaign::{BulkDetail, Detail, Metrics, Workload};
+use quiclab_model::task::{Ask, Connection, Get, Request};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, link_drops, link_ok};
 use crate::bulk as measure;
 use crate::keys::{PlanError, WorkloadKeys};
-use crate::stacks::ClientRequest;
 
 pub struct Bulk;
 
@@ -109,12 +109,12 @@ impl WorkloadKind for Bulk {
             _ => Duration::ZERO,
         };
         ClientPhase::Timed {
-            request: ClientRequest {
-                telemetry: None,
-                command: "get",
-                json: false,
-                args: vec![t.bytes_url(quiclab_tcp::server::MAX_BYTES)],
-            },
+            request: Request::unrecorded(Ask::Get(Get {
+                urls: vec![t.bytes_url(quiclab_tcp::server::MAX_BYTES)],
+                connection: Connection::Reuse,
+                repeat: 1,
+                resume: false,
+            })),
             connections: u32::try_from(t.size).unwrap_or(u32::MAX),
             measured,
         }

@@ -25,7 +25,8 @@ use quiclab_model::campaign::{Metrics, Workload};
 use quiclab_netns::DirectionReport;
 
 use crate::keys::{PlanError, Table, WorkloadKeys};
-use crate::stacks::{Capability, ClientRequest};
+use crate::stacks::Capability;
+use quiclab_model::task::Request;
 
 pub use bulk::MAX_CONNECTIONS as MAX_BULK_CONNECTIONS;
 pub use segments::segment_sizes;
@@ -111,11 +112,11 @@ impl TrialCtx<'_> {
 #[derive(Debug, Clone)]
 pub enum ClientPhase {
     /// One client, run to its end.
-    Once(ClientRequest),
+    Once(Request),
     /// `connections` clients (one process each) that keep going: measured for `measured`
     /// after a warm-up, then stopped.
     Timed {
-        request: ClientRequest,
+        request: Request,
         connections: u32,
         measured: Duration,
     },

@@ -3,12 +3,13 @@
 //! and metrics in docs/pages.md).
 
 use quiclab_model::campaign::{Metrics, Workload};
+use quiclab_model::task::{Ask, Request};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind};
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::page;
-use crate::stacks::{Capability, ClientRequest};
+use crate::stacks::Capability;
 
 pub struct Pages;
 
@@ -53,17 +54,10 @@ impl WorkloadKind for Pages {
     }
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
-        let mut args = Vec::new();
-        if let Some(p) = page::page_for(t.workload, t.size) {
-            args.extend(["--page".to_string(), p.source.clone()]);
-        }
-        args.push(t.url(""));
-        ClientPhase::Once(ClientRequest {
-            telemetry: None,
-            command: "page",
-            json: true,
-            args,
-        })
+        ClientPhase::Once(Request::recorded(Ask::Page {
+            url: t.url(""),
+            page: page::page_for(t.workload, t.size).map(|p| p.source.clone()),
+        }))
     }
 
     fn metrics(

@@ -2,11 +2,11 @@
 //! resuming the last TLS session (0-RTT over QUIC; study S4).
 
 use quiclab_model::campaign::{Metrics, Workload};
+use quiclab_model::task::{Ask, Connection, Get, Request};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
-use crate::stacks::ClientRequest;
 
 pub struct Repeat;
 
@@ -49,22 +49,13 @@ impl WorkloadKind for Repeat {
     }
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
-        let mut args = vec!["--connection".to_string(), "new".into()];
-        // resumption is the workload's point; an arm may still turn it off explicitly
-        if t.resume_by_default {
-            args.push("--resume".into());
-        }
-        args.extend([
-            "--repeat".into(),
-            requests_of(t.workload).to_string(),
-            t.bytes_url(t.size),
-        ]);
-        ClientPhase::Once(ClientRequest {
-            telemetry: None,
-            command: "get",
-            json: true,
-            args,
-        })
+        ClientPhase::Once(Request::recorded(Ask::Get(Get {
+            urls: vec![t.bytes_url(t.size)],
+            connection: Connection::New,
+            repeat: requests_of(t.workload),
+            // resumption is the workload's point; an arm may still turn it off explicitly
+            resume: t.resume_by_default,
+        })))
     }
 
     fn metrics(

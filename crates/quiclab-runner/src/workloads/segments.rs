@@ -9,11 +9,12 @@ use quiclab_link::units;
 use quiclab_model::campaign::{
     DEFAULT_PLAYER_BUFFER_MS, DEFAULT_STREAM_RATE_BPS, Metrics, Workload,
 };
+use quiclab_model::task::{Ask, Connection, Get, Request};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
-use crate::stacks::ClientRequest;
+use crate::stacks::Capability;
 
 pub struct Segments;
 
@@ -42,6 +43,11 @@ impl WorkloadKind for Segments {
             "stream-rate",
             "player-buffer",
         ]
+    }
+
+    fn needs(&self) -> Capability {
+        // every segment on the player's one connection
+        Capability::GetReused
     }
 
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError> {
@@ -137,14 +143,12 @@ impl WorkloadKind for Segments {
     }
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
-        let mut args = vec!["--connection".to_string(), "reuse".into()];
-        args.extend(t.requests.iter().map(|&s| t.bytes_url(s)));
-        ClientPhase::Once(ClientRequest {
-            telemetry: None,
-            command: "get",
-            json: true,
-            args,
-        })
+        ClientPhase::Once(Request::recorded(Ask::Get(Get {
+            urls: t.requests.iter().map(|&s| t.bytes_url(s)).collect(),
+            connection: Connection::Reuse,
+            repeat: 1,
+            resume: false,
+        })))
     }
 
     fn metrics(

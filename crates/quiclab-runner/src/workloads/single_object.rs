@@ -1,11 +1,12 @@
 //! `single-object`: one GET of the trial's size on a new connection (study S1's TTLB).
 
 use quiclab_model::campaign::{Metrics, Workload};
+use quiclab_model::task::{Ask, Get, Request};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
-use crate::stacks::{Capability, ClientRequest};
+use crate::stacks::Capability;
 
 pub struct SingleObject;
 
@@ -35,12 +36,7 @@ impl WorkloadKind for SingleObject {
     }
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
-        ClientPhase::Once(ClientRequest {
-            telemetry: None,
-            command: "get",
-            json: true,
-            args: vec!["--connection".into(), "new".into(), t.bytes_url(t.size)],
-        })
+        ClientPhase::Once(Request::recorded(Ask::Get(Get::one(t.bytes_url(t.size)))))
     }
 
     fn metrics(

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use quiclab_model::campaign::{Detail, Metrics, Workload};
+use quiclab_model::task::{self, Ask, Request};
 use quiclab_telemetry::{MAX_FLUSH_UNITS, MAX_UNITS_PER_SECOND, UNIT_BYTES};
 use serde_json::json;
 
@@ -15,7 +16,7 @@ use super::{
 };
 use crate::keys::{PlanError, WorkloadKeys};
 use crate::outputs::tail;
-use crate::stacks::{Capability, ClientRequest, TelemetryRequest};
+use crate::stacks::Capability;
 use crate::telemetry as units;
 
 pub struct Telemetry;
@@ -97,25 +98,12 @@ impl WorkloadKind for Telemetry {
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
         let (units_per_second, flush_units, duration_ms) = params(t.workload);
-        ClientPhase::Once(ClientRequest {
-            telemetry: Some(TelemetryRequest {
-                units_per_second,
-                flush_units,
-                duration_ms,
-                url: t.url(""),
-            }),
-            command: "telemetry",
-            json: true,
-            args: vec![
-                "--units-per-second".into(),
-                units_per_second.to_string(),
-                "--flush".into(),
-                flush_units.to_string(),
-                "--duration".into(),
-                format!("{duration_ms}ms"),
-                t.url(""),
-            ],
-        })
+        ClientPhase::Once(Request::recorded(Ask::Telemetry(task::Telemetry {
+            url: t.url(""),
+            units_per_second,
+            flush_units,
+            duration_ms,
+        })))
     }
 
     fn timeout(&self, t: &TrialCtx) -> Duration {

@@ -5,11 +5,12 @@
 
 use quiclab_model::campaign::{Metrics, Workload};
 use quiclab_model::record::RequestRecord;
+use quiclab_model::task::{Ask, Request};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
 use crate::keys::{PlanError, WorkloadKeys};
-use crate::stacks::{Capability, ClientRequest};
+use crate::stacks::Capability;
 
 pub struct Upload;
 
@@ -58,18 +59,10 @@ impl WorkloadKind for Upload {
     }
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
-        ClientPhase::Once(ClientRequest {
-            telemetry: None,
-            command: "get",
-            json: true,
-            args: vec![
-                "--connection".into(),
-                "new".into(),
-                "--upload".into(),
-                t.size.to_string(),
-                t.url("/upload"),
-            ],
-        })
+        ClientPhase::Once(Request::recorded(Ask::Upload {
+            url: t.url("/upload"),
+            bytes: t.size,
+        }))
     }
 
     fn metrics(
