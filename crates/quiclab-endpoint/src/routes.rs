@@ -17,8 +17,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-/// The largest body `GET /bytes/N` serves: 1 TB (bulk downloads run for a time, not to the end).
-pub const MAX_BYTES: u64 = 1_000_000_000_000;
+pub use quiclab_model::task::MAX_BYTES;
 
 /// The period of the `/bytes` pattern: a prime, so that the pattern does not line up with
 /// power-of-two record, frame or packet sizes and a misplaced chunk shows up when compared.

@@ -8,6 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The largest body `GET /bytes/N` serves: 1 TB (bulk downloads run for a time, not to the end).
+pub const MAX_BYTES: u64 = 1_000_000_000_000;
+
 /// What a workload asks a trial's client to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {

@@ -1,6 +1,7 @@
 //! quiclab's campaigns: a plan ([`plan`]) expands into trials ([`expand`]), each run on a fresh
 //! topology with real endpoints ([`trial`]), recorded in the campaign's store ([`campaign`]).
-//! What an arm's endpoints are comes from the stack registry ([`stacks`]: one module per stack);
+//! What an arm's endpoints are comes from the stack registry ([`stacks`], the crate
+//! `quiclab-stacks`: one module per stack);
 //! what a trial does and measures from the workload registry ([`workloads`]: one module per
 //! kind), with their measurement helpers ([`telemetry`]: units and stalls traced to dropped
 //! packets; [`bulk`]: acknowledged bytes and CPU; [`outputs`]: records and timelines read back).
@@ -22,7 +23,7 @@ mod page;
 pub mod plan;
 mod queue;
 pub mod shard;
-pub mod stacks;
+pub use quiclab_stacks as stacks;
 pub mod telemetry;
 pub mod trial;
 pub mod workloads;

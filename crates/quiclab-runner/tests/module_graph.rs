@@ -156,3 +156,21 @@ fn the_runner_does_not_depend_on_the_report() {
     }
     assert!(files > 10, "{files} source files read");
 }
+
+/// A trial reaches transports only through the stack registry (`quiclab-stacks`): the runner
+/// depends on no transport or endpoint crate itself.
+#[test]
+fn the_runner_depends_on_no_transport_crate() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("quiclab-stacks"), "{manifest}");
+    for krate in [
+        "quiclab-tcp",
+        "quiclab-quic",
+        "quiclab-coded-udp",
+        "quiclab-endpoint",
+        "quiclab-browser",
+    ] {
+        assert!(!manifest.contains(krate), "the runner depends on {krate}");
+    }
+}

@@ -110,7 +110,7 @@ impl WorkloadKind for Bulk {
         };
         ClientPhase::Timed {
             request: Request::unrecorded(Ask::Get(Get {
-                urls: vec![t.bytes_url(quiclab_tcp::server::MAX_BYTES)],
+                urls: vec![t.bytes_url(quiclab_model::task::MAX_BYTES)],
                 connection: Connection::Reuse,
                 repeat: 1,
                 resume: false,

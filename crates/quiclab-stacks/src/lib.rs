@@ -1,6 +1,10 @@
 //! The stack registry: every stack an arm can name, what it speaks, the knobs it takes, the
 //! workloads it runs, and how a trial starts its server and its client.
 //!
+//! Contract: the one home of stack identity. It knows nothing of plans, trials or the store:
+//! the runner (`quiclab-runner`, which re-exports it as `stacks`) asks it, with a typed
+//! request (`quiclab_model::task`) for what a client must do.
+//!
 //! A stack is one module here behind the [`Stack`] trait and one line in `BUILTIN`, or a stack
 //! file ([`external`]: its endpoints are other programs). Nothing
 //! outside a stack's own module asks which stack it is: the plan parser checks an arm's keys
@@ -253,7 +257,7 @@ pub struct Launch {
     /// Sysctls of its namespace written just before it starts: (path under /proc/sys, value).
     pub sysctls: Vec<(String, String)>,
     /// It is handed an inotify instance that the trial holds until it has stopped
-    /// ([`quiclab_netns::watch`]), so that its exit does not wait for the kernel's close of
+    /// (`quiclab_netns::watch`), so that its exit does not wait for the kernel's close of
     /// one: for a program that watches a directory (an external stack's qlog files).
     pub inotify: bool,
 }
