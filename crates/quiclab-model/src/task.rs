@@ -6,10 +6,48 @@
 //! stack handles or refuses it. A property every stack must see (for example a priority) is a
 //! field of [`Request`]: only the workload that sets it and the stacks that honour it change.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
+
+use crate::record::HttpVersion;
 
 /// The largest body `GET /bytes/N` serves: 1 TB (bulk downloads run for a time, not to the end).
 pub const MAX_BYTES: u64 = 1_000_000_000_000;
+
+/// What a trial hands its client when the client is quiclab's own code (`quiclab endpoint
+/// --task`), and what `quiclab get` makes of its flags: the same task runs the same code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientTask {
+    /// The stack, by its registry name.
+    pub stack: String,
+    pub http: HttpVersion,
+    /// The arm's knobs, as the stack normalised them (key, value), in the arm's order.
+    pub knobs: Vec<(String, String)>,
+    /// PEM certificates to trust (none for `http://` URLs).
+    pub cacert: Option<PathBuf>,
+    pub recording: Recording,
+    pub request: Request,
+}
+
+impl ClientTask {
+    /// The value of knob `key`, if the task sets it.
+    pub fn knob(&self, key: &str) -> Option<&str> {
+        self.knobs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What an endpoint records besides its output.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recording {
+    /// The path's minimum RTT, µs: RTT samples below it are impossible and counted.
+    pub path_min_rtt_us: Option<u64>,
+    /// A qlog file per QUIC connection goes here.
+    pub qlog_dir: Option<PathBuf>,
+}
 
 /// What a workload asks a trial's client to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,9 +79,9 @@ impl Request {
 pub enum Ask {
     /// GET URLs in order.
     Get(Get),
-    /// POST `bytes` (the server's pattern) to `url` on a new connection; the server answers
-    /// with the count it received.
-    Upload { url: String, bytes: u64 },
+    /// POST `bytes` (the server's pattern) where and as `to` would GET; the server answers
+    /// each with the count it received.
+    Upload { to: Get, bytes: u64 },
     /// Load a web page as a browser does: `url` is the server's origin, `page` the page's
     /// manifest (a built-in name or a file; the client's default page when `None`).
     Page { url: String, page: Option<String> },
@@ -118,6 +156,25 @@ pub struct Telemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_task_round_trips_through_json_and_names_its_knobs() {
+        let t = ClientTask {
+            stack: "s".into(),
+            http: HttpVersion::Http3,
+            knobs: vec![("quic-cc".into(), "bbr".into())],
+            cacert: Some("/d/cert.pem".into()),
+            recording: Recording {
+                path_min_rtt_us: Some(20_000),
+                qlog_dir: None,
+            },
+            request: Request::recorded(Ask::Get(Get::one("https://h/bytes/1".into()))),
+        };
+        assert_eq!(t.knob("quic-cc"), Some("bbr"));
+        assert_eq!(t.knob("quic-gso"), None);
+        let text = serde_json::to_string(&t).unwrap();
+        assert_eq!(serde_json::from_str::<ClientTask>(&text).unwrap(), t);
+    }
 
     #[test]
     fn requests_count_urls_times_repeats() {

@@ -1,8 +1,10 @@
 //! `coded`: quiclab's network-coded transport (RaptorQ over UDP, quiclab-coded) with the same
 //! routes as HTTP, served by `quiclab serve --coded-listen` on HTTP/3's port.
 
+use quiclab_coded_udp as coded;
+use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_model::task::Request;
+use quiclab_model::task::{ClientTask, Request};
 use quiclab_telemetry::Mode;
 
 use super::{
@@ -67,9 +69,30 @@ impl Stack for Coded {
         quiclab_server(t, out, own)
     }
 
+    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
+        let f = crate::own::Fetch::of(task)?;
+        // no session resumption, no 0-RTT, and its client only downloads
+        anyhow::ensure!(
+            !f.resume,
+            "the coded transport has no session resumption or 0-RTT (every connection makes a \
+             full handshake)"
+        );
+        anyhow::ensure!(
+            f.upload.is_none(),
+            "the coded transport's client only downloads"
+        );
+        let opts = coded::CodedClientOptions {
+            ca_pem: f.ca_pem,
+            groups: f.groups,
+            reuse_connection: f.reuse,
+            config: coded::Config::default(),
+        };
+        Ok(f.runtime.block_on(coded::get(&f.urls, &opts))?)
+    }
+
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         let mut own = path_min_rtt_args(t);
         own.extend(self.client_args(arm));
-        quiclab_client(self, t, request, own)
+        quiclab_client(self, arm, t, request, own)
     }
 }

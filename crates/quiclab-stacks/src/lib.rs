@@ -19,17 +19,21 @@
 mod chrome;
 mod coded;
 pub mod external;
+pub mod own;
 mod quinn;
 mod tcp;
 mod tcp_plain;
+
+pub use quinn::quic_options;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quiclab_endpoint::tls::KxGroup;
+use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_model::task::{Ask, Connection, Get, Request};
+use quiclab_model::task::{Ask, ClientTask, Connection, Get, Recording, Request};
 use quiclab_quic as quic;
 use quiclab_telemetry::Mode;
 
@@ -127,6 +131,13 @@ pub trait Stack: Sync {
     /// How a trial starts the client for a workload's request, or why this stack's client
     /// cannot do what it asks (a request its capabilities do not cover: see [`cannot`]).
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String>;
+    /// Runs this stack's client in this process for `task` (GETs or an upload): the records of
+    /// its requests, in order. For a stack whose client is quiclab's own code; others have none
+    /// to run here (their client is another program, started through [`Stack::client`]).
+    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
+        let _ = task;
+        anyhow::bail!("stack {:?} has no client of quiclab's own", self.name())
+    }
     /// The scheme of the URLs its client is given: `https` (TLS, and QUIC's), or `http` for a
     /// stack without TLS.
     fn scheme(&self) -> &'static str {
@@ -389,11 +400,13 @@ pub(crate) fn quiclab_server_on(
     }
 }
 
-/// A quiclab client subcommand in the trial's client namespace: the request's command, the
-/// certificate to trust, the stack's own arguments, then the request's; refused unless
-/// `stack`'s capabilities cover the request.
+/// How a trial starts a client of quiclab's own for `request`, refused unless `stack`'s
+/// capabilities cover it. GETs and uploads: `quiclab endpoint --task` with the task
+/// ([`client_task`]). Page loads and telemetry: quiclab's `page` or `telemetry` subcommand with
+/// the certificate to trust, the stack's own arguments (`own`), then the request's.
 pub(crate) fn quiclab_client(
     stack: &dyn Stack,
+    arm: &ArmStack,
     t: &Endpoint,
     request: &Request,
     own: Vec<String>,
@@ -401,7 +414,30 @@ pub(crate) fn quiclab_client(
     if !Capability::any_covers(stack.capabilities(), needs(&request.ask)) {
         return Err(cannot(stack.name(), &request.ask));
     }
-    let (command, what) = client_command(request);
+    let (command, what) = match &request.ask {
+        Ask::Get(_) | Ask::Upload { .. } => {
+            let task = client_task(stack, arm, t, request);
+            let json = serde_json::to_string(&task).expect("a task is plain data");
+            return Ok(Launch {
+                program: t.bin.to_path_buf(),
+                args: vec!["endpoint".into(), "--task".into(), json],
+                ..Launch::default()
+            });
+        }
+        Ask::Page { url, page } => ("page", page_args(url, page.as_deref())),
+        Ask::Telemetry(t) => (
+            "telemetry",
+            vec![
+                "--units-per-second".into(),
+                t.units_per_second.to_string(),
+                "--flush".into(),
+                t.flush_units.to_string(),
+                "--duration".into(),
+                format!("{}ms", t.duration_ms),
+                t.url.clone(),
+            ],
+        ),
+    };
     let mut args = vec![command.to_string()];
     if request.records {
         args.push("--json".into());
@@ -416,42 +452,48 @@ pub(crate) fn quiclab_client(
     })
 }
 
-/// quiclab's client subcommand that does what `request` asks (`get`, `page` or `telemetry`),
-/// and the arguments that say what (URLs, and how to fetch or send).
-pub(crate) fn client_command(request: &Request) -> (&'static str, Vec<String>) {
-    match &request.ask {
-        Ask::Get(g) => ("get", get_args(g)),
-        Ask::Upload { url, bytes } => (
-            "get",
-            vec![
-                "--connection".into(),
-                Connection::New.name().into(),
-                "--upload".into(),
-                bytes.to_string(),
-                url.clone(),
-            ],
-        ),
-        Ask::Page { url, page } => {
-            let mut args = Vec::new();
-            if let Some(p) = page {
-                args.extend(["--page".to_string(), p.clone()]);
-            }
-            args.push(url.clone());
-            ("page", args)
-        }
-        Ask::Telemetry(t) => (
-            "telemetry",
-            vec![
-                "--units-per-second".into(),
-                t.units_per_second.to_string(),
-                "--flush".into(),
-                t.flush_units.to_string(),
-                "--duration".into(),
-                format!("{}ms", t.duration_ms),
-                t.url.clone(),
-            ],
-        ),
+/// What a trial hands a client of quiclab's own: the stack, the arm's knobs that reach the
+/// client, the certificate the server writes (none for a stack without TLS), what to record and
+/// the request.
+pub fn client_task(
+    stack: &dyn Stack,
+    arm: &ArmStack,
+    t: &Endpoint,
+    request: &Request,
+) -> ClientTask {
+    let reaches_client = |key: &str| {
+        stack
+            .knobs()
+            .iter()
+            .any(|k| k.key == key && !matches!(k.flag, Flag::Server(_)))
+    };
+    ClientTask {
+        stack: stack.name().to_string(),
+        http: arm.http,
+        knobs: arm
+            .knobs
+            .iter()
+            .filter(|(k, _)| reaches_client(k))
+            .cloned()
+            .collect(),
+        cacert: (stack.scheme() == "https").then(|| t.cert.to_path_buf()),
+        recording: Recording {
+            path_min_rtt_us: (!t.path_min_rtt.is_zero())
+                .then_some(t.path_min_rtt.as_micros() as u64),
+            qlog_dir: t.qlog_dir.map(Path::to_path_buf),
+        },
+        request: request.clone(),
     }
+}
+
+/// `quiclab page`'s (and `browse`'s) arguments for a page load.
+pub(crate) fn page_args(url: &str, page: Option<&str>) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(p) = page {
+        args.extend(["--page".to_string(), p.to_string()]);
+    }
+    args.push(url.to_string());
+    args
 }
 
 /// `quiclab get`'s arguments for GETs (`external get` and `browse --object` take the same).
@@ -639,7 +681,7 @@ mod tests {
                 resume: false,
             }),
             Ask::Upload {
-                url: "https://198.18.0.2/upload".into(),
+                to: Get::one("https://198.18.0.2/upload".into()),
                 bytes: 1000,
             },
             Ask::Page {
@@ -723,7 +765,7 @@ mod tests {
     }
 
     #[test]
-    fn quiclab_s_own_client_gets_what_the_request_says_in_order() {
+    fn requests_become_the_arguments_of_quiclab_s_clients_in_order() {
         let g = Get {
             urls: vec!["u1".into(), "u2".into()],
             connection: Connection::New,
@@ -731,27 +773,76 @@ mod tests {
             resume: true,
         };
         assert_eq!(
-            client_command(&Request::recorded(Ask::Get(g))),
-            (
-                "get",
-                [
-                    "--connection",
-                    "new",
-                    "--resume",
-                    "--repeat",
-                    "3",
-                    "u1",
-                    "u2"
-                ]
-                .map(String::from)
-                .to_vec()
-            )
+            get_args(&g),
+            [
+                "--connection",
+                "new",
+                "--resume",
+                "--repeat",
+                "3",
+                "u1",
+                "u2"
+            ]
         );
-        let (command, args) = client_command(&Request::recorded(Ask::Page {
-            url: "https://h".into(),
-            page: None,
-        }));
-        assert_eq!((command, args), ("page", vec!["https://h".to_string()]));
+        assert_eq!(page_args("https://h", None), ["https://h"]);
+        assert_eq!(
+            page_args("https://h", Some("small")),
+            ["--page", "small", "https://h"]
+        );
+    }
+
+    /// A GET of quiclab's own stacks is one task for `quiclab endpoint`: the knobs that reach
+    /// the client (not the server's), the certificate, the path's floor and the request.
+    #[test]
+    fn quiclab_s_own_gets_are_tasks_with_the_client_s_knobs() {
+        let dir = Path::new("/results/x");
+        let endpoint = Endpoint {
+            bin: Path::new("/opt/quiclab/quiclab"),
+            cert: &dir.join("cert.pem"),
+            path_min_rtt: Duration::from_millis(20),
+            qlog_dir: Some(dir),
+            dir,
+            objects: &[],
+            root: None,
+        };
+        let knobs = vec![
+            ("quic-cc".to_string(), "bbr".to_string()),
+            ("server-groups".to_string(), "p256".to_string()),
+            ("quic-scheduling".to_string(), "fifo".to_string()),
+            ("groups".to_string(), "x25519".to_string()),
+        ];
+        let arm = ArmStack {
+            http: HttpVersion::Http3,
+            mode: None,
+            knobs: &knobs,
+        };
+        let request = Request::recorded(Ask::Get(Get::one("https://198.18.0.2/bytes/9".into())));
+        let quinn = for_http(HttpVersion::Http3).unwrap();
+        let l = quinn.client(&arm, &endpoint, &request).unwrap();
+        assert_eq!(l.args[..2], ["endpoint", "--task"]);
+        let task: ClientTask = serde_json::from_str(&l.args[2]).unwrap();
+        assert_eq!(task.stack, quinn.name());
+        assert_eq!(
+            task.knobs,
+            [
+                ("quic-cc".to_string(), "bbr".to_string()),
+                ("groups".to_string(), "x25519".to_string())
+            ]
+        );
+        assert_eq!(task.cacert.as_deref(), Some(dir.join("cert.pem").as_path()));
+        assert_eq!(task.recording.path_min_rtt_us, Some(20_000));
+        assert_eq!(task.recording.qlog_dir.as_deref(), Some(dir));
+        assert_eq!(task.request, request);
+        // a stack without TLS trusts nothing
+        let plain = all().into_iter().find(|s| s.scheme() == "http").unwrap();
+        let arm = ArmStack {
+            http: HttpVersion::Http11,
+            mode: None,
+            knobs: &[],
+        };
+        let l = plain.client(&arm, &endpoint, &request).unwrap();
+        let task: ClientTask = serde_json::from_str(&l.args[2]).unwrap();
+        assert_eq!(task.cacert, None);
     }
 
     #[test]

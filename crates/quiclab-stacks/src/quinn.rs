@@ -2,10 +2,12 @@
 //! scheduler for RFC 9218 priorities); telemetry over one QUIC stream, a stream per flush or
 //! datagrams.
 
+use anyhow::Context;
 use quiclab_link::units;
+use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_model::task::Request;
-use quiclab_quic::{QuicCongestion, QuicOptions};
+use quiclab_model::task::{ClientTask, Request};
+use quiclab_quic::{self as quic, QuicClientOptions, QuicCongestion, QuicOptions};
 use quiclab_telemetry::Mode;
 
 use super::{
@@ -124,6 +126,53 @@ static KNOBS: [&Knob; 11] = [
     &RESUME,
 ];
 
+/// quinn's options from knobs (key, value): the one place QUIC knobs become typed options, for
+/// a plan's check, the client's task and quiclab's own command line. A knob not given keeps
+/// [`QuicOptions::default`]; besides the plan's knobs it reads the command line's
+/// `quic-stream-window`, `quic-conn-window` and `quic-datagrams`. An error names the knob as a
+/// flag (`--quic-cc: ...`) or, for options that do not go together, "QUIC options".
+pub fn quic_options(knobs: &[(String, String)]) -> anyhow::Result<QuicOptions> {
+    let mut o = QuicOptions::default();
+    for (key, v) in knobs {
+        let at = || format!("--{key}");
+        let size = |v: &str| units::parse_bytes(v).with_context(at);
+        let on_off = |field, v: &str| quic::parse_on_off(field, v).with_context(at);
+        let payload = |field, v: &str| {
+            v.parse::<u16>()
+                .map_err(|_| quic::QuicError::InvalidOption {
+                    field,
+                    value: v.to_string(),
+                    allowed: "bytes from 1200 to 65527".into(),
+                })
+                .with_context(at)
+        };
+        match key.as_str() {
+            "quic-cc" => o.congestion = v.parse().with_context(at)?,
+            "quic-initial-rtt" => {
+                o.initial_rtt_us = quic::parse_duration_us("initial_rtt", v).with_context(at)?
+            }
+            "quic-mtu-discovery" => o.mtu_discovery = on_off("mtu_discovery", v)?,
+            "quic-initial-mtu" => o.initial_mtu = payload("initial_mtu", v)?,
+            "quic-max-udp-payload" => o.max_udp_payload = payload("max_udp_payload", v)?,
+            "quic-gso" => o.gso = on_off("gso", v)?,
+            "quic-stream-window" => o.stream_receive_window = size(v)?,
+            "quic-conn-window" => o.receive_window = size(v)?,
+            "quic-scheduling" => o.round_robin = v == "round-robin",
+            "quic-priorities" => o.priorities = on_off("priorities", v)?,
+            "quic-datagrams" => {
+                o.datagram_buffer = match v.as_str() {
+                    "off" => None,
+                    v => Some(size(v)?),
+                }
+            }
+            // the TLS and session knobs are the client's and the server's own
+            _ => {}
+        }
+    }
+    o.validate().context("QUIC options")?;
+    Ok(o)
+}
+
 /// The QUIC arguments both ends share: the path's floor and, where kept, a qlog per
 /// connection.
 fn record_args(t: &Endpoint) -> Vec<String> {
@@ -175,21 +224,7 @@ impl Stack for Quinn {
 
     fn check(&self, knobs: &[(String, String)]) -> Result<Vec<String>, String> {
         // combinations (e.g. an initial MTU above the largest payload) are the stack's own rules
-        let knob = |k| super::knob(knobs, k);
-        let mut o = QuicOptions::default();
-        if let Some(c) = knob("quic-cc") {
-            o.congestion = c.parse().unwrap_or_default();
-        }
-        if let Some(v) = knob("quic-max-udp-payload") {
-            o.max_udp_payload = v.parse().unwrap_or(o.max_udp_payload);
-        }
-        if let Some(v) = knob("quic-initial-mtu") {
-            o.initial_mtu = v.parse().unwrap_or(o.initial_mtu);
-        }
-        if let Some(v) = knob("quic-gso") {
-            o.gso = v == "on";
-        }
-        o.validate().map_err(|e| e.to_string())?;
+        let o = quic_options(knobs).map_err(|e| e.root_cause().to_string())?;
         Ok(if o.congestion.experimental() {
             vec!["quinn's BBR is experimental (BBRv1, pacing rate not applied)".into()]
         } else {
@@ -216,9 +251,30 @@ impl Stack for Quinn {
         quiclab_server(t, out, own)
     }
 
+    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
+        let quic = quic_options(&task.knobs)?;
+        let f = crate::own::Fetch::of(task)?;
+        if let Some(d) = &task.recording.qlog_dir {
+            // a bad path fails before any connection
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
+        }
+        let opts = QuicClientOptions {
+            quic,
+            ca_pem: f.ca_pem,
+            groups: f.groups,
+            reuse_connection: f.reuse,
+            resume: f.resume,
+            path_min_rtt_us: task.recording.path_min_rtt_us,
+            qlog_dir: task.recording.qlog_dir.clone(),
+            upload: f.upload,
+        };
+        Ok(f.runtime.block_on(quic::get(&f.urls, &opts))?)
+    }
+
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         let mut own = record_args(t);
         own.extend(self.client_args(arm));
-        quiclab_client(self, t, request, own)
+        quiclab_client(self, arm, t, request, own)
     }
 }

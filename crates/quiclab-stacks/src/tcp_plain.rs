@@ -2,11 +2,12 @@
 //! `get` with `http://` URLs): the baseline with the encryption taken out, so that what TLS
 //! costs (a round trip, records, CPU) can be told apart from what TCP does.
 
+use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_model::task::Request;
+use quiclab_model::task::{ClientTask, Request};
 use quiclab_telemetry::Mode;
 
-use super::tcp::{TCP_CC, TFO, with_fast_open};
+use super::tcp::{TCP_CC, TFO, fetch_tcp, with_fast_open};
 use super::{
     ArmStack, Capability, Endpoint, Knob, Launch, ServerOutput, Stack, path_min_rtt_args,
     quiclab_client, quiclab_server_on, with_cc,
@@ -70,9 +71,13 @@ impl Stack for TcpPlain {
         with_fast_open(arm, quiclab_server_on("[::]:80", t, out, own))
     }
 
+    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
+        fetch_tcp(task)
+    }
+
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         let mut own = path_min_rtt_args(t);
         own.extend(self.client_args(arm));
-        quiclab_client(self, t, request, own)
+        quiclab_client(self, arm, t, request, own)
     }
 }

@@ -3,11 +3,8 @@
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use quiclab_coded_udp as coded;
-use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::{HttpVersion, RequestRecord};
-use quiclab_quic::{self as quic, QuicClientOptions};
-use quiclab_tcp::client::{Client, ClientOptions, ConnectionMode};
+use quiclab_model::task::{Ask, ClientTask, Connection, Get, Recording, Request};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
@@ -80,13 +77,12 @@ enum ConnectionArg {
 }
 
 /// quiclab's own clients, one per `--http` value: each refuses the flags that do not apply to
-/// it (before anything is read or opened) and runs the URLs through the one request loop
-/// (`quiclab_endpoint::requests`). A new client is two functions and a line here.
+/// it, before anything is read or opened. The client itself is the HTTP version's stack in the
+/// registry, which runs the task these flags make (as a trial's `quiclab endpoint` does).
 struct OwnClient {
     http: &'static str,
     help: &'static str,
     check: fn(&GetCmd) -> anyhow::Result<()>,
-    run: fn(&GetCmd, Setup) -> anyhow::Result<Vec<RequestRecord>>,
 }
 
 const CLIENTS: &[OwnClient] = &[
@@ -94,25 +90,21 @@ const CLIENTS: &[OwnClient] = &[
         http: "1.1",
         help: "HTTP/1.1 over TCP (TLS 1.3, or plain for http:// URLs)",
         check: |_| Ok(()),
-        run: tcp,
     },
     OwnClient {
         http: "2",
         help: "HTTP/2 over TCP and TLS 1.3",
         check: |_| Ok(()),
-        run: tcp,
     },
     OwnClient {
         http: "3",
         help: "HTTP/3 over QUIC (quinn)",
         check: |c| c.tcp.refuse_for_quic(),
-        run: http3,
     },
     OwnClient {
         http: "coded",
         help: "the network-coded transport (not HTTP: its own one-line request and status framing)",
         check: refuse_for_coded,
-        run: coded,
     },
 ];
 
@@ -124,75 +116,51 @@ fn http_values() -> clap::builder::PossibleValuesParser {
         .into()
 }
 
-/// What every client is given: the URLs (repeated), the trust anchors and groups, a runtime.
-struct Setup {
-    urls: Vec<String>,
-    ca_pem: String,
-    groups: Vec<KxGroup>,
-    reuse: bool,
-    runtime: tokio::runtime::Runtime,
-}
-
 pub fn get(c: GetCmd) -> anyhow::Result<i32> {
     let client = CLIENTS
         .iter()
         .find(|k| k.http == c.http)
         .expect("clap accepts only the values of CLIENTS");
     (client.check)(&c)?;
-    let (ca_pem, groups) = c.trust.load_for(&c.urls)?;
-    // One connection is used at a time: a single thread keeps scheduling out of the timings.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    let setup = Setup {
-        urls: (0..c.repeat).flat_map(|_| c.urls.iter().cloned()).collect(),
-        ca_pem,
-        groups,
-        reuse: matches!(c.connection, ConnectionArg::Reuse),
-        runtime,
-    };
-    let records = (client.run)(&c, setup)?;
-    report(&records, c.json)
-}
-
-/// HTTP/1.1 and HTTP/2 over kernel TCP (`quiclab-tcp`).
-fn tcp(c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
-    let opts = ClientOptions {
-        http: HttpVersion::from_name(&c.http).expect("1.1 and 2 are HTTP versions"),
-        connection: if s.reuse {
-            ConnectionMode::Reuse
-        } else {
-            ConnectionMode::New
+    // whom it trusts and what it offers, refused here as called wrongly
+    c.trust.load_for(&c.urls)?;
+    let http = HttpVersion::from_name(&c.http).expect("clap accepts only HTTP versions");
+    let stack = quiclab_stacks::for_http(http).expect("every HTTP version has a stack");
+    let to = Get {
+        urls: c.urls.clone(),
+        connection: match c.connection {
+            ConnectionArg::Reuse => Connection::Reuse,
+            ConnectionArg::New => Connection::New,
         },
-        groups: s.groups,
-        ca_pem: s.ca_pem,
+        repeat: c.repeat,
         resume: c.resume,
-        tcp_congestion: c.tcp.tcp_cc.clone(),
-        fast_open: c.tcp.tfo,
-        path_min_rtt_us: c.record.path_min_rtt_us(),
-        upload: c.upload,
     };
-    let client = Client::new(opts).with_context(|| {
-        let file = c.trust.cacert.as_ref().map(|p| p.display().to_string());
-        format!("--cacert {}", file.unwrap_or_default())
-    })?;
-    Ok(s.runtime.block_on(client.requests().run(&s.urls)))
-}
-
-/// HTTP/3 over QUIC (`quiclab-quic`).
-fn http3(c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
-    let opts = QuicClientOptions {
-        quic: c.quic.options()?,
-        ca_pem: s.ca_pem,
-        groups: s.groups,
-        reuse_connection: s.reuse,
-        resume: c.resume,
-        path_min_rtt_us: c.record.path_min_rtt_us(),
-        qlog_dir: c.record.qlog_dir()?,
-        upload: c.upload,
+    let ask = match c.upload {
+        Some(bytes) => Ask::Upload { to, bytes },
+        None => Ask::Get(to),
     };
-    Ok(s.runtime.block_on(quic::get(&s.urls, &opts))?)
+    let mut knobs = vec![("groups".to_string(), c.trust.groups.clone())];
+    knobs.extend(c.tcp.knobs());
+    if http == HttpVersion::Http3 {
+        // checked now, so that a bad value is refused as called wrongly
+        c.quic.options()?;
+        knobs.extend(c.quic.knobs());
+    }
+    let task = ClientTask {
+        stack: stack.name().to_string(),
+        http,
+        knobs,
+        cacert: c.trust.cacert.clone(),
+        recording: Recording {
+            path_min_rtt_us: c.record.path_min_rtt_us(),
+            qlog_dir: c.record.qlog_dir.clone(),
+        },
+        request: Request {
+            ask,
+            records: c.json,
+        },
+    };
+    crate::cmd_endpoint::run(&task)
 }
 
 fn refuse_for_coded(c: &GetCmd) -> anyhow::Result<()> {
@@ -208,17 +176,6 @@ fn refuse_for_coded(c: &GetCmd) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The network-coded transport (`quiclab-coded-udp`).
-fn coded(_c: &GetCmd, s: Setup) -> anyhow::Result<Vec<RequestRecord>> {
-    let opts = coded::CodedClientOptions {
-        ca_pem: s.ca_pem,
-        groups: s.groups,
-        reuse_connection: s.reuse,
-        config: coded::Config::default(),
-    };
-    Ok(s.runtime.block_on(coded::get(&s.urls, &opts))?)
 }
 
 /// Prints the records (JSON lines or readable lines); exit code 1 if any request failed (an

@@ -6,6 +6,7 @@ mod bench_trials;
 mod cmd_bench;
 mod cmd_browse;
 mod cmd_compare;
+mod cmd_endpoint;
 mod cmd_external;
 mod cmd_get;
 mod cmd_link;
@@ -64,6 +65,8 @@ enum Cmd {
     Serve(cmd_serve::ServeCmd),
     Telemetry(cmd_telemetry::TelemetryCmd),
     External(cmd_external::ExternalCmd),
+    #[command(hide = true)]
+    Endpoint(cmd_endpoint::EndpointCmd),
     /// Removes what the runs of quiclab process PARENT left once it has ended (started by
     /// quiclab itself; see quiclab_netns::reaper).
     #[command(name = "__reap", hide = true)]
@@ -183,6 +186,7 @@ fn main() {
         Cmd::Serve(c) => cmd_serve::serve(c),
         Cmd::Telemetry(c) => cmd_telemetry::telemetry(c),
         Cmd::External(c) => cmd_external::external(c),
+        Cmd::Endpoint(c) => cmd_endpoint::endpoint(c),
         Cmd::Reap { parent } => reap(parent),
     };
     match result {
@@ -199,15 +203,17 @@ mod tests {
     use super::*;
     use quiclab_runner::plan::{self, Profile};
 
-    /// The runner writes the command lines of quiclab's own endpoints as text: every one the
-    /// built-in plans give a trial (one trial per arm, condition and size of each plan, in both
-    /// profiles) parses against quiclab's own command line, so a flag renamed on one side only
-    /// fails here rather than in every trial of a campaign.
+    /// The runner starts quiclab's own endpoints: every launch the built-in plans give a trial
+    /// (one trial per arm, condition and size of each plan, in both profiles) parses against
+    /// quiclab's own command line, and every client task among them parses as a task of a
+    /// registered stack, so that a flag or a field renamed on one side only fails here rather
+    /// than in every trial of a campaign.
     #[test]
     fn every_endpoint_command_line_of_the_built_in_plans_parses() {
         let bin = std::path::PathBuf::from("/opt/quiclab/quiclab");
         let dir = std::path::Path::new("/results/x");
         let mut checked = std::collections::BTreeSet::new();
+        let mut tasks = 0;
         for (name, text) in plan::BUILT_IN {
             for profile in [Profile::Full, Profile::Quick] {
                 let plan = plan::parse(text, name, profile)
@@ -228,14 +234,31 @@ mod tests {
                                 plan.arms[spec.arm].name, l.args
                             );
                         }
+                        if l.args[0] == "endpoint" {
+                            // the task is what the endpoint reads
+                            let task: quiclab_model::task::ClientTask =
+                                serde_json::from_str(&l.args[2]).unwrap_or_else(|e| {
+                                    panic!("plan {name}: task {}: {e}", l.args[2])
+                                });
+                            assert!(quiclab_stacks::find(&task.stack).is_some(), "{task:?}");
+                            tasks += 1;
+                        }
                         checked.insert(l.args.first().cloned().unwrap_or_default());
                     }
                 }
             }
         }
         // every kind of endpoint the plans start is among them
-        for command in ["serve", "get", "page", "telemetry", "browse", "external"] {
+        for command in [
+            "serve",
+            "endpoint",
+            "page",
+            "telemetry",
+            "browse",
+            "external",
+        ] {
             assert!(checked.contains(command), "no {command} among {checked:?}");
         }
+        assert!(tasks > 10, "{tasks} tasks");
     }
 }

@@ -1,10 +1,7 @@
 //! QUIC options on the command line, shared by `quiclab serve` and `quiclab get --http 3`.
 
-use anyhow::Context;
 use clap::Args;
-use quiclab_quic::{self as quic, QuicCongestion, QuicOptions};
-
-use crate::usage::Usage;
+use quiclab_quic::QuicOptions;
 
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "QUIC (HTTP/3)")]
@@ -58,34 +55,93 @@ fn size(s: &str) -> Result<u64, String> {
 }
 
 impl QuicArgs {
+    /// The flags as the knobs of a task (every one, defaults included), keyed by the flag's
+    /// name without its dashes.
+    pub fn knobs(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = [
+            ("quic-cc", self.quic_cc.clone()),
+            ("quic-initial-rtt", self.quic_initial_rtt.clone()),
+            ("quic-mtu-discovery", self.quic_mtu_discovery.clone()),
+            ("quic-initial-mtu", self.quic_initial_mtu.to_string()),
+            (
+                "quic-max-udp-payload",
+                self.quic_max_udp_payload.to_string(),
+            ),
+            ("quic-gso", self.quic_gso.clone()),
+            (
+                "quic-stream-window",
+                format!("{}b", self.quic_stream_window),
+            ),
+            ("quic-scheduling", self.quic_scheduling.clone()),
+            ("quic-priorities", self.quic_priorities.clone()),
+            ("quic-datagrams", self.quic_datagrams.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        if let Some(w) = self.quic_conn_window {
+            out.push(("quic-conn-window".to_string(), format!("{w}b")));
+        }
+        out
+    }
+
     /// The options, validated; errors name the flag.
     pub fn options(&self) -> anyhow::Result<QuicOptions> {
-        let o = QuicOptions {
-            congestion: self
-                .quic_cc
-                .parse::<QuicCongestion>()
-                .context("--quic-cc")?,
-            initial_rtt_us: quic::parse_duration_us("initial_rtt", &self.quic_initial_rtt)
-                .context("--quic-initial-rtt")?,
-            mtu_discovery: quic::parse_on_off("mtu_discovery", &self.quic_mtu_discovery)
-                .context("--quic-mtu-discovery")?,
-            initial_mtu: self.quic_initial_mtu,
-            max_udp_payload: self.quic_max_udp_payload,
-            gso: quic::parse_on_off("gso", &self.quic_gso).context("--quic-gso")?,
-            stream_receive_window: self.quic_stream_window,
-            receive_window: self
-                .quic_conn_window
-                .unwrap_or(QuicOptions::default().receive_window),
-            round_robin: self.quic_scheduling == "round-robin",
-            priorities: quic::parse_on_off("priorities", &self.quic_priorities)
-                .context("--quic-priorities")?,
-            datagram_buffer: match self.quic_datagrams.as_str() {
-                "off" => None,
-                s => Some(size(s).map_err(|e| Usage(format!("--quic-datagrams: {e}")))?),
-            },
-            ..QuicOptions::default()
-        };
-        o.validate().context("QUIC options")?;
-        Ok(o)
+        quiclab_stacks::quic_options(&self.knobs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        quic: QuicArgs,
+    }
+
+    fn options(args: &[&str]) -> anyhow::Result<QuicOptions> {
+        let w = Wrap::try_parse_from(std::iter::once("t").chain(args.iter().copied()))?;
+        w.quic.options()
+    }
+
+    /// The flags' defaults are the options' defaults, and each flag reaches its option through
+    /// the knobs a task carries.
+    #[test]
+    fn flags_become_options_through_the_task_s_knobs() {
+        assert_eq!(options(&[]).unwrap(), QuicOptions::default());
+        let o = options(&[
+            "--quic-cc",
+            "bbr",
+            "--quic-stream-window",
+            "16mib",
+            "--quic-conn-window",
+            "10mb",
+            "--quic-datagrams",
+            "1mb",
+            "--quic-scheduling",
+            "fifo",
+            "--quic-initial-rtt",
+            "100ms",
+        ])
+        .unwrap();
+        assert_eq!(o.congestion, quiclab_quic::QuicCongestion::Bbr);
+        assert_eq!(o.stream_receive_window, 16 << 20);
+        assert_eq!(o.receive_window, 10_000_000);
+        assert_eq!(o.datagram_buffer, Some(1_000_000));
+        assert!(!o.round_robin);
+        assert_eq!(o.initial_rtt_us, 100_000);
+        let e = options(&["--quic-gso", "maybe"]).unwrap_err();
+        assert!(e.to_string().starts_with("--quic-gso"), "{e:#}");
+        let e = options(&[
+            "--quic-initial-mtu",
+            "1500",
+            "--quic-max-udp-payload",
+            "1400",
+        ])
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("initial_mtu"), "{e:#}");
     }
 }

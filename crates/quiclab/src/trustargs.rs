@@ -16,7 +16,7 @@ pub struct TrustArgs {
     pub cacert: Option<PathBuf>,
     /// Key-exchange groups in order of preference (x25519, p256, p384); the ClientHello carries
     /// a key share for the first only.
-    #[arg(long, value_name = "LIST", default_value = "x25519,p256")]
+    #[arg(long, value_name = "LIST", default_value = quiclab_stacks::own::DEFAULT_GROUPS)]
     pub groups: String,
 }
 
@@ -58,6 +58,18 @@ pub struct TcpArgs {
 }
 
 impl TcpArgs {
+    /// The settings as the knobs of a client task (`tcp-cc`, `tfo`).
+    pub fn knobs(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(cc) = &self.tcp_cc {
+            out.push(("tcp-cc".to_string(), cc.clone()));
+        }
+        if self.tfo {
+            out.push(("tfo".to_string(), "true".to_string()));
+        }
+        out
+    }
+
     /// Whether any TCP setting was given.
     pub fn any(&self) -> bool {
         self.tcp_cc.is_some() || self.tfo

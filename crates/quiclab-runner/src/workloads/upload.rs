@@ -5,7 +5,7 @@
 
 use quiclab_model::campaign::{Metrics, Workload};
 use quiclab_model::record::RequestRecord;
-use quiclab_model::task::{Ask, Request};
+use quiclab_model::task::{Ask, Get, Request};
 use serde_json::json;
 
 use super::{ClientPhase, Ran, TrialCtx, WorkloadKind, requests};
@@ -60,7 +60,7 @@ impl WorkloadKind for Upload {
 
     fn client(&self, t: &TrialCtx) -> ClientPhase {
         ClientPhase::Once(Request::recorded(Ask::Upload {
-            url: t.url("/upload"),
+            to: Get::one(t.url("/upload")),
             bytes: t.size,
         }))
     }
