@@ -55,14 +55,24 @@ pub fn all() -> Vec<&'static dyn Stack> {
     out
 }
 
+/// The first stack of [`all`] that `is` picks, reading the stack files only when no built-in
+/// stack does (an endpoint of quiclab's own starts without parsing them).
+fn first(is: impl Fn(&dyn Stack) -> bool) -> Option<&'static dyn Stack> {
+    BUILTIN
+        .iter()
+        .copied()
+        .find(|s| is(*s))
+        .or_else(|| external::registered().into_iter().find(|s| is(*s)))
+}
+
 /// The stack called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Stack> {
-    all().into_iter().find(|s| s.name() == name)
+    first(|s| s.name() == name)
 }
 
 /// The default stack for an HTTP version (`http = "3"` alone).
 pub fn for_http(http: HttpVersion) -> Option<&'static dyn Stack> {
-    all().into_iter().find(|s| s.http().contains(&http))
+    first(|s| s.http().contains(&http))
 }
 
 /// The stack that carries a telemetry mode when the arm names none.
