@@ -83,8 +83,14 @@ pub enum Ask {
     /// each with the count it received.
     Upload { to: Get, bytes: u64 },
     /// Load a web page as a browser does: `url` is the server's origin, `page` the page's
-    /// manifest (a built-in name or a file; the client's default page when `None`).
-    Page { url: String, page: Option<String> },
+    /// manifest (a built-in name or a file; the client's default page when `None`), with RFC
+    /// 9218 `priority` headers on its requests when `priorities` (a browser's client sends its
+    /// own).
+    Page {
+        url: String,
+        page: Option<String>,
+        priorities: bool,
+    },
     /// Send telemetry units to `url`.
     Telemetry(Telemetry),
 }

@@ -78,7 +78,7 @@ impl Stack for Chrome {
         // the browser loads the page through `quiclab browse`, or fetches one object on a new
         // connection as a page's script would (`--object`, which takes get's arguments for it)
         let (mut own, what) = match &request.ask {
-            Ask::Page { url, page } => (Vec::new(), super::page_args(url, page.as_deref())),
+            Ask::Page { url, page, .. } => (Vec::new(), super::page_args(url, page.as_deref())),
             Ask::Get(g) if g.is_one_new() => (vec!["--object".to_string()], super::get_args(g)),
             ask @ (Ask::Get(_) | Ask::Upload { .. } | Ask::Telemetry(_)) => {
                 return Err(super::cannot(self.name(), ask));

@@ -2,10 +2,11 @@
 //! routes as HTTP, served by `quiclab serve --coded-listen` on HTTP/3's port.
 
 use quiclab_coded_udp as coded;
-use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{ClientTask, Request};
 use quiclab_telemetry::Mode;
+
+use crate::own::{Fetch, Measured, runtime};
 
 use super::{
     ArmStack, Capability, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS, ServerOutput, Stack,
@@ -69,8 +70,8 @@ impl Stack for Coded {
         quiclab_server(t, out, own)
     }
 
-    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
-        let f = crate::own::Fetch::of(task)?;
+    fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
+        let f = Fetch::of(task)?;
         // no session resumption, no 0-RTT, and its client only downloads
         anyhow::ensure!(
             !f.resume,
@@ -82,12 +83,14 @@ impl Stack for Coded {
             "the coded transport's client only downloads"
         );
         let opts = coded::CodedClientOptions {
-            ca_pem: f.ca_pem,
-            groups: f.groups,
+            ca_pem: f.trust.ca_pem,
+            groups: f.trust.groups,
             reuse_connection: f.reuse,
             config: coded::Config::default(),
         };
-        Ok(f.runtime.block_on(coded::get(&f.urls, &opts))?)
+        Ok(Measured::Requests(
+            runtime()?.block_on(coded::get(&f.urls, &opts))?,
+        ))
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {

@@ -24,6 +24,7 @@ mod quinn;
 mod tcp;
 mod tcp_plain;
 
+pub use own::Measured;
 pub use quinn::quic_options;
 
 use std::fmt;
@@ -31,7 +32,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quiclab_endpoint::tls::KxGroup;
-use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{Ask, ClientTask, Connection, Get, Recording, Request};
 use quiclab_quic as quic;
@@ -141,10 +141,10 @@ pub trait Stack: Sync {
     /// How a trial starts the client for a workload's request, or why this stack's client
     /// cannot do what it asks (a request its capabilities do not cover: see [`cannot`]).
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String>;
-    /// Runs this stack's client in this process for `task` (GETs or an upload): the records of
-    /// its requests, in order. For a stack whose client is quiclab's own code; others have none
-    /// to run here (their client is another program, started through [`Stack::client`]).
-    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
+    /// Runs this stack's client in this process for `task` (GETs, an upload or a page load):
+    /// what it measured. For a stack whose client is quiclab's own code; others have none to run
+    /// here (their client is another program, started through [`Stack::client`]).
+    fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
         let _ = task;
         anyhow::bail!("stack {:?} has no client of quiclab's own", self.name())
     }
@@ -411,9 +411,9 @@ pub(crate) fn quiclab_server_on(
 }
 
 /// How a trial starts a client of quiclab's own for `request`, refused unless `stack`'s
-/// capabilities cover it. GETs and uploads: `quiclab endpoint --task` with the task
-/// ([`client_task`]). Page loads and telemetry: quiclab's `page` or `telemetry` subcommand with
-/// the certificate to trust, the stack's own arguments (`own`), then the request's.
+/// capabilities cover it. GETs, uploads and page loads: `quiclab endpoint --task` with the task
+/// ([`client_task`]). Telemetry: quiclab's `telemetry` subcommand with the certificate to
+/// trust, the stack's own arguments (`own`), then the request's.
 pub(crate) fn quiclab_client(
     stack: &dyn Stack,
     arm: &ArmStack,
@@ -425,7 +425,7 @@ pub(crate) fn quiclab_client(
         return Err(cannot(stack.name(), &request.ask));
     }
     let (command, what) = match &request.ask {
-        Ask::Get(_) | Ask::Upload { .. } => {
+        Ask::Get(_) | Ask::Upload { .. } | Ask::Page { .. } => {
             let task = client_task(stack, arm, t, request);
             let json = serde_json::to_string(&task).expect("a task is plain data");
             return Ok(Launch {
@@ -434,7 +434,6 @@ pub(crate) fn quiclab_client(
                 ..Launch::default()
             });
         }
-        Ask::Page { url, page } => ("page", page_args(url, page.as_deref())),
         Ask::Telemetry(t) => (
             "telemetry",
             vec![
@@ -697,6 +696,7 @@ mod tests {
             Ask::Page {
                 url: "https://198.18.0.2".into(),
                 page: Some("small".into()),
+                priorities: true,
             },
             Ask::Telemetry(quiclab_model::task::Telemetry {
                 url: "https://198.18.0.2".into(),
@@ -827,6 +827,18 @@ mod tests {
             knobs: &knobs,
         };
         let request = Request::recorded(Ask::Get(Get::one("https://198.18.0.2/bytes/9".into())));
+        // a page load is a task too
+        let page = Request::recorded(Ask::Page {
+            url: "https://198.18.0.2".into(),
+            page: None,
+            priorities: true,
+        });
+        let l = for_http(HttpVersion::Http2)
+            .unwrap()
+            .client(&arm, &endpoint, &page)
+            .unwrap();
+        let task: ClientTask = serde_json::from_str(&l.args[2]).unwrap();
+        assert_eq!(task.request, page);
         let quinn = for_http(HttpVersion::Http3).unwrap();
         let l = quinn.client(&arm, &endpoint, &request).unwrap();
         assert_eq!(l.args[..2], ["endpoint", "--task"]);

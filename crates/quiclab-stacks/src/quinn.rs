@@ -4,11 +4,13 @@
 
 use anyhow::Context;
 use quiclab_link::units;
-use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{ClientTask, Request};
+use quiclab_pages::page_client;
 use quiclab_quic::{self as quic, QuicClientOptions, QuicCongestion, QuicOptions};
 use quiclab_telemetry::Mode;
+
+use crate::own::{Fetch, Measured, PageLoad, Trust, runtime};
 
 use super::{
     ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
@@ -251,25 +253,41 @@ impl Stack for Quinn {
         quiclab_server(t, out, own)
     }
 
-    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
+    fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
         let quic = quic_options(&task.knobs)?;
-        let f = crate::own::Fetch::of(task)?;
+        let options = |trust: Trust, reuse_connection, resume, upload| QuicClientOptions {
+            quic: quic.clone(),
+            ca_pem: trust.ca_pem,
+            groups: trust.groups,
+            reuse_connection,
+            resume,
+            path_min_rtt_us: task.recording.path_min_rtt_us,
+            qlog_dir: task.recording.qlog_dir.clone(),
+            upload,
+        };
+        let load = PageLoad::of(task).transpose()?;
+        let fetch = match load {
+            Some(_) => None,
+            None => Some(Fetch::of(task)?),
+        };
         if let Some(d) = &task.recording.qlog_dir {
             // a bad path fails before any connection
             std::fs::create_dir_all(d)
                 .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
         }
-        let opts = QuicClientOptions {
-            quic,
-            ca_pem: f.ca_pem,
-            groups: f.groups,
-            reuse_connection: f.reuse,
-            resume: f.resume,
-            path_min_rtt_us: task.recording.path_min_rtt_us,
-            qlog_dir: task.recording.qlog_dir.clone(),
-            upload: f.upload,
-        };
-        Ok(f.runtime.block_on(quic::get(&f.urls, &opts))?)
+        match (load, fetch) {
+            (Some(load), _) => {
+                let opts = options(load.trust.clone(), true, false, None);
+                load.run(&page_client::Stack::Quic(opts))
+            }
+            (None, Some(f)) => {
+                let opts = options(f.trust, f.reuse, f.resume, f.upload);
+                Ok(Measured::Requests(
+                    runtime()?.block_on(quic::get(&f.urls, &opts))?,
+                ))
+            }
+            (None, None) => unreachable!("a task is a page load or a fetch"),
+        }
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {

@@ -1,12 +1,14 @@
 //! `tcp`: kernel TCP with TLS 1.3 (rustls, ring) and HTTP/1.1 or HTTP/2 (hyper), quiclab's
 //! own `serve` and clients; telemetry as one ordered TLS stream.
 
-use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{ClientTask, Request};
+use quiclab_pages::page_client;
 use quiclab_tcp::client::{Client, ClientOptions, ConnectionMode};
 use quiclab_tcp::tcpinfo::{self, FASTOPEN_SYSCTL};
 use quiclab_telemetry::Mode;
+
+use crate::own::{Fetch, Measured, PageLoad, Trust, runtime};
 
 use super::{
     ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
@@ -17,29 +19,38 @@ use super::{
 pub struct Tcp;
 
 /// quiclab's TCP client (HTTP/1.1 or HTTP/2; plain HTTP/1.1 for `http://` URLs) for a task:
-/// the `tcp-cc` and `tfo` knobs, the task's groups and trust.
-pub(crate) fn fetch_tcp(task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
-    let f = crate::own::Fetch::of(task)?;
-    let opts = ClientOptions {
+/// the `tcp-cc` and `tfo` knobs, the task's groups and trust; GETs, an upload or a page load.
+pub(crate) fn run_tcp(task: &ClientTask) -> anyhow::Result<Measured> {
+    let options = |trust: Trust, connection, resume, upload| ClientOptions {
         http: task.http,
-        connection: if f.reuse {
-            ConnectionMode::Reuse
-        } else {
-            ConnectionMode::New
-        },
-        groups: f.groups,
-        ca_pem: f.ca_pem,
-        resume: f.resume,
+        connection,
+        groups: trust.groups,
+        ca_pem: trust.ca_pem,
+        resume,
         tcp_congestion: task.knob("tcp-cc").map(String::from),
         fast_open: task.knob("tfo") == Some("true"),
         path_min_rtt_us: task.recording.path_min_rtt_us,
-        upload: f.upload,
+        upload,
     };
+    if let Some(load) = PageLoad::of(task) {
+        let load = load?;
+        let opts = options(load.trust.clone(), ConnectionMode::Reuse, false, None);
+        return load.run(&page_client::Stack::Tcp(opts));
+    }
+    let f = Fetch::of(task)?;
+    let mode = if f.reuse {
+        ConnectionMode::Reuse
+    } else {
+        ConnectionMode::New
+    };
+    let opts = options(f.trust, mode, f.resume, f.upload);
     let cacert = task.cacert.as_ref().map(|p| p.display().to_string());
     let client = Client::new(opts)
         .map_err(anyhow::Error::from)
         .map_err(|e| e.context(format!("--cacert {}", cacert.unwrap_or_default())))?;
-    Ok(f.runtime.block_on(client.requests().run(&f.urls)))
+    Ok(Measured::Requests(
+        runtime()?.block_on(client.requests().run(&f.urls)),
+    ))
 }
 
 /// With `tfo = true`, Fast Open is switched on in the server's namespace (the trial's own, for
@@ -186,8 +197,8 @@ impl Stack for Tcp {
         with_fast_open(arm, quiclab_server(t, out, own))
     }
 
-    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
-        fetch_tcp(task)
+    fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
+        run_tcp(task)
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {

@@ -2,16 +2,16 @@
 //! `get` with `http://` URLs): the baseline with the encryption taken out, so that what TLS
 //! costs (a round trip, records, CPU) can be told apart from what TCP does.
 
-use quiclab_model::record::RequestRecord;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{ClientTask, Request};
 use quiclab_telemetry::Mode;
 
-use super::tcp::{TCP_CC, TFO, fetch_tcp, with_fast_open};
+use super::tcp::{TCP_CC, TFO, run_tcp, with_fast_open};
 use super::{
     ArmStack, Capability, Endpoint, Knob, Launch, ServerOutput, Stack, path_min_rtt_args,
     quiclab_client, quiclab_server_on, with_cc,
 };
+use crate::own::Measured;
 
 pub struct TcpPlain;
 
@@ -71,8 +71,9 @@ impl Stack for TcpPlain {
         with_fast_open(arm, quiclab_server_on("[::]:80", t, out, own))
     }
 
-    fn fetch(&self, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
-        fetch_tcp(task)
+    fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
+        // the request its capabilities cover: GETs and uploads
+        run_tcp(task)
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {

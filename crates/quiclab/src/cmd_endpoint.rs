@@ -1,11 +1,11 @@
 //! `quiclab endpoint --task JSON`: the one entry point a trial starts for a client of quiclab's
-//! own. The task (`quiclab_model::task::ClientTask`) names the stack, its knobs, whom it trusts,
+//! own (GETs, uploads, page loads). The task (`quiclab_model::task::ClientTask`) names the stack, its knobs, whom it trusts,
 //! what it records and the request; the stack runs it in this process, as `quiclab get` runs
 //! the task it makes of its flags.
 
-use anyhow::Context;
 use clap::Args;
 use quiclab_model::task::ClientTask;
+use quiclab_stacks::Measured;
 
 use crate::usage::Usage;
 
@@ -23,8 +23,8 @@ pub fn endpoint(c: EndpointCmd) -> anyhow::Result<i32> {
     run(&task)
 }
 
-/// Runs `task` with its stack and prints its records: JSON lines when the request asks for
-/// records, readable lines otherwise; 1 if a request failed.
+/// Runs `task` with its stack and prints what it measured: JSON lines when the request asks
+/// for records, readable lines otherwise; 1 if a request or the page load failed.
 pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
     let stack = quiclab_stacks::find(&task.stack).ok_or_else(|| {
         Usage(format!(
@@ -33,8 +33,10 @@ pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
             quiclab_stacks::names()
         ))
     })?;
-    let records = stack
-        .fetch(task)
-        .with_context(|| format!("stack {:?}", task.stack))?;
-    crate::cmd_get::report(&records, task.request.records)
+    match stack.run_client(task)? {
+        Measured::Requests(records) => crate::cmd_get::report(&records, task.request.records),
+        Measured::Page(record) => {
+            crate::cmd_page::print_record(&record, task.request.records, crate::cmd_page::summary)
+        }
+    }
 }

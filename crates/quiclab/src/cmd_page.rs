@@ -3,12 +3,10 @@
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::HttpVersion;
+use quiclab_model::task::{Ask, ClientTask, Recording, Request};
 use quiclab_pages::page::{self, Page};
-use quiclab_pages::page_client::{self, PageRecord, Stack};
-use quiclab_quic::QuicClientOptions;
-use quiclab_tcp::client::{ClientOptions, ConnectionMode};
+use quiclab_pages::page_client::PageRecord;
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
@@ -47,7 +45,7 @@ pub struct PageCmd {
     #[arg(value_name = "URL", required_unless_present = "print_manifest")]
     url: Option<String>,
     /// The page: small, medium, large, a TOML manifest file or a HAR file (*.har).
-    #[arg(long, value_name = "NAME|FILE", default_value = "small")]
+    #[arg(long, value_name = "NAME|FILE", default_value = quiclab_stacks::own::DEFAULT_PAGE)]
     page: String,
     /// Print the page's manifest (TOML) and exit.
     #[arg(long)]
@@ -71,29 +69,25 @@ pub struct PageCmd {
     record: RecordArgs,
 }
 
-/// quiclab's own page loaders, one per `--http` value: each builds the loader's transport from
-/// the flags that concern it. A new one is a function and a line here.
+/// quiclab's own page loaders, one per `--http` value: the HTTP version's stack in the registry
+/// loads the page, running the task these flags make (as a trial's `quiclab endpoint` does).
 struct OwnLoader {
     http: &'static str,
     help: &'static str,
-    stack: fn(&PageCmd, String, Vec<KxGroup>) -> anyhow::Result<Stack>,
 }
 
 const LOADERS: &[OwnLoader] = &[
     OwnLoader {
         http: "1.1",
         help: "HTTP/1.1 over TCP and TLS 1.3 (up to 6 connections)",
-        stack: tcp,
     },
     OwnLoader {
         http: "2",
         help: "HTTP/2 over TCP and TLS 1.3 (one connection)",
-        stack: tcp,
     },
     OwnLoader {
         http: "3",
         help: "HTTP/3 over QUIC (quinn, one connection)",
-        stack: http3,
     },
 ];
 
@@ -105,36 +99,6 @@ fn http_values() -> clap::builder::PossibleValuesParser {
         .into()
 }
 
-/// HTTP/1.1 and HTTP/2 over kernel TCP (`quiclab-tcp`).
-fn tcp(c: &PageCmd, ca_pem: String, groups: Vec<KxGroup>) -> anyhow::Result<Stack> {
-    Ok(Stack::Tcp(ClientOptions {
-        http: HttpVersion::from_name(&c.http).expect("1.1 and 2 are HTTP versions"),
-        connection: ConnectionMode::Reuse,
-        groups,
-        ca_pem,
-        resume: false,
-        tcp_congestion: c.tcp.tcp_cc.clone(),
-        fast_open: c.tcp.tfo,
-        path_min_rtt_us: c.record.path_min_rtt_us(),
-        upload: None,
-    }))
-}
-
-/// HTTP/3 over QUIC (`quiclab-quic`).
-fn http3(c: &PageCmd, ca_pem: String, groups: Vec<KxGroup>) -> anyhow::Result<Stack> {
-    c.tcp.refuse_for_quic()?;
-    Ok(Stack::Quic(QuicClientOptions {
-        quic: c.quic.options()?,
-        ca_pem,
-        groups,
-        reuse_connection: true,
-        resume: false,
-        path_min_rtt_us: c.record.path_min_rtt_us(),
-        qlog_dir: c.record.qlog_dir()?,
-        upload: None,
-    }))
-}
-
 pub fn page(c: PageCmd) -> anyhow::Result<i32> {
     let page: Page = page::load_manifest(&c.page).context("--page")?;
     if c.print_manifest {
@@ -144,20 +108,38 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
     let Some(url) = &c.url else {
         usage!("give the server's URL, e.g. https://$QUICLAB_SERVER");
     };
-    let (ca_pem, groups) = c.trust.load()?;
-    let loader = LOADERS
-        .iter()
-        .find(|l| l.http == c.http)
-        .expect("clap accepts only the values of LOADERS");
-    let stack = (loader.stack)(&c, ca_pem, groups)?;
-    // Requests run concurrently but are light: one thread keeps the host's scheduling out of
-    // the timings, as in `quiclab get`.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    let record = runtime.block_on(page_client::load(&page, url, &stack, !c.no_priorities));
-    print_record(&record, c.json, summary)
+    // whom it trusts and what it offers, refused here as called wrongly
+    c.trust.load()?;
+    let http = HttpVersion::from_name(&c.http).expect("clap accepts only HTTP versions");
+    let stack = quiclab_stacks::for_http(http).expect("every HTTP version has a stack");
+    let mut knobs = vec![("groups".to_string(), c.trust.groups.clone())];
+    if http == HttpVersion::Http3 {
+        c.tcp.refuse_for_quic()?;
+        // checked now, so that a bad value is refused as called wrongly
+        c.quic.options()?;
+        knobs.extend(c.quic.knobs());
+    } else {
+        knobs.extend(c.tcp.knobs());
+    }
+    let task = ClientTask {
+        stack: stack.name().to_string(),
+        http,
+        knobs,
+        cacert: c.trust.cacert.clone(),
+        recording: Recording {
+            path_min_rtt_us: c.record.path_min_rtt_us(),
+            qlog_dir: c.record.qlog_dir.clone(),
+        },
+        request: Request {
+            ask: Ask::Page {
+                url: url.clone(),
+                page: Some(c.page.clone()),
+                priorities: !c.no_priorities,
+            },
+            records: c.json,
+        },
+    };
+    crate::cmd_endpoint::run(&task)
 }
 
 /// Prints a page record as one JSON line (`json`) or as its `summary`; the exit code: 1 if the
@@ -178,7 +160,7 @@ pub(crate) fn print_record(
     Ok(i32::from(record.error.is_some()))
 }
 
-fn summary(r: &PageRecord) -> String {
+pub(crate) fn summary(r: &PageRecord) -> String {
     let mut s = format!(
         "page {} over HTTP/{}: {} resources, {} bytes, {} connection(s)",
         r.page,

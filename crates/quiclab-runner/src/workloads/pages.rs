@@ -57,6 +57,7 @@ impl WorkloadKind for Pages {
         ClientPhase::Once(Request::recorded(Ask::Page {
             url: t.url(""),
             page: page::page_for(t.workload, t.size).map(|p| p.source.clone()),
+            priorities: true,
         }))
     }
 
