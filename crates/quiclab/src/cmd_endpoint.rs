@@ -4,8 +4,13 @@
 //! the task it makes of its flags.
 
 use clap::Args;
-use quiclab_model::task::ClientTask;
+use quiclab_model::record::HttpVersion;
+use quiclab_model::task::{ClientTask, Recording, Request};
 use quiclab_stacks::Measured;
+
+use crate::quicargs::QuicArgs;
+use crate::recordargs::RecordArgs;
+use crate::trustargs::{TcpArgs, TrustArgs};
 
 use crate::usage::Usage;
 
@@ -39,4 +44,36 @@ pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
             crate::cmd_page::print_record(&record, task.request.records, crate::cmd_page::summary)
         }
     }
+}
+
+/// The task `quiclab get` and `quiclab page` make of their flags: the HTTP version's stack, the
+/// groups, the TCP settings and (over HTTP/3) the QUIC options as knobs, whom to trust and
+/// what to record. A bad QUIC option is refused here, as called wrongly.
+pub fn front_end_task(
+    http: &str,
+    trust: &TrustArgs,
+    tcp: &TcpArgs,
+    quic: &QuicArgs,
+    record: &RecordArgs,
+    request: Request,
+) -> anyhow::Result<ClientTask> {
+    let http = HttpVersion::from_name(http).expect("clap accepts only HTTP versions");
+    let stack = quiclab_stacks::for_http(http).expect("every HTTP version has a stack");
+    let mut knobs = vec![("groups".to_string(), trust.groups.clone())];
+    knobs.extend(tcp.knobs());
+    if http == HttpVersion::Http3 {
+        quic.options()?;
+        knobs.extend(quic.knobs());
+    }
+    Ok(ClientTask {
+        stack: stack.name().to_string(),
+        http,
+        knobs,
+        cacert: trust.cacert.clone(),
+        recording: Recording {
+            path_min_rtt_us: record.path_min_rtt_us(),
+            qlog_dir: record.qlog_dir.clone(),
+        },
+        request,
+    })
 }

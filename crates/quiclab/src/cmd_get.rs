@@ -3,8 +3,8 @@
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use quiclab_model::record::{HttpVersion, RequestRecord};
-use quiclab_model::task::{Ask, ClientTask, Connection, Get, Recording, Request};
+use quiclab_model::record::RequestRecord;
+use quiclab_model::task::{Ask, Connection, Get, Request};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
@@ -124,8 +124,6 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
     (client.check)(&c)?;
     // whom it trusts and what it offers, refused here as called wrongly
     c.trust.load_for(&c.urls)?;
-    let http = HttpVersion::from_name(&c.http).expect("clap accepts only HTTP versions");
-    let stack = quiclab_stacks::for_http(http).expect("every HTTP version has a stack");
     let to = Get {
         urls: c.urls.clone(),
         connection: match c.connection {
@@ -139,27 +137,13 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         Some(bytes) => Ask::Upload { to, bytes },
         None => Ask::Get(to),
     };
-    let mut knobs = vec![("groups".to_string(), c.trust.groups.clone())];
-    knobs.extend(c.tcp.knobs());
-    if http == HttpVersion::Http3 {
-        // checked now, so that a bad value is refused as called wrongly
-        c.quic.options()?;
-        knobs.extend(c.quic.knobs());
-    }
-    let task = ClientTask {
-        stack: stack.name().to_string(),
-        http,
-        knobs,
-        cacert: c.trust.cacert.clone(),
-        recording: Recording {
-            path_min_rtt_us: c.record.path_min_rtt_us(),
-            qlog_dir: c.record.qlog_dir.clone(),
-        },
-        request: Request {
-            ask,
-            records: c.json,
-        },
+    let request = Request {
+        ask,
+        records: c.json,
     };
+    let task = crate::cmd_endpoint::front_end_task(
+        &c.http, &c.trust, &c.tcp, &c.quic, &c.record, request,
+    )?;
     crate::cmd_endpoint::run(&task)
 }
 

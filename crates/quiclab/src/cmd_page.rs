@@ -3,8 +3,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_model::record::HttpVersion;
-use quiclab_model::task::{Ask, ClientTask, Recording, Request};
+use quiclab_model::task::{Ask, Request};
 use quiclab_pages::page::{self, Page};
 use quiclab_pages::page_client::PageRecord;
 
@@ -110,35 +109,20 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
     };
     // whom it trusts and what it offers, refused here as called wrongly
     c.trust.load()?;
-    let http = HttpVersion::from_name(&c.http).expect("clap accepts only HTTP versions");
-    let stack = quiclab_stacks::for_http(http).expect("every HTTP version has a stack");
-    let mut knobs = vec![("groups".to_string(), c.trust.groups.clone())];
-    if http == HttpVersion::Http3 {
+    if c.http == "3" {
         c.tcp.refuse_for_quic()?;
-        // checked now, so that a bad value is refused as called wrongly
-        c.quic.options()?;
-        knobs.extend(c.quic.knobs());
-    } else {
-        knobs.extend(c.tcp.knobs());
     }
-    let task = ClientTask {
-        stack: stack.name().to_string(),
-        http,
-        knobs,
-        cacert: c.trust.cacert.clone(),
-        recording: Recording {
-            path_min_rtt_us: c.record.path_min_rtt_us(),
-            qlog_dir: c.record.qlog_dir.clone(),
+    let request = Request {
+        ask: Ask::Page {
+            url: url.clone(),
+            page: Some(c.page.clone()),
+            priorities: !c.no_priorities,
         },
-        request: Request {
-            ask: Ask::Page {
-                url: url.clone(),
-                page: Some(c.page.clone()),
-                priorities: !c.no_priorities,
-            },
-            records: c.json,
-        },
+        records: c.json,
     };
+    let task = crate::cmd_endpoint::front_end_task(
+        &c.http, &c.trust, &c.tcp, &c.quic, &c.record, request,
+    )?;
     crate::cmd_endpoint::run(&task)
 }
 

@@ -254,7 +254,10 @@ mod tests {
             assert!(checked.contains(command), "no {command} among {checked:?}");
         }
         for kind in ["get", "page"] {
-            assert!(task_kinds.contains(kind), "no {kind} task among {task_kinds:?}");
+            assert!(
+                task_kinds.contains(kind),
+                "no {kind} task among {task_kinds:?}"
+            );
         }
     }
 }
