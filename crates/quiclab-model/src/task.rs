@@ -22,6 +22,8 @@ pub struct ClientTask {
     /// The stack, by its registry name.
     pub stack: String,
     pub http: HttpVersion,
+    /// A telemetry arm's mode, by name (`tcp`, `quic-stream`, ...).
+    pub mode: Option<String>,
     /// The arm's knobs, as the stack normalised them (key, value), in the arm's order.
     pub knobs: Vec<(String, String)>,
     /// PEM certificates to trust (none for `http://` URLs).
@@ -150,13 +152,24 @@ impl Connection {
     }
 }
 
-/// A telemetry run: units at a constant rate, flushed in groups, for a while.
+/// A telemetry run: units at a constant rate, flushed in groups, for a while, in the arm's
+/// telemetry mode ([`ClientTask::mode`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Telemetry {
     pub url: String,
     pub units_per_second: u32,
     pub flush_units: u32,
     pub duration_ms: u64,
+    /// How long the sender waits after its last flush for the server to have everything.
+    pub drain_ms: u64,
+    /// The sender runs at a real-time priority (below the link emulator's), so that a busy
+    /// host does not add its scheduling delays to every unit's latency.
+    pub realtime: bool,
+}
+
+impl Telemetry {
+    /// The drain of a run that names none: 10 s.
+    pub const DEFAULT_DRAIN_MS: u64 = 10_000;
 }
 
 #[cfg(test)]
@@ -168,6 +181,7 @@ mod tests {
         let t = ClientTask {
             stack: "s".into(),
             http: HttpVersion::Http3,
+            mode: None,
             knobs: vec![("quic-cc".into(), "bbr".into())],
             cacert: Some("/d/cert.pem".into()),
             recording: Recording {
@@ -206,6 +220,8 @@ mod tests {
             units_per_second: 100,
             flush_units: 10,
             duration_ms: 5000,
+            drain_ms: Telemetry::DEFAULT_DRAIN_MS,
+            realtime: true,
         }));
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains(r#""kind":"telemetry""#), "{text}");

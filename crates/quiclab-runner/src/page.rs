@@ -275,7 +275,12 @@ mod tests {
         assert!(args.contains("--quic-scheduling fifo"), "{args}");
         assert!(args.contains("--quic-priorities on"), "{args}");
         // the client is not told how the server schedules
-        assert!(!fifo.client_args().join(" ").contains("scheduling"));
+        assert!(
+            !fifo
+                .client_knobs()
+                .iter()
+                .any(|(k, _)| k.contains("scheduling"))
+        );
         let bad = text.replace("quic-scheduling = \"fifo\"", "quic-scheduling = \"lifo\"");
         let e = parse(&bad, "p.toml", Profile::Full).unwrap_err();
         assert!(e.message.contains("round-robin or fifo"), "{e}");

@@ -94,8 +94,6 @@ impl Stack for Coded {
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
-        let mut own = path_min_rtt_args(t);
-        own.extend(self.client_args(arm));
-        quiclab_client(self, arm, t, request, own)
+        quiclab_client(self, arm, t, request)
     }
 }

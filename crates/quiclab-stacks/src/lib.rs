@@ -126,16 +126,6 @@ pub trait Stack: Sync {
     fn server_args(&self, arm: &ArmStack) -> Vec<String> {
         knob_flags(self.knobs(), arm.knobs, true)
     }
-    /// The stack's own arguments to quiclab's client: what it speaks (`--http`, or `--mode` for
-    /// telemetry) and its knobs' client flags.
-    fn client_args(&self, arm: &ArmStack) -> Vec<String> {
-        let mut out = match arm.mode {
-            Some(mode) => vec!["--mode".to_string(), mode.name().to_string()],
-            None => vec!["--http".to_string(), arm.http.name().to_string()],
-        };
-        out.extend(knob_flags(self.knobs(), arm.knobs, false));
-        out
-    }
     /// How a trial starts the server.
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch;
     /// How a trial starts the client for a workload's request, or why this stack's client
@@ -411,52 +401,21 @@ pub(crate) fn quiclab_server_on(
 }
 
 /// How a trial starts a client of quiclab's own for `request`, refused unless `stack`'s
-/// capabilities cover it. GETs, uploads and page loads: `quiclab endpoint --task` with the task
-/// ([`client_task`]). Telemetry: quiclab's `telemetry` subcommand with the certificate to
-/// trust, the stack's own arguments (`own`), then the request's.
+/// capabilities cover it: `quiclab endpoint --task` with the task ([`client_task`]).
 pub(crate) fn quiclab_client(
     stack: &dyn Stack,
     arm: &ArmStack,
     t: &Endpoint,
     request: &Request,
-    own: Vec<String>,
 ) -> Result<Launch, String> {
     if !Capability::any_covers(stack.capabilities(), needs(&request.ask)) {
         return Err(cannot(stack.name(), &request.ask));
     }
-    let (command, what) = match &request.ask {
-        Ask::Get(_) | Ask::Upload { .. } | Ask::Page { .. } => {
-            let task = client_task(stack, arm, t, request);
-            let json = serde_json::to_string(&task).expect("a task is plain data");
-            return Ok(Launch {
-                program: t.bin.to_path_buf(),
-                args: vec!["endpoint".into(), "--task".into(), json],
-                ..Launch::default()
-            });
-        }
-        Ask::Telemetry(t) => (
-            "telemetry",
-            vec![
-                "--units-per-second".into(),
-                t.units_per_second.to_string(),
-                "--flush".into(),
-                t.flush_units.to_string(),
-                "--duration".into(),
-                format!("{}ms", t.duration_ms),
-                t.url.clone(),
-            ],
-        ),
-    };
-    let mut args = vec![command.to_string()];
-    if request.records {
-        args.push("--json".into());
-    }
-    args.extend(["--cacert".into(), t.cert.display().to_string()]);
-    args.extend(own);
-    args.extend(what);
+    let task = client_task(stack, arm, t, request);
+    let json = serde_json::to_string(&task).expect("a task is plain data");
     Ok(Launch {
         program: t.bin.to_path_buf(),
-        args,
+        args: vec!["endpoint".into(), "--task".into(), json],
         ..Launch::default()
     })
 }
@@ -470,21 +429,11 @@ pub fn client_task(
     t: &Endpoint,
     request: &Request,
 ) -> ClientTask {
-    let reaches_client = |key: &str| {
-        stack
-            .knobs()
-            .iter()
-            .any(|k| k.key == key && !matches!(k.flag, Flag::Server(_)))
-    };
     ClientTask {
         stack: stack.name().to_string(),
         http: arm.http,
-        knobs: arm
-            .knobs
-            .iter()
-            .filter(|(k, _)| reaches_client(k))
-            .cloned()
-            .collect(),
+        mode: arm.mode.map(|m| m.name().to_string()),
+        knobs: client_knobs(stack, arm.knobs),
         cacert: (stack.scheme() == "https").then(|| t.cert.to_path_buf()),
         recording: Recording {
             path_min_rtt_us: (!t.path_min_rtt.is_zero())
@@ -493,6 +442,21 @@ pub fn client_task(
         },
         request: request.clone(),
     }
+}
+
+/// The knobs among `knobs` that reach `stack`'s client (not only its server), in order.
+pub fn client_knobs(stack: &dyn Stack, knobs: &[(String, String)]) -> Vec<(String, String)> {
+    let reaches_client = |key: &str| {
+        stack
+            .knobs()
+            .iter()
+            .any(|k| k.key == key && !matches!(k.flag, Flag::Server(_)))
+    };
+    knobs
+        .iter()
+        .filter(|(k, _)| reaches_client(k))
+        .cloned()
+        .collect()
 }
 
 /// `quiclab page`'s (and `browse`'s) arguments for a page load.
@@ -703,6 +667,8 @@ mod tests {
                 units_per_second: 100,
                 flush_units: 10,
                 duration_ms: 1000,
+                drain_ms: 1000,
+                realtime: true,
             }),
         ]
     }

@@ -10,6 +10,9 @@ use quiclab_model::record::RequestRecord;
 use quiclab_model::task::{Ask, ClientTask, Connection};
 use quiclab_pages::page::{self, Page};
 use quiclab_pages::page_client::{self, PageRecord};
+use quiclab_quic::QuicOptions;
+use quiclab_telemetry::Mode;
+use quiclab_telemetry::sender::{self, SendOutcome, SenderOptions};
 
 /// The client's key-exchange groups when a task names none.
 pub const DEFAULT_GROUPS: &str = "x25519,p256";
@@ -21,6 +24,8 @@ pub enum Measured {
     Requests(Vec<RequestRecord>),
     /// One record of a page load.
     Page(Box<PageRecord>),
+    /// A telemetry run: a record per flush and its summary.
+    Telemetry(Box<SendOutcome>),
 }
 
 /// Whom a client trusts and what it offers.
@@ -141,4 +146,77 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")
+}
+
+/// The TCP congestion controller of a telemetry run over TCP that names none (the kernel's
+/// default is often bbr).
+pub const DEFAULT_TELEMETRY_TCP_CC: &str = "cubic";
+
+/// A telemetry run a task asks for, sent in the task's mode with `quic` (for the QUIC modes);
+/// `None` if the task asks for something else. A SIGINT or SIGTERM ends the run early (a trial
+/// stopping its client), with what was sent so far.
+pub fn send_telemetry(task: &ClientTask, quic: QuicOptions) -> Option<anyhow::Result<Measured>> {
+    let Ask::Telemetry(t) = &task.request.ask else {
+        return None;
+    };
+    Some((|| {
+        let mode: Mode = task
+            .mode
+            .as_deref()
+            .context("a telemetry task names its mode")?
+            .parse()?;
+        let units = (t.duration_ms as f64 / 1000.0 * f64::from(t.units_per_second)).round() as u64;
+        anyhow::ensure!(
+            units > 0,
+            "{} ms at {} units a second generates no unit",
+            t.duration_ms,
+            t.units_per_second
+        );
+        let trust = Trust::of(task, std::slice::from_ref(&t.url))?;
+        if let Some(d) = &task.recording.qlog_dir {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
+        }
+        let opts = SenderOptions {
+            mode,
+            units_per_second: t.units_per_second,
+            flush_units: t.flush_units,
+            units,
+            ca_pem: trust.ca_pem,
+            groups: trust.groups,
+            tcp_congestion: (!mode.is_quic()).then(|| {
+                task.knob("tcp-cc")
+                    .unwrap_or(DEFAULT_TELEMETRY_TCP_CC)
+                    .to_string()
+            }),
+            quic,
+            path_min_rtt_us: task.recording.path_min_rtt_us,
+            qlog_dir: task.recording.qlog_dir.clone(),
+            drain: std::time::Duration::from_millis(t.drain_ms),
+        };
+        if t.realtime
+            && let Err(e) = quiclab_telemetry::use_realtime_priority()
+        {
+            log::warn!(
+                "cannot run at a real-time priority ({e}); latencies include this host's scheduling delays"
+            );
+        }
+        // one connection and one writer: a single thread keeps scheduling out of the timings
+        // (the clock runs on a thread of its own)
+        let outcome = runtime()?.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut sigint = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+            let mut sigterm = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+            let stop = async move {
+                tokio::select! {
+                    _ = sigint.recv() => {}
+                    _ = sigterm.recv() => {}
+                }
+            };
+            sender::run(&t.url, &opts, stop)
+                .await
+                .context("telemetry options")
+        })?;
+        Ok(Measured::Telemetry(Box::new(outcome)))
+    })())
 }

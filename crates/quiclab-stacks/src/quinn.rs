@@ -255,6 +255,9 @@ impl Stack for Quinn {
 
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
         let quic = quic_options(&task.knobs)?;
+        if let Some(run) = crate::own::send_telemetry(task, quic.clone()) {
+            return run;
+        }
         let options = |trust: Trust, reuse_connection, resume, upload| QuicClientOptions {
             quic: quic.clone(),
             ca_pem: trust.ca_pem,
@@ -291,8 +294,6 @@ impl Stack for Quinn {
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
-        let mut own = record_args(t);
-        own.extend(self.client_args(arm));
-        quiclab_client(self, arm, t, request, own)
+        quiclab_client(self, arm, t, request)
     }
 }

@@ -32,6 +32,9 @@ pub(crate) fn run_tcp(task: &ClientTask) -> anyhow::Result<Measured> {
         path_min_rtt_us: task.recording.path_min_rtt_us,
         upload,
     };
+    if let Some(run) = crate::own::send_telemetry(task, quiclab_quic::QuicOptions::default()) {
+        return run;
+    }
     if let Some(load) = PageLoad::of(task) {
         let load = load?;
         let opts = options(load.trust.clone(), ConnectionMode::Reuse, false, None);
@@ -202,8 +205,6 @@ impl Stack for Tcp {
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
-        let mut own = path_min_rtt_args(t);
-        own.extend(self.client_args(arm));
-        quiclab_client(self, arm, t, request, own)
+        quiclab_client(self, arm, t, request)
     }
 }

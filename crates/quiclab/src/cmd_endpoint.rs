@@ -1,11 +1,11 @@
 //! `quiclab endpoint --task JSON`: the one entry point a trial starts for a client of quiclab's
-//! own (GETs, uploads, page loads). The task (`quiclab_model::task::ClientTask`) names the stack, its knobs, whom it trusts,
+//! own (GETs, uploads, page loads, telemetry). The task (`quiclab_model::task::ClientTask`) names the stack, its knobs, whom it trusts,
 //! what it records and the request; the stack runs it in this process, as `quiclab get` runs
 //! the task it makes of its flags.
 
 use clap::Args;
 use quiclab_model::record::HttpVersion;
-use quiclab_model::task::{ClientTask, Recording, Request};
+use quiclab_model::task::{Ask, ClientTask, Recording, Request};
 use quiclab_stacks::Measured;
 
 use crate::quicargs::QuicArgs;
@@ -43,6 +43,13 @@ pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
         Measured::Page(record) => {
             crate::cmd_page::print_record(&record, task.request.records, crate::cmd_page::summary)
         }
+        Measured::Telemetry(outcome) => {
+            let url = match &task.request.ask {
+                Ask::Telemetry(t) => t.url.as_str(),
+                _ => "",
+            };
+            crate::cmd_telemetry::print_outcome(&outcome, task.request.records, url)
+        }
     }
 }
 
@@ -68,6 +75,7 @@ pub fn front_end_task(
     Ok(ClientTask {
         stack: stack.name().to_string(),
         http,
+        mode: None,
         knobs,
         cacert: trust.cacert.clone(),
         recording: Recording {

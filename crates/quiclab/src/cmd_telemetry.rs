@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use quiclab_endpoint::tls::KxGroup;
-use quiclab_telemetry::sender::{self, SenderOptions};
-use quiclab_telemetry::{self as telemetry, Mode, SenderSummary};
-use tokio::signal::unix::{SignalKind, signal};
+use quiclab_model::task::{self, Ask, ClientTask, Recording, Request};
+use quiclab_telemetry::sender::SendOutcome;
+use quiclab_telemetry::{Mode, SenderSummary};
 
 use crate::quicargs::QuicArgs;
 use crate::recordargs::{RecordArgs, duration};
@@ -95,8 +95,6 @@ fn mode(s: &str) -> Result<Mode, String> {
 }
 
 /// The TCP congestion controller a telemetry client sets when none is given.
-const DEFAULT_TCP_CC: &str = "cubic";
-
 pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
     if c.mode.is_quic() && c.tcp_cc.is_some() {
         usage!(
@@ -112,51 +110,46 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
             c.units_per_second
         );
     }
-    let groups = KxGroup::parse_list(&c.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
-    let ca_pem = std::fs::read_to_string(&c.cacert)
+    KxGroup::parse_list(&c.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
+    std::fs::metadata(&c.cacert)
         .with_context(|| format!("reading --cacert {}", c.cacert.display()))?;
-    let quic = c.quic.options()?;
-    let opts = SenderOptions {
-        mode: c.mode,
-        units_per_second: c.units_per_second,
-        flush_units: c.flush,
-        units,
-        ca_pem,
-        groups,
-        tcp_congestion: (!c.mode.is_quic())
-            .then(|| c.tcp_cc.clone().unwrap_or_else(|| DEFAULT_TCP_CC.into())),
-        quic,
-        path_min_rtt_us: c.record.path_min_rtt_us(),
-        qlog_dir: c.record.qlog_dir()?,
-        drain: c.drain,
-    };
-    if c.realtime
-        && let Err(e) = telemetry::use_realtime_priority()
-    {
-        eprintln!(
-            "quiclab telemetry: warning: cannot run at a real-time priority ({e}); latencies include this host's scheduling delays"
-        );
+    c.quic.options()?;
+    // the mode's stack: quiclab's own, whose client runs this task
+    let stack = quiclab_stacks::for_mode(c.mode).expect("quiclab's own stacks carry every mode");
+    let mut knobs = vec![("groups".to_string(), c.groups.clone())];
+    if let Some(cc) = &c.tcp_cc {
+        knobs.push(("tcp-cc".to_string(), cc.clone()));
     }
-    // One connection and one writer: a single thread keeps scheduling out of the timings (the
-    // clock runs on a thread of its own).
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    let outcome = runtime.block_on(async {
-        let mut sigint = signal(SignalKind::interrupt()).context("handling SIGINT")?;
-        let mut sigterm = signal(SignalKind::terminate()).context("handling SIGTERM")?;
-        let stop = async move {
-            tokio::select! {
-                _ = sigint.recv() => {}
-                _ = sigterm.recv() => {}
-            }
-        };
-        sender::run(&c.url, &opts, stop)
-            .await
-            .context("telemetry options")
-    })?;
-    if c.json {
+    knobs.extend(c.quic.knobs());
+    let task = ClientTask {
+        stack: stack.name().to_string(),
+        http: stack.http()[0],
+        mode: Some(c.mode.name().to_string()),
+        knobs,
+        cacert: Some(c.cacert.clone()),
+        recording: Recording {
+            path_min_rtt_us: c.record.path_min_rtt_us(),
+            qlog_dir: c.record.qlog_dir.clone(),
+        },
+        request: Request {
+            ask: Ask::Telemetry(task::Telemetry {
+                url: c.url.clone(),
+                units_per_second: c.units_per_second,
+                flush_units: c.flush,
+                duration_ms: c.duration.as_millis() as u64,
+                drain_ms: c.drain.as_millis() as u64,
+                realtime: c.realtime,
+            }),
+            records: c.json,
+        },
+    };
+    crate::cmd_endpoint::run(&task)
+}
+
+/// Prints a telemetry run: a JSON record per flush and the summary's (`json`), or one readable
+/// line; the exit code: 1 if the run ended early.
+pub(crate) fn print_outcome(outcome: &SendOutcome, json: bool, url: &str) -> anyhow::Result<i32> {
+    if json {
         use std::io::Write;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         for r in outcome.records() {
@@ -169,7 +162,7 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
         }
         out.flush().context("writing to standard output")?;
     } else {
-        println!("{}", summary(&c.url, &outcome.summary));
+        println!("{}", summary(url, &outcome.summary));
     }
     Ok(i32::from(outcome.summary.error.is_some()))
 }

@@ -178,10 +178,9 @@ impl Arm {
         self.server_stack.server_args(&self.stack_args())
     }
 
-    /// The client stack's own arguments for this arm (what it speaks and its knobs), without
-    /// the trial's files and the workload's URLs.
-    pub fn client_args(&self) -> Vec<String> {
-        self.client_stack.client_args(&self.stack_args())
+    /// The arm's knobs that reach its client (what its client task carries).
+    pub fn client_knobs(&self) -> Vec<(String, String)> {
+        stacks::client_knobs(self.client_stack, &self.knobs)
     }
 
     /// The transport the arm runs over.
@@ -947,7 +946,7 @@ b = "h3"
         assert_eq!(p.conditions[4].link.up.mtu, Some(1400));
         assert_eq!(p.conditions[0].rate_bps(), Some(10_000_000));
         assert_eq!(p.arms[0].server_args(), ["--tcp-cc", "cubic"]);
-        assert_eq!(p.arms[1].client_args(), ["--http", "3", "--quic-cc", "bbr"]);
+        assert_eq!(p.arms[1].client_knobs(), [("quic-cc".into(), "bbr".into())]);
         assert_eq!(p.arms[1].caveats.len(), 1, "experimental BBR is labelled");
         assert_eq!(p.comparisons, [("h2".to_string(), "h3".to_string())]);
         let q = parse(GOOD, "t.toml", Profile::Quick).unwrap();
@@ -1265,7 +1264,7 @@ http = "2"
         // the coded transport: its own label, no TCP or QUIC knobs, no resumption
         let coded = GOOD.replace("quic-cc = \"bbr\"\nhttp = \"3\"", "http = \"coded\"");
         let p = parse(&coded, "t.toml", Profile::Full).unwrap();
-        assert_eq!(p.arms[1].client_args(), ["--http", "coded"]);
+        assert_eq!(p.arms[1].client_knobs(), []);
         assert_eq!(
             p.arms[1].label,
             "network-coded transport (RaptorQ, goodput-following rate)"
@@ -1525,15 +1524,12 @@ groups = "p256"
             (p.arms[0].transport(), p.arms[1].transport()),
             (Transport::Tcp, Transport::Quic)
         );
+        assert_eq!(p.arms[1].telemetry, Some(Mode::QuicStreams));
         assert_eq!(
-            p.arms[1].client_args(),
+            p.arms[1].client_knobs(),
             [
-                "--mode",
-                "quic-streams",
-                "--quic-cc",
-                "newreno",
-                "--groups",
-                "p256"
+                ("quic-cc".to_string(), "newreno".to_string()),
+                ("groups".to_string(), "p256".to_string())
             ]
         );
         assert_eq!(p.arms[1].server_args(), ["--quic-cc", "newreno"]);

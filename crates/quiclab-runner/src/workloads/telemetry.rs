@@ -103,6 +103,8 @@ impl WorkloadKind for Telemetry {
             units_per_second,
             flush_units,
             duration_ms,
+            drain_ms: task::Telemetry::DEFAULT_DRAIN_MS,
+            realtime: true,
         })))
     }
 
