@@ -94,7 +94,6 @@ fn mode(s: &str) -> Result<Mode, String> {
     s.parse::<Mode>().map_err(|e| e.to_string())
 }
 
-/// The TCP congestion controller a telemetry client sets when none is given.
 pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
     if c.mode.is_quic() && c.tcp_cc.is_some() {
         usage!(
@@ -111,7 +110,7 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
         );
     }
     KxGroup::parse_list(&c.groups).map_err(|e| Usage(format!("--groups: {e}")))?;
-    std::fs::metadata(&c.cacert)
+    std::fs::read_to_string(&c.cacert)
         .with_context(|| format!("reading --cacert {}", c.cacert.display()))?;
     c.quic.options()?;
     // the mode's stack: quiclab's own, whose client runs this task
