@@ -159,9 +159,10 @@ pub struct Telemetry {
     pub url: String,
     pub units_per_second: u32,
     pub flush_units: u32,
-    pub duration_ms: u64,
-    /// How long the sender waits after its last flush for the server to have everything.
-    pub drain_ms: u64,
+    /// How long units are generated, µs.
+    pub duration_us: u64,
+    /// How long the sender waits after its last flush for the server to have everything, µs.
+    pub drain_us: u64,
     /// The sender runs at a real-time priority (below the link emulator's), so that a busy
     /// host does not add its scheduling delays to every unit's latency.
     pub realtime: bool,
@@ -169,7 +170,12 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// The drain of a run that names none: 10 s.
-    pub const DEFAULT_DRAIN_MS: u64 = 10_000;
+    pub const DEFAULT_DRAIN_US: u64 = 10_000_000;
+
+    /// The units the run generates: its duration times its rate, rounded.
+    pub fn units(&self) -> u64 {
+        (self.duration_us as f64 / 1e6 * f64::from(self.units_per_second)).round() as u64
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +197,35 @@ mod tests {
             request: Request::recorded(Ask::Get(Get::one("https://h/bytes/1".into()))),
         };
         assert_eq!(t.knob("quic-cc"), Some("bbr"));
+        let Ask::Get(_) = &t.request.ask else {
+            panic!("a GET")
+        };
+        let run = Telemetry {
+            url: String::new(),
+            units_per_second: 1000,
+            flush_units: 10,
+            duration_us: 2_500_000,
+            drain_us: 0,
+            realtime: false,
+        };
+        assert_eq!(run.units(), 2500);
+        // half a unit's interval rounds up to one unit; less generates none
+        assert_eq!(
+            Telemetry {
+                duration_us: 500,
+                ..run.clone()
+            }
+            .units(),
+            1
+        );
+        assert_eq!(
+            Telemetry {
+                duration_us: 499,
+                ..run
+            }
+            .units(),
+            0
+        );
         assert_eq!(t.knob("quic-gso"), None);
         let text = serde_json::to_string(&t).unwrap();
         assert_eq!(serde_json::from_str::<ClientTask>(&text).unwrap(), t);
@@ -219,8 +254,8 @@ mod tests {
             url: "https://10.0.0.2".into(),
             units_per_second: 100,
             flush_units: 10,
-            duration_ms: 5000,
-            drain_ms: Telemetry::DEFAULT_DRAIN_MS,
+            duration_us: 5_000_000,
+            drain_us: Telemetry::DEFAULT_DRAIN_US,
             realtime: true,
         }));
         let text = serde_json::to_string(&r).unwrap();

@@ -6,7 +6,7 @@ use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{ClientTask, Request};
 use quiclab_telemetry::Mode;
 
-use crate::own::{Fetch, Measured, runtime};
+use crate::own::{Job, Measured, runtime};
 
 use super::{
     ArmStack, Capability, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS, ServerOutput, Stack,
@@ -71,7 +71,9 @@ impl Stack for Coded {
     }
 
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
-        let f = Fetch::of(task)?;
+        let Job::Fetch(f) = Job::of(task)? else {
+            anyhow::bail!("{}", crate::cannot(self.name(), &task.request.ask));
+        };
         // no session resumption, no 0-RTT, and its client only downloads
         anyhow::ensure!(
             !f.resume,

@@ -198,7 +198,10 @@ impl External {
                 Placeholder::Mode => arm.mode.map(Mode::name).unwrap_or_default().to_string(),
                 Placeholder::UnitsPerSecond => run.units_per_second.to_string(),
                 Placeholder::Flush => run.flush_units.to_string(),
-                Placeholder::Duration => format!("{}ms", run.duration_ms),
+                Placeholder::Duration => match run.duration_us % 1000 {
+                    0 => format!("{}ms", run.duration_us / 1000),
+                    _ => format!("{}us", run.duration_us),
+                },
                 _ => String::new(),
             }
         };

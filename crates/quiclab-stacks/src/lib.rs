@@ -77,9 +77,7 @@ pub fn for_http(http: HttpVersion) -> Option<&'static dyn Stack> {
 
 /// The stack that carries a telemetry mode when the arm names none.
 pub fn for_mode(mode: Mode) -> Option<&'static dyn Stack> {
-    all()
-        .into_iter()
-        .find(|s| s.telemetry_modes().contains(&mode))
+    first(|s| s.telemetry_modes().contains(&mode))
 }
 
 /// Every stack's name, for messages.
@@ -666,8 +664,8 @@ mod tests {
                 url: "https://198.18.0.2".into(),
                 units_per_second: 100,
                 flush_units: 10,
-                duration_ms: 1000,
-                drain_ms: 1000,
+                duration_us: 1_000_000,
+                drain_us: 1_000_000,
                 realtime: true,
             }),
         ]

@@ -1,13 +1,13 @@
 //! quiclab's own clients, run in this process for a task (`quiclab endpoint --task`, and
-//! `quiclab get` and `quiclab page`, which make a task of their flags): what every one of them
-//! shares. The GETs a request asks for, the certificates it trusts, the key-exchange groups it
+//! `quiclab get`, `quiclab page` and `quiclab telemetry`, which make a task of their flags):
+//! what every one of them shares. The GETs a request asks for, the certificates it trusts, the key-exchange groups it
 //! offers, and the one-thread runtime that keeps the host's scheduling out of its timings. Each
 //! stack's module builds its own client from these and its knobs.
 
 use anyhow::Context;
 use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::RequestRecord;
-use quiclab_model::task::{Ask, ClientTask, Connection};
+use quiclab_model::task::{Ask, ClientTask, Connection, Get, Telemetry};
 use quiclab_pages::page::{self, Page};
 use quiclab_pages::page_client::{self, PageRecord};
 use quiclab_quic::QuicOptions;
@@ -53,6 +53,35 @@ impl Trust {
     }
 }
 
+/// What a task asks of a client of quiclab's own, read and checked before anything is sent.
+pub enum Job {
+    Fetch(Fetch),
+    Page(PageLoad),
+    Telemetry(TelemetryRun),
+}
+
+impl Job {
+    /// The task's job: its trust read, its page's manifest loaded, its telemetry run checked.
+    pub fn of(task: &ClientTask) -> anyhow::Result<Job> {
+        Ok(match &task.request.ask {
+            Ask::Get(g) => Job::Fetch(Fetch::of(task, g, None)?),
+            Ask::Upload { to, bytes } => Job::Fetch(Fetch::of(task, to, Some(*bytes))?),
+            Ask::Page {
+                url,
+                page,
+                priorities,
+            } => Job::Page(PageLoad {
+                page: page::load_manifest(page.as_deref().unwrap_or(DEFAULT_PAGE))
+                    .context("--page")?,
+                url: url.clone(),
+                priorities: *priorities,
+                trust: Trust::of(task, std::slice::from_ref(url))?,
+            }),
+            Ask::Telemetry(t) => Job::Telemetry(TelemetryRun::of(task, t)?),
+        })
+    }
+}
+
 /// What a task's GETs or upload come to for a client of quiclab's own.
 pub struct Fetch {
     /// Every request's URL in order (the list repeated as asked).
@@ -67,16 +96,8 @@ pub struct Fetch {
 }
 
 impl Fetch {
-    /// The fetch a task asks for; `Err` for a request that is not GETs or an upload, or for
-    /// trust that cannot be read.
-    pub fn of(task: &ClientTask) -> anyhow::Result<Fetch> {
-        let (g, upload) = match &task.request.ask {
-            Ask::Get(g) => (g, None),
-            Ask::Upload { to, bytes } => (to, Some(*bytes)),
-            ask @ (Ask::Page { .. } | Ask::Telemetry(_)) => {
-                anyhow::bail!("{}", crate::cannot(&task.stack, ask))
-            }
-        };
+    /// The GETs `g` of `task` (POSTs of `upload` bytes instead, if given).
+    fn of(task: &ClientTask, g: &Get, upload: Option<u64>) -> anyhow::Result<Fetch> {
         let urls: Vec<String> = (0..g.repeat.max(1))
             .flat_map(|_| g.urls.iter().cloned())
             .collect();
@@ -101,29 +122,6 @@ pub struct PageLoad {
 }
 
 impl PageLoad {
-    /// The page load of a task whose request is one; `None` otherwise.
-    pub fn of(task: &ClientTask) -> Option<anyhow::Result<PageLoad>> {
-        let Ask::Page {
-            url,
-            page,
-            priorities,
-        } = &task.request.ask
-        else {
-            return None;
-        };
-        Some((|| {
-            let page =
-                page::load_manifest(page.as_deref().unwrap_or(DEFAULT_PAGE)).context("--page")?;
-            let trust = Trust::of(task, std::slice::from_ref(url))?;
-            Ok(PageLoad {
-                page,
-                url: url.clone(),
-                priorities: *priorities,
-                trust,
-            })
-        })())
-    }
-
     /// Loads the page with `stack`'s transport.
     pub fn run(&self, stack: &page_client::Stack) -> anyhow::Result<Measured> {
         let record = runtime()?.block_on(page_client::load(
@@ -148,53 +146,72 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the tokio runtime")
 }
 
+/// Creates the task's qlog directory, if it names one, so that a bad path fails before any
+/// connection.
+pub fn make_qlog_dir(task: &ClientTask) -> anyhow::Result<()> {
+    if let Some(d) = &task.recording.qlog_dir {
+        std::fs::create_dir_all(d)
+            .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
+    }
+    Ok(())
+}
+
 /// The TCP congestion controller of a telemetry run over TCP that names none (the kernel's
 /// default is often bbr).
 pub const DEFAULT_TELEMETRY_TCP_CC: &str = "cubic";
 
-/// A telemetry run a task asks for, sent in the task's mode with `quic` (for the QUIC modes);
-/// `None` if the task asks for something else. A SIGINT or SIGTERM ends the run early (a trial
-/// stopping its client), with what was sent so far.
-pub fn send_telemetry(task: &ClientTask, quic: QuicOptions) -> Option<anyhow::Result<Measured>> {
-    let Ask::Telemetry(t) = &task.request.ask else {
-        return None;
-    };
-    Some((|| {
+/// A telemetry run a task asks for, in the task's mode.
+pub struct TelemetryRun {
+    url: String,
+    realtime: bool,
+    /// Everything but the QUIC options, which are the stack's.
+    opts: SenderOptions,
+}
+
+impl TelemetryRun {
+    fn of(task: &ClientTask, t: &Telemetry) -> anyhow::Result<TelemetryRun> {
         let mode: Mode = task
             .mode
             .as_deref()
             .context("a telemetry task names its mode")?
             .parse()?;
-        let units = (t.duration_ms as f64 / 1000.0 * f64::from(t.units_per_second)).round() as u64;
+        let units = t.units();
         anyhow::ensure!(
             units > 0,
-            "{} ms at {} units a second generates no unit",
-            t.duration_ms,
+            "{} µs at {} units a second generates no unit",
+            t.duration_us,
             t.units_per_second
         );
         let trust = Trust::of(task, std::slice::from_ref(&t.url))?;
-        if let Some(d) = &task.recording.qlog_dir {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
-        }
-        let opts = SenderOptions {
-            mode,
-            units_per_second: t.units_per_second,
-            flush_units: t.flush_units,
-            units,
-            ca_pem: trust.ca_pem,
-            groups: trust.groups,
-            tcp_congestion: (!mode.is_quic()).then(|| {
-                task.knob("tcp-cc")
-                    .unwrap_or(DEFAULT_TELEMETRY_TCP_CC)
-                    .to_string()
-            }),
-            quic,
-            path_min_rtt_us: task.recording.path_min_rtt_us,
-            qlog_dir: task.recording.qlog_dir.clone(),
-            drain: std::time::Duration::from_millis(t.drain_ms),
-        };
-        if t.realtime
+        make_qlog_dir(task)?;
+        Ok(TelemetryRun {
+            url: t.url.clone(),
+            realtime: t.realtime,
+            opts: SenderOptions {
+                mode,
+                units_per_second: t.units_per_second,
+                flush_units: t.flush_units,
+                units,
+                ca_pem: trust.ca_pem,
+                groups: trust.groups,
+                tcp_congestion: (!mode.is_quic()).then(|| {
+                    task.knob("tcp-cc")
+                        .unwrap_or(DEFAULT_TELEMETRY_TCP_CC)
+                        .to_string()
+                }),
+                quic: QuicOptions::default(),
+                path_min_rtt_us: task.recording.path_min_rtt_us,
+                qlog_dir: task.recording.qlog_dir.clone(),
+                drain: std::time::Duration::from_micros(t.drain_us),
+            },
+        })
+    }
+
+    /// Sends the run with `quic` (for the QUIC modes). A SIGINT or SIGTERM ends it early (a
+    /// trial stopping its client), with what was sent so far.
+    pub fn send(mut self, quic: QuicOptions) -> anyhow::Result<Measured> {
+        self.opts.quic = quic;
+        if self.realtime
             && let Err(e) = quiclab_telemetry::use_realtime_priority()
         {
             log::warn!(
@@ -213,10 +230,10 @@ pub fn send_telemetry(task: &ClientTask, quic: QuicOptions) -> Option<anyhow::Re
                     _ = sigterm.recv() => {}
                 }
             };
-            sender::run(&t.url, &opts, stop)
+            sender::run(&self.url, &self.opts, stop)
                 .await
                 .context("telemetry options")
         })?;
         Ok(Measured::Telemetry(Box::new(outcome)))
-    })())
+    }
 }

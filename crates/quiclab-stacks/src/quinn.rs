@@ -10,7 +10,7 @@ use quiclab_pages::page_client;
 use quiclab_quic::{self as quic, QuicClientOptions, QuicCongestion, QuicOptions};
 use quiclab_telemetry::Mode;
 
-use crate::own::{Fetch, Measured, PageLoad, Trust, runtime};
+use crate::own::{Job, Measured, Trust, make_qlog_dir, runtime};
 
 use super::{
     ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
@@ -255,9 +255,6 @@ impl Stack for Quinn {
 
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
         let quic = quic_options(&task.knobs)?;
-        if let Some(run) = crate::own::send_telemetry(task, quic.clone()) {
-            return run;
-        }
         let options = |trust: Trust, reuse_connection, resume, upload| QuicClientOptions {
             quic: quic.clone(),
             ca_pem: trust.ca_pem,
@@ -268,28 +265,21 @@ impl Stack for Quinn {
             qlog_dir: task.recording.qlog_dir.clone(),
             upload,
         };
-        let load = PageLoad::of(task).transpose()?;
-        let fetch = match load {
-            Some(_) => None,
-            None => Some(Fetch::of(task)?),
-        };
-        if let Some(d) = &task.recording.qlog_dir {
-            // a bad path fails before any connection
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
-        }
-        match (load, fetch) {
-            (Some(load), _) => {
+        match Job::of(task)? {
+            // a telemetry run makes its qlog directory itself (over TCP too)
+            Job::Telemetry(run) => run.send(quic),
+            Job::Page(load) => {
+                make_qlog_dir(task)?;
                 let opts = options(load.trust.clone(), true, false, None);
                 load.run(&page_client::Stack::Quic(opts))
             }
-            (None, Some(f)) => {
+            Job::Fetch(f) => {
+                make_qlog_dir(task)?;
                 let opts = options(f.trust, f.reuse, f.resume, f.upload);
                 Ok(Measured::Requests(
                     runtime()?.block_on(quic::get(&f.urls, &opts))?,
                 ))
             }
-            (None, None) => unreachable!("a task is a page load or a fetch"),
         }
     }
 

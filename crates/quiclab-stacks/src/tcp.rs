@@ -8,7 +8,7 @@ use quiclab_tcp::client::{Client, ClientOptions, ConnectionMode};
 use quiclab_tcp::tcpinfo::{self, FASTOPEN_SYSCTL};
 use quiclab_telemetry::Mode;
 
-use crate::own::{Fetch, Measured, PageLoad, Trust, runtime};
+use crate::own::{Job, Measured, Trust, runtime};
 
 use super::{
     ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
@@ -32,15 +32,14 @@ pub(crate) fn run_tcp(task: &ClientTask) -> anyhow::Result<Measured> {
         path_min_rtt_us: task.recording.path_min_rtt_us,
         upload,
     };
-    if let Some(run) = crate::own::send_telemetry(task, quiclab_quic::QuicOptions::default()) {
-        return run;
-    }
-    if let Some(load) = PageLoad::of(task) {
-        let load = load?;
-        let opts = options(load.trust.clone(), ConnectionMode::Reuse, false, None);
-        return load.run(&page_client::Stack::Tcp(opts));
-    }
-    let f = Fetch::of(task)?;
+    let f = match Job::of(task)? {
+        Job::Telemetry(run) => return run.send(quiclab_quic::QuicOptions::default()),
+        Job::Page(load) => {
+            let opts = options(load.trust.clone(), ConnectionMode::Reuse, false, None);
+            return load.run(&page_client::Stack::Tcp(opts));
+        }
+        Job::Fetch(f) => f,
+    };
     let mode = if f.reuse {
         ConnectionMode::Reuse
     } else {

@@ -101,8 +101,15 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
             c.mode
         );
     }
-    let units = (c.duration.as_secs_f64() * f64::from(c.units_per_second)).round() as u64;
-    if units == 0 {
+    let run = task::Telemetry {
+        url: c.url.clone(),
+        units_per_second: c.units_per_second,
+        flush_units: c.flush,
+        duration_us: c.duration.as_micros() as u64,
+        drain_us: c.drain.as_micros() as u64,
+        realtime: c.realtime,
+    };
+    if run.units() == 0 {
         usage!(
             "--duration {:?} at --units-per-second {} generates no unit; allowed: at least one unit interval",
             c.duration,
@@ -131,14 +138,7 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
             qlog_dir: c.record.qlog_dir.clone(),
         },
         request: Request {
-            ask: Ask::Telemetry(task::Telemetry {
-                url: c.url.clone(),
-                units_per_second: c.units_per_second,
-                flush_units: c.flush,
-                duration_ms: c.duration.as_millis() as u64,
-                drain_ms: c.drain.as_millis() as u64,
-                realtime: c.realtime,
-            }),
+            ask: Ask::Telemetry(run),
             records: c.json,
         },
     };

@@ -102,8 +102,8 @@ impl WorkloadKind for Telemetry {
             url: t.url(""),
             units_per_second,
             flush_units,
-            duration_ms,
-            drain_ms: task::Telemetry::DEFAULT_DRAIN_MS,
+            duration_us: duration_ms * 1000,
+            drain_us: task::Telemetry::DEFAULT_DRAIN_US,
             realtime: true,
         })))
     }
