@@ -6,6 +6,7 @@
 //! stack handles or refuses it. A property every stack must see (for example a priority) is a
 //! field of [`Request`]: only the workload that sets it and the stacks that honour it change.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,57 @@ impl ClientTask {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// What a trial hands its server when the server is quiclab's own code (`quiclab endpoint
+/// --task`): the stack, where it listens, the knobs that reach the server, where it writes its
+/// certificate and its output, and what it records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerTask {
+    /// The stack, by its registry name.
+    pub stack: String,
+    /// The address it listens on (the IPv6 any address also accepts IPv4).
+    pub listen: SocketAddr,
+    /// The arm's knobs that reach the server, as the stack normalised them, in the arm's order.
+    pub knobs: Vec<(String, String)>,
+    /// The server makes a certificate for this run and writes it here (PEM) before it
+    /// listens, for the client to trust.
+    pub write_cert: PathBuf,
+    /// How long a connection may take over its handshake, µs (idle connections cannot hold
+    /// the server).
+    pub handshake_timeout_us: u64,
+    /// A folder of files served besides the routes (a page trial's web content).
+    pub root: Option<PathBuf>,
+    pub writes: ServerWrites,
+    pub recording: Recording,
+}
+
+impl ServerTask {
+    /// The value of knob `key`, if the task sets it.
+    pub fn knob(&self, key: &str) -> Option<&str> {
+        self.knobs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What a trial's server writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerWrites {
+    /// Its sending side's timeline (JSON lines of timeline samples) to this file.
+    Timeline(PathBuf),
+    /// The telemetry units it receives (JSON lines) to this file.
+    Units(PathBuf),
+}
+
+/// A task for `quiclab endpoint --task`: a client's or a server's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "kebab-case")]
+pub enum Task {
+    Client(ClientTask),
+    Server(ServerTask),
 }
 
 /// What an endpoint records besides its output.
@@ -181,6 +233,33 @@ impl Telemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_says_its_role_and_round_trips_through_json() {
+        let server = ServerTask {
+            stack: "s".into(),
+            listen: "[::]:443".parse().unwrap(),
+            knobs: vec![("tcp-cc".into(), "cubic".into())],
+            write_cert: "/d/cert.pem".into(),
+            handshake_timeout_us: 10_500_000,
+            root: None,
+            writes: ServerWrites::Timeline("/d/timeline.jsonl".into()),
+            recording: Recording::default(),
+        };
+        assert_eq!(server.knob("tcp-cc"), Some("cubic"));
+        assert_eq!(server.knob("quic-cc"), None);
+        let json = serde_json::to_string(&Task::Server(server.clone())).unwrap();
+        assert!(
+            json.starts_with(r#"{"role":"server","stack":"s""#),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<Task>(&json).unwrap(),
+            Task::Server(server)
+        );
+        // a task without its role is refused, not guessed
+        assert!(serde_json::from_str::<Task>(r#"{"stack":"s"}"#).is_err());
+    }
 
     #[test]
     fn a_client_task_round_trips_through_json_and_names_its_knobs() {

@@ -271,9 +271,10 @@ mod tests {
         assert_eq!(quick.sizes.len(), 3);
         assert!(quick.iterations < parse(text, "p", Profile::Full).unwrap().iterations);
         let fifo = quick.arms.iter().find(|a| a.name == "h3-fifo").unwrap();
-        let args = fifo.server_args().join(" ");
-        assert!(args.contains("--quic-scheduling fifo"), "{args}");
-        assert!(args.contains("--quic-priorities on"), "{args}");
+        let knobs = fifo.server_knobs();
+        let has = |k: &str, v: &str| knobs.iter().any(|(a, b)| a == k && b == v);
+        assert!(has("quic-scheduling", "fifo"), "{knobs:?}");
+        assert!(has("quic-priorities", "on"), "{knobs:?}");
         // the client is not told how the server schedules
         assert!(
             !fifo

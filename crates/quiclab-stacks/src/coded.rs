@@ -8,9 +8,12 @@ use quiclab_telemetry::Mode;
 
 use crate::own::{Job, Measured, runtime};
 
+use crate::serve::{self, Serve};
+use quiclab_model::task::ServerTask;
+
 use super::{
-    ArmStack, Capability, Endpoint, GROUPS, Knob, Launch, SERVER_GROUPS, ServerOutput, Stack,
-    path_min_rtt_args, quiclab_client, quiclab_server,
+    ArmStack, Capability, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, SERVER_GROUPS,
+    ServerOutput, Stack, quiclab_client, quiclab_server,
 };
 
 pub struct Coded;
@@ -55,19 +58,11 @@ impl Stack for Coded {
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
-        let mut own = Vec::new();
-        if let ServerOutput::Timeline(p) = out {
-            own.extend(["--coded-timeline".to_string(), p.display().to_string()]);
-        }
-        // it takes HTTP/3's place on UDP 443, so URLs stay the same
-        own.extend([
-            "--no-quic".to_string(),
-            "--coded-listen".into(),
-            "[::]:443".into(),
-        ]);
-        own.extend(path_min_rtt_args(t));
-        own.extend(self.server_args(arm));
-        quiclab_server(t, out, own)
+        quiclab_server(self, arm, t, out, HTTPS_LISTEN)
+    }
+
+    fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {
+        serve::run(serve_for(task)?)
     }
 
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
@@ -98,4 +93,14 @@ impl Stack for Coded {
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         quiclab_client(self, arm, t, request)
     }
+}
+
+/// What its server runs for a trial's task.
+pub(crate) fn serve_for(task: &ServerTask) -> anyhow::Result<Serve> {
+    // it takes HTTP/3's place on the UDP port, so URLs stay the same
+    Ok(Serve {
+        coded_listen: Some(task.listen),
+        coded_timeline: serve::timeline_of(task),
+        ..Serve::of_task(task)?
+    })
 }

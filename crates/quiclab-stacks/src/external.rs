@@ -17,7 +17,7 @@ use quiclab_telemetry::Mode;
 use quiclab_model::task::{self, Ask, Connection, Request};
 
 use super::{
-    ArmStack, Capability, Check, Endpoint, Flag, Knob, Launch, ServerOutput, Stack, with_cc,
+    ArmStack, Capability, Check, Endpoint, Knob, Launch, ServerOutput, Side, Stack, with_cc,
 };
 
 /// An external stack; lives as long as the process (the registry hands out `&'static`).
@@ -126,7 +126,7 @@ impl External {
                 let k: &'static _ = Box::leak(Box::new(k.clone()));
                 &*Box::leak(Box::new(Knob {
                     key: leak(&k.key),
-                    flag: Flag::Template,
+                    side: Side::Template,
                     help: leak(&k.help),
                     check: Check::External(k),
                     // a stack that carries telemetry puts its knobs in its telemetry client's

@@ -21,6 +21,7 @@ mod coded;
 pub mod external;
 pub mod own;
 mod quinn;
+pub mod serve;
 mod tcp;
 mod tcp_plain;
 
@@ -28,12 +29,15 @@ pub use own::Measured;
 pub use quinn::quic_options;
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::{HttpVersion, Transport};
-use quiclab_model::task::{Ask, ClientTask, Connection, Get, Recording, Request};
+use quiclab_model::task::{
+    Ask, ClientTask, Connection, Get, Recording, Request, ServerTask, ServerWrites, Task,
+};
 use quiclab_quic as quic;
 use quiclab_telemetry::Mode;
 
@@ -120,10 +124,6 @@ pub trait Stack: Sync {
     }
     /// The arm's label when the plan gives none.
     fn label(&self, http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String;
-    /// The stack's own arguments to quiclab's server: its knobs' server flags.
-    fn server_args(&self, arm: &ArmStack) -> Vec<String> {
-        knob_flags(self.knobs(), arm.knobs, true)
-    }
     /// How a trial starts the server.
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch;
     /// How a trial starts the client for a workload's request, or why this stack's client
@@ -135,6 +135,12 @@ pub trait Stack: Sync {
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
         let _ = task;
         anyhow::bail!("stack {:?} has no client of quiclab's own", self.name())
+    }
+    /// Runs this stack's server in this process for `task` until SIGINT or SIGTERM. For a
+    /// stack whose server is quiclab's own code; others have none to run here.
+    fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {
+        let _ = task;
+        anyhow::bail!("stack {:?} has no server of quiclab's own", self.name())
     }
     /// The scheme of the URLs its client is given: `https` (TLS, and QUIC's), or `http` for a
     /// stack without TLS.
@@ -271,17 +277,12 @@ pub struct Launch {
     pub inotify: bool,
 }
 
-/// How a knob reaches quiclab's endpoints.
+/// Which endpoint a knob reaches: its value travels in that endpoint's task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flag {
-    /// `--flag VALUE` on the server (`quiclab serve`), the client or both.
-    Server(&'static str),
-    Client(&'static str),
-    Both(&'static str),
-    /// A switch without a value on the client, given when the value is true.
-    ClientSwitch(&'static str),
-    /// The same on both endpoints.
-    BothSwitch(&'static str),
+pub enum Side {
+    Server,
+    Client,
+    Both,
     /// Placed by the stack's own command templates (an external stack's knob).
     Template,
 }
@@ -290,7 +291,7 @@ pub enum Flag {
 #[derive(Debug)]
 pub struct Knob {
     pub key: &'static str,
-    pub flag: Flag,
+    pub side: Side,
     pub help: &'static str,
     /// Normalises the value or says what is allowed.
     pub check: Check,
@@ -330,72 +331,92 @@ pub fn all_knobs() -> Vec<&'static Knob> {
     out
 }
 
-/// The `--flag value` arguments of an arm's `knobs` for one side, from the knobs a stack
-/// takes (`taken`).
-pub fn knob_flags(taken: &[&Knob], knobs: &[(String, String)], server: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    for (key, value) in knobs {
-        let Some(k) = taken.iter().find(|k| k.key == key) else {
-            continue;
-        };
-        match (k.flag, server) {
-            (Flag::Both(f), _) | (Flag::Server(f), true) | (Flag::Client(f), false) => {
-                out.push(f.to_string());
-                out.push(value.clone());
-            }
-            (Flag::ClientSwitch(f), false) | (Flag::BothSwitch(f), _) if value == "true" => {
-                out.push(f.to_string())
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// `quiclab serve` in the trial's server namespace, with the arguments every quiclab stack
-/// shares (listen on port 443 (HTTPS and QUIC), write the certificate and the output, record against the path's
-/// minimum RTT) and the stack's own.
-pub(crate) fn quiclab_server(t: &Endpoint, out: ServerOutput, own: Vec<String>) -> Launch {
-    quiclab_server_on("[::]:443", t, out, own)
-}
-
-/// `quiclab serve`'s handshake limit on a path of no delay (its default).
-const SERVE_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// [`quiclab_server`] listening on another address (e.g. port 80 for `http://` URLs).
-pub(crate) fn quiclab_server_on(
-    listen: &str,
+/// How a trial starts a server of quiclab's own: `quiclab endpoint --task` with the server's
+/// task ([`server_task`]), listening on `listen`.
+pub(crate) fn quiclab_server(
+    stack: &dyn Stack,
+    arm: &ArmStack,
     t: &Endpoint,
     out: ServerOutput,
-    own: Vec<String>,
+    listen: SocketAddr,
 ) -> Launch {
-    let mut args = vec![
-        "serve".to_string(),
-        "--listen".into(),
-        listen.into(),
-        "--write-cert".into(),
-        t.cert.display().to_string(),
-    ];
-    // serve's limit on a slow handshake (against idle connections) grows with the path: a
-    // TLS handshake over TCP takes two round trips and more when a packet is lost
-    let handshake = SERVE_HANDSHAKE_TIMEOUT + t.path_min_rtt * 10;
-    args.extend([
-        "--handshake-timeout".into(),
-        format!("{}ms", handshake.as_millis()),
-    ]);
-    if let Some(root) = t.root {
-        args.extend(["--root".into(), root.display().to_string()]);
+    endpoint_launch(t, &Task::Server(server_task(stack, arm, t, out, listen)))
+}
+
+/// The address quiclab's own servers listen on: port 443 (HTTPS and QUIC) of every address.
+pub(crate) const HTTPS_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 443);
+
+/// A server's handshake limit on a path of no delay.
+const SERVER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a trial hands a server of quiclab's own: the stack, where it listens, the arm's knobs
+/// that reach the server, where it writes its certificate and output, the web content it
+/// serves, and what it records against the path.
+pub fn server_task(
+    stack: &dyn Stack,
+    arm: &ArmStack,
+    t: &Endpoint,
+    out: ServerOutput,
+    listen: SocketAddr,
+) -> ServerTask {
+    // the limit on a slow handshake (against idle connections) grows with the path: a TLS
+    // handshake over TCP takes two round trips and more when a packet is lost; whole ms
+    let handshake = SERVER_HANDSHAKE_TIMEOUT + t.path_min_rtt * 10;
+    ServerTask {
+        stack: stack.name().to_string(),
+        listen,
+        knobs: server_knobs(stack, arm.knobs),
+        write_cert: t.cert.to_path_buf(),
+        handshake_timeout_us: handshake.as_millis() as u64 * 1000,
+        root: t.root.map(Path::to_path_buf),
+        writes: match out {
+            ServerOutput::Timeline(p) => ServerWrites::Timeline(p.to_path_buf()),
+            ServerOutput::Units(p) => ServerWrites::Units(p.to_path_buf()),
+        },
+        recording: recording(t),
     }
-    // the server receives telemetry: its own sending side (acknowledgements) says nothing
-    if let ServerOutput::Units(p) = out {
-        args.extend(["--telemetry-log".into(), p.display().to_string()]);
+}
+
+/// What an endpoint of quiclab's own records against the trial's path.
+fn recording(t: &Endpoint) -> Recording {
+    Recording {
+        path_min_rtt_us: (!t.path_min_rtt.is_zero()).then_some(t.path_min_rtt.as_micros() as u64),
+        qlog_dir: t.qlog_dir.map(Path::to_path_buf),
     }
-    args.extend(own);
+}
+
+/// `quiclab endpoint --task` with `task`, as JSON.
+fn endpoint_launch(t: &Endpoint, task: &Task) -> Launch {
+    let json = serde_json::to_string(task).expect("a task is plain data");
     Launch {
         program: t.bin.to_path_buf(),
-        args,
+        args: vec!["endpoint".into(), "--task".into(), json],
         ..Launch::default()
     }
+}
+
+/// The knobs among `knobs` that reach `stack`'s server (not only its client), in order.
+pub fn server_knobs(stack: &dyn Stack, knobs: &[(String, String)]) -> Vec<(String, String)> {
+    knobs_reaching(stack, knobs, |side| side != Side::Client)
+}
+
+/// The knobs among `knobs` that `stack` takes and whose flag `reaches` a side, in order.
+fn knobs_reaching(
+    stack: &dyn Stack,
+    knobs: &[(String, String)],
+    reaches: impl Fn(Side) -> bool,
+) -> Vec<(String, String)> {
+    knobs
+        .iter()
+        .filter(|(key, _)| {
+            stack
+                .knobs()
+                .iter()
+                .any(|k| k.key == key && reaches(k.side))
+        })
+        .cloned()
+        .collect()
 }
 
 /// How a trial starts a client of quiclab's own for `request`, refused unless `stack`'s
@@ -409,13 +430,10 @@ pub(crate) fn quiclab_client(
     if !Capability::any_covers(stack.capabilities(), needs(&request.ask)) {
         return Err(cannot(stack.name(), &request.ask));
     }
-    let task = client_task(stack, arm, t, request);
-    let json = serde_json::to_string(&task).expect("a task is plain data");
-    Ok(Launch {
-        program: t.bin.to_path_buf(),
-        args: vec!["endpoint".into(), "--task".into(), json],
-        ..Launch::default()
-    })
+    Ok(endpoint_launch(
+        t,
+        &Task::Client(client_task(stack, arm, t, request)),
+    ))
 }
 
 /// What a trial hands a client of quiclab's own: the stack, the arm's knobs that reach the
@@ -433,28 +451,14 @@ pub fn client_task(
         mode: arm.mode.map(|m| m.name().to_string()),
         knobs: client_knobs(stack, arm.knobs),
         cacert: (stack.scheme() == "https").then(|| t.cert.to_path_buf()),
-        recording: Recording {
-            path_min_rtt_us: (!t.path_min_rtt.is_zero())
-                .then_some(t.path_min_rtt.as_micros() as u64),
-            qlog_dir: t.qlog_dir.map(Path::to_path_buf),
-        },
+        recording: recording(t),
         request: request.clone(),
     }
 }
 
 /// The knobs among `knobs` that reach `stack`'s client (not only its server), in order.
 pub fn client_knobs(stack: &dyn Stack, knobs: &[(String, String)]) -> Vec<(String, String)> {
-    let reaches_client = |key: &str| {
-        stack
-            .knobs()
-            .iter()
-            .any(|k| k.key == key && !matches!(k.flag, Flag::Server(_)))
-    };
-    knobs
-        .iter()
-        .filter(|(k, _)| reaches_client(k))
-        .cloned()
-        .collect()
+    knobs_reaching(stack, knobs, |side| side != Side::Server)
 }
 
 /// `quiclab page`'s (and `browse`'s) arguments for a page load.
@@ -509,18 +513,6 @@ pub fn cannot(stack: &str, ask: &Ask) -> String {
     format!("stack {stack:?}'s client cannot {what}")
 }
 
-/// `--path-min-rtt` for a path with a minimum RTT (both ends count impossible samples).
-pub(crate) fn path_min_rtt_args(t: &Endpoint) -> Vec<String> {
-    if t.path_min_rtt.is_zero() {
-        Vec::new()
-    } else {
-        vec![
-            "--path-min-rtt".to_string(),
-            format!("{}us", t.path_min_rtt.as_micros()),
-        ]
-    }
-}
-
 /// How a telemetry arm's stack is named in labels, for an implementation.
 pub(crate) fn telemetry_label(mode: Mode, implementation: &str) -> String {
     match mode {
@@ -561,7 +553,7 @@ fn check_groups(v: &str) -> Result<String, String> {
 
 pub(crate) static GROUPS: Knob = Knob {
     key: "groups",
-    flag: Flag::Client("--groups"),
+    side: Side::Client,
     help: "client key-exchange groups in order; a key share for the first only",
     telemetry: true,
     check: Check::Fn(check_groups),
@@ -569,7 +561,7 @@ pub(crate) static GROUPS: Knob = Knob {
 
 pub(crate) static SERVER_GROUPS: Knob = Knob {
     key: "server-groups",
-    flag: Flag::Server("--groups"),
+    side: Side::Server,
     help: "groups the server accepts, in order of preference",
     telemetry: true,
     check: Check::Fn(check_groups),
@@ -577,7 +569,7 @@ pub(crate) static SERVER_GROUPS: Knob = Knob {
 
 pub(crate) static RESUME: Knob = Knob {
     key: "resume",
-    flag: Flag::ClientSwitch("--resume"),
+    side: Side::Client,
     help: "resume TLS sessions (and 0-RTT over QUIC) across connections: true or false",
     telemetry: false,
     check: Check::Fn(check_bool),
@@ -832,7 +824,7 @@ mod tests {
     }
 
     #[test]
-    fn knob_flags_follow_each_knobs_side() {
+    fn knobs_reach_the_side_they_name() {
         let tcp = find("tcp").unwrap();
         let knobs = vec![
             ("tcp-cc".to_string(), "cubic".to_string()),
@@ -841,19 +833,31 @@ mod tests {
             ("resume".to_string(), "true".to_string()),
             ("tfo".to_string(), "false".to_string()),
         ];
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
         assert_eq!(
-            knob_flags(tcp.knobs(), &knobs, true),
-            ["--tcp-cc", "cubic", "--groups", "x25519"]
+            server_knobs(tcp, &knobs),
+            pairs(&[
+                ("tcp-cc", "cubic"),
+                ("server-groups", "x25519"),
+                ("tfo", "false")
+            ])
         );
         assert_eq!(
-            knob_flags(tcp.knobs(), &knobs, false),
-            ["--tcp-cc", "cubic", "--groups", "p256", "--resume"]
+            client_knobs(tcp, &knobs),
+            pairs(&[
+                ("tcp-cc", "cubic"),
+                ("groups", "p256"),
+                ("resume", "true"),
+                ("tfo", "false")
+            ])
         );
         // a knob the stack does not take reaches neither side
         let quinn = find("quinn").unwrap();
-        assert_eq!(
-            knob_flags(quinn.knobs(), &knobs[..1], true),
-            Vec::<String>::new()
-        );
+        assert_eq!(server_knobs(quinn, &knobs[..1]), Vec::new());
+        assert_eq!(client_knobs(quinn, &knobs[..1]), Vec::new());
     }
 }

@@ -12,9 +12,13 @@ use quiclab_telemetry::Mode;
 
 use crate::own::{Job, Measured, Trust, make_qlog_dir, runtime};
 
+use crate::serve::{self, Serve};
+use quiclab_model::task::ServerTask;
+
 use super::{
-    ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
-    ServerOutput, Stack, check_on_off, path_min_rtt_args, quiclab_client, quiclab_server, with_cc,
+    ArmStack, Capability, Check, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, RESUME,
+    SERVER_GROUPS, ServerOutput, Side, Stack, check_on_off, quiclab_client, quiclab_server,
+    with_cc,
 };
 
 pub struct Quinn;
@@ -52,7 +56,7 @@ fn check_scheduling(v: &str) -> Result<String, String> {
 
 static QUIC_CC: Knob = Knob {
     key: "quic-cc",
-    flag: Flag::Both("--quic-cc"),
+    side: Side::Both,
     help: "QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental)",
     telemetry: true,
     check: Check::Fn(check_quic_cc),
@@ -60,7 +64,7 @@ static QUIC_CC: Knob = Knob {
 
 static INITIAL_RTT: Knob = Knob {
     key: "quic-initial-rtt",
-    flag: Flag::Both("--quic-initial-rtt"),
+    side: Side::Both,
     help: "RTT assumed before the first sample, e.g. 100ms (sets the first PTO)",
     telemetry: true,
     check: Check::Fn(check_duration),
@@ -68,7 +72,7 @@ static INITIAL_RTT: Knob = Knob {
 
 static MTU_DISCOVERY: Knob = Knob {
     key: "quic-mtu-discovery",
-    flag: Flag::Both("--quic-mtu-discovery"),
+    side: Side::Both,
     help: "path MTU discovery: on or off",
     telemetry: true,
     check: Check::Fn(check_on_off),
@@ -76,7 +80,7 @@ static MTU_DISCOVERY: Knob = Knob {
 
 static INITIAL_MTU: Knob = Knob {
     key: "quic-initial-mtu",
-    flag: Flag::Both("--quic-initial-mtu"),
+    side: Side::Both,
     help: "UDP payload at the start, bytes",
     telemetry: true,
     check: Check::Fn(check_payload),
@@ -84,7 +88,7 @@ static INITIAL_MTU: Knob = Knob {
 
 static MAX_UDP_PAYLOAD: Knob = Knob {
     key: "quic-max-udp-payload",
-    flag: Flag::Both("--quic-max-udp-payload"),
+    side: Side::Both,
     help: "largest UDP payload (upper bound of MTU discovery), bytes",
     telemetry: true,
     check: Check::Fn(check_payload),
@@ -92,7 +96,7 @@ static MAX_UDP_PAYLOAD: Knob = Knob {
 
 static GSO: Knob = Knob {
     key: "quic-gso",
-    flag: Flag::Both("--quic-gso"),
+    side: Side::Both,
     help: "generic segmentation offload: on or off",
     telemetry: true,
     check: Check::Fn(check_on_off),
@@ -100,7 +104,7 @@ static GSO: Knob = Knob {
 
 static SCHEDULING: Knob = Knob {
     key: "quic-scheduling",
-    flag: Flag::Server("--quic-scheduling"),
+    side: Side::Server,
     help: "how the server shares its sending side between streams: round-robin or fifo",
     telemetry: false,
     check: Check::Fn(check_scheduling),
@@ -108,7 +112,7 @@ static SCHEDULING: Knob = Knob {
 
 static PRIORITIES: Knob = Knob {
     key: "quic-priorities",
-    flag: Flag::Server("--quic-priorities"),
+    side: Side::Server,
     help: "the server honours RFC 9218 priority headers: on or off",
     telemetry: false,
     check: Check::Fn(check_on_off),
@@ -175,16 +179,6 @@ pub fn quic_options(knobs: &[(String, String)]) -> anyhow::Result<QuicOptions> {
     Ok(o)
 }
 
-/// The QUIC arguments both ends share: the path's floor and, where kept, a qlog per
-/// connection.
-fn record_args(t: &Endpoint) -> Vec<String> {
-    let mut out = path_min_rtt_args(t);
-    if let Some(dir) = t.qlog_dir {
-        out.extend(["--qlog-dir".to_string(), dir.display().to_string()]);
-    }
-    out
-}
-
 impl Stack for Quinn {
     fn name(&self) -> &'static str {
         "quinn"
@@ -244,13 +238,11 @@ impl Stack for Quinn {
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
-        let mut own = Vec::new();
-        if let ServerOutput::Timeline(p) = out {
-            own.extend(["--quic-timeline".to_string(), p.display().to_string()]);
-        }
-        own.extend(record_args(t));
-        own.extend(self.server_args(arm));
-        quiclab_server(t, out, own)
+        quiclab_server(self, arm, t, out, HTTPS_LISTEN)
+    }
+
+    fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {
+        serve::run(serve_for(task)?)
     }
 
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
@@ -286,4 +278,14 @@ impl Stack for Quinn {
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         quiclab_client(self, arm, t, request)
     }
+}
+
+/// What its server runs for a trial's task.
+pub(crate) fn serve_for(task: &ServerTask) -> anyhow::Result<Serve> {
+    let quic = quic_options(&task.knobs)?;
+    Ok(Serve {
+        quic_timeline: serve::timeline_of(task),
+        qlog_dir: task.recording.qlog_dir.clone(),
+        ..Serve::of_task(task)?.with_quic(quic)
+    })
 }

@@ -10,9 +10,12 @@ use quiclab_telemetry::Mode;
 
 use crate::own::{Job, Measured, Trust, runtime};
 
+use crate::serve::{self, Serve};
+use quiclab_model::task::ServerTask;
+
 use super::{
-    ArmStack, Capability, Check, Endpoint, Flag, GROUPS, Knob, Launch, RESUME, SERVER_GROUPS,
-    ServerOutput, Stack, check_bool, check_on_off, path_min_rtt_args, quiclab_client,
+    ArmStack, Capability, Check, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, RESUME,
+    SERVER_GROUPS, ServerOutput, Side, Stack, check_bool, check_on_off, quiclab_client,
     quiclab_server, with_cc,
 };
 
@@ -88,7 +91,7 @@ fn check_record(v: &str) -> Result<String, String> {
 
 pub(crate) static TCP_CC: Knob = Knob {
     key: "tcp-cc",
-    flag: Flag::Both("--tcp-cc"),
+    side: Side::Both,
     help: "TCP congestion controller of both endpoints (e.g. cubic, bbr, reno)",
     telemetry: true,
     check: Check::Fn(check_tcp_cc),
@@ -96,7 +99,7 @@ pub(crate) static TCP_CC: Knob = Knob {
 
 static DYNAMIC_RECORDS: Knob = Knob {
     key: "dynamic-records",
-    flag: Flag::Server("--dynamic-records"),
+    side: Side::Server,
     help: "HTTP/2 responses start with a small frame: on or off",
     telemetry: false,
     check: Check::Fn(check_on_off),
@@ -104,7 +107,7 @@ static DYNAMIC_RECORDS: Knob = Knob {
 
 static TLS_MAX_RECORD: Knob = Knob {
     key: "tls-max-record",
-    flag: Flag::Server("--tls-max-record"),
+    side: Side::Server,
     help: "largest TLS record payload over TCP, bytes",
     telemetry: false,
     check: Check::Fn(check_record),
@@ -112,7 +115,7 @@ static TLS_MAX_RECORD: Knob = Knob {
 
 pub(crate) static TFO: Knob = Knob {
     key: "tfo",
-    flag: Flag::BothSwitch("--tfo"),
+    side: Side::Both,
     help: "TCP Fast Open: true or false",
     telemetry: false,
     check: Check::Fn(check_bool),
@@ -189,14 +192,11 @@ impl Stack for Tcp {
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
-        let mut own = Vec::new();
-        if let ServerOutput::Timeline(p) = out {
-            own.extend(["--tcp-timeline".to_string(), p.display().to_string()]);
-        }
-        own.push("--no-quic".into());
-        own.extend(path_min_rtt_args(t));
-        own.extend(self.server_args(arm));
-        with_fast_open(arm, quiclab_server(t, out, own))
+        with_fast_open(arm, quiclab_server(self, arm, t, out, HTTPS_LISTEN))
+    }
+
+    fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {
+        serve::run(serve_for(task)?)
     }
 
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
@@ -206,4 +206,12 @@ impl Stack for Tcp {
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         quiclab_client(self, arm, t, request)
     }
+}
+
+/// What its server runs for a trial's task.
+pub(crate) fn serve_for(task: &ServerTask) -> anyhow::Result<Serve> {
+    Ok(Serve {
+        tcp_timeline: serve::timeline_of(task),
+        ..Serve::of_task(task)?
+    })
 }

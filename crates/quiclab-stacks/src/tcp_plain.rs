@@ -7,9 +7,14 @@ use quiclab_model::task::{ClientTask, Request};
 use quiclab_telemetry::Mode;
 
 use super::tcp::{TCP_CC, TFO, run_tcp, with_fast_open};
+use crate::serve::{self, Serve};
+use quiclab_model::task::ServerTask;
+
+use std::net::SocketAddr;
+
 use super::{
-    ArmStack, Capability, Endpoint, Knob, Launch, ServerOutput, Stack, path_min_rtt_args,
-    quiclab_client, quiclab_server_on, with_cc,
+    ArmStack, Capability, Endpoint, HTTPS_LISTEN, Knob, Launch, ServerOutput, Stack,
+    quiclab_client, quiclab_server, with_cc,
 };
 use crate::own::Measured;
 
@@ -61,14 +66,13 @@ impl Stack for TcpPlain {
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
-        let mut own = vec!["--plain".to_string(), "--no-quic".into()];
-        if let ServerOutput::Timeline(p) = out {
-            own.extend(["--tcp-timeline".to_string(), p.display().to_string()]);
-        }
-        own.extend(path_min_rtt_args(t));
-        own.extend(self.server_args(arm));
         // http:// URLs name no port: 80
-        with_fast_open(arm, quiclab_server_on("[::]:80", t, out, own))
+        let listen = SocketAddr::new(HTTPS_LISTEN.ip(), 80);
+        with_fast_open(arm, quiclab_server(self, arm, t, out, listen))
+    }
+
+    fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {
+        serve::run(serve_for(task)?)
     }
 
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
@@ -79,4 +83,13 @@ impl Stack for TcpPlain {
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
         quiclab_client(self, arm, t, request)
     }
+}
+
+/// What its server runs for a trial's task.
+pub(crate) fn serve_for(task: &ServerTask) -> anyhow::Result<Serve> {
+    Ok(Serve {
+        plain: true,
+        tcp_timeline: serve::timeline_of(task),
+        ..Serve::of_task(task)?
+    })
 }

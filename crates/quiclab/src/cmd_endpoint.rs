@@ -1,11 +1,12 @@
-//! `quiclab endpoint --task JSON`: the one entry point a trial starts for a client of quiclab's
-//! own (GETs, uploads, page loads, telemetry). The task (`quiclab_model::task::ClientTask`) names the stack, its knobs, whom it trusts,
-//! what it records and the request; the stack runs it in this process, as `quiclab get` runs
-//! the task it makes of its flags.
+//! `quiclab endpoint --task JSON`: the one entry point a trial starts for an endpoint of
+//! quiclab's own. A client task (`quiclab_model::task::ClientTask`: GETs, uploads, page loads,
+//! telemetry) names the stack, its knobs, whom it trusts, what it records and the request; a
+//! server task (`ServerTask`) names the stack, where it listens, its knobs and what it writes.
+//! The stack runs it in this process, as `quiclab get` runs the task it makes of its flags.
 
 use clap::Args;
 use quiclab_model::record::HttpVersion;
-use quiclab_model::task::{Ask, ClientTask, Recording, Request};
+use quiclab_model::task::{Ask, ClientTask, Recording, Request, Task};
 use quiclab_stacks::Measured;
 
 use crate::quicargs::QuicArgs;
@@ -14,7 +15,7 @@ use crate::trustargs::{TcpArgs, TrustArgs};
 
 use crate::usage::Usage;
 
-/// Run a client task (as trials do); not meant to be typed.
+/// Run a client's or a server's task (as trials do); not meant to be typed.
 #[derive(Args)]
 pub struct EndpointCmd {
     /// The task, as JSON.
@@ -23,22 +24,30 @@ pub struct EndpointCmd {
 }
 
 pub fn endpoint(c: EndpointCmd) -> anyhow::Result<i32> {
-    let task: ClientTask =
-        serde_json::from_str(&c.task).map_err(|e| Usage(format!("--task: {e}")))?;
-    run(&task)
+    let task: Task = serde_json::from_str(&c.task).map_err(|e| Usage(format!("--task: {e}")))?;
+    match task {
+        Task::Client(task) => run(&task),
+        Task::Server(task) => {
+            stack(&task.stack)?.run_server(&task)?;
+            Ok(0)
+        }
+    }
+}
+
+/// The stack a task names.
+fn stack(name: &str) -> anyhow::Result<&'static dyn quiclab_stacks::Stack> {
+    Ok(quiclab_stacks::find(name).ok_or_else(|| {
+        Usage(format!(
+            "stack {name:?} is not known; known: {}",
+            quiclab_stacks::names()
+        ))
+    })?)
 }
 
 /// Runs `task` with its stack and prints what it measured: JSON lines when the request asks
 /// for records, readable lines otherwise; 1 if a request or the page load failed.
 pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
-    let stack = quiclab_stacks::find(&task.stack).ok_or_else(|| {
-        Usage(format!(
-            "stack {:?} is not known; known: {}",
-            task.stack,
-            quiclab_stacks::names()
-        ))
-    })?;
-    match stack.run_client(task)? {
+    match stack(&task.stack)?.run_client(task)? {
         Measured::Requests(records) => crate::cmd_get::report(&records, task.request.records),
         Measured::Page(record) => {
             crate::cmd_page::print_record(&record, task.request.records, crate::cmd_page::summary)

@@ -205,8 +205,8 @@ mod tests {
 
     /// The runner starts quiclab's own endpoints: every launch the built-in plans give a trial
     /// (one trial per arm, condition and size of each plan, in both profiles) parses against
-    /// quiclab's own command line, and every client task among them parses as a task of a
-    /// registered stack, so that a flag or a field renamed on one side only fails here rather
+    /// quiclab's own command line, and every task among them (a client's or a server's) parses
+    /// as a task of a registered stack, so that a flag or a field renamed on one side only fails here rather
     /// than in every trial of a campaign.
     #[test]
     fn every_endpoint_command_line_of_the_built_in_plans_parses() {
@@ -236,13 +236,30 @@ mod tests {
                         }
                         if l.args[0] == "endpoint" {
                             // the task is what the endpoint reads
-                            let task: quiclab_model::task::ClientTask =
-                                serde_json::from_str(&l.args[2]).unwrap_or_else(|e| {
-                                    panic!("plan {name}: task {}: {e}", l.args[2])
-                                });
-                            assert!(quiclab_stacks::find(&task.stack).is_some(), "{task:?}");
-                            let kind = serde_json::to_value(&task.request.ask).unwrap();
-                            task_kinds.insert(kind["kind"].as_str().unwrap().to_string());
+                            let task: quiclab_model::task::Task = serde_json::from_str(&l.args[2])
+                                .unwrap_or_else(|e| panic!("plan {name}: task {}: {e}", l.args[2]));
+                            match task {
+                                quiclab_model::task::Task::Client(task) => {
+                                    assert!(
+                                        quiclab_stacks::find(&task.stack).is_some(),
+                                        "{task:?}"
+                                    );
+                                    let kind = serde_json::to_value(&task.request.ask).unwrap();
+                                    task_kinds.insert(kind["kind"].as_str().unwrap().to_string());
+                                }
+                                quiclab_model::task::Task::Server(task) => {
+                                    assert!(
+                                        quiclab_stacks::find(&task.stack).is_some(),
+                                        "{task:?}"
+                                    );
+                                    // what every own server reads of it, and QUIC's options
+                                    quiclab_stacks::serve::Serve::of_task(&task)
+                                        .unwrap_or_else(|e| panic!("plan {name}: {task:?}: {e:#}"));
+                                    quiclab_stacks::quic_options(&task.knobs)
+                                        .unwrap_or_else(|e| panic!("plan {name}: {task:?}: {e:#}"));
+                                    task_kinds.insert(format!("server {}", task.stack));
+                                }
+                            }
                         }
                         checked.insert(l.args.first().cloned().unwrap_or_default());
                     }
@@ -250,10 +267,17 @@ mod tests {
             }
         }
         // every kind of endpoint the plans start is among them
-        for command in ["serve", "endpoint", "browse", "external"] {
+        for command in ["endpoint", "browse", "external"] {
             assert!(checked.contains(command), "no {command} among {checked:?}");
         }
-        for kind in ["get", "page", "telemetry"] {
+        for kind in [
+            "get",
+            "page",
+            "telemetry",
+            "server tcp",
+            "server quinn",
+            "server coded",
+        ] {
             assert!(
                 task_kinds.contains(kind),
                 "no {kind} task among {task_kinds:?}"

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 
 #[derive(Args, Clone, Debug)]
@@ -26,15 +25,6 @@ pub struct RecordArgs {
 impl RecordArgs {
     pub fn path_min_rtt_us(&self) -> Option<u64> {
         self.path_min_rtt.map(|d| d.as_micros() as u64)
-    }
-
-    /// The qlog directory, created now so that a bad path fails before any connection.
-    pub fn qlog_dir(&self) -> anyhow::Result<Option<PathBuf>> {
-        if let Some(d) = &self.qlog_dir {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
-        }
-        Ok(self.qlog_dir.clone())
     }
 }
 

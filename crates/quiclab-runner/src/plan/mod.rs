@@ -173,9 +173,9 @@ impl Arm {
         }
     }
 
-    /// The server stack's own arguments for this arm.
-    pub fn server_args(&self) -> Vec<String> {
-        self.server_stack.server_args(&self.stack_args())
+    /// The arm's knobs that reach its server (what its server task carries).
+    pub fn server_knobs(&self) -> Vec<(String, String)> {
+        stacks::server_knobs(self.server_stack, &self.knobs)
     }
 
     /// The arm's knobs that reach its client (what its client task carries).
@@ -945,7 +945,10 @@ b = "h3"
         assert_eq!(p.conditions[4].link.down.loss, 0.0);
         assert_eq!(p.conditions[4].link.up.mtu, Some(1400));
         assert_eq!(p.conditions[0].rate_bps(), Some(10_000_000));
-        assert_eq!(p.arms[0].server_args(), ["--tcp-cc", "cubic"]);
+        assert_eq!(
+            p.arms[0].server_knobs(),
+            [("tcp-cc".to_string(), "cubic".to_string())]
+        );
         assert_eq!(p.arms[1].client_knobs(), [("quic-cc".into(), "bbr".into())]);
         assert_eq!(p.arms[1].caveats.len(), 1, "experimental BBR is labelled");
         assert_eq!(p.comparisons, [("h2".to_string(), "h3".to_string())]);
@@ -1532,7 +1535,10 @@ groups = "p256"
                 ("groups".to_string(), "p256".to_string())
             ]
         );
-        assert_eq!(p.arms[1].server_args(), ["--quic-cc", "newreno"]);
+        assert_eq!(
+            p.arms[1].server_knobs(),
+            [("quic-cc".to_string(), "newreno".to_string())]
+        );
         assert_eq!(
             p.arms[1].label,
             "telemetry over a QUIC stream per flush (quinn), newreno"
