@@ -147,12 +147,7 @@ pub(crate) fn timeline_of(task: &ServerTask) -> Option<PathBuf> {
 
 /// A timeline file, created now (so that a bad path fails before the server listens).
 fn timeline_file(path: Option<&PathBuf>, what: &str) -> anyhow::Result<Option<TimelineWriter>> {
-    let Some(path) = path else { return Ok(None) };
-    let file = quiclab_store::output::create(path)
-        .with_context(|| format!("creating the {what} timeline"))?;
-    Ok(Some(TimelineWriter::new(Box::new(
-        std::io::BufWriter::new(file),
-    ))))
+    path.map(|p| timeline_writer(p, what)).transpose()
 }
 
 /// The qlog directory, created now so that a bad path fails before any connection.
@@ -162,6 +157,26 @@ fn qlog_dir(dir: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
             .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
     }
     Ok(dir.map(Path::to_path_buf))
+}
+
+/// Writes `identity`'s certificate chain (PEM) to `path`, for clients to trust: into a
+/// directory only this user (or root) controls, as every output, and whole or not at all.
+pub(crate) fn write_certificate(path: &Path, identity: &Identity) -> anyhow::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    quiclab_store::output::check_dir(parent).context("--write-cert")?;
+    quiclab_store::output::write_atomic(path, identity.chain_pem().as_bytes())
+        .context("writing the certificate")?;
+    Ok(())
+}
+
+/// A timeline file, created now (so that a bad path fails before the server listens).
+pub(crate) fn timeline_writer(path: &Path, what: &str) -> anyhow::Result<TimelineWriter> {
+    let file = quiclab_store::output::create(path)
+        .with_context(|| format!("creating the {what} timeline"))?;
+    Ok(TimelineWriter::new(Box::new(std::io::BufWriter::new(file))))
 }
 
 /// Runs the server until SIGINT or SIGTERM: one line on standard output once it listens, one
@@ -193,14 +208,7 @@ pub fn run(s: Serve) -> anyhow::Result<()> {
     // Written before the socket exists: `quiclab link` starts the client once it sees a listening
     // socket, and the client needs the certificate by then.
     if let Some(path) = &s.write_cert {
-        // into a directory only this user (or root) controls, as every output
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        quiclab_store::output::check_dir(parent).context("--write-cert")?;
-        quiclab_store::output::write_atomic(path, identity.chain_pem().as_bytes())
-            .context("writing the certificate")?;
+        write_certificate(path, &identity)?;
     }
 
     // Set before the runtime starts: its threads inherit the policy.
