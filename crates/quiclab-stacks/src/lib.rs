@@ -21,6 +21,7 @@ mod coded;
 pub mod external;
 pub mod own;
 mod quinn;
+mod s2n;
 pub mod serve;
 mod tcp;
 mod tcp_plain;
@@ -49,6 +50,7 @@ static BUILTIN: &[&dyn Stack] = &[
     &coded::Coded,
     &tcp_plain::TcpPlain,
     &chrome::Chrome,
+    &s2n::S2n,
 ];
 
 /// Every stack: the built-in ones, then the external stacks (the stack files shipped with
