@@ -3,7 +3,9 @@
 //! and the `/bytes` pattern their bodies and uploads are made of.
 //!
 //! - `GET /bytes/N`: exactly N bytes (N in decimal digits, at most [`MAX_BYTES`]) of the pattern
-//!   [`pattern_byte`]; a bad N is a 400 with the reason.
+//!   [`pattern_byte`]; a bad N is a 400 with the reason. `GET /bytes/N?delay-us=D` holds the
+//!   response D µs (at most [`MAX_DELAY_US`]) after the request arrived ([`held`]): a think time
+//!   a plan plants.
 //! - `POST /upload`: the body is read to its end and answered with its length in decimal.
 //! - `GET` of any other path: a file under the server's root, if it has one ([`crate::files`]).
 //! - Anything else: 404.
@@ -22,6 +24,33 @@ pub use quiclab_model::task::MAX_BYTES;
 /// The period of the `/bytes` pattern: a prime, so that the pattern does not line up with
 /// power-of-two record, frame or packet sizes and a misplaced chunk shows up when compared.
 pub const PATTERN_PERIOD: u64 = 251;
+
+/// The query parameter that asks a server to hold its response, in µs.
+pub const DELAY_PARAM: &str = "delay-us";
+
+/// The longest a server holds a response: 60 s.
+pub const MAX_DELAY_US: u64 = 60_000_000;
+
+/// `url` asking its server to hold the response `delay_us` µs (`url` itself for 0).
+pub fn with_delay(url: &str, delay_us: u64) -> String {
+    if delay_us == 0 {
+        return url.to_string();
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{DELAY_PARAM}={delay_us}")
+}
+
+/// How long a request's query asks the server to hold its response: none without the
+/// parameter, or with a value that is not a number of µs up to [`MAX_DELAY_US`].
+pub fn held(query: Option<&str>) -> Option<std::time::Duration> {
+    query?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == DELAY_PARAM)
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .filter(|us| *us <= MAX_DELAY_US)
+        .map(std::time::Duration::from_micros)
+}
 
 /// Byte `i` of every `/bytes/N` body.
 pub fn pattern_byte(i: u64) -> u8 {
@@ -331,5 +360,36 @@ mod tests {
         assert_eq!(expected_bytes("/bytes/77"), Some(77));
         assert_eq!(expected_bytes("/bytes/x"), None);
         assert_eq!(expected_bytes("/upload"), None);
+    }
+
+    #[test]
+    fn a_delay_travels_in_the_query_and_only_a_valid_one_holds_a_response() {
+        let url = with_delay("https://198.18.0.2/bytes/1000", 50_000);
+        assert_eq!(url, "https://198.18.0.2/bytes/1000?delay-us=50000");
+        assert_eq!(
+            with_delay("https://h/bytes/1?a=b", 7),
+            "https://h/bytes/1?a=b&delay-us=7"
+        );
+        assert_eq!(with_delay("https://h/bytes/1", 0), "https://h/bytes/1");
+        let uri: http::Uri = url.parse().unwrap();
+        // the route is the path's: the query does not change what is served
+        assert_eq!(route("GET", uri.path(), false), Route::Bytes(1000));
+        assert_eq!(
+            held(uri.query()),
+            Some(std::time::Duration::from_millis(50))
+        );
+        assert_eq!(
+            held(Some("a=b&delay-us=7")),
+            Some(std::time::Duration::from_micros(7))
+        );
+        for none in [
+            None,
+            Some(""),
+            Some("delay-us=x"),
+            Some("delay=5"),
+            Some("delay-us=60000001"),
+        ] {
+            assert_eq!(held(none), None, "{none:?}");
+        }
     }
 }

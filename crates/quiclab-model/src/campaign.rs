@@ -85,12 +85,15 @@ impl BusySpell {
 }
 
 /// What one trial does, after a plan's profile is applied.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Workload {
-    /// One GET of the trial's size on a new connection.
-    #[default]
-    SingleObject,
+    /// One GET of the trial's size on a new connection; the server holds its response
+    /// `response_delay_us` after the request arrives (0: not at all).
+    SingleObject {
+        #[serde(default, skip_serializing_if = "is_zero")]
+        response_delay_us: u64,
+    },
     /// `requests` GETs of the trial's size one after another, each on a new connection; every
     /// connection after the first resumes the TLS session of an earlier one (over QUIC the
     /// request then goes as 0-RTT data).
@@ -131,6 +134,18 @@ pub enum Workload {
     Requests { name: String, description: String },
 }
 
+impl Default for Workload {
+    fn default() -> Workload {
+        Workload::SingleObject {
+            response_delay_us: 0,
+        }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The stream rate of a segments workload when the plan names none: 6 Mbit/s, HD video as in
 /// the HLS study.
 pub const DEFAULT_STREAM_RATE_BPS: u64 = 6_000_000;
@@ -150,7 +165,7 @@ impl Workload {
     pub fn kind(&self) -> &str {
         match self {
             Workload::Requests { name, .. } => name,
-            Workload::SingleObject => "single-object",
+            Workload::SingleObject { .. } => "single-object",
             Workload::Repeat { .. } => "repeat",
             Workload::Segments { .. } => "segments",
             Workload::Telemetry { .. } => "telemetry",
@@ -162,7 +177,13 @@ impl Workload {
     /// One line for the report's header.
     pub fn describe(&self) -> String {
         match self {
-            Workload::SingleObject => "one GET per trial, on a new connection".into(),
+            Workload::SingleObject {
+                response_delay_us: 0,
+            } => "one GET per trial, on a new connection".into(),
+            Workload::SingleObject { response_delay_us } => format!(
+                "one GET per trial, on a new connection, its response held {} by the server",
+                crate::units::ms(*response_delay_us as f64 / 1000.0)
+            ),
             Workload::Repeat { requests } => {
                 format!("{requests} GETs per trial, each on a new connection resuming a session")
             }
@@ -207,7 +228,7 @@ impl Workload {
     pub fn is_requests(&self) -> bool {
         matches!(
             self,
-            Workload::SingleObject
+            Workload::SingleObject { .. }
                 | Workload::Repeat { .. }
                 | Workload::Segments { .. }
                 | Workload::Pages { .. }
@@ -541,4 +562,32 @@ pub struct TimelinePoint {
     pub rtt_ms: Option<f64>,
     /// Sample taken at a congestion event.
     pub congestion_event: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_object_workload_without_a_delay_reads_and_writes_as_before_the_delay() {
+        let plain = Workload::default();
+        let json = serde_json::to_string(&plain).unwrap();
+        assert_eq!(json, r#"{"kind":"single-object"}"#);
+        assert_eq!(serde_json::from_str::<Workload>(&json).unwrap(), plain);
+        let held = Workload::SingleObject {
+            response_delay_us: 50_000,
+        };
+        let json = serde_json::to_string(&held).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"single-object","response_delay_us":50000}"#
+        );
+        assert_eq!(serde_json::from_str::<Workload>(&json).unwrap(), held);
+        assert!(
+            held.describe().contains("held 50 ms"),
+            "{}",
+            held.describe()
+        );
+        assert_eq!(held.kind(), "single-object");
+    }
 }

@@ -110,20 +110,35 @@ pub struct Request {
     /// The client prints one JSON record per request (the trial's metrics read them). A timed
     /// phase, measured by the link and the clock instead, asks for none.
     pub records: bool,
+    /// The server holds each response this long (µs) after the request has arrived: a think
+    /// time planted on purpose (a slow application or backend), which a client stack passes
+    /// to the server with the request. 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub response_delay_us: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Request {
+    /// `ask`, with a JSON record per request if `records`, and nothing else asked of it.
+    pub fn new(ask: Ask, records: bool) -> Request {
+        Request {
+            ask,
+            records,
+            response_delay_us: 0,
+        }
+    }
+
     /// `ask`, with a JSON record per request.
     pub fn recorded(ask: Ask) -> Request {
-        Request { ask, records: true }
+        Request::new(ask, true)
     }
 
     /// `ask`, with no records (a timed phase).
     pub fn unrecorded(ask: Ask) -> Request {
-        Request {
-            ask,
-            records: false,
-        }
+        Request::new(ask, false)
     }
 }
 

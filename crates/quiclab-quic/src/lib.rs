@@ -62,7 +62,7 @@ use crate::qlog::{QlogFile, QlogTarget, Vantage};
 use crate::recording::{CcObserver, Recorder, RecordingFactory};
 use crate::requests::{Connector, Requests};
 use crate::routes::PatternBody;
-use crate::routes::{Route, first_mismatch, pattern_chunk, route};
+use crate::routes::{Route, first_mismatch, held, pattern_chunk, route};
 use crate::timeline::{TIMELINE_INTERVAL, TimelineWriter};
 use crate::tls::{KxGroup, KxLog, logged_provider};
 use crate::url::{Url, UrlError};

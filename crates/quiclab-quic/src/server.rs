@@ -496,6 +496,10 @@ async fn handle(
     };
     match route(req.method().as_str(), &path, root.is_some()) {
         Route::Bytes(n) => {
+            // a think time the request asks for, before the response's head
+            if let Some(d) = held(req.uri().query()) {
+                tokio::time::sleep(d).await;
+            }
             // A builder from valid parts only: status, a valid header value, a number.
             let head = respond(StatusCode::OK)
                 .header(http::header::CONTENT_LENGTH, n)

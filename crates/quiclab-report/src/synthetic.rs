@@ -117,7 +117,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
             .into(),
         plan_source: "synthetic (quiclab_report::synthetic)".into(),
         profile: "demo".into(),
-        workload: Workload::SingleObject,
+        workload: Workload::default(),
         interleave: None,
         provenance: vec![
             (

@@ -268,7 +268,7 @@ fn an_arm_off_the_model_without_loss_is_flagged() {
 #[test]
 fn other_workloads_get_no_telemetry_section() {
     let mut c = campaign(0.0);
-    c.workload = Workload::SingleObject;
+    c.workload = Workload::default();
     let html = render(&c);
     assert!(!html.contains("<section id=\"telemetry\">"));
 }

@@ -26,7 +26,7 @@ use crate::bulk;
 use crate::expand::TrialSpec;
 use crate::outputs::tail;
 use crate::plan::Plan;
-use crate::stacks::{Endpoint, Launch, ServerOutput};
+use crate::stacks::{self, Endpoint, Launch, ServerOutput};
 use crate::workloads::{self, ClientPhase, Ran, ServerWrites, TimedRun, TrialCtx};
 
 /// What trials need from their surroundings.
@@ -294,9 +294,7 @@ fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Result<Plu
     let request = match &phase {
         ClientPhase::Once(r) | ClientPhase::Timed { request: r, .. } => r,
     };
-    let client = arm
-        .client_stack
-        .client(&arm.stack_args(), &endpoint, request)?;
+    let client = stacks::launch_client(arm.client_stack, &arm.stack_args(), &endpoint, request)?;
     Ok(Plumbing {
         server_output,
         server,

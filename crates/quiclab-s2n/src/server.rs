@@ -1,6 +1,6 @@
-//! The HTTP/3 server over s2n-quic: quiclab's routes (`GET /bytes/N` sends N pattern bytes,
-//! `POST /upload` answers with the count it read, anything else is 404), and its sending side's
-//! timeline from s2n-quic's events.
+//! The HTTP/3 server over s2n-quic: quiclab's routes (`GET /bytes/N` sends N pattern bytes, held
+//! as long as its `delay-us` asks; `POST /upload` answers with the count it read; anything else
+//! is 404), and its sending side's timeline from s2n-quic's events.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use http::{Request, Response, StatusCode};
-use quiclab_endpoint::routes::{Route, pattern_chunk, route};
+use quiclab_endpoint::routes::{Route, held, pattern_chunk, route};
 use quiclab_endpoint::timeline::TimelineWriter;
 use s2n_quic::provider::congestion_controller::{self, Bbr, Cubic};
 use tokio::task::JoinSet;
@@ -163,6 +163,10 @@ async fn handle(req: Request<()>, stream: &mut Stream) -> Result<(), h3::error::
     let head = |status: StatusCode| Response::builder().status(status);
     match route(req.method().as_str(), req.uri().path(), false) {
         Route::Bytes(n) => {
+            // a think time the request asks for, before the response's head
+            if let Some(d) = held(req.uri().query()) {
+                tokio::time::sleep(d).await;
+            }
             // a status and a number: always a valid head
             let response = head(StatusCode::OK)
                 .header(http::header::CONTENT_LENGTH, n)

@@ -254,7 +254,8 @@ impl Stack for External {
                 true
             }
             Capability::Telemetry => self.def.telemetry.is_some(),
-            Capability::Upload => false,
+            // its documents are files: nothing holds a response
+            Capability::Upload | Capability::ResponseDelay => false,
         }
     }
 

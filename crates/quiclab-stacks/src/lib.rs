@@ -197,9 +197,25 @@ pub enum Capability {
     PageLoad,
     /// Send telemetry units in one of its telemetry modes (`quiclab telemetry`).
     Telemetry,
+    /// Pass a request's response delay to its server, whose server then holds the response
+    /// that long (quiclab's own servers: `GET /bytes/N?delay-us=D`).
+    ResponseDelay,
 }
 
 impl Capability {
+    /// What a stack with it does, for messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            Capability::Get => "GET URLs in order",
+            Capability::GetReused => "GET several URLs on one connection",
+            Capability::GetOne => "GET one URL",
+            Capability::Upload => "upload",
+            Capability::PageLoad => "load a page",
+            Capability::Telemetry => "send telemetry",
+            Capability::ResponseDelay => "have its server hold a response (response-delay)",
+        }
+    }
+
     /// A stack that has this capability does what `need` asks.
     pub fn covers(self, need: Capability) -> bool {
         self == need || (self == Capability::Get && need == Capability::GetOne)
@@ -500,6 +516,55 @@ pub fn needs(ask: &Ask) -> Capability {
     }
 }
 
+/// How a trial starts `stack`'s client for `request`: what [`Stack::client`] launches, once
+/// the stack's capabilities cover every property of the request as well as its kind (a
+/// property a stack does not honour is refused by name, never dropped).
+pub fn launch_client(
+    stack: &dyn Stack,
+    arm: &ArmStack,
+    t: &Endpoint,
+    request: &Request,
+) -> Result<Launch, String> {
+    honours(stack, request)?;
+    stack.client(arm, t, request)
+}
+
+/// Refuses, by name, a request with a property `stack`'s client does not honour (a client of
+/// quiclab's own checks its task with it too).
+pub fn honours(stack: &dyn Stack, request: &Request) -> Result<(), String> {
+    if request.response_delay_us > 0 {
+        offers(stack, Capability::ResponseDelay, false)?;
+    }
+    Ok(())
+}
+
+/// Refuses, by name, a stack whose client (or, with `server`, whose server) lacks `c`, and
+/// names the stacks that have it.
+pub fn offers(stack: &dyn Stack, c: Capability, server: bool) -> Result<(), String> {
+    let has = |s: &dyn Stack| {
+        if server {
+            s.serves(c)
+        } else {
+            Capability::any_covers(s.capabilities(), c)
+        }
+    };
+    if has(stack) {
+        return Ok(());
+    }
+    let can: Vec<&str> = all()
+        .into_iter()
+        .filter(|s| has(*s))
+        .map(|s| s.name())
+        .collect();
+    Err(format!(
+        "stack {:?} cannot {}{}; stacks that can: {}",
+        stack.name(),
+        c.what(),
+        if server { " as a server" } else { "" },
+        can.join(", ")
+    ))
+}
+
 /// Why `stack`'s client cannot do what `ask` asks (a plan's capability check keeps such
 /// requests from reaching it; a trial that still gets one fails with this).
 pub fn cannot(stack: &str, ask: &Ask) -> String {
@@ -738,6 +803,57 @@ mod tests {
                 s.name()
             );
         }
+    }
+
+    #[test]
+    fn a_response_delay_reaches_the_clients_that_pass_it_and_is_refused_by_the_rest() {
+        let dir = Path::new("/d");
+        let endpoint = Endpoint {
+            bin: Path::new("/bin/quiclab"),
+            cert: &dir.join("cert.pem"),
+            path_min_rtt: Duration::from_millis(20),
+            qlog_dir: None,
+            dir,
+            objects: &[1000],
+            root: None,
+        };
+        let mut request =
+            Request::recorded(Ask::Get(Get::one("https://198.18.0.2/bytes/1000".into())));
+        request.response_delay_us = 50_000;
+        let mut passed = Vec::new();
+        for stack in all() {
+            let arm = ArmStack {
+                http: stack.http()[0],
+                mode: None,
+                knobs: &[],
+            };
+            let can = Capability::any_covers(stack.capabilities(), Capability::ResponseDelay);
+            match launch_client(stack, &arm, &endpoint, &request) {
+                Ok(l) => {
+                    assert!(can, "{}", stack.name());
+                    let Ok(Task::Client(task)) = serde_json::from_str::<Task>(&l.args[2]) else {
+                        panic!("{}: {:?}", stack.name(), l.args)
+                    };
+                    assert_eq!(task.request.response_delay_us, 50_000);
+                    passed.push(stack.name());
+                }
+                Err(e) => {
+                    assert!(!can, "{}: {e}", stack.name());
+                    assert!(e.contains("cannot have its server hold a response"), "{e}");
+                }
+            }
+            // without the delay, nothing changes for any stack
+            let plain = Request::recorded(request.ask.clone());
+            assert_eq!(
+                launch_client(stack, &arm, &endpoint, &plain),
+                stack.client(&arm, &endpoint, &plain)
+            );
+        }
+        assert_eq!(passed, ["tcp", "quinn", "tcp-plain", "s2n-quic"]);
+        // and a server of documents does not claim to hold one
+        let ngtcp2 = find("ngtcp2").unwrap();
+        assert!(offers(ngtcp2, Capability::ResponseDelay, true).is_err());
+        assert!(offers(find("quinn").unwrap(), Capability::ResponseDelay, true).is_ok());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! stack's module builds its own client from these and its knobs.
 
 use anyhow::Context;
+use quiclab_endpoint::routes;
 use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::RequestRecord;
 use quiclab_model::task::{Ask, ClientTask, Connection, Get, Telemetry};
@@ -98,8 +99,10 @@ pub struct Fetch {
 impl Fetch {
     /// The GETs `g` of `task` (POSTs of `upload` bytes instead, if given).
     fn of(task: &ClientTask, g: &Get, upload: Option<u64>) -> anyhow::Result<Fetch> {
+        // a response delay travels with each URL to the server, which holds the response
+        let delay = task.request.response_delay_us;
         let urls: Vec<String> = (0..g.repeat.max(1))
-            .flat_map(|_| g.urls.iter().cloned())
+            .flat_map(|_| g.urls.iter().map(|u| routes::with_delay(u, delay)))
             .collect();
         let trust = Trust::of(task, &urls)?;
         Ok(Fetch {

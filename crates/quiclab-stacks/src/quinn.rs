@@ -204,6 +204,7 @@ impl Stack for Quinn {
         &[
             Capability::Get,
             Capability::GetReused,
+            Capability::ResponseDelay,
             Capability::Upload,
             Capability::PageLoad,
             Capability::Telemetry,

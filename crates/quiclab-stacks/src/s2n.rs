@@ -68,7 +68,11 @@ impl Stack for S2n {
 
     fn capabilities(&self) -> &'static [Capability] {
         // GETs only: no uploads, page loads or telemetry through it here
-        &[Capability::Get, Capability::GetReused]
+        &[
+            Capability::Get,
+            Capability::GetReused,
+            Capability::ResponseDelay,
+        ]
     }
 
     fn resumes(&self) -> bool {

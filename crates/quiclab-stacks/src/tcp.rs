@@ -156,6 +156,7 @@ impl Stack for Tcp {
         &[
             Capability::Get,
             Capability::GetReused,
+            Capability::ResponseDelay,
             Capability::Upload,
             Capability::PageLoad,
             Capability::Telemetry,

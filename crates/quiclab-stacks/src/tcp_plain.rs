@@ -45,7 +45,12 @@ impl Stack for TcpPlain {
 
     fn capabilities(&self) -> &'static [Capability] {
         // page loads and telemetry speak TLS
-        &[Capability::Get, Capability::GetReused, Capability::Upload]
+        &[
+            Capability::Get,
+            Capability::GetReused,
+            Capability::Upload,
+            Capability::ResponseDelay,
+        ]
     }
 
     fn resumes(&self) -> bool {

@@ -48,7 +48,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::files::Lookup;
 pub use crate::routes::MAX_BYTES;
-use crate::routes::{PatternBody, Route, pattern_chunk, route};
+use crate::routes::{PatternBody, Route, held, pattern_chunk, route};
 use crate::tcpinfo::{
     CongestionError, FASTOPEN_SYSCTL, Sampler, apply_congestion, fast_open_enabled, set_tcp_option,
 };
@@ -493,11 +493,17 @@ async fn handle(
 ) -> Result<Response<ResponseBody>, hyper::Error> {
     let path = req.uri().path().to_string();
     let mut response = match route(req.method().as_str(), &path, state.root.is_some()) {
-        Route::Bytes(n) => Response::new(
-            PatternBody::new(n, state.pattern.clone(), state.first_write)
-                .map_err(BoxError::from)
-                .boxed(),
-        ),
+        Route::Bytes(n) => {
+            // a think time the request asks for, before the response's head
+            if let Some(d) = held(req.uri().query()) {
+                tokio::time::sleep(d).await;
+            }
+            Response::new(
+                PatternBody::new(n, state.pattern.clone(), state.first_write)
+                    .map_err(BoxError::from)
+                    .boxed(),
+            )
+        }
         Route::BadRequest(msg) => text(StatusCode::BAD_REQUEST, msg),
         Route::Upload => {
             let mut body = req.into_body();

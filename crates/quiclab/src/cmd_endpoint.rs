@@ -47,7 +47,9 @@ fn stack(name: &str) -> anyhow::Result<&'static dyn quiclab_stacks::Stack> {
 /// Runs `task` with its stack and prints what it measured: JSON lines when the request asks
 /// for records, readable lines otherwise; 1 if a request or the page load failed.
 pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
-    match stack(&task.stack)?.run_client(task)? {
+    let stack = stack(&task.stack)?;
+    quiclab_stacks::honours(stack, &task.request).map_err(Usage)?;
+    match stack.run_client(task)? {
         Measured::Requests(records) => crate::cmd_get::report(&records, task.request.records),
         Measured::Page(record) => {
             crate::cmd_page::print_record(&record, task.request.records, crate::cmd_page::summary)

@@ -137,10 +137,7 @@ pub fn get(c: GetCmd) -> anyhow::Result<i32> {
         Some(bytes) => Ask::Upload { to, bytes },
         None => Ask::Get(to),
     };
-    let request = Request {
-        ask,
-        records: c.json,
-    };
+    let request = Request::new(ask, c.json);
     let task = crate::cmd_endpoint::front_end_task(
         &c.http, &c.trust, &c.tcp, &c.quic, &c.record, request,
     )?;

@@ -112,14 +112,14 @@ pub fn page(c: PageCmd) -> anyhow::Result<i32> {
     if c.http == "3" {
         c.tcp.refuse_for_quic()?;
     }
-    let request = Request {
-        ask: Ask::Page {
+    let request = Request::new(
+        Ask::Page {
             url: url.clone(),
             page: Some(c.page.clone()),
             priorities: !c.no_priorities,
         },
-        records: c.json,
-    };
+        c.json,
+    );
     let task = crate::cmd_endpoint::front_end_task(
         &c.http, &c.trust, &c.tcp, &c.quic, &c.record, request,
     )?;

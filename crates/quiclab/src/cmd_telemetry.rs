@@ -137,10 +137,7 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
             path_min_rtt_us: c.record.path_min_rtt_us(),
             qlog_dir: c.record.qlog_dir.clone(),
         },
-        request: Request {
-            ask: Ask::Telemetry(run),
-            records: c.json,
-        },
+        request: Request::new(Ask::Telemetry(run), c.json),
     };
     crate::cmd_endpoint::run(&task)
 }

@@ -121,7 +121,7 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
         Workload::Segments { count, .. } => format!("{count} × {}", units::size(bytes)),
         Workload::Repeat { requests } => format!("{requests} × {}", units::size(bytes)),
         // every unit's bytes: the TTLB sections do not render for it
-        Workload::SingleObject | Workload::Telemetry { .. } | Workload::Requests { .. } => {
+        Workload::SingleObject { .. } | Workload::Telemetry { .. } | Workload::Requests { .. } => {
             units::size(bytes)
         }
         // the trial's size is its number of parallel connections
@@ -137,7 +137,7 @@ pub fn size_label(c: &Campaign, bytes: u64) -> String {
 /// single objects), for the sections built on it.
 pub fn ttlb_note(c: &Campaign) -> String {
     let what = match &c.workload {
-        Workload::SingleObject | Workload::Telemetry { .. } | Workload::Bulk { .. } => {
+        Workload::SingleObject { .. } | Workload::Telemetry { .. } | Workload::Bulk { .. } => {
             return String::new();
         }
         // the header's line says what it is

@@ -537,7 +537,7 @@ mod tests {
         assert!(html.contains("h2 — iteration 1") && html.contains("h3 — iteration 1"));
         // other workloads: nothing
         let other = Campaign {
-            workload: Workload::SingleObject,
+            workload: Workload::default(),
             ..camp.clone()
         };
         assert!(render(&Analysis::new(&other)).is_none());

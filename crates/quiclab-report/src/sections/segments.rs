@@ -973,7 +973,7 @@ mod tests {
     #[test]
     fn other_workloads_have_no_segments_section() {
         let mut c = campaign(Vec::new(), false);
-        c.workload = Workload::SingleObject;
+        c.workload = Workload::default();
         assert_eq!(render(&Analysis::new(&c)), None);
     }
 }

@@ -614,8 +614,18 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
     };
     for (aname, t) in raw.arms.get_ref() {
         // the stacks' own refusals first: they name what offers the key
-        arms.push(parse_arm(ctx, aname, t, workload_kind)?);
+        let arm = parse_arm(ctx, aname, t, workload_kind)?;
         workload_kind.check_arm(&workload_keys, aname.get_ref(), t)?;
+        // what the workload as set asks of both stacks besides its kind (e.g. a response
+        // delay: the client passes it, the server honours it)
+        if let Some(c) = workload_kind.needs_also(&workload) {
+            for (s, server) in [(arm.client_stack, false), (arm.server_stack, true)] {
+                stacks::offers(s, c, server).map_err(|e| {
+                    ctx.err(raw.workload.span(), format!("arm {:?}: {e}", arm.name))
+                })?;
+            }
+        }
+        arms.push(arm);
     }
     let mut comparisons = Vec::new();
     for c in &raw.compare {
@@ -1476,6 +1486,50 @@ http = "2"
         // quiclab's own stacks do
         let own = segments.replace("stack = \"ngtcp2\"", "http = \"3\"");
         parse(&own, "t.toml", Profile::Full).unwrap();
+    }
+
+    #[test]
+    fn a_response_delay_reaches_the_request_and_is_refused_by_stacks_that_cannot_hold_one() {
+        let held = GOOD.replace(
+            "sizes = [\"100kb\", 1000000]",
+            "sizes = [\"100kb\", 1000000]\nresponse-delay = \"50ms\"",
+        );
+        let p = parse(&held, "t.toml", Profile::Full).unwrap();
+        assert_eq!(
+            p.workload,
+            Workload::SingleObject {
+                response_delay_us: 50_000
+            }
+        );
+        // the delay is part of a trial's identity; without it, the ids are those of before
+        let plain = parse(GOOD, "t.toml", Profile::Full).unwrap();
+        let id = |p: &Plan| crate::expand::expand(p)[0].id.clone();
+        assert_ne!(id(&p), id(&plain));
+        let spec = &crate::expand::expand(&p)[0];
+        let (_, client) = crate::trial::command_lines(
+            std::path::Path::new("quiclab"),
+            std::path::Path::new("/d"),
+            &p,
+            spec,
+        )
+        .unwrap();
+        assert!(client.contains("\"response_delay_us\":50000"), "{client}");
+        // a server of documents cannot hold a response: refused at the plan, with who can
+        let external = held.replace("quic-cc = \"bbr\"\nhttp = \"3\"", "stack = \"ngtcp2\"");
+        let e = parse(&external, "t.toml", Profile::Full).unwrap_err();
+        assert!(
+            e.message.contains(
+                "arm \"h3\": stack \"ngtcp2\" cannot have its server hold a response \
+                 (response-delay); stacks that can: tcp, quinn, tcp-plain, s2n-quic"
+            ),
+            "{e}"
+        );
+        let bad = GOOD.replace(
+            "sizes = [\"100kb\", 1000000]",
+            "sizes = [\"100kb\"]\nresponse-delay = \"2min\"",
+        );
+        let e = parse(&bad, "t.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains("up to 60s"), "{e}");
     }
 
     const TELEMETRY: &str = r#"

@@ -174,6 +174,11 @@ pub trait WorkloadKind: Sync {
     fn needs(&self) -> Capability {
         Capability::Get
     }
+    /// What else both stacks must do for the workload as the plan set it (a key that asks the
+    /// server for something), if anything.
+    fn needs_also(&self, _w: &Workload) -> Option<Capability> {
+        None
+    }
     /// The workload and the trial sizes from `[workload]`.
     fn parse(&self, keys: &WorkloadKeys) -> Result<(Workload, Vec<u64>), PlanError>;
     /// Whether a trial connects more than once from one client, so that a session can be
@@ -301,7 +306,7 @@ mod tests {
     #[test]
     fn every_kind_the_model_knows_is_registered_once() {
         let model_kinds = [
-            Workload::SingleObject,
+            Workload::default(),
             Workload::Repeat { requests: 1 },
             Workload::Segments {
                 count: 1,
