@@ -254,6 +254,10 @@ pub struct Arm {
     /// The client is a real browser (its page loads are the browser's own measurements).
     #[serde(default)]
     pub client_browser: bool,
+    /// The transport its trials run over, as its stacks say; `None` in campaigns recorded
+    /// before arms said.
+    #[serde(default)]
+    pub transport: Option<crate::record::Transport>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -77,6 +77,15 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// As data names it: "tcp", "quic", "coded".
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
+            Transport::Coded => "coded",
+        }
+    }
+
     /// How people write it: "TCP", "QUIC", "coded UDP".
     pub fn title(self) -> &'static str {
         match self {

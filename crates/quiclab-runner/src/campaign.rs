@@ -170,6 +170,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
                 server_stack: a.server_stack.name().to_string(),
                 client_stack: a.client_stack.name().to_string(),
                 client_browser: a.client_stack.browser(),
+                transport: Some(a.transport()),
             })
             .collect(),
         conditions: plan

@@ -790,8 +790,13 @@ impl Store {
              artifacts",
             trials.iter().map(|t| {
                 let m = t.outcome.as_ref().ok();
-                let transport = transport_of(&t.config);
                 let arm = campaign.arms.iter().find(|a| a.name == t.arm);
+                // as the arm's stacks said; a campaign recorded before arms said it is read
+                // from the trial's configuration
+                let transport = match arm.and_then(|a| a.transport) {
+                    Some(t) => t.name(),
+                    None => legacy_transport_of(&t.config),
+                };
                 let cond = campaign.conditions.iter().find(|c| c.name == t.condition);
                 vec![
                     t.id.clone(),
@@ -949,9 +954,9 @@ pub struct Export {
     pub stale: usize,
 }
 
-/// The transport a trial's arm ran over, from its configuration: `tcp`, `quic` or `coded`
-/// (empty when the configuration names none).
-fn transport_of(config: &serde_json::Value) -> &'static str {
+/// The transport a trial's arm ran over in a campaign recorded before arms said it, from the
+/// trial's configuration: `tcp`, `quic` or `coded` (empty when the configuration names none).
+fn legacy_transport_of(config: &serde_json::Value) -> &'static str {
     let arm = &config["arm"];
     match (arm["http"].as_str(), arm["telemetry"].as_str()) {
         (Some("1.1" | "2"), _) | (_, Some("tcp")) => "tcp",
@@ -1432,6 +1437,44 @@ pub(crate) mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    /// The transport column says what the arm's stacks said, not what its HTTP version
+    /// suggests.
+    #[test]
+    fn the_transport_of_a_trial_is_its_arms() {
+        let d = dir("transport");
+        let mut s = Store::open(&d).unwrap();
+        let mut c = Campaign {
+            arms: vec![quiclab_model::campaign::Arm {
+                name: "h3-cubic".into(),
+                transport: Some(quiclab_model::record::Transport::Coded),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        s.set_campaign(&c).unwrap();
+        // the trial's configuration says HTTP/3; the arm says the coded transport
+        s.record(&trial("b", 1, Ok(metrics(99.5, 0)))).unwrap();
+        let column = |s: &Store| {
+            let files = s.export_csv(&d.join("csv")).unwrap().files;
+            let f = files.iter().find(|f| f.ends_with("trials.csv")).unwrap();
+            let text = std::fs::read_to_string(f).unwrap();
+            let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+            let row: Vec<String> = text
+                .lines()
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .map(String::from)
+                .collect();
+            row[header.iter().position(|h| *h == "transport").unwrap()].clone()
+        };
+        assert_eq!(column(&s), "coded");
+        c.arms[0].transport = None;
+        s.set_campaign(&c).unwrap();
+        assert_eq!(column(&s), "quic");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     /// A column means one thing for every stack: an HTTP/3 trial's lost packets go to
     /// `quic_lost_packets`, never to TCP's retransmitted segments; the arm's knobs, the
     /// condition's keys, its round trip and rate come along, and the arms and conditions tables
@@ -1476,6 +1519,7 @@ pub(crate) mod tests {
                 .collect()
         };
         let t = &table("trials.csv")[0];
+        // an arm recorded without its transport: read from the trial's configuration
         assert_eq!(t["transport"], "quic");
         assert_eq!(t["packets_lost"], "2");
         assert_eq!(t["bytes_resent"], "2900");
