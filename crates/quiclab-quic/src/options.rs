@@ -163,21 +163,26 @@ pub struct QuicOptions {
 
 impl Default for QuicOptions {
     fn default() -> Self {
-        QuicOptions {
-            congestion: QuicCongestion::Cubic,
-            initial_rtt_us: 333_000,
-            mtu_discovery: true,
-            initial_mtu: 1200,
-            max_udp_payload: 1452,
-            gso: true,
-            stream_receive_window: 1_250_000,
-            receive_window: VARINT_MAX,
-            send_window: 10_000_000,
-            datagram_buffer: None,
-            round_robin: true,
-            priorities: true,
-        }
+        QuicOptions::DEFAULT
     }
+}
+
+impl QuicOptions {
+    /// The defaults: every front-end's and every plan's unless a knob says otherwise.
+    pub const DEFAULT: QuicOptions = QuicOptions {
+        congestion: QuicCongestion::Cubic,
+        initial_rtt_us: 333_000,
+        mtu_discovery: true,
+        initial_mtu: 1200,
+        max_udp_payload: 1452,
+        gso: true,
+        stream_receive_window: 1_250_000,
+        receive_window: VARINT_MAX,
+        send_window: 10_000_000,
+        datagram_buffer: None,
+        round_robin: true,
+        priorities: true,
+    };
 }
 
 impl QuicOptions {

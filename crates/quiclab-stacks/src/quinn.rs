@@ -234,8 +234,12 @@ impl Stack for Quinn {
             Some(mode) => super::telemetry_label(mode, "quinn"),
             None => "HTTP/3 over QUIC (quinn)".to_string(),
         };
-        // quiclab's QUIC endpoints run cubic unless told otherwise
-        with_cc(&stack, super::knob(knobs, "quic-cc"), "cubic")
+        // quiclab's QUIC endpoints run their default controller unless told otherwise
+        with_cc(
+            &stack,
+            super::knob(knobs, "quic-cc"),
+            QuicOptions::DEFAULT.congestion.name(),
+        )
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {

@@ -7,24 +7,24 @@ use quiclab_quic::QuicOptions;
 #[command(next_help_heading = "QUIC (HTTP/3)")]
 pub struct QuicArgs {
     /// QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental).
-    #[arg(long, value_name = "NAME", default_value = "cubic")]
+    #[arg(long, value_name = "NAME", default_value_t = DEFAULT.congestion.name().to_string())]
     quic_cc: String,
     /// RTT QUIC assumes before its first sample (e.g. 100ms).
-    #[arg(long, value_name = "DURATION", default_value = "333ms")]
+    #[arg(long, value_name = "DURATION", default_value_t = duration(DEFAULT.initial_rtt_us))]
     quic_initial_rtt: String,
     /// QUIC path MTU discovery: on or off.
-    #[arg(long, value_name = "on|off", default_value = "on")]
+    #[arg(long, value_name = "on|off", default_value_t = on_off(DEFAULT.mtu_discovery))]
     quic_mtu_discovery: String,
     /// UDP payload QUIC starts with, before path MTU discovery raises it (1200 to
     /// --quic-max-udp-payload).
-    #[arg(long, value_name = "BYTES", default_value_t = 1200)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT.initial_mtu)]
     quic_initial_mtu: u16,
     /// Largest UDP payload QUIC sends (the upper bound of MTU discovery). With GSO on, a batch
     /// holds as many datagrams as fit one 65,507-byte UDP send (10 up to 6550, 7 at 8952).
-    #[arg(long, value_name = "BYTES", default_value_t = 1452)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT.max_udp_payload)]
     quic_max_udp_payload: u16,
     /// QUIC generic segmentation offload: on or off.
-    #[arg(long, value_name = "on|off", default_value = "on")]
+    #[arg(long, value_name = "on|off", default_value_t = on_off(DEFAULT.gso))]
     quic_gso: String,
     /// Flow-control window of each QUIC stream (e.g. 1250kb, 16mib): how much a peer may send
     /// on one stream ahead of what the application has read.
@@ -36,18 +36,38 @@ pub struct QuicArgs {
     quic_conn_window: Option<u64>,
     /// How QUIC shares the sending side between streams with data: round-robin (quinn's
     /// default) or fifo (one stream after another, in the order they were opened).
-    #[arg(long, value_name = "round-robin|fifo", default_value = "round-robin", value_parser = ["round-robin", "fifo"])]
+    #[arg(long, value_name = "round-robin|fifo", default_value_t = scheduling(DEFAULT.round_robin), value_parser = ["round-robin", "fifo"])]
     quic_scheduling: String,
     /// Whether an HTTP/3 server honours RFC 9218 `priority` request headers (e.g. `u=1` before
     /// `u=5, i`): on sends more urgent responses first and, with round-robin, non-incremental
     /// responses of one urgency one by one before sharing the link between the incremental ones
     /// (`i`); off treats every request alike (as --quic-scheduling says).
-    #[arg(long, value_name = "on|off", default_value = "on")]
+    #[arg(long, value_name = "on|off", default_value_t = on_off(DEFAULT.priorities))]
     quic_priorities: String,
     /// Unreliable QUIC datagrams (RFC 9221): off, or the bytes buffered for sending and for
     /// receiving them (e.g. 1mb); a datagram is at most one packet.
-    #[arg(long, value_name = "off|SIZE", default_value = "off")]
+    #[arg(long, value_name = "off|SIZE", default_value_t = DEFAULT.datagram_buffer.map_or("off".into(), |b| b.to_string()))]
     quic_datagrams: String,
+}
+
+/// The options' defaults, which are the flags' (stated once, in `quiclab-quic`).
+const DEFAULT: QuicOptions = QuicOptions::DEFAULT;
+
+/// A duration as the flags write it: whole milliseconds where it has them.
+fn duration(us: u64) -> String {
+    if us.is_multiple_of(1000) {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{us}us")
+    }
+}
+
+fn on_off(on: bool) -> String {
+    if on { "on" } else { "off" }.to_string()
+}
+
+fn scheduling(round_robin: bool) -> String {
+    if round_robin { "round-robin" } else { "fifo" }.to_string()
 }
 
 fn size(s: &str) -> Result<u64, String> {
