@@ -662,10 +662,13 @@ mod tests {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let b = shard("refuse-link-b", "p", &IDS, "2/2", &["b"], "h", "v1");
-        let e = merge(&link, &[a.clone(), b]).unwrap_err().to_string();
+        let e = merge(&link, &[a.clone(), b.clone()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("symbolic link"), "{e}");
         assert!(!target.join(crate::DB_FILE).exists(), "{e}");
         let _ = std::fs::remove_file(&link);
+        let _ = std::fs::remove_dir_all(&b);
         // a shard whose database was cut short in a copy: refused by name
         let cut = shard("refuse-cut", "p", &IDS, "2/2", &["b"], "h", "v1");
         let db = cut.join(crate::DB_FILE);
