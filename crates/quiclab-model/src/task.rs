@@ -36,10 +36,7 @@ pub struct ClientTask {
 impl ClientTask {
     /// The value of knob `key`, if the task sets it.
     pub fn knob(&self, key: &str) -> Option<&str> {
-        self.knobs
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        knob(&self.knobs, key)
     }
 }
 
@@ -69,10 +66,7 @@ pub struct ServerTask {
 impl ServerTask {
     /// The value of knob `key`, if the task sets it.
     pub fn knob(&self, key: &str) -> Option<&str> {
-        self.knobs
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        knob(&self.knobs, key)
     }
 }
 
@@ -92,6 +86,14 @@ pub enum ServerWrites {
 pub enum Task {
     Client(ClientTask),
     Server(ServerTask),
+}
+
+/// The value of knob `key` among `knobs` (key, value), if set.
+pub fn knob<'a>(knobs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    knobs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }
 
 /// What an endpoint records besides its output.

@@ -242,13 +242,8 @@ impl ArmStack<'_> {
     }
 }
 
-/// The value of `key` among normalised knobs.
-pub fn knob<'a>(knobs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    knobs
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
+// the value of `key` among normalised knobs
+pub use quiclab_model::task::knob;
 
 /// What a trial gives both endpoints.
 #[derive(Debug, Clone, Copy)]

@@ -152,11 +152,19 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Creates the task's qlog directory, if it names one, so that a bad path fails before any
 /// connection.
 pub fn make_qlog_dir(task: &ClientTask) -> anyhow::Result<()> {
-    if let Some(d) = &task.recording.qlog_dir {
+    create_qlog_dir(task.recording.qlog_dir.as_deref()).map(drop)
+}
+
+/// Creates `dir` if given (a qlog directory, client's or server's), so that a bad path fails
+/// before any connection; the directory, as given.
+pub(crate) fn create_qlog_dir(
+    dir: Option<&std::path::Path>,
+) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if let Some(d) = dir {
         std::fs::create_dir_all(d)
             .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
     }
-    Ok(())
+    Ok(dir.map(std::path::Path::to_path_buf))
 }
 
 /// The TCP congestion controller of a telemetry run over TCP that names none (the kernel's

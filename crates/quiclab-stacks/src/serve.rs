@@ -150,15 +150,6 @@ fn timeline_file(path: Option<&PathBuf>, what: &str) -> anyhow::Result<Option<Ti
     path.map(|p| timeline_writer(p, what)).transpose()
 }
 
-/// The qlog directory, created now so that a bad path fails before any connection.
-fn qlog_dir(dir: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
-    if let Some(d) = dir {
-        std::fs::create_dir_all(d)
-            .with_context(|| format!("--qlog-dir: creating {}", d.display()))?;
-    }
-    Ok(dir.map(Path::to_path_buf))
-}
-
 /// Writes `identity`'s certificate chain (PEM) to `path`, for clients to trust: into a
 /// directory only this user (or root) controls, as every output, and whole or not at all.
 pub(crate) fn write_certificate(path: &Path, identity: &Identity) -> anyhow::Result<()> {
@@ -268,7 +259,7 @@ pub fn run(s: Serve) -> anyhow::Result<()> {
                 quic,
                 timeline: timeline_file(s.quic_timeline.as_ref(), "QUIC")?,
                 path_min_rtt_us: s.path_min_rtt_us,
-                qlog_dir: qlog_dir(s.qlog_dir.as_deref())?,
+                qlog_dir: crate::own::create_qlog_dir(s.qlog_dir.as_deref())?,
                 root: s.root.clone(),
                 service: telemetry
                     .clone()
