@@ -19,6 +19,8 @@
 
 use std::collections::HashMap;
 
+use serde::Deserialize;
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::page::{
@@ -148,11 +150,59 @@ fn check_entry(e: &Value) -> Result<(), String> {
 }
 
 /// A page from a HAR's text; `origin` names it in errors, `name` is the page's name.
+/// The most entries a HAR may hold in all: each is parsed into a tree before the page's own limit
+/// of [`MAX_RESOURCES`] (counted from the document on) can be applied, so a HAR of many more is
+/// refused from a count that allocates nothing.
+pub const MAX_ENTRIES: usize = 4 * MAX_RESOURCES;
+
+/// How many entries `log.entries` holds, counted without building them (`None`: not that shape;
+/// the full parse says why).
+fn count_entries(text: &str) -> Option<usize> {
+    struct Count(usize);
+    impl<'de> Deserialize<'de> for Count {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Counter;
+            impl<'de> Visitor<'de> for Counter {
+                type Value = Count;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an array")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                    let mut n = 0;
+                    while seq.next_element::<IgnoredAny>()?.is_some() {
+                        n += 1;
+                    }
+                    Ok(Count(n))
+                }
+            }
+            d.deserialize_seq(Counter)
+        }
+    }
+    #[derive(Deserialize)]
+    struct Log {
+        entries: Count,
+    }
+    #[derive(Deserialize)]
+    struct Har {
+        log: Log,
+    }
+    serde_json::from_str::<Har>(text)
+        .ok()
+        .map(|h| h.log.entries.0)
+}
+
 pub fn page_from_har(text: &str, origin: &str, name: &str) -> Result<Page, ManifestError> {
     let err = |message: String| ManifestError {
         origin: origin.to_string(),
         message,
     };
+    // counted first: a tree of each of 200,000 entries took longer than the refusal may
+    if let Some(n) = count_entries(text).filter(|n| *n > MAX_ENTRIES) {
+        return Err(err(format!(
+            "{n} entries; at most {MAX_ENTRIES} are read (and {MAX_RESOURCES} resources from \
+             its document on)"
+        )));
+    }
     let har: Value = serde_json::from_str(text).map_err(|e| {
         err(format!(
             "{}:{}: not a HAR file (JSON): {e}",
@@ -427,13 +477,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("200000 resources") && e.contains("at most 10000"),
+            e.contains("200000 entries") && e.contains("at most 40000"),
             "{e}"
         );
         assert!(
             start.elapsed() < std::time::Duration::from_secs(1),
             "{:?}",
             start.elapsed()
+        );
+        // fewer entries than that, but more resources than a page may have
+        let e = page_from_har(&many(10_001), "big.har", "big")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("10001 resources from its document on") && e.contains("at most 10000"),
+            "{e}"
         );
         // the limit itself: 10,000 resources, 9,999 of them one URL, numbered apart
         let p = page_from_har(&many(10_000), "limit.har", "limit").unwrap();
