@@ -31,6 +31,9 @@ pub struct ClientTask {
     pub cacert: Option<PathBuf>,
     pub recording: Recording,
     pub request: Request,
+    /// Where a stack that is another program is found and keeps its files.
+    #[serde(default, flatten)]
+    pub program: Program,
 }
 
 impl ClientTask {
@@ -61,6 +64,27 @@ pub struct ServerTask {
     pub root: Option<PathBuf>,
     pub writes: ServerWrites,
     pub recording: Recording,
+    /// The object sizes the trial's requests ask for: a server of static files writes them
+    /// (`/bytes/N`) before it listens; quiclab's own servers make any on request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<u64>,
+    /// Where a stack that is another program is found and keeps its files.
+    #[serde(default, flatten)]
+    pub program: Program,
+}
+
+/// What an endpoint whose stack is another program (a stack file's) needs besides the task;
+/// empty for quiclab's own stacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Program {
+    /// The stack file that defines the stack when it is not built in: the endpoint reads it
+    /// (a user's stack beside a plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_file: Option<PathBuf>,
+    /// Where the endpoint keeps its files: the program's output, its downloads or documents,
+    /// its key and qlog files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_dir: Option<PathBuf>,
 }
 
 impl ServerTask {
@@ -262,6 +286,8 @@ mod tests {
             root: None,
             writes: ServerWrites::Timeline("/d/timeline.jsonl".into()),
             recording: Recording::default(),
+            objects: Vec::new(),
+            program: Program::default(),
         };
         assert_eq!(server.knob("tcp-cc"), Some("cubic"));
         assert_eq!(server.knob("quic-cc"), None);
@@ -291,6 +317,7 @@ mod tests {
                 qlog_dir: None,
             },
             request: Request::recorded(Ask::Get(Get::one("https://h/bytes/1".into()))),
+            program: Program::default(),
         };
         assert_eq!(t.knob("quic-cc"), Some("bbr"));
         let Ask::Get(_) = &t.request.ask else {

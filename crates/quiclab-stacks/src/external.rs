@@ -2,23 +2,39 @@
 //!
 //! The stack files shipped with quiclab are registered on first use; a user's are registered
 //! from beside a plan ([`load_beside`]: every `*.toml` in a `stacks/` directory next to the
-//! plan file). A trial runs such a stack through quiclab's own `external serve` and
-//! `external get` commands, which start the programs, wait for the server to hold its port and
-//! turn the client's output into request records; the stack is named to them by its built-in
-//! name or its file.
+//! plan file). A trial starts such a stack's endpoints as every other stack's, `quiclab
+//! endpoint --task`, with the stack's file in the task when it is a user's: the stack then runs
+//! its program in that process ([`serve`], [`fetch`]), waits for the server to hold its port
+//! and turns the client's output into request records. `quiclab external serve` and `get` are
+//! front-ends of the same code. A stack's own telemetry client is started directly: it writes
+//! quiclab's records itself.
 
-use std::path::Path;
-use std::sync::RwLock;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
 
-use quiclab_external::def::{DefError, Placeholder, StackDef, TelemetryDef};
-use quiclab_model::record::{HttpVersion, Transport};
+use anyhow::{Context, bail};
+use quiclab_external::client::{self, GetOptions};
+use quiclab_external::def::{DefError, Placeholder, Source, StackDef, TelemetryDef};
+use quiclab_external::server::{ServeOptions, Server};
+use quiclab_model::record::{HttpVersion, RequestRecord, Transport};
 use quiclab_telemetry::Mode;
 
-use quiclab_model::task::{self, Ask, Connection, Request};
+use quiclab_model::task::{
+    self, Ask, ClientTask, Connection, Program, Request, ServerTask, ServerWrites, Task,
+};
 
 use super::{
-    ArmStack, Capability, Check, Endpoint, Knob, Launch, ServerOutput, Side, Stack, with_cc,
+    ArmStack, Capability, Check, Endpoint, Knob, Launch, Measured, ServerOutput, Side, Stack,
+    with_cc,
 };
+
+/// Where an external stack's server listens: UDP port 443 of every IPv4 address of the
+/// server's namespace (the clients' URLs name one).
+const LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 443);
 
 /// An external stack; lives as long as the process (the registry hands out `&'static`).
 pub struct External {
@@ -158,16 +174,105 @@ impl External {
         }
     }
 
-    /// The arguments every `external` command takes: the stack and the arm's knobs.
-    fn common_args(&self, arm: &ArmStack) -> Vec<String> {
-        let mut out = vec!["--stack".to_string(), self.def.reference()];
-        for (k, v) in arm.knobs {
-            if self.def.knob(k).is_some() {
-                out.extend(["--knob".to_string(), format!("{k}={v}")]);
-            }
+    /// What its endpoints' tasks carry besides quiclab's own: its file when it is a user's,
+    /// and the endpoint's folder under the trial's.
+    fn program(&self, work_dir: PathBuf) -> Program {
+        Program {
+            stack_file: match &self.def.source {
+                Source::Builtin(_) => None,
+                Source::File(p) => Some(p.clone()),
+            },
+            work_dir: Some(work_dir),
         }
-        out
     }
+}
+
+/// The folder a task names for the endpoint's files (a trial always names one).
+fn work_dir(task: &Program) -> anyhow::Result<PathBuf> {
+    task.work_dir
+        .clone()
+        .context("the task names no work directory for the stack's program")
+}
+
+/// Runs `def`'s server with `opts` until SIGTERM, SIGINT or SIGHUP: says "listening" once its
+/// program holds its UDP port; then, when `timeline` names a file, writes the sending side's
+/// timeline there from the server's qlog files (RTT samples below `path_min_rtt_us` counted as
+/// impossible). An error if the program exited by itself.
+pub fn serve(
+    def: &StackDef,
+    opts: &ServeOptions,
+    timeline: Option<&Path>,
+    path_min_rtt_us: Option<u64>,
+) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    // a signal sets the flag, then wakes the wait through the pipe
+    let (woken, wake) = std::os::unix::net::UnixStream::pair().context("cannot make a pipe")?;
+    wake.set_nonblocking(true).context("cannot make a pipe")?;
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot handle signals")?;
+        let wake = wake.try_clone().context("cannot make a pipe")?;
+        signal_hook::low_level::pipe::register(sig, wake).context("cannot handle signals")?;
+    }
+    let mut server = Server::start(def, opts)?;
+    eprintln!("$ {}", server.command_line);
+    eprintln!(
+        "quiclab external: {} ({}) listening on {}:{}",
+        def.name, server.program, opts.address, opts.port
+    );
+    let exited = server.wait(&stop, Some(woken.as_fd()));
+    let (samples, problems) = server.finish(path_min_rtt_us);
+    for p in &problems {
+        eprintln!("quiclab external: warning: qlog {p}");
+    }
+    if let Some(path) = timeline {
+        let mut text = String::new();
+        for s in &samples {
+            text.push_str(&serde_json::to_string(s).context("encoding a timeline sample")?);
+            text.push('\n');
+        }
+        quiclab_store::output::write_atomic(path, text.as_bytes())?;
+    }
+    if let Some(status) = exited {
+        bail!("the server program exited by itself with {status}");
+    }
+    Ok(())
+}
+
+/// Fetches what `task` asks with `def`'s client, one program run (one connection) per URL:
+/// a record per request. Its knobs are `def`'s, checked already; `resume` sets its `resume`
+/// knob. GETs only, each on a connection of its own (one request may ask for reuse).
+pub fn fetch(def: &StackDef, task: &ClientTask) -> anyhow::Result<Vec<RequestRecord>> {
+    let get = match &task.request.ask {
+        Ask::Get(g) if g.connection == Connection::New || g.requests() == 1 => g,
+        ask => bail!("{}", super::cannot(&def.name, ask)),
+    };
+    let mut knobs = task.knobs.clone();
+    if get.resume && !knobs.iter().any(|(k, _)| k == "resume") {
+        if def.knob("resume").is_none() {
+            bail!(
+                "--resume: stack {:?} does not resume sessions (it has no resume knob)",
+                def.name
+            );
+        }
+        knobs.push(("resume".into(), "true".into()));
+    }
+    let opts = GetOptions {
+        cacert: task
+            .cacert
+            .clone()
+            .context("the task names no certificate to trust")?,
+        knobs,
+        work_dir: work_dir(&task.program)?,
+        qlog_dir: task.recording.qlog_dir.clone(),
+        keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
+    };
+    let repeat = get.repeat.max(1) as usize;
+    let urls: Vec<String> = (0..repeat).flat_map(|_| get.urls.iter().cloned()).collect();
+    Ok(client::get(def, &urls, &opts))
 }
 
 impl External {
@@ -288,86 +393,60 @@ impl Stack for External {
     }
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
-        let mut args = vec!["external".to_string(), "serve".into()];
-        args.extend(self.common_args(arm));
-        args.extend([
-            // every IPv4 address of the server's namespace (the clients' URLs name one)
-            "--address".into(),
-            "0.0.0.0".into(),
-            "--port".into(),
-            "443".into(),
-            "--cert".into(),
-            t.cert.display().to_string(),
-            "--work-dir".into(),
-            t.dir.join("server").display().to_string(),
-        ]);
-        if !t.objects.is_empty() {
-            let sizes: Vec<String> = t.objects.iter().map(u64::to_string).collect();
-            args.extend(["--objects".into(), sizes.join(",")]);
-        }
-        if let Some(root) = t.root {
-            args.extend(["--root".into(), root.display().to_string()]);
-        }
-        if !t.path_min_rtt.is_zero() {
-            args.extend([
-                "--path-min-rtt".into(),
-                format!("{}us", t.path_min_rtt.as_micros()),
-            ]);
-        }
-        match out {
-            ServerOutput::Timeline(p) => {
-                args.extend(["--timeline".into(), p.display().to_string()]);
-            }
-            ServerOutput::Units(p) => {
-                args.extend(["--telemetry-log".into(), p.display().to_string()]);
-            }
-        }
+        let mut task = super::server_task(self, arm, t, out, LISTEN);
+        task.objects = t.objects.to_vec();
+        task.program = self.program(t.dir.join("server"));
         Launch {
-            program: t.bin.to_path_buf(),
-            args,
-            // `external serve` watches its server's qlog directory
+            // the server's adapter watches its program's qlog directory
             inotify: true,
-            ..Launch::default()
+            ..super::endpoint_launch(t, &Task::Server(task))
         }
     }
 
     fn client(&self, arm: &ArmStack, t: &Endpoint, request: &Request) -> Result<Launch, String> {
-        let get = match &request.ask {
+        match &request.ask {
             Ask::Telemetry(run) => match &self.def.telemetry {
-                Some(def) => return Ok(self.telemetry_client(arm, t, run, def)),
-                None => return Err(super::cannot(self.name(), &request.ask)),
+                Some(def) => Ok(self.telemetry_client(arm, t, run, def)),
+                None => Err(super::cannot(self.name(), &request.ask)),
             },
             // its client program makes one connection per run: a single request is on a new
             // connection either way
-            Ask::Get(g) if g.connection == Connection::New || g.requests() == 1 => g,
-            ask @ (Ask::Get(_) | Ask::Upload { .. } | Ask::Page { .. }) => {
-                return Err(super::cannot(self.name(), ask));
+            Ask::Get(g) if g.connection == Connection::New || g.requests() == 1 => {
+                let mut task = super::client_task(self, arm, t, request);
+                task.program = self.program(t.dir.join("client"));
+                Ok(super::endpoint_launch(t, &Task::Client(task)))
             }
+            ask @ (Ask::Get(_) | Ask::Upload { .. } | Ask::Page { .. }) => {
+                Err(super::cannot(self.name(), ask))
+            }
+        }
+    }
+
+    fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
+        Ok(Measured::Requests(fetch(&self.def, task)?))
+    }
+
+    fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {
+        let opts = ServeOptions {
+            address: task.listen.ip().to_string(),
+            port: task.listen.port(),
+            cert: task.write_cert.clone(),
+            objects: task.objects.clone(),
+            root: task.root.clone(),
+            knobs: task.knobs.clone(),
+            work_dir: work_dir(&task.program)?,
+            keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
+            telemetry_log: match &task.writes {
+                ServerWrites::Units(p) => Some(p.clone()),
+                ServerWrites::Timeline(_) => None,
+            },
         };
-        let mut args = vec!["external".to_string(), "get".into()];
-        if request.records {
-            args.push("--json".into());
-        }
-        args.extend(self.common_args(arm));
-        args.extend([
-            "--cacert".into(),
-            t.cert.display().to_string(),
-            "--work-dir".into(),
-            t.dir.join("client").display().to_string(),
-        ]);
-        if let Some(q) = t.qlog_dir {
-            args.extend(["--qlog-dir".into(), q.display().to_string()]);
-        }
-        let mut what = super::get_args(get);
-        if get.connection == Connection::Reuse {
-            // `--connection reuse` (one request): the program's own default, new
-            what.drain(..2);
-        }
-        args.extend(what);
-        Ok(Launch {
-            program: t.bin.to_path_buf(),
-            args,
-            ..Launch::default()
-        })
+        let timeline = super::serve::timeline_of(task);
+        serve(
+            &self.def,
+            &opts,
+            timeline.as_deref(),
+            task.recording.path_min_rtt_us,
+        )
     }
 }

@@ -37,7 +37,7 @@ use std::time::Duration;
 use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{
-    Ask, ClientTask, Connection, Get, Recording, Request, ServerTask, ServerWrites, Task,
+    Ask, ClientTask, Connection, Get, Program, Recording, Request, ServerTask, ServerWrites, Task,
 };
 use quiclab_quic as quic;
 use quiclab_telemetry::Mode;
@@ -74,6 +74,23 @@ fn first(is: impl Fn(&dyn Stack) -> bool) -> Option<&'static dyn Stack> {
 /// The stack called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Stack> {
     first(|s| s.name() == name)
+}
+
+/// The stack a task names: one registered, or the one its stack file defines (read and
+/// registered now: a user's stack beside a plan, run by an endpoint the trial started).
+pub fn of_task(name: &str, program: &Program) -> Result<&'static dyn Stack, String> {
+    if let Some(file) = &program.stack_file {
+        let def = quiclab_external::StackDef::load(file).map_err(|e| e.to_string())?;
+        if def.name != name {
+            return Err(format!(
+                "stack file {} defines stack {:?}, not {name:?}",
+                file.display(),
+                def.name
+            ));
+        }
+        return external::register(def);
+    }
+    find(name).ok_or_else(|| format!("stack {name:?} is not known; known: {}", names()))
 }
 
 /// The default stack for an HTTP version (`http = "3"` alone).
@@ -388,6 +405,8 @@ pub fn server_task(
             ServerOutput::Units(p) => ServerWrites::Units(p.to_path_buf()),
         },
         recording: recording(t),
+        objects: Vec::new(),
+        program: Program::default(),
     }
 }
 
@@ -466,6 +485,7 @@ pub fn client_task(
         cacert: (stack.scheme() == "https").then(|| t.cert.to_path_buf()),
         recording: recording(t),
         request: request.clone(),
+        program: Program::default(),
     }
 }
 

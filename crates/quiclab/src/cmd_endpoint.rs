@@ -1,12 +1,13 @@
-//! `quiclab endpoint --task JSON`: the one entry point a trial starts for an endpoint of
-//! quiclab's own. A client task (`quiclab_model::task::ClientTask`: GETs, uploads, page loads,
+//! `quiclab endpoint --task JSON`: the one entry point a trial starts for an endpoint of a
+//! stack quiclab runs (all but a browser and an external stack's own telemetry client). A client task (`quiclab_model::task::ClientTask`: GETs, uploads, page loads,
 //! telemetry) names the stack, its knobs, whom it trusts, what it records and the request; a
 //! server task (`ServerTask`) names the stack, where it listens, its knobs and what it writes.
-//! The stack runs it in this process, as `quiclab get` runs the task it makes of its flags.
+//! The stack runs it in this process, as `quiclab get` runs the task it makes of its flags; a
+//! stack that is another program (a stack file's) runs that program from here.
 
 use clap::Args;
 use quiclab_model::record::HttpVersion;
-use quiclab_model::task::{Ask, ClientTask, Recording, Request, Task};
+use quiclab_model::task::{Ask, ClientTask, Program, Recording, Request, Task};
 use quiclab_stacks::Measured;
 
 use crate::quicargs::QuicArgs;
@@ -28,26 +29,21 @@ pub fn endpoint(c: EndpointCmd) -> anyhow::Result<i32> {
     match task {
         Task::Client(task) => run(&task),
         Task::Server(task) => {
-            stack(&task.stack)?.run_server(&task)?;
+            stack(&task.stack, &task.program)?.run_server(&task)?;
             Ok(0)
         }
     }
 }
 
-/// The stack a task names.
-fn stack(name: &str) -> anyhow::Result<&'static dyn quiclab_stacks::Stack> {
-    Ok(quiclab_stacks::find(name).ok_or_else(|| {
-        Usage(format!(
-            "stack {name:?} is not known; known: {}",
-            quiclab_stacks::names()
-        ))
-    })?)
+/// The stack a task names (read from its stack file when the task gives one).
+fn stack(name: &str, program: &Program) -> anyhow::Result<&'static dyn quiclab_stacks::Stack> {
+    Ok(quiclab_stacks::of_task(name, program).map_err(Usage)?)
 }
 
 /// Runs `task` with its stack and prints what it measured: JSON lines when the request asks
 /// for records, readable lines otherwise; 1 if a request or the page load failed.
 pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
-    let stack = stack(&task.stack)?;
+    let stack = stack(&task.stack, &task.program)?;
     quiclab_stacks::honours(stack, &task.request).map_err(Usage)?;
     match stack.run_client(task)? {
         Measured::Requests(records) => crate::cmd_get::report(&records, task.request.records),
@@ -94,5 +90,6 @@ pub fn front_end_task(
             qlog_dir: record.qlog_dir.clone(),
         },
         request,
+        program: Default::default(),
     })
 }

@@ -1,16 +1,14 @@
 //! `quiclab external`: run an external stack's server or client (a stack file's programs) the
-//! way a trial does, and turn what they print into quiclab's records.
+//! way a trial does, and turn what they print into quiclab's records: a front-end of the
+//! stack's own code (`quiclab_stacks::external`), which a trial's endpoint task runs too.
 
-use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
-use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use quiclab_external::StackDef;
-use quiclab_external::client::{self, GetOptions};
-use quiclab_external::server::{ServeOptions, Server};
+use quiclab_external::server::ServeOptions;
+use quiclab_model::record::HttpVersion;
+use quiclab_model::task::{Ask, ClientTask, Connection, Get, Program, Recording, Request};
 
 use crate::usage::{Usage, usage};
 
@@ -147,21 +145,8 @@ pub fn external(c: ExternalCmd) -> anyhow::Result<i32> {
 
 fn serve(a: ServeArgs) -> anyhow::Result<i32> {
     let (def, knobs) = a.stack.resolve()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    // a signal sets the flag, then wakes the wait through the pipe
-    let (woken, wake) = std::os::unix::net::UnixStream::pair().context("cannot make a pipe")?;
-    wake.set_nonblocking(true).context("cannot make a pipe")?;
-    for sig in [
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, stop.clone()).context("cannot handle signals")?;
-        let wake = wake.try_clone().context("cannot make a pipe")?;
-        signal_hook::low_level::pipe::register(sig, wake).context("cannot handle signals")?;
-    }
     let opts = ServeOptions {
-        address: a.address.clone(),
+        address: a.address,
         port: a.port,
         cert: a.cert,
         objects: a.objects,
@@ -171,51 +156,38 @@ fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
         telemetry_log: a.telemetry_log,
     };
-    let mut server = Server::start(&def, &opts)?;
-    eprintln!("$ {}", server.command_line);
-    eprintln!(
-        "quiclab external: {} ({}) listening on {}:{}",
-        def.name, server.program, a.address, a.port
-    );
-    let exited = server.wait(&stop, Some(woken.as_fd()));
     let floor = a.path_min_rtt.map(|d| d.as_micros() as u64);
-    let (samples, problems) = server.finish(floor);
-    for p in &problems {
-        eprintln!("quiclab external: warning: qlog {p}");
-    }
-    if let Some(path) = &a.timeline {
-        let mut text = String::new();
-        for s in &samples {
-            text.push_str(&serde_json::to_string(s).context("encoding a timeline sample")?);
-            text.push('\n');
-        }
-        quiclab_store::output::write_atomic(path, text.as_bytes())?;
-    }
-    if let Some(status) = exited {
-        bail!("the server program exited by itself with {status}");
-    }
+    quiclab_stacks::external::serve(&def, &opts, a.timeline.as_deref(), floor)?;
     Ok(0)
 }
 
 fn get(a: GetArgs) -> anyhow::Result<i32> {
-    let (def, mut knobs) = a.stack.resolve()?;
-    if a.resume && !knobs.iter().any(|(k, _)| k == "resume") {
-        if def.knob("resume").is_none() {
-            bail!(
-                "--resume: stack {:?} does not resume sessions (it has no resume knob)",
-                def.name
-            );
-        }
-        knobs.push(("resume".into(), "true".into()));
-    }
-    let opts = GetOptions {
-        cacert: a.cacert,
+    let (def, knobs) = a.stack.resolve()?;
+    // the task a trial hands the stack's client, made of the flags
+    let task = ClientTask {
+        stack: def.name.clone(),
+        http: HttpVersion::Http3,
+        mode: None,
         knobs,
-        work_dir: a.stack.work_dir,
-        qlog_dir: a.qlog_dir,
-        keylog: std::env::var_os("SSLKEYLOGFILE").map(PathBuf::from),
+        cacert: Some(a.cacert),
+        recording: Recording {
+            path_min_rtt_us: None,
+            qlog_dir: a.qlog_dir,
+        },
+        request: Request::new(
+            Ask::Get(Get {
+                urls: a.urls,
+                connection: Connection::New,
+                resume: a.resume,
+                repeat: a.repeat,
+            }),
+            a.json,
+        ),
+        program: Program {
+            stack_file: None,
+            work_dir: Some(a.stack.work_dir),
+        },
     };
-    let urls: Vec<String> = (0..a.repeat).flat_map(|_| a.urls.iter().cloned()).collect();
-    let records = client::get(&def, &urls, &opts);
+    let records = quiclab_stacks::external::fetch(&def, &task)?;
     crate::cmd_get::report(&records, a.json)
 }

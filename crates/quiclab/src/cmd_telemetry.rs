@@ -138,6 +138,7 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
             qlog_dir: c.record.qlog_dir.clone(),
         },
         request: Request::new(Ask::Telemetry(run), c.json),
+        program: Default::default(),
     };
     crate::cmd_endpoint::run(&task)
 }
