@@ -127,6 +127,12 @@ pub struct Recording {
     pub path_min_rtt_us: Option<u64>,
     /// A qlog file per QUIC connection goes here.
     pub qlog_dir: Option<PathBuf>,
+    /// A browser's net-log (Chromium's) goes to this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netlog: Option<PathBuf>,
+    /// A browser's standard error goes to this file (else beside its profile, removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_log: Option<PathBuf>,
 }
 
 /// What a workload asks a trial's client to do.
@@ -315,6 +321,7 @@ mod tests {
             recording: Recording {
                 path_min_rtt_us: Some(20_000),
                 qlog_dir: None,
+                ..Default::default()
             },
             request: Request::recorded(Ask::Get(Get::one("https://h/bytes/1".into()))),
             program: Program::default(),

@@ -16,7 +16,7 @@
 //! [`for_http`]) or explicitly (`stack = "quinn"`); an arm may pair a `server-stack` with a
 //! different `client-stack` when both speak its HTTP version.
 
-mod chrome;
+pub mod chrome;
 mod coded;
 pub mod external;
 pub mod own;
@@ -37,7 +37,7 @@ use std::time::Duration;
 use quiclab_endpoint::tls::KxGroup;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{
-    Ask, ClientTask, Connection, Get, Program, Recording, Request, ServerTask, ServerWrites, Task,
+    Ask, ClientTask, Connection, Program, Recording, Request, ServerTask, ServerWrites, Task,
 };
 use quiclab_quic as quic;
 use quiclab_telemetry::Mode;
@@ -415,6 +415,7 @@ fn recording(t: &Endpoint) -> Recording {
     Recording {
         path_min_rtt_us: (!t.path_min_rtt.is_zero()).then_some(t.path_min_rtt.as_micros() as u64),
         qlog_dir: t.qlog_dir.map(Path::to_path_buf),
+        ..Default::default()
     }
 }
 
@@ -492,29 +493,6 @@ pub fn client_task(
 /// The knobs among `knobs` that reach `stack`'s client (not only its server), in order.
 pub fn client_knobs(stack: &dyn Stack, knobs: &[(String, String)]) -> Vec<(String, String)> {
     knobs_reaching(stack, knobs, |side| side != Side::Server)
-}
-
-/// `quiclab page`'s (and `browse`'s) arguments for a page load.
-pub(crate) fn page_args(url: &str, page: Option<&str>) -> Vec<String> {
-    let mut args = Vec::new();
-    if let Some(p) = page {
-        args.extend(["--page".to_string(), p.to_string()]);
-    }
-    args.push(url.to_string());
-    args
-}
-
-/// `quiclab get`'s arguments for GETs (`external get` and `browse --object` take the same).
-pub(crate) fn get_args(g: &Get) -> Vec<String> {
-    let mut args = vec!["--connection".to_string(), g.connection.name().to_string()];
-    if g.resume {
-        args.push("--resume".into());
-    }
-    if g.repeat != 1 {
-        args.extend(["--repeat".into(), g.repeat.to_string()]);
-    }
-    args.extend(g.urls.iter().cloned());
-    args
 }
 
 /// The capability a client needs for `ask`.
@@ -660,6 +638,7 @@ pub(crate) static RESUME: Knob = Knob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quiclab_model::task::Get;
 
     #[test]
     fn every_http_version_and_telemetry_mode_has_a_default_stack() {
@@ -869,33 +848,6 @@ mod tests {
         let ngtcp2 = find("ngtcp2").unwrap();
         assert!(offers(ngtcp2, Capability::ResponseDelay, true).is_err());
         assert!(offers(find("quinn").unwrap(), Capability::ResponseDelay, true).is_ok());
-    }
-
-    #[test]
-    fn requests_become_the_arguments_of_quiclab_s_clients_in_order() {
-        let g = Get {
-            urls: vec!["u1".into(), "u2".into()],
-            connection: Connection::New,
-            repeat: 3,
-            resume: true,
-        };
-        assert_eq!(
-            get_args(&g),
-            [
-                "--connection",
-                "new",
-                "--resume",
-                "--repeat",
-                "3",
-                "u1",
-                "u2"
-            ]
-        );
-        assert_eq!(page_args("https://h", None), ["https://h"]);
-        assert_eq!(
-            page_args("https://h", Some("small")),
-            ["--page", "small", "https://h"]
-        );
     }
 
     /// A GET of quiclab's own stacks is one task for `quiclab endpoint`: the knobs that reach

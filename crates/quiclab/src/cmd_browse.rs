@@ -1,14 +1,14 @@
-//! `quiclab browse`: load a page in a real browser (Chromium, headless) and report what it saw.
+//! `quiclab browse`: load a page in a real browser (Chromium, headless) and report what it saw:
+//! a front-end of the `chrome` stack's client (`quiclab_stacks::chrome::browse`), which a
+//! trial's endpoint task runs too.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use quiclab_browser::load::{BrowserOptions, LoadOptions, load};
-use quiclab_browser::object::ObjectOptions;
 use quiclab_model::record::HttpVersion;
+use quiclab_model::task::{Ask, ClientTask, Get, Recording, Request};
 use quiclab_pages::page;
 use quiclab_pages::site;
 
@@ -77,8 +77,8 @@ pub struct BrowseCmd {
 }
 
 pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
-    let page = page::load_manifest(&c.page).context("--page")?;
     if let Some(dir) = &c.write_site {
+        let page = page::load_manifest(&c.page).context("--page")?;
         let folder = dir.join(site::SITE_DIR).join(site::slug(&page));
         let built = site::build(&page);
         built
@@ -95,7 +95,7 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
     }
     let url = c
         .url
-        .as_deref()
+        .clone()
         .expect("clap requires URL without --write-site");
     let program = quiclab_external::def::locate_program(&c.browser).with_context(|| {
         format!(
@@ -103,137 +103,44 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
             c.browser
         )
     })?;
-    let cacert = c
-        .cacert
-        .as_ref()
-        .context("--cacert is required: the server's certificate (quiclab serve --write-cert)")?;
-    let pem = std::fs::read_to_string(cacert)
-        .with_context(|| format!("reading --cacert {}", cacert.display()))?;
-    let pin = quiclab_browser::spki::pin_from_pem(&pem)
-        .with_context(|| format!("--cacert {}", cacert.display()))?;
+    anyhow::ensure!(
+        c.cacert.is_some(),
+        "--cacert is required: the server's certificate (quiclab serve --write-cert)"
+    );
     anyhow::ensure!(
         c.timeout.is_finite() && c.timeout > 0.0 && c.timeout <= 3600.0,
         "--timeout {}: allowed: 0 to 3600 seconds",
         c.timeout
     );
-    let profile = tempdir()?;
-    remove_on_signal(profile.clone())?;
-    let browser = BrowserOptions {
-        program,
+    // the task a trial hands the browser's stack, made of the flags
+    let ask = if c.object {
+        Ask::Get(Get::one(url))
+    } else {
+        Ask::Page {
+            url,
+            page: Some(c.page.clone()),
+            priorities: false,
+        }
+    };
+    let stack = quiclab_stacks::all()
+        .into_iter()
+        .find(|s| s.browser())
+        .expect("a browser's stack is built in");
+    let task = ClientTask {
+        stack: stack.name().into(),
         http: HttpVersion::from_name(&c.http).expect("clap allows 2 and 3"),
-        spki_pin: pin,
-        profile_dir: profile.join("profile"),
-        stderr: c
-            .browser_log
-            .clone()
-            .unwrap_or_else(|| profile.join("browser.log")),
-        netlog: c.netlog.clone(),
+        mode: None,
+        knobs: Vec::new(),
+        cacert: c.cacert.clone(),
+        recording: Recording {
+            netlog: c.netlog.clone(),
+            browser_log: c.browser_log.clone(),
+            ..Default::default()
+        },
+        request: Request::new(ask, c.json),
+        program: Default::default(),
     };
     let timeout = Duration::from_secs_f64(c.timeout);
-    if c.object {
-        let record = quiclab_browser::object::fetch(&ObjectOptions {
-            browser,
-            url: url.to_string(),
-            timeout,
-        });
-        let _ = std::fs::remove_dir_all(&profile);
-        wait_if_stopping();
-        return crate::cmd_get::report(&[record], c.json);
-    }
-    let opts = LoadOptions {
-        browser,
-        url: format!(
-            "{}{}",
-            url.trim_end_matches('/'),
-            site::document_path(&page)
-        ),
-        page,
-        timeout,
-    };
-    let record = load(&opts);
-    let _ = std::fs::remove_dir_all(&profile);
-    wait_if_stopping();
-    crate::cmd_page::print_record(&record, c.json, summary)
-}
-
-fn summary(r: &quiclab_pages::page_client::PageRecord) -> String {
-    let mut s = format!(
-        "page {} in a browser over HTTP/{}: {} resources, {} bytes, {} connection(s)",
-        r.page,
-        r.http.name(),
-        r.resources.len(),
-        r.bytes,
-        r.connections
-    );
-    if let Some(b) = &r.browser {
-        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
-        s += &format!(
-            "; {}: load event {}, first contentful paint {}, largest contentful paint {}, \
-             Speed Index {} ({} frames), visually complete {}; protocols {}",
-            b.browser,
-            ms(b.load_event_ms),
-            ms(b.first_contentful_paint_ms),
-            ms(b.largest_contentful_paint_ms),
-            ms(b.speed_index_ms),
-            b.frames,
-            ms(b.visually_complete_ms),
-            b.protocols.join(", ")
-        );
-        if let Some(m) = &b.model {
-            s += &format!("; quiclab's model on these arrivals: {m}");
-        }
-    }
-    if let Some(e) = &r.error {
-        s += &format!(", FAILED: {e}");
-    }
-    s
-}
-
-/// On SIGTERM, SIGINT, SIGHUP or SIGQUIT (a campaign stopping its trial, Ctrl-C), the browser
-/// is ended, `dir` (its profile and temporary files) removed, and quiclab exits as the signal
-/// would have ended it (status 128 + the signal's number).
-fn remove_on_signal(dir: PathBuf) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGQUIT])
-        .context("handling termination signals")?;
-    std::thread::Builder::new()
-        .name("browse-signals".into())
-        .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                // set before the browser is ended: the load that fails because of it must
-                // not report that failure as the exit status
-                STOPPING.store(true, Ordering::SeqCst);
-                quiclab_browser::cdp::kill_running();
-                let _ = std::fs::remove_dir_all(&dir);
-                std::process::exit(128 + sig);
-            }
-        })
-        .context("starting the signal thread")?;
-    Ok(())
-}
-
-/// Set by the signal thread before it ends the browser.
-static STOPPING: AtomicBool = AtomicBool::new(false);
-
-/// A load ended by a termination signal returns while the signal's thread is still removing
-/// the profile: this thread waits for that thread's exit (status 128 + signal), so the status is
-/// the signal's, not the failed load's.
-fn wait_if_stopping() {
-    while STOPPING.load(Ordering::SeqCst) {
-        std::thread::park();
-    }
-}
-
-/// A fresh private directory for the browser's profile.
-fn tempdir() -> anyhow::Result<PathBuf> {
-    let base = std::env::temp_dir();
-    for n in 0..1000u32 {
-        let d = base.join(format!("quiclab-browse-{}-{n}", std::process::id()));
-        match std::fs::create_dir(&d) {
-            Ok(()) => return Ok(d),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("creating {}", d.display())),
-        }
-    }
-    anyhow::bail!("cannot create a profile directory in {}", base.display())
+    let measured = quiclab_stacks::chrome::browse(&task, &program, timeout)?;
+    crate::cmd_endpoint::print(&task, &measured)
 }

@@ -45,17 +45,22 @@ fn stack(name: &str, program: &Program) -> anyhow::Result<&'static dyn quiclab_s
 pub fn run(task: &ClientTask) -> anyhow::Result<i32> {
     let stack = stack(&task.stack, &task.program)?;
     quiclab_stacks::honours(stack, &task.request).map_err(Usage)?;
-    match stack.run_client(task)? {
-        Measured::Requests(records) => crate::cmd_get::report(&records, task.request.records),
-        Measured::Page(record) => {
-            crate::cmd_page::print_record(&record, task.request.records, crate::cmd_page::summary)
-        }
+    print(task, &stack.run_client(task)?)
+}
+
+/// Prints what `task` measured: JSON lines when its request asks for records, readable lines
+/// otherwise; 1 if a request or the page load failed.
+pub fn print(task: &ClientTask, measured: &Measured) -> anyhow::Result<i32> {
+    let records = task.request.records;
+    match measured {
+        Measured::Requests(r) => crate::cmd_get::report(r, records),
+        Measured::Page(record) => crate::cmd_page::print_record(record, records),
         Measured::Telemetry(outcome) => {
             let url = match &task.request.ask {
                 Ask::Telemetry(t) => t.url.as_str(),
                 _ => "",
             };
-            crate::cmd_telemetry::print_outcome(&outcome, task.request.records, url)
+            crate::cmd_telemetry::print_outcome(outcome, records, url)
         }
     }
 }
@@ -88,6 +93,7 @@ pub fn front_end_task(
         recording: Recording {
             path_min_rtt_us: record.path_min_rtt_us(),
             qlog_dir: record.qlog_dir.clone(),
+            ..Default::default()
         },
         request,
         program: Default::default(),

@@ -173,6 +173,7 @@ fn get(a: GetArgs) -> anyhow::Result<i32> {
         recording: Recording {
             path_min_rtt_us: None,
             qlog_dir: a.qlog_dir,
+            ..Default::default()
         },
         request: Request::new(
             Ask::Get(Get {
@@ -189,5 +190,5 @@ fn get(a: GetArgs) -> anyhow::Result<i32> {
         },
     };
     let records = quiclab_stacks::external::fetch(&def, &task)?;
-    crate::cmd_get::report(&records, a.json)
+    crate::cmd_endpoint::print(&task, &quiclab_stacks::Measured::Requests(records))
 }

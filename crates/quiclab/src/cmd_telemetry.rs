@@ -136,6 +136,7 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
         recording: Recording {
             path_min_rtt_us: c.record.path_min_rtt_us(),
             qlog_dir: c.record.qlog_dir.clone(),
+            ..Default::default()
         },
         request: Request::new(Ask::Telemetry(run), c.json),
         program: Default::default(),
