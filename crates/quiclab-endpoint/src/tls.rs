@@ -57,8 +57,9 @@ pub enum TlsError {
     Config(#[source] rustls::Error),
 }
 
-/// A key-exchange group the server can accept, named as on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A key-exchange group the server can accept, named as on the command line (and in a task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum KxGroup {
     X25519,
     P256,

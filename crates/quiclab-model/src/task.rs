@@ -25,8 +25,14 @@ pub struct ClientTask {
     pub http: HttpVersion,
     /// A telemetry arm's mode, by name (`tcp`, `quic-stream`, ...).
     pub mode: Option<String>,
-    /// The arm's knobs, as the stack normalised them (key, value), in the arm's order.
+    /// The arm's knobs that reach the client, as text (key, value), in the arm's order: for a
+    /// stack whose program takes them so (an external stack's templates place them); empty
+    /// for a stack that takes `settings`.
     pub knobs: Vec<(String, String)>,
+    /// The knobs of a stack of quiclab's own, parsed once where the task was made into the
+    /// stack's typed settings (its own serde type), which its endpoint reads as they are.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub settings: serde_json::Value,
     /// PEM certificates to trust (none for `http://` URLs).
     pub cacert: Option<PathBuf>,
     pub recording: Recording,
@@ -34,13 +40,6 @@ pub struct ClientTask {
     /// Where a stack that is another program is found and keeps its files.
     #[serde(default, flatten)]
     pub program: Program,
-}
-
-impl ClientTask {
-    /// The value of knob `key`, if the task sets it.
-    pub fn knob(&self, key: &str) -> Option<&str> {
-        knob(&self.knobs, key)
-    }
 }
 
 /// What a trial hands its server when the server is quiclab's own code (`quiclab endpoint
@@ -52,8 +51,12 @@ pub struct ServerTask {
     pub stack: String,
     /// The address it listens on (the IPv6 any address also accepts IPv4).
     pub listen: SocketAddr,
-    /// The arm's knobs that reach the server, as the stack normalised them, in the arm's order.
+    /// The arm's knobs that reach the server, as text, in the arm's order: for a stack whose
+    /// program takes them so; empty for a stack that takes `settings`.
     pub knobs: Vec<(String, String)>,
+    /// The knobs of a stack of quiclab's own, parsed into its typed settings (as a client's).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub settings: serde_json::Value,
     /// The server makes a certificate for this run and writes it here (PEM) before it
     /// listens, for the client to trust.
     pub write_cert: PathBuf,
@@ -85,13 +88,6 @@ pub struct Program {
     /// its key and qlog files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_dir: Option<PathBuf>,
-}
-
-impl ServerTask {
-    /// The value of knob `key`, if the task sets it.
-    pub fn knob(&self, key: &str) -> Option<&str> {
-        knob(&self.knobs, key)
-    }
 }
 
 /// What a trial's server writes.
@@ -281,12 +277,21 @@ impl Telemetry {
 mod tests {
     use super::*;
 
+    /// The server task of a task's JSON.
+    fn server_of(json: &str) -> ServerTask {
+        match serde_json::from_str::<Task>(json).unwrap() {
+            Task::Server(s) => s,
+            Task::Client(c) => panic!("a client's task: {c:?}"),
+        }
+    }
+
     #[test]
     fn a_task_says_its_role_and_round_trips_through_json() {
         let server = ServerTask {
             stack: "s".into(),
             listen: "[::]:443".parse().unwrap(),
-            knobs: vec![("tcp-cc".into(), "cubic".into())],
+            knobs: Vec::new(),
+            settings: serde_json::json!({"tcp_cc": "cubic", "server_groups": ["p256"]}),
             write_cert: "/d/cert.pem".into(),
             handshake_timeout_us: 10_500_000,
             root: None,
@@ -295,8 +300,6 @@ mod tests {
             objects: Vec::new(),
             program: Program::default(),
         };
-        assert_eq!(server.knob("tcp-cc"), Some("cubic"));
-        assert_eq!(server.knob("quic-cc"), None);
         let json = serde_json::to_string(&Task::Server(server.clone())).unwrap();
         assert!(
             json.starts_with(r#"{"role":"server","stack":"s""#),
@@ -306,6 +309,15 @@ mod tests {
             serde_json::from_str::<Task>(&json).unwrap(),
             Task::Server(server)
         );
+        // a task without typed settings or an external stack's program says none of them
+        let bare = ServerTask {
+            settings: serde_json::Value::Null,
+            ..server_of(&json)
+        };
+        let json = serde_json::to_string(&bare).unwrap();
+        for absent in ["settings", "objects", "stack_file", "work_dir"] {
+            assert!(!json.contains(absent), "{json}");
+        }
         // a task without its role is refused, not guessed
         assert!(serde_json::from_str::<Task>(r#"{"stack":"s"}"#).is_err());
     }
@@ -317,6 +329,7 @@ mod tests {
             http: HttpVersion::Http3,
             mode: None,
             knobs: vec![("quic-cc".into(), "bbr".into())],
+            settings: serde_json::Value::Null,
             cacert: Some("/d/cert.pem".into()),
             recording: Recording {
                 path_min_rtt_us: Some(20_000),
@@ -326,7 +339,12 @@ mod tests {
             request: Request::recorded(Ask::Get(Get::one("https://h/bytes/1".into()))),
             program: Program::default(),
         };
-        assert_eq!(t.knob("quic-cc"), Some("bbr"));
+        assert_eq!(knob(&t.knobs, "quic-cc"), Some("bbr"));
+        let json = serde_json::to_string(&Task::Client(t.clone())).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Task>(&json).unwrap(),
+            Task::Client(t.clone())
+        );
         let Ask::Get(_) = &t.request.ask else {
             panic!("a GET")
         };
@@ -356,9 +374,7 @@ mod tests {
             .units(),
             0
         );
-        assert_eq!(t.knob("quic-gso"), None);
-        let text = serde_json::to_string(&t).unwrap();
-        assert_eq!(serde_json::from_str::<ClientTask>(&text).unwrap(), t);
+        assert_eq!(knob(&t.knobs, "quic-gso"), None);
     }
 
     #[test]

@@ -20,7 +20,8 @@ pub use server::{ServerOptions, serve};
 pub const ALPN_H3: &[u8] = b"h3";
 
 /// s2n-quic's congestion controllers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Congestion {
     /// CUBIC (RFC 9438), s2n-quic's default.
     #[default]

@@ -6,7 +6,7 @@ use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{ClientTask, Request};
 use quiclab_telemetry::Mode;
 
-use crate::own::{Job, Measured, runtime};
+use crate::own::{Job, Measured, Settings, runtime};
 
 use crate::serve::{self, Serve};
 use quiclab_model::task::ServerTask;
@@ -59,6 +59,10 @@ impl Stack for Coded {
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
         quiclab_server(self, arm, t, out, HTTPS_LISTEN)
+    }
+
+    fn settings(&self, knobs: &[(String, String)]) -> anyhow::Result<serde_json::Value> {
+        Ok(Settings::of(knobs)?.value())
     }
 
     fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {

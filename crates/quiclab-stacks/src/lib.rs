@@ -143,6 +143,15 @@ pub trait Stack: Sync {
     }
     /// The arm's label when the plan gives none.
     fn label(&self, http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String;
+    /// Its knobs (those reaching one endpoint) parsed into the typed settings its endpoints
+    /// take, as a task carries them (the stack's own serde type, which its `run_client` and
+    /// `run_server` read); `null` for a stack whose program takes its knobs as text (the task's
+    /// `knobs`). Called where a task is made; a plan's check calls it for every arm, so a
+    /// trial's cannot fail.
+    fn settings(&self, knobs: &[(String, String)]) -> anyhow::Result<serde_json::Value> {
+        let _ = knobs;
+        Ok(serde_json::Value::Null)
+    }
     /// How a trial starts the server.
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch;
     /// How a trial starts the client for a workload's request, or why this stack's client
@@ -393,10 +402,12 @@ pub fn server_task(
     // the limit on a slow handshake (against idle connections) grows with the path: a TLS
     // handshake over TCP takes two round trips and more when a packet is lost; whole ms
     let handshake = SERVER_HANDSHAKE_TIMEOUT + t.path_min_rtt * 10;
+    let (knobs, settings) = typed_arm(stack, server_knobs(stack, arm.knobs));
     ServerTask {
         stack: stack.name().to_string(),
         listen,
-        knobs: server_knobs(stack, arm.knobs),
+        knobs,
+        settings,
         write_cert: t.cert.to_path_buf(),
         handshake_timeout_us: handshake.as_millis() as u64 * 1000,
         root: t.root.map(Path::to_path_buf),
@@ -408,6 +419,31 @@ pub fn server_task(
         objects: Vec::new(),
         program: Program::default(),
     }
+}
+
+/// An endpoint's knobs as its task carries them (`knobs`, `settings`): as `stack`'s typed
+/// settings, or as text for a stack that has none.
+pub fn typed(
+    stack: &dyn Stack,
+    knobs: Vec<(String, String)>,
+) -> anyhow::Result<(Vec<(String, String)>, serde_json::Value)> {
+    let settings = stack.settings(&knobs)?;
+    Ok(if settings.is_null() {
+        (knobs, settings)
+    } else {
+        (Vec::new(), settings)
+    })
+}
+
+/// [`typed`] for an arm's knobs, which its plan's check parsed already (`Stack::settings`):
+/// the same knobs parse again here.
+fn typed_arm(
+    stack: &dyn Stack,
+    knobs: Vec<(String, String)>,
+) -> (Vec<(String, String)>, serde_json::Value) {
+    let name = stack.name();
+    let shown = format!("{knobs:?}");
+    typed(stack, knobs).unwrap_or_else(|e| panic!("stack {name:?}: knobs {shown}: {e:#}"))
 }
 
 /// What an endpoint of quiclab's own records against the trial's path.
@@ -478,11 +514,13 @@ pub fn client_task(
     t: &Endpoint,
     request: &Request,
 ) -> ClientTask {
+    let (knobs, settings) = typed_arm(stack, client_knobs(stack, arm.knobs));
     ClientTask {
         stack: stack.name().to_string(),
         http: arm.http,
         mode: arm.mode.map(|m| m.name().to_string()),
-        knobs: client_knobs(stack, arm.knobs),
+        knobs,
+        settings,
         cacert: (stack.scheme() == "https").then(|| t.cert.to_path_buf()),
         recording: recording(t),
         request: request.clone(),
@@ -893,13 +931,14 @@ mod tests {
         assert_eq!(l.args[..2], ["endpoint", "--task"]);
         let task: ClientTask = serde_json::from_str(&l.args[2]).unwrap();
         assert_eq!(task.stack, quinn.name());
-        assert_eq!(
-            task.knobs,
-            [
-                ("quic-cc".to_string(), "bbr".to_string()),
-                ("groups".to_string(), "x25519".to_string())
-            ]
-        );
+        // the client's knobs, typed: its groups and QUIC options, not the server's groups
+        assert_eq!(task.knobs, []);
+        assert_eq!(task.settings["groups"], serde_json::json!(["x25519"]));
+        assert_eq!(task.settings.get("server_groups"), None);
+        let quic: quic::QuicOptions =
+            serde_json::from_value(task.settings["quic"].clone()).unwrap();
+        assert_eq!(quic, quic_options(&client_knobs(quinn, &knobs)).unwrap());
+        assert_eq!(quic.congestion.name(), "bbr");
         assert_eq!(task.cacert.as_deref(), Some(dir.join("cert.pem").as_path()));
         assert_eq!(task.recording.path_min_rtt_us, Some(20_000));
         assert_eq!(task.recording.qlog_dir.as_deref(), Some(dir));

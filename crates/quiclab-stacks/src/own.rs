@@ -18,6 +18,104 @@ use quiclab_telemetry::sender::{self, SendOutcome, SenderOptions};
 /// The client's key-exchange groups when a task names none.
 pub const DEFAULT_GROUPS: &str = "x25519,p256";
 
+/// The knobs every stack of quiclab's own may take (TLS, TCP, sessions), parsed: the part of an
+/// own stack's task settings that the shared client code (here) and server (`serve.rs`) read. A
+/// stack adds its protocol's own settings beside these fields (quinn's QUIC options, s2n-quic's
+/// controller), so any own stack's settings read as these. Parsed once, where the task is made
+/// ([`Settings::of`]); a knob not given is `None` or off, and its default is the endpoint's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// `groups`: the key shares a client offers, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<KxGroup>>,
+    /// `server-groups`: the groups a server accepts, in its order of preference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_groups: Option<Vec<KxGroup>>,
+    /// `tcp-cc`: the TCP congestion controller of the endpoint's sockets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_cc: Option<String>,
+    /// `tfo`: TCP Fast Open.
+    #[serde(skip_serializing_if = "is_false")]
+    pub tfo: bool,
+    /// `tls-max-record`: the server's largest TLS record's plaintext, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_max_record: Option<u16>,
+    /// `dynamic-records`: the server starts a connection with small TLS records (on when
+    /// `None`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic_records: Option<bool>,
+    /// `resume`: later connections resume the TLS session of an earlier one.
+    #[serde(skip_serializing_if = "is_false")]
+    pub resume: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Settings {
+    /// The knobs (key, value, as the registry normalised them) that are these settings';
+    /// others are left to the stack's own.
+    pub fn of(knobs: &[(String, String)]) -> anyhow::Result<Settings> {
+        let mut s = Settings::default();
+        for (key, v) in knobs {
+            match key.as_str() {
+                "groups" => s.groups = Some(KxGroup::parse_list(v).context("groups")?),
+                "server-groups" => {
+                    s.server_groups = Some(KxGroup::parse_list(v).context("server-groups")?)
+                }
+                "tcp-cc" => s.tcp_cc = Some(v.clone()),
+                "tfo" => s.tfo = on(key, v)?,
+                "resume" => s.resume = on(key, v)?,
+                "dynamic-records" => s.dynamic_records = Some(on(key, v)?),
+                "tls-max-record" => {
+                    s.tls_max_record = Some(
+                        v.parse::<u16>()
+                            .ok()
+                            .filter(|n| (64..=16384).contains(n))
+                            .with_context(|| {
+                                format!("tls-max-record {v:?}: allowed: 64 to 16384")
+                            })?,
+                    )
+                }
+                _ => {}
+            }
+        }
+        Ok(s)
+    }
+
+    /// The settings of a task's stack of quiclab's own (this part of them).
+    pub fn of_task(settings: &serde_json::Value) -> anyhow::Result<Settings> {
+        read(settings)
+    }
+
+    /// As a task carries them.
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("settings are plain data")
+    }
+}
+
+/// A stack's typed settings from a task (`settings`), as the stack wrote them where the task was
+/// made; a task without any gives the type's defaults.
+pub fn read<T: serde::de::DeserializeOwned + Default>(
+    settings: &serde_json::Value,
+) -> anyhow::Result<T> {
+    if settings.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(settings.clone()).context("the task's settings")
+}
+
+/// A knob's on/off or true/false value (the registry normalised it to one of these).
+fn on(key: &str, v: &str) -> anyhow::Result<bool> {
+    match v {
+        "true" | "on" => Ok(true),
+        "false" | "off" => Ok(false),
+        v => anyhow::bail!("{key} {v:?}: allowed: on, off"),
+    }
+}
+
 /// What a client of quiclab's own measured.
 #[derive(Debug)]
 pub enum Measured {
@@ -40,8 +138,10 @@ pub struct Trust {
 impl Trust {
     /// The task's certificates (needed unless every one of `urls` is `http://`) and groups.
     pub fn of(task: &ClientTask, urls: &[String]) -> anyhow::Result<Trust> {
-        let groups =
-            KxGroup::parse_list(task.knob("groups").unwrap_or(DEFAULT_GROUPS)).context("groups")?;
+        let groups = match Settings::of_task(&task.settings)?.groups {
+            Some(g) => g,
+            None => KxGroup::parse_list(DEFAULT_GROUPS).expect("the default groups parse"),
+        };
         let ca_pem = match &task.cacert {
             Some(path) => std::fs::read_to_string(path)
                 .with_context(|| format!("--cacert {}", path.display()))?,
@@ -107,7 +207,7 @@ impl Fetch {
         let trust = Trust::of(task, &urls)?;
         Ok(Fetch {
             reuse: g.connection == Connection::Reuse,
-            resume: g.resume || task.knob("resume") == Some("true"),
+            resume: g.resume || Settings::of_task(&task.settings)?.resume,
             upload,
             urls,
             trust,
@@ -194,6 +294,7 @@ impl TelemetryRun {
             t.units_per_second
         );
         let trust = Trust::of(task, std::slice::from_ref(&t.url))?;
+        let settings = Settings::of_task(&task.settings)?;
         make_qlog_dir(task)?;
         Ok(TelemetryRun {
             url: t.url.clone(),
@@ -206,9 +307,10 @@ impl TelemetryRun {
                 ca_pem: trust.ca_pem,
                 groups: trust.groups,
                 tcp_congestion: (!mode.is_quic()).then(|| {
-                    task.knob("tcp-cc")
-                        .unwrap_or(DEFAULT_TELEMETRY_TCP_CC)
-                        .to_string()
+                    settings
+                        .tcp_cc
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_TELEMETRY_TCP_CC.to_string())
                 }),
                 quic: QuicOptions::default(),
                 path_min_rtt_us: task.recording.path_min_rtt_us,

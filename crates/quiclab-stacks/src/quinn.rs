@@ -10,7 +10,7 @@ use quiclab_pages::page_client;
 use quiclab_quic::{self as quic, QuicClientOptions, QuicCongestion, QuicOptions};
 use quiclab_telemetry::Mode;
 
-use crate::own::{Job, Measured, Trust, make_qlog_dir, runtime};
+use crate::own::{self, Job, Measured, Settings, Trust, make_qlog_dir, runtime};
 
 use crate::serve::{self, Serve};
 use quiclab_model::task::ServerTask;
@@ -179,6 +179,16 @@ pub fn quic_options(knobs: &[(String, String)]) -> anyhow::Result<QuicOptions> {
     Ok(o)
 }
 
+/// What quinn's endpoints take of a task: the settings every own stack shares and the QUIC
+/// options, parsed from the knobs where the task is made.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct QuinnSettings {
+    #[serde(flatten)]
+    own: Settings,
+    quic: QuicOptions,
+}
+
 impl Stack for Quinn {
     fn name(&self) -> &'static str {
         "quinn"
@@ -250,8 +260,16 @@ impl Stack for Quinn {
         serve::run(serve_for(task)?)
     }
 
+    fn settings(&self, knobs: &[(String, String)]) -> anyhow::Result<serde_json::Value> {
+        let settings = QuinnSettings {
+            own: Settings::of(knobs)?,
+            quic: quic_options(knobs)?,
+        };
+        Ok(serde_json::to_value(settings).expect("settings are plain data"))
+    }
+
     fn run_client(&self, task: &ClientTask) -> anyhow::Result<Measured> {
-        let quic = quic_options(&task.knobs)?;
+        let quic = own::read::<QuinnSettings>(&task.settings)?.quic;
         let options = |trust: Trust, reuse_connection, resume, upload| QuicClientOptions {
             quic: quic.clone(),
             ca_pem: trust.ca_pem,
@@ -287,7 +305,7 @@ impl Stack for Quinn {
 
 /// What its server runs for a trial's task.
 pub(crate) fn serve_for(task: &ServerTask) -> anyhow::Result<Serve> {
-    let quic = quic_options(&task.knobs)?;
+    let quic = own::read::<QuinnSettings>(&task.settings)?.quic;
     Ok(Serve {
         quic_timeline: serve::timeline_of(task),
         qlog_dir: task.recording.qlog_dir.clone(),

@@ -11,7 +11,7 @@ use quiclab_model::task::{ClientTask, Request, ServerTask, ServerWrites};
 use quiclab_s2n::{self as s2n, Congestion};
 use quiclab_telemetry::Mode;
 
-use crate::own::{Job, Measured, runtime};
+use crate::own::{self, Job, Measured, runtime};
 use crate::serve::{timeline_writer, write_certificate};
 
 use super::{
@@ -35,13 +35,24 @@ static QUIC_CC: Knob = Knob {
 
 static KNOBS: [&Knob; 1] = [&QUIC_CC];
 
-/// The controller a task's knobs name.
-fn congestion(knobs: &[(String, String)]) -> anyhow::Result<Congestion> {
-    match super::knob(knobs, "quic-cc") {
-        Some(v) => v
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("quic-cc {e}")),
-        None => Ok(Congestion::default()),
+/// What s2n-quic's endpoints take of a task: its controller (`quic-cc`), parsed from the knobs
+/// where the task is made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct S2nSettings {
+    congestion: Congestion,
+}
+
+impl S2nSettings {
+    fn of(knobs: &[(String, String)]) -> anyhow::Result<S2nSettings> {
+        Ok(S2nSettings {
+            congestion: match super::knob(knobs, "quic-cc") {
+                Some(v) => v
+                    .parse()
+                    .map_err(|e: String| anyhow::anyhow!("quic-cc {e}"))?,
+                None => Congestion::default(),
+            },
+        })
     }
 }
 
@@ -80,7 +91,7 @@ impl Stack for S2n {
     }
 
     fn label(&self, _: HttpVersion, _: Option<Mode>, knobs: &[(String, String)]) -> String {
-        let cc = match congestion(knobs).unwrap_or_default() {
+        let cc = match S2nSettings::of(knobs).unwrap_or_default().congestion {
             Congestion::Cubic => "cubic",
             Congestion::Bbr => "bbr (BBRv2)",
         };
@@ -91,6 +102,10 @@ impl Stack for S2n {
         quiclab_server(self, arm, t, out, HTTPS_LISTEN)
     }
 
+    fn settings(&self, knobs: &[(String, String)]) -> anyhow::Result<serde_json::Value> {
+        Ok(serde_json::to_value(S2nSettings::of(knobs)?).expect("settings are plain data"))
+    }
+
     fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {
         let timeline = match &task.writes {
             ServerWrites::Timeline(p) => Some(timeline_writer(p, "QUIC")?),
@@ -98,7 +113,7 @@ impl Stack for S2n {
         };
         let identity = Identity::self_signed()?;
         write_certificate(&task.write_cert, &identity)?;
-        let congestion = congestion(&task.knobs)?;
+        let congestion = own::read::<S2nSettings>(&task.settings)?.congestion;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -155,7 +170,7 @@ impl Stack for S2n {
         );
         let opts = s2n::ClientOptions {
             ca_pem: f.trust.ca_pem,
-            congestion: congestion(&task.knobs)?,
+            congestion: own::read::<S2nSettings>(&task.settings)?.congestion,
             reuse_connection: f.reuse,
         };
         let records = runtime()?

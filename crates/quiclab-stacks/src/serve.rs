@@ -15,6 +15,8 @@ use quiclab_coded_udp::{self as coded, CodedServer, CodedServerOptions};
 use quiclab_endpoint::timeline::TimelineWriter;
 use quiclab_endpoint::tls::{self, Identity, KxGroup};
 use quiclab_model::task::{ServerTask, ServerWrites};
+
+use crate::own::Settings;
 use quiclab_quic::{self as quic, QuicOptions, QuicServer, QuicServerOptions, QuicService};
 use quiclab_tcp::server::{DYNAMIC_FIRST_WRITE, Server, ServerOptions, TlsService};
 use quiclab_telemetry::RecordLog;
@@ -77,35 +79,24 @@ pub struct Serve {
 
 impl Serve {
     /// The server a trial's task asks of every own stack: TCP with TLS 1.3 on the task's
-    /// address, with the TCP and TLS knobs the task carries (`tcp-cc`, `server-groups`,
-    /// `tls-max-record`, `dynamic-records`, `tfo`), a certificate made now and written where
+    /// address, with the TCP and TLS settings the task carries (`tcp-cc`, `server-groups`,
+    /// `tls-max-record`, `dynamic-records`, `tfo`: [`Settings`]), a certificate made now and written where
     /// the task says, and telemetry received when the task asks for units. No QUIC: a stack
     /// that serves it says so ([`Serve::with_quic`]), as it sets its own timeline.
     pub fn of_task(task: &ServerTask) -> anyhow::Result<Serve> {
-        let groups = task.knob("server-groups").unwrap_or(DEFAULT_SERVER_GROUPS);
-        let groups = KxGroup::parse_list(groups).context("server-groups")?;
-        let tls_max_record = match task.knob("tls-max-record") {
-            Some(v) => Some(
-                v.parse::<u16>()
-                    .ok()
-                    .filter(|n| (64..=16384).contains(n))
-                    .with_context(|| format!("tls-max-record {v:?}: allowed: 64 to 16384"))?,
-            ),
-            None => None,
-        };
-        let dynamic_records = match task.knob("dynamic-records") {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(v) => anyhow::bail!("dynamic-records {v:?}: allowed: on, off"),
+        let settings = Settings::of_task(&task.settings)?;
+        let groups = match settings.server_groups {
+            Some(g) => g,
+            None => KxGroup::parse_list(DEFAULT_SERVER_GROUPS).expect("the default groups parse"),
         };
         Ok(Serve {
             listen: task.listen,
             certificate: Certificate::SelfSigned,
             write_cert: Some(task.write_cert.clone()),
             groups,
-            tcp_cc: task.knob("tcp-cc").map(str::to_string),
-            tls_max_record,
-            dynamic_records,
+            tcp_cc: settings.tcp_cc,
+            tls_max_record: settings.tls_max_record,
+            dynamic_records: settings.dynamic_records.unwrap_or(true),
             plain: false,
             quic: None,
             quic_timeline: None,
@@ -116,7 +107,7 @@ impl Serve {
                 ServerWrites::Timeline(_) => None,
             },
             realtime: None,
-            tfo: task.knob("tfo") == Some("true"),
+            tfo: settings.tfo,
             handshake_timeout: Duration::from_micros(task.handshake_timeout_us),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             path_min_rtt_us: task.recording.path_min_rtt_us,

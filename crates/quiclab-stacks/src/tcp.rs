@@ -8,7 +8,7 @@ use quiclab_tcp::client::{Client, ClientOptions, ConnectionMode};
 use quiclab_tcp::tcpinfo::{self, FASTOPEN_SYSCTL};
 use quiclab_telemetry::Mode;
 
-use crate::own::{Job, Measured, Trust, runtime};
+use crate::own::{Job, Measured, Settings, Trust, runtime};
 
 use crate::serve::{self, Serve};
 use quiclab_model::task::ServerTask;
@@ -24,14 +24,15 @@ pub struct Tcp;
 /// quiclab's TCP client (HTTP/1.1 or HTTP/2; plain HTTP/1.1 for `http://` URLs) for a task:
 /// the `tcp-cc` and `tfo` knobs, the task's groups and trust; GETs, an upload or a page load.
 pub(crate) fn run_tcp(task: &ClientTask) -> anyhow::Result<Measured> {
+    let settings = Settings::of_task(&task.settings)?;
     let options = |trust: Trust, connection, resume, upload| ClientOptions {
         http: task.http,
         connection,
         groups: trust.groups,
         ca_pem: trust.ca_pem,
         resume,
-        tcp_congestion: task.knob("tcp-cc").map(String::from),
-        fast_open: task.knob("tfo") == Some("true"),
+        tcp_congestion: settings.tcp_cc.clone(),
+        fast_open: settings.tfo,
         path_min_rtt_us: task.recording.path_min_rtt_us,
         upload,
     };
@@ -194,6 +195,10 @@ impl Stack for Tcp {
 
     fn server(&self, arm: &ArmStack, t: &Endpoint, out: ServerOutput) -> Launch {
         with_fast_open(arm, quiclab_server(self, arm, t, out, HTTPS_LISTEN))
+    }
+
+    fn settings(&self, knobs: &[(String, String)]) -> anyhow::Result<serde_json::Value> {
+        Ok(Settings::of(knobs)?.value())
     }
 
     fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {

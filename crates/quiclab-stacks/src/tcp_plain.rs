@@ -16,7 +16,7 @@ use super::{
     ArmStack, Capability, Endpoint, HTTPS_LISTEN, Knob, Launch, ServerOutput, Stack,
     quiclab_client, quiclab_server, with_cc,
 };
-use crate::own::Measured;
+use crate::own::{Measured, Settings};
 
 pub struct TcpPlain;
 
@@ -74,6 +74,10 @@ impl Stack for TcpPlain {
         // http:// URLs name no port: 80
         let listen = SocketAddr::new(HTTPS_LISTEN.ip(), 80);
         with_fast_open(arm, quiclab_server(self, arm, t, out, listen))
+    }
+
+    fn settings(&self, knobs: &[(String, String)]) -> anyhow::Result<serde_json::Value> {
+        Ok(Settings::of(knobs)?.value())
     }
 
     fn run_server(&self, task: &ServerTask) -> anyhow::Result<()> {

@@ -131,6 +131,7 @@ pub fn browse(c: BrowseCmd) -> anyhow::Result<i32> {
         http: HttpVersion::from_name(&c.http).expect("clap allows 2 and 3"),
         mode: None,
         knobs: Vec::new(),
+        settings: serde_json::Value::Null,
         cacert: c.cacert.clone(),
         recording: Recording {
             netlog: c.netlog.clone(),

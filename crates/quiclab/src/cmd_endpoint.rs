@@ -84,11 +84,13 @@ pub fn front_end_task(
         quic.options()?;
         knobs.extend(quic.knobs());
     }
+    let (knobs, settings) = quiclab_stacks::typed(stack, knobs)?;
     Ok(ClientTask {
         stack: stack.name().to_string(),
         http,
         mode: None,
         knobs,
+        settings,
         cacert: trust.cacert.clone(),
         recording: Recording {
             path_min_rtt_us: record.path_min_rtt_us(),

@@ -169,6 +169,7 @@ fn get(a: GetArgs) -> anyhow::Result<i32> {
         http: HttpVersion::Http3,
         mode: None,
         knobs,
+        settings: serde_json::Value::Null,
         cacert: Some(a.cacert),
         recording: Recording {
             path_min_rtt_us: None,

@@ -127,11 +127,13 @@ pub fn telemetry(c: TelemetryCmd) -> anyhow::Result<i32> {
         knobs.push(("tcp-cc".to_string(), cc.clone()));
     }
     knobs.extend(c.quic.knobs());
+    let (knobs, settings) = quiclab_stacks::typed(stack, knobs)?;
     let task = ClientTask {
         stack: stack.name().to_string(),
         http: stack.http()[0],
         mode: Some(c.mode.name().to_string()),
         knobs,
+        settings,
         cacert: Some(c.cacert.clone()),
         recording: Recording {
             path_min_rtt_us: c.record.path_min_rtt_us(),

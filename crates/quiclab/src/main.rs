@@ -256,9 +256,15 @@ mod tests {
                                             .unwrap_or_else(|e| {
                                                 panic!("plan {name}: {task:?}: {e:#}")
                                             });
-                                        quiclab_stacks::quic_options(&task.knobs).unwrap_or_else(
-                                            |e| panic!("plan {name}: {task:?}: {e:#}"),
-                                        );
+                                        // the stack's own settings: QUIC's options, if any
+                                        if let Some(quic) = task.settings.get("quic") {
+                                            serde_json::from_value::<quiclab_quic::QuicOptions>(
+                                                quic.clone(),
+                                            )
+                                            .unwrap_or_else(|e| {
+                                                panic!("plan {name}: {task:?}: {e}")
+                                            });
+                                        }
                                     }
                                     task_kinds.insert(format!("server {}", task.stack));
                                 }

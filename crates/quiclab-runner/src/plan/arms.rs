@@ -354,6 +354,15 @@ pub(super) fn parse_arm(
             }
         }
     }
+    // what reaches each endpoint parses into its stack's typed settings, as its trials' tasks
+    // will carry them
+    for (s, side) in [
+        (server, stacks::server_knobs(server, &knobs)),
+        (client, stacks::client_knobs(client, &knobs)),
+    ] {
+        s.settings(&side)
+            .map_err(|e| ctx.err(name.span(), format!("arm {arm:?}: {e:#}")))?;
+    }
     let label = label.unwrap_or_else(|| {
         let own = server.label(http, mode, &knobs);
         if client.name() == server.name() {
