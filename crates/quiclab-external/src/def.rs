@@ -454,7 +454,7 @@ impl StackDef {
         StackDef::parse(&text, Source::File(path.to_path_buf()))
     }
 
-    /// A stack by built-in name or file path (how quiclab's external endpoints are told which).
+    /// A stack by built-in name or file path (`quiclab external serve --stack NAME|FILE`).
     pub fn find(name_or_file: &str) -> Result<StackDef, DefError> {
         // a built-in file is named after its stack: only that one is parsed (its patterns
         // compiled), a millisecond off every external endpoint's start
@@ -466,14 +466,6 @@ impl StackDef {
                 .unwrap_or_else(|e| panic!("built-in stack file: {e}")));
         }
         StackDef::load(Path::new(name_or_file))
-    }
-
-    /// How quiclab's external endpoints are told which stack this is.
-    pub fn reference(&self) -> String {
-        match &self.source {
-            Source::Builtin(_) => self.name.clone(),
-            Source::File(p) => p.display().to_string(),
-        }
     }
 
     pub fn knob(&self, key: &str) -> Option<&KnobDef> {

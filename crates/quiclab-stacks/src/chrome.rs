@@ -18,6 +18,7 @@ use quiclab_model::task::{Ask, ClientTask, Request, Task};
 use quiclab_pages::{page, site};
 
 use super::{ArmStack, Capability, Endpoint, Knob, Launch, Measured, ServerOutput, Stack};
+use crate::own::DEFAULT_PAGE;
 
 pub struct Chrome;
 
@@ -118,9 +119,6 @@ impl Stack for Chrome {
 
 /// How long a page's load event may take, unless `quiclab browse --timeout` says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The page a load names none of (`quiclab browse`'s default).
-pub const DEFAULT_PAGE: &str = "small";
 
 /// Runs `task` (a page load of the page's real web content, or one GET on a new connection)
 /// in the browser `program` with a fresh profile, which is removed afterwards: the page's

@@ -955,6 +955,37 @@ mod tests {
         assert_eq!(task.cacert, None);
     }
 
+    /// An endpoint reads a user's stack from the file its task names, and refuses a file that
+    /// defines another stack than the task's.
+    #[test]
+    fn a_task_s_stack_file_is_read_and_must_define_the_task_s_stack() {
+        let (_, ngtcp2) = quiclab_external::def::BUILTIN
+            .iter()
+            .find(|(f, _)| *f == "ngtcp2.toml")
+            .unwrap();
+        let text = ngtcp2.replacen("name = \"ngtcp2\"", "name = \"mine-from-a-task\"", 1);
+        assert_ne!(&text, ngtcp2, "the built-in file names its stack");
+        let file = std::env::temp_dir().join(format!("quiclab-stack-{}.toml", std::process::id()));
+        std::fs::write(&file, text).unwrap();
+        let program = Program {
+            stack_file: Some(file.clone()),
+            work_dir: None,
+        };
+        let other = of_task("ngtcp2", &program).err();
+        let mine = of_task("mine-from-a-task", &program).map(|s| s.name());
+        std::fs::remove_file(&file).unwrap();
+        assert!(
+            other.is_some_and(|e| e.contains("defines stack \"mine-from-a-task\", not \"ngtcp2\"")),
+        );
+        assert_eq!(mine, Ok("mine-from-a-task"));
+        assert_eq!(
+            find("mine-from-a-task").map(|s| s.name()),
+            Some("mine-from-a-task")
+        );
+        // without a file, only registered stacks
+        assert!(of_task("no-such-stack", &Program::default()).is_err());
+    }
+
     #[test]
     fn knobs_reach_the_side_they_name() {
         let tcp = find("tcp").unwrap();

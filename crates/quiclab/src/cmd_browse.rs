@@ -42,7 +42,7 @@ pub struct BrowseCmd {
     #[arg(value_name = "URL", required_unless_present = "write_site")]
     url: Option<String>,
     /// The page: small, medium, large, a TOML manifest or a HAR file.
-    #[arg(long, value_name = "NAME|FILE", default_value = "small")]
+    #[arg(long, value_name = "NAME|FILE", default_value = quiclab_stacks::own::DEFAULT_PAGE)]
     page: String,
     /// Fetch URL as one object on a new connection, and print `quiclab get`'s record.
     #[arg(long, conflicts_with_all = ["page", "write_site"])]
