@@ -140,56 +140,48 @@ pub(crate) fn print_record(record: &PageRecord, json: bool) -> anyhow::Result<i3
     Ok(i32::from(record.error.is_some()))
 }
 
-/// A page load's line: a browser's (its paint timings and Speed Index too) or quiclab's loader's.
+/// A page load's line: quiclab's loader's (its handshake and page metrics), or a browser's (its
+/// paint timings and Speed Index).
 fn summary(r: &PageRecord) -> String {
-    if r.browser.is_some() {
-        return browser_summary(r);
-    }
     let mut s = format!(
-        "page {} over HTTP/{}: {} resources, {} bytes, {} connection(s)",
+        "page {}{} over HTTP/{}: {} resources, {} bytes, {} connection(s)",
         r.page,
+        if r.browser.is_some() {
+            " in a browser"
+        } else {
+            ""
+        },
         r.http.name(),
         r.resources.len(),
         r.bytes,
         r.connections
     );
-    if let Some(h) = r.handshake_ms {
-        s += &format!(", handshake {h:.1} ms");
-    }
-    if let Some(m) = &r.metrics {
-        s += &format!(": {m}");
-    }
-    if let Some(e) = &r.error {
-        s += &format!(", FAILED: {e}");
-    }
-    s
-}
-
-fn browser_summary(r: &PageRecord) -> String {
-    let mut s = format!(
-        "page {} in a browser over HTTP/{}: {} resources, {} bytes, {} connection(s)",
-        r.page,
-        r.http.name(),
-        r.resources.len(),
-        r.bytes,
-        r.connections
-    );
-    if let Some(b) = &r.browser {
-        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
-        s += &format!(
-            "; {}: load event {}, first contentful paint {}, largest contentful paint {}, \
-             Speed Index {} ({} frames), visually complete {}; protocols {}",
-            b.browser,
-            ms(b.load_event_ms),
-            ms(b.first_contentful_paint_ms),
-            ms(b.largest_contentful_paint_ms),
-            ms(b.speed_index_ms),
-            b.frames,
-            ms(b.visually_complete_ms),
-            b.protocols.join(", ")
-        );
-        if let Some(m) = &b.model {
-            s += &format!("; quiclab's model on these arrivals: {m}");
+    match &r.browser {
+        None => {
+            if let Some(h) = r.handshake_ms {
+                s += &format!(", handshake {h:.1} ms");
+            }
+            if let Some(m) = &r.metrics {
+                s += &format!(": {m}");
+            }
+        }
+        Some(b) => {
+            let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
+            s += &format!(
+                "; {}: load event {}, first contentful paint {}, largest contentful paint {}, \
+                 Speed Index {} ({} frames), visually complete {}; protocols {}",
+                b.browser,
+                ms(b.load_event_ms),
+                ms(b.first_contentful_paint_ms),
+                ms(b.largest_contentful_paint_ms),
+                ms(b.speed_index_ms),
+                b.frames,
+                ms(b.visually_complete_ms),
+                b.protocols.join(", ")
+            );
+            if let Some(m) = &b.model {
+                s += &format!("; quiclab's model on these arrivals: {m}");
+            }
         }
     }
     if let Some(e) = &r.error {
