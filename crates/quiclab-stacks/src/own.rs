@@ -112,7 +112,7 @@ fn on(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
         "true" | "on" => Ok(true),
         "false" | "off" => Ok(false),
-        v => anyhow::bail!("{key} {v:?}: allowed: on, off"),
+        v => anyhow::bail!("{key} {v:?}: allowed: on, off, true, false"),
     }
 }
 
