@@ -372,6 +372,13 @@ pub struct Detail {
     /// host stalled the link, so the trial's times include the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulator_late_ms: Option<f64>,
+    /// Where the transfer's time went (one request on a new connection, where the link's log
+    /// was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
+    /// Why a trial that should have a budget has none (its files did not make one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_error: Option<String>,
 }
 
 impl Detail {
@@ -381,6 +388,8 @@ impl Detail {
             && self.bulk.is_none()
             && self.page.is_none()
             && self.emulator_late_ms.is_none()
+            && self.budget.is_none()
+            && self.budget_error.is_none()
     }
 }
 

@@ -1,6 +1,6 @@
 //! quiclab's shared vocabulary: what a campaign is made of ([`campaign`]: arms, conditions,
 //! workloads, trials and their metrics), what endpoints write ([`record`]: one request record
-//! per request, timeline samples of the sending side), what a page load stores ([`page`]), how
+//! per request, timeline samples of the sending side), what a page load stores ([`page`]), where a transfer's time went ([`budget`]), how
 //! numbers are written for people ([`units`]), what a trial asks of its client ([`task`]), and
 //! how the files a user hands quiclab are read
 //! ([`input`]: regular files only, each within a stated size).
@@ -10,6 +10,7 @@
 //! a trial, touch a database or draw a chart; the one clock it reads is
 //! [`record::now_us`], the time base every record shares.
 
+pub mod budget;
 pub mod campaign;
 pub mod input;
 pub mod page;

@@ -16,6 +16,7 @@ pub use quiclab_stats::adaptive;
 pub mod analysis;
 mod chart;
 pub mod compare;
+pub mod explain;
 mod html;
 pub mod playback;
 mod sections;

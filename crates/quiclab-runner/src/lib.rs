@@ -13,6 +13,7 @@
 //! It never prints (the CLI reports progress) and never matches on a stack's or a workload's
 //! identity outside that stack's or workload's module.
 
+pub mod budget;
 pub mod bulk;
 pub mod campaign;
 pub mod expand;

@@ -924,6 +924,31 @@ impl Store {
             )?;
             files.push(upath);
         }
+        if trials
+            .iter()
+            .any(|t| t.outcome.as_ref().is_ok_and(|m| m.detail.budget.is_some()))
+        {
+            let bpath = out.join("budget.csv");
+            tables::write_csv(
+                &bpath,
+                "trial_id,arm,condition,size_bytes,iteration,part,ms,bytes",
+                trials.iter().flat_map(|t| {
+                    let b = t
+                        .outcome
+                        .as_ref()
+                        .ok()
+                        .and_then(|m| m.detail.budget.as_ref());
+                    b.into_iter().flat_map(move |b| {
+                        budget_rows(b).into_iter().map(move |(part, ms, bytes)| {
+                            let mut row = tables::who(t);
+                            row.extend([part.to_string(), ms.to_string(), int(bytes)]);
+                            row
+                        })
+                    })
+                }),
+            )?;
+            files.push(bpath);
+        }
         files.extend(tables::write(out, &campaign, &trials)?);
         Ok(Export {
             files,
@@ -942,6 +967,23 @@ impl Store {
             None => Ok(None),
         }
     }
+}
+
+/// A budget's rows of `budget.csv`: the floor's three parts, each component that took time, and
+/// the residual, each with its milliseconds and, where it has them, its bytes.
+fn budget_rows(b: &quiclab_model::budget::Budget) -> Vec<(&'static str, f64, Option<u64>)> {
+    let mut rows = vec![
+        ("floor-handshake", b.floor.handshake_ms, None),
+        ("floor-request", b.floor.request_ms, None),
+        ("floor-serialisation", b.floor.serialisation_ms, None),
+    ];
+    for c in &b.charges {
+        let bytes =
+            (c.component == quiclab_model::budget::Component::Overhead).then_some(b.overhead_bytes);
+        rows.push((c.component.name(), c.ms, bytes));
+    }
+    rows.push(("residual", b.residual_ms, None));
+    rows
 }
 
 /// What [`Store::export_csv`] wrote.
@@ -1385,6 +1427,68 @@ pub(crate) mod tests {
             .map(|l| l.split(',').next().unwrap())
             .collect();
         assert_eq!(ids, ["kept", "new"]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_budget_is_exported_one_row_per_part_and_the_rows_add_up_to_the_ttlb() {
+        use quiclab_model::budget::{Budget, Charge, Component, Floor};
+        let d = dir("budget");
+        let mut s = Store::open(&d).unwrap();
+        let mut m = metrics(150.0, 0);
+        m.detail.budget = Some(Budget {
+            ttlb_ms: 150.0,
+            floor: Floor {
+                handshake_ms: 20.0,
+                request_ms: 20.0,
+                serialisation_ms: 80.0,
+            },
+            charges: vec![
+                Charge {
+                    component: Component::RampUp,
+                    ms: 17.5,
+                    spans: vec![[41.0, 58.5]],
+                },
+                Charge {
+                    component: Component::Overhead,
+                    ms: 7.0,
+                    spans: Vec::new(),
+                },
+            ],
+            residual_ms: 5.5,
+            overhead_bytes: 4_726,
+            drops_to_client: 0,
+            congestion_events: Some(0),
+            reads: vec!["cwnd".into()],
+        });
+        s.record(&trial("a", 0, Ok(m))).unwrap();
+        s.record(&trial("b", 1, Ok(metrics(99.5, 3)))).unwrap();
+        let files = s.export_csv(&d.join("csv")).unwrap().files;
+        let path = files.iter().find(|f| f.ends_with("budget.csv")).unwrap();
+        let text = std::fs::read_to_string(path).unwrap();
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect())
+            .collect();
+        assert_eq!(rows.len(), 6, "{text}");
+        assert!(rows.iter().all(|r| r[0] == "a"), "{text}");
+        let parts: Vec<&str> = rows.iter().map(|r| r[5]).collect();
+        assert_eq!(
+            parts,
+            [
+                "floor-handshake",
+                "floor-request",
+                "floor-serialisation",
+                "ramp-up",
+                "overhead",
+                "residual"
+            ]
+        );
+        let sum: f64 = rows.iter().map(|r| r[6].parse::<f64>().unwrap()).sum();
+        assert!((sum - 150.0).abs() < 1e-9, "{sum}");
+        assert_eq!(rows[4][7], "4726");
+        assert_eq!(rows[3][7], "");
         let _ = std::fs::remove_dir_all(&d);
     }
 

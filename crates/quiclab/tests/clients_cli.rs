@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use quiclab_model::budget::Component;
 use quiclab_store::Store;
 
 mod common;
@@ -148,6 +149,38 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                 d > -0.5 && d < 0.6,
                 "{arm} / {cond}: {d:.2} RTT more than quinn's client"
             );
+        }
+    }
+    // every trial's time budget adds up, and a HelloRetryRequest is named as the cause of
+    // what it costs: P-256 then P-384 against P-384 alone (the same key exchange, without the
+    // retry), paired by iteration
+    let checked = common::assert_budgets_add_up(&trials);
+    assert!(checked >= 300, "{checked} budgets");
+    for server in ["quinn", "ngtcp2"] {
+        for client in ["quinn", "ngtcp2"] {
+            let (arm, control) = (
+                format!("{server}/{client} p256-p384"),
+                format!("{server}/{client} p384"),
+            );
+            for cond in ["base", "rtt +100ms"] {
+                for size in [100_000, 1_000_000] {
+                    let of = |part| {
+                        common::paired_budget_median(&trials, &arm, &control, cond, size, part, 4)
+                    };
+                    let total = of(None);
+                    let named: Vec<(Component, f64)> =
+                        Component::ALL.iter().map(|&c| (c, of(Some(c)))).collect();
+                    let why = format!("{arm} / {cond} / {size}: TTLB {total:+.1} ms, {named:?}");
+                    eprintln!("{why}");
+                    for (c, ms) in named {
+                        if c == Component::Handshake {
+                            assert!(ms >= 0.8 * total, "{why}");
+                        } else {
+                            assert!(ms.abs() <= 0.2 * total, "{why}");
+                        }
+                    }
+                }
+            }
         }
     }
     // the report compares the clients of each server

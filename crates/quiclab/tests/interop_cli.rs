@@ -47,7 +47,8 @@ fn every_http3_client_fetches_1mb_byte_exact_from_every_http3_server_at_1_percen
         failures.is_empty(),
         "pairs that failed:\n{}",
         failures.join("\n")
-    );
+    ); // every pair's time budget adds up
+    assert_eq!(common::assert_budgets_add_up(&trials), trials.len());
 }
 
 /// quiche's client resumes its session with 0-RTT, as quinn's does: the first request pays the

@@ -43,6 +43,7 @@ quic-cc = "bbr"
     );
     let trials = Store::open_existing(&out_dir).unwrap().trials().unwrap();
     assert_eq!(trials.len(), 4);
+    assert_eq!(common::assert_budgets_add_up(&trials), 4);
     for t in &trials {
         let m = t
             .outcome

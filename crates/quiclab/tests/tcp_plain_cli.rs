@@ -36,6 +36,7 @@ tcp-cc = "cubic"
     );
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
     assert_eq!(trials.len(), 6);
+    assert_eq!(common::assert_budgets_add_up(&trials), 6);
     let medians = |arm: &str| -> (f64, f64) {
         let (mut hs, mut ttfb) = (Vec::new(), Vec::new());
         for t in trials.iter().filter(|t| t.arm == arm) {

@@ -19,6 +19,7 @@ pub mod pages;
 pub mod repeat;
 pub mod segments;
 pub mod telemetry;
+pub mod why;
 
 pub struct Section {
     /// Fragment identifier, unique on the page.
@@ -63,6 +64,11 @@ pub const ALL: &[Section] = &[
         id: "heatmaps",
         title: "Median TTLB change",
         render: heatmap::render,
+    },
+    Section {
+        id: "why",
+        title: "Why: where the time went",
+        render: why::render,
     },
     Section {
         id: "own-base",

@@ -83,9 +83,25 @@ pub(crate) fn checked_records(
 
 /// A trial's metrics from its checked records (at least one) and the sender's timeline.
 pub(crate) fn records_metrics(t: &TrialCtx, ran: &Ran, records: &[RequestRecord]) -> Metrics {
+    records_timeline_metrics(t, ran, records, &timeline(ran, records))
+}
+
+/// The sender's timeline of a trial whose first request is `records[0]`, from that request's
+/// start.
+pub(crate) fn timeline(ran: &Ran, records: &[RequestRecord]) -> Vec<Sample> {
+    read_timeline(ran.server_output, records[0].start_us)
+}
+
+/// [`records_metrics`] with the sender's timeline already read.
+pub(crate) fn records_timeline_metrics(
+    t: &TrialCtx,
+    ran: &Ran,
+    records: &[RequestRecord],
+    timeline: &[Sample],
+) -> Metrics {
     metrics(
         records,
-        &read_timeline(ran.server_output, records[0].start_us),
+        timeline,
         server_resent(ran.dir),
         ran.reports,
         t.min_rtt_ms(),

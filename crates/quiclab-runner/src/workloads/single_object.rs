@@ -84,6 +84,20 @@ impl WorkloadKind for SingleObject {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        requests::trial_metrics(t, ran, requests_out, requests::downloaded)
+        let records = requests::checked_records(t, ran, requests_out, requests::downloaded)?;
+        let timeline = requests::timeline(ran, &records);
+        let mut m = requests::records_timeline_metrics(t, ran, &records, &timeline);
+        match crate::budget::of_trial(
+            ran.dir,
+            t.link,
+            ran.link_epoch_ns,
+            &records[0],
+            t.scheme == "https",
+            &timeline,
+        ) {
+            Ok(b) => m.detail.budget = b,
+            Err(e) => m.detail.budget_error = Some(e),
+        }
+        Ok(m)
     }
 }

@@ -284,3 +284,64 @@ pub fn tshark(
         .map(str::to_string)
         .collect()
 }
+
+/// Every successful trial of `trials` has a time budget that adds up: the floor and the
+/// components within 2 % or 2 ms (whichever is more) of its TTLB, and none of them negative.
+/// Returns how many it checked.
+pub fn assert_budgets_add_up(trials: &[quiclab_store::TrialRecord]) -> usize {
+    let mut n = 0;
+    for t in trials {
+        let Ok(m) = &t.outcome else { continue };
+        let who = format!("{} / {} / {} #{}", t.arm, t.condition, t.size, t.iteration);
+        assert_eq!(m.detail.budget_error, None, "{who}");
+        let b = m
+            .detail
+            .budget
+            .as_ref()
+            .unwrap_or_else(|| panic!("{who}: no budget"));
+        assert!((b.ttlb_ms - m.ttlb_ms).abs() < 0.01, "{who}: {b:?}");
+        let tolerance = (0.02 * m.ttlb_ms).max(2.0);
+        assert!(
+            (b.accounted_ms() - m.ttlb_ms).abs() <= tolerance,
+            "{who}: {:.2} ms accounted of {:.2}: {b:?}",
+            b.accounted_ms(),
+            m.ttlb_ms
+        );
+        assert!(b.charges.iter().all(|c| c.ms > 0.0), "{who}: {b:?}");
+        assert!(b.floor.total_ms() <= m.ttlb_ms + tolerance, "{who}: {b:?}");
+        n += 1;
+    }
+    n
+}
+
+/// The median over iterations of a budget part's paired difference, `arm` less `control`, in
+/// `condition` and `size`: `part` of each trial's budget (its TTLB for `None`). Panics unless
+/// both arms have a budget in at least `min` common iterations.
+pub fn paired_budget_median(
+    trials: &[quiclab_store::TrialRecord],
+    arm: &str,
+    control: &str,
+    condition: &str,
+    size: u64,
+    part: Option<quiclab_model::budget::Component>,
+    min: usize,
+) -> f64 {
+    let of = |a: &str| -> std::collections::BTreeMap<u32, f64> {
+        trials
+            .iter()
+            .filter(|t| t.arm == a && t.condition == condition && t.size == size)
+            .filter_map(|t| {
+                let b = t.outcome.as_ref().ok()?.detail.budget.as_ref()?;
+                Some((t.iteration, part.map_or(b.ttlb_ms, |c| b.ms(c))))
+            })
+            .collect()
+    };
+    let (a, c) = (of(arm), of(control));
+    let diffs: Vec<f64> = a.iter().filter_map(|(i, x)| Some(x - c.get(i)?)).collect();
+    assert!(
+        diffs.len() >= min,
+        "{arm} against {control} in {condition} at {size}: {} pairs",
+        diffs.len()
+    );
+    median(diffs)
+}

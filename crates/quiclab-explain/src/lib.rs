@@ -1,0 +1,384 @@
+//! Where a transfer lost its time: the time budget of one request on a new connection, the same
+//! for every stack, from the link's per-packet log, the client's record and, where it gives
+//! them, the sender's congestion window and congestion events.
+//!
+//! Sans-IO: every time is passed in, on the link's clock (ns from its epoch). The runner reads
+//! the files a trial kept and calls [`budget`]; the tests drive the link emulator itself in
+//! virtual time with a sender of known behaviour and check that the planted cause is named.
+//!
+//! The method (docs/explain.md says it for readers):
+//! - the **handshake phase** runs from the request's start to the client's handshake
+//!   completion: its floor is the design's round trips, the serialisation of its packets is
+//!   overhead, and the rest is **handshake**;
+//! - after it, the request needs one round trip (floor), and the bottleneck towards the client
+//!   is watched from the moment the request can reach the server until the packet with the
+//!   last byte leaves the link. Its busy time is the body's serialisation (floor) and
+//!   **overhead** (every other byte it carried). Its idle time is split by gap: the first, while
+//!   the server had the request and sent nothing, is **endpoint** time (or a **loss recovery
+//!   wait** if the request was lost); a later gap longer than a round trip (nothing in flight)
+//!   after a loss is a **loss recovery wait**, and without one **flow control or
+//!   sender-limited**; a shorter one is **ramp-up** before the first congestion signal and
+//!   **window after loss** after it, unless the sender's window had room (then flow control or
+//!   sender-limited), or the sender gives no window (then window or sender-limited);
+//! - the client's time from the last packet's delivery to its last byte read is **endpoint**.
+//!
+//! The parts partition the TTLB; what they leave (`residual_ms`) is where the client's clock
+//! and the link's disagree, which a trial's check holds within 2 % or 2 ms.
+
+pub mod link_log;
+
+use quiclab_model::budget::{Budget, Charge, Component, Floor};
+
+pub use link_log::{Fate, LinkLog, Packet};
+
+/// The emulated path, as its configuration gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathFacts {
+    /// Propagation delay towards the client and towards the server, ns.
+    pub down_delay_ns: u64,
+    pub up_delay_ns: u64,
+    /// The bottleneck's rate each way, bits per second (`None`: unlimited).
+    pub down_rate_bps: Option<u64>,
+    pub up_rate_bps: Option<u64>,
+}
+
+impl PathFacts {
+    /// The propagation round trip, ns.
+    pub fn rtt_ns(&self) -> u64 {
+        self.down_delay_ns + self.up_delay_ns
+    }
+}
+
+/// One request on a new connection, as the client recorded it (times on the link's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    /// The client's first packet.
+    pub start_ns: u64,
+    pub handshake_done_ns: u64,
+    pub first_byte_ns: u64,
+    pub last_byte_ns: u64,
+    /// Response body bytes.
+    pub body_bytes: u64,
+    /// Round trips the handshake takes by design: 1 for QUIC, 2 for TCP with TLS 1.3, 1 for
+    /// TCP alone.
+    pub design_rtts: u32,
+}
+
+/// One sample of the sender's record (its time on the link's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderSample {
+    pub t_ns: u64,
+    pub cwnd_bytes: Option<u64>,
+    pub srtt_ns: Option<u64>,
+    pub congestion_event: bool,
+}
+
+/// How many spans a charge keeps (the longest).
+const MAX_SPANS: usize = 64;
+
+fn ser_ns(size: u64, rate: Option<u64>) -> u64 {
+    match rate {
+        Some(bps) if bps > 0 => (size as u128 * 8 * 1_000_000_000 / bps as u128) as u64,
+        _ => 0,
+    }
+}
+
+fn ms(ns: i128) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The time budget of `t` over the link whose log is `log`, with the sender's record where it
+/// has one (`sender`, in time order; empty when none). `Err` says why the log and the record
+/// cannot be a budget (a record out of order, no packet reaching the client after the
+/// handshake).
+pub fn budget(
+    log: &LinkLog,
+    path: &PathFacts,
+    t: &Transfer,
+    sender: &[SenderSample],
+) -> Result<Budget, String> {
+    let (start, h, fb, lb) = (
+        t.start_ns,
+        t.handshake_done_ns,
+        t.first_byte_ns,
+        t.last_byte_ns,
+    );
+    if !(start <= h && h <= fb && fb <= lb) {
+        return Err(format!(
+            "the record's times are out of order: start {start}, handshake {h}, first byte \
+             {fb}, last byte {lb} ns"
+        ));
+    }
+    let r = path.rtt_ns();
+    let (down, up) = (path.down_delay_ns, path.up_delay_ns);
+    let sd = |size: u64| ser_ns(size, path.down_rate_bps);
+    let su = |size: u64| ser_ns(size, path.up_rate_bps);
+    let rel = |ns: u64| ms(ns as i128 - start as i128);
+    let mut charges: Vec<(Component, i128, Vec<[f64; 2]>)> = Vec::new();
+    let mut charge = |c: Component, ns: i128, span: Option<[f64; 2]>| {
+        if ns <= 0 {
+            return;
+        }
+        match charges.iter_mut().find(|x| x.0 == c) {
+            Some(x) => {
+                x.1 += ns;
+                x.2.extend(span);
+            }
+            None => charges.push((c, ns, span.into_iter().collect())),
+        }
+    };
+
+    // the handshake phase: design round trips, the serialisation of its packets, the rest
+    let hs = (h - start) as i128;
+    let floor_hs = t.design_rtts as i128 * r as i128;
+    let excess = (hs - floor_hs).max(0);
+    let hs_ser: u64 = log
+        .up
+        .iter()
+        .filter(|p| (start..h).contains(&p.arrive_ns))
+        .map(|p| su(p.size as u64))
+        .sum::<u64>()
+        + log
+            .down
+            .iter()
+            .filter(|p| matches!(p.fate, Fate::Departed(d) if (start..=h).contains(&d)))
+            .map(|p| sd(p.size as u64))
+            .sum::<u64>();
+    let overhead_hs = (hs_ser as i128).min(excess);
+    charge(Component::Overhead, overhead_hs, None);
+    charge(
+        Component::Handshake,
+        excess - overhead_hs,
+        Some([rel(start) + ms(floor_hs), rel(h)]),
+    );
+
+    // after it: the bottleneck towards the client, from when the request can reach the server
+    // to the departure of the packet with the last byte
+    let delivered: Vec<(u64, &Packet)> = log
+        .down
+        .iter()
+        .filter_map(|p| match p.fate {
+            Fate::Departed(d) if d > h && d <= lb => Some((d, p)),
+            _ => None,
+        })
+        .collect();
+    let Some(d_last) = delivered.iter().map(|(d, _)| *d).max() else {
+        return Err("no packet reached the client after the handshake".into());
+    };
+    let w0 = h + up;
+    let w1 = d_last.saturating_sub(down);
+    if w1 < w0 {
+        return Err(format!(
+            "the last byte left the link {:.3} ms after the handshake, within a round trip: \
+             a response sent before the request could arrive",
+            ms((d_last - h) as i128)
+        ));
+    }
+    // busy intervals at the transmitter, clipped to the window, with each one's queueing delay
+    let mut busy: Vec<(u64, u64, u64)> = delivered
+        .iter()
+        .map(|&(d, p)| {
+            let end = d.saturating_sub(down);
+            let s = sd(p.size as u64);
+            let queued = d.saturating_sub(p.arrive_ns + down + s);
+            (end.saturating_sub(s).max(w0), end.min(w1), queued)
+        })
+        .filter(|(a, b, _)| b > a)
+        .collect();
+    busy.sort_unstable();
+    let mut merged: Vec<(u64, u64, u64)> = Vec::new();
+    for (a, b, q) in busy {
+        match merged.last_mut() {
+            Some(m) if a <= m.1 => {
+                if b >= m.1 {
+                    m.2 = q;
+                }
+                m.1 = m.1.max(b);
+            }
+            _ => merged.push((a, b, q)),
+        }
+    }
+    let busy_ns: u64 = merged.iter().map(|(a, b, _)| b - a).sum();
+    let body_ser = sd(t.body_bytes);
+    let delivered_bytes: u64 = delivered.iter().map(|(_, p)| p.size as u64).sum();
+    charge(
+        Component::Overhead,
+        busy_ns as i128 - body_ser as i128,
+        None,
+    );
+
+    // the congestion signals: drops towards the client, the sender's congestion events
+    let drops: Vec<u64> = log
+        .down
+        .iter()
+        .filter_map(|p| match p.fate {
+            Fate::Dropped(at) if (start..=d_last).contains(&at) => Some(at),
+            _ => None,
+        })
+        .collect();
+    let up_drops: Vec<u64> = log
+        .up
+        .iter()
+        .filter_map(|p| match p.fate {
+            Fate::Dropped(at) if (start..=d_last).contains(&at) => Some(at),
+            _ => None,
+        })
+        .collect();
+    let events: Vec<u64> = sender
+        .iter()
+        .filter(|s| s.congestion_event && (start..=lb).contains(&s.t_ns))
+        .map(|s| s.t_ns)
+        .collect();
+    let first_signal = drops.iter().chain(&events).copied().min();
+    let has_cwnd = sender.iter().any(|s| s.cwnd_bytes.is_some());
+    let slack = (r / 4).max(2_000_000);
+    // the path's bandwidth-delay product towards the client, bytes (none without a rate)
+    let bdp = path
+        .down_rate_bps
+        .map(|bps| (bps as u128 * r as u128 / 8 / 1_000_000_000) as u64);
+
+    // the gaps, each charged to one component
+    let mut gaps = Vec::new();
+    let mut at = w0;
+    let mut q_before = 0;
+    for &(a, b, q) in &merged {
+        if a > at {
+            gaps.push((at, a, q_before));
+        }
+        at = b;
+        q_before = q;
+    }
+    if w1 > at {
+        gaps.push((at, w1, q_before));
+    }
+    // the transmitter's time when the packet with the first byte left it: the last packet to
+    // reach the client by the first byte's read
+    let first_byte_sent = delivered
+        .iter()
+        .map(|(d, _)| *d)
+        .filter(|&d| d <= fb)
+        .max()
+        .map_or(w0, |d| d.saturating_sub(down));
+    for &(a, b, q) in &gaps {
+        let len = (b - a) as i128;
+        let span = Some([rel(a + down), rel(b + down)]);
+        if b <= first_byte_sent {
+            // the server had the request (or would have) and had not answered: its own time
+            // (after the handshake's last packets, as TLS's session tickets), unless it was lost
+            let lost = up_drops.iter().any(|&d| d >= h && d <= b)
+                || drops.iter().any(|&d| d >= h && d <= b);
+            let c = if lost {
+                Component::LossRecoveryWait
+            } else {
+                Component::Endpoint
+            };
+            charge(c, len, span);
+            continue;
+        }
+        let round = r + q + sd(1500);
+        let near = |d: &u64| *d + round >= a && *d <= b;
+        let lost_near = drops.iter().any(near);
+        let c = if len as u64 > round + slack {
+            if lost_near || up_drops.iter().any(near) {
+                Component::LossRecoveryWait
+            } else {
+                Component::FlowOrSender
+            }
+        } else if let Some(room) = window_room(sender, log, a, round, bdp) {
+            if room {
+                Component::FlowOrSender
+            } else if lost_near || first_signal.is_some_and(|s| s <= a) {
+                Component::WindowAfterLoss
+            } else {
+                Component::RampUp
+            }
+        } else {
+            Component::WindowOrSender
+        };
+        charge(c, len, span);
+    }
+    // the client's time from the last packet's delivery to the last byte read
+    charge(
+        Component::Endpoint,
+        (lb - d_last) as i128,
+        Some([rel(d_last), rel(lb)]),
+    );
+
+    let floor = Floor {
+        handshake_ms: ms(floor_hs),
+        request_ms: ms(r as i128),
+        serialisation_ms: ms(body_ser as i128),
+    };
+    let mut out: Vec<Charge> = charges
+        .into_iter()
+        .map(|(component, ns, spans)| Charge {
+            component,
+            ms: ms(ns),
+            spans: merge_spans(spans, ms(slack as i128) / 2.0),
+        })
+        .collect();
+    out.sort_by_key(|c| c.component);
+    let ttlb_ms = ms((lb - start) as i128);
+    let mut b = Budget {
+        ttlb_ms,
+        floor,
+        charges: out,
+        residual_ms: 0.0,
+        overhead_bytes: delivered_bytes.saturating_sub(t.body_bytes),
+        drops_to_client: drops.len() as u32,
+        congestion_events: (!sender.is_empty()).then_some(events.len() as u32),
+        reads: if has_cwnd {
+            vec!["cwnd".to_string()]
+        } else {
+            Vec::new()
+        },
+    };
+    b.residual_ms = ttlb_ms - b.accounted_ms();
+    Ok(b)
+}
+
+/// Whether the sender's window had room at `at` (the bottleneck just went idle): its window
+/// covers the path's BDP, and the bytes it sent within the last round trip are under half of
+/// it. A window below the BDP is the limit by itself (the link cannot be kept busy with it),
+/// however a pacer spreads it. `None` where the sender's record gives no window by then.
+fn window_room(
+    sender: &[SenderSample],
+    log: &LinkLog,
+    at: u64,
+    round: u64,
+    bdp: Option<u64>,
+) -> Option<bool> {
+    let i = sender.partition_point(|s| s.t_ns <= at);
+    let s = sender[..i].iter().rev().find(|s| s.cwnd_bytes.is_some())?;
+    let cwnd = s.cwnd_bytes?;
+    if bdp.is_none_or(|bdp| cwnd < bdp) {
+        return Some(false);
+    }
+    let rtt = s.srtt_ns.unwrap_or(round).max(round);
+    let from = at.saturating_sub(rtt);
+    let sent: u64 = log
+        .down
+        .iter()
+        .filter(|p| p.arrive_ns > from && p.arrive_ns <= at)
+        .map(|p| p.size as u64)
+        .sum();
+    Some(sent * 2 < cwnd)
+}
+
+/// Spans merged where closer than `join_ms`, the longest [`MAX_SPANS`] kept, in time order.
+fn merge_spans(mut spans: Vec<[f64; 2]>, join_ms: f64) -> Vec<[f64; 2]> {
+    spans.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    let mut out: Vec<[f64; 2]> = Vec::new();
+    for s in spans {
+        match out.last_mut() {
+            Some(l) if s[0] - l[1] <= join_ms => l[1] = l[1].max(s[1]),
+            _ => out.push(s),
+        }
+    }
+    if out.len() > MAX_SPANS {
+        out.sort_by(|a, b| (b[1] - b[0]).total_cmp(&(a[1] - a[0])));
+        out.truncate(MAX_SPANS);
+        out.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    }
+    out
+}

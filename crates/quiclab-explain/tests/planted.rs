@@ -1,0 +1,493 @@
+//! Planted causes in virtual time: a sender of known behaviour (a window, slow start, a
+//! multiplicative decrease, packet-threshold loss detection, a retransmission timer, a peer's
+//! flow-control limit) talks to its client over the link emulator itself; each scenario plants
+//! one cause against an otherwise identical control on the same seeded link, and the budget of
+//! the difference must name that cause: at least 80 % of the TTLB difference, and no other
+//! component more than 20 %. The event log goes through its JSON lines as a trial writes it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use quiclab_explain::{LinkLog, PathFacts, SenderSample, Transfer, budget};
+use quiclab_link::config::LinkConfig;
+use quiclab_link::pipeline::Pipeline;
+use quiclab_link::stage::Payload;
+use quiclab_link::{Direction, event::Event};
+use quiclab_model::budget::{Budget, Component};
+
+#[derive(Clone, Debug)]
+enum Msg {
+    Hello,
+    Retry,
+    Flight,
+    Request,
+    Data { pn: u64, off: u64, len: u64 },
+    Ack { pn: u64, max_data: u64 },
+}
+
+#[derive(Clone, Debug)]
+struct Wire(Msg, usize);
+
+impl Payload for Wire {
+    fn wire_len(&self) -> usize {
+        self.1
+    }
+}
+
+/// The sender's and the client's behaviour.
+#[derive(Clone, Copy, Debug)]
+struct Knobs {
+    body: u64,
+    /// Payload bytes per data packet, and header bytes on each.
+    mss: u64,
+    hdr: u64,
+    /// Initial window, packets.
+    iw: u64,
+    /// The window's factor at a congestion response.
+    beta: f64,
+    /// The server asks for another hello first (one more round trip).
+    retry: bool,
+    /// The server's wait between the request and its first byte.
+    think: Duration,
+    /// The client's flow-control window, bytes beyond what it has read.
+    flow: u64,
+}
+
+const BASE: Knobs = Knobs {
+    body: 1_000_000,
+    mss: 1400,
+    hdr: 52,
+    iw: 10,
+    beta: 0.5,
+    retry: false,
+    think: Duration::ZERO,
+    flow: u64::MAX / 4,
+};
+
+/// The server's handshake flight: three packets.
+const FLIGHT: u32 = 3;
+
+struct Sent {
+    off: u64,
+    len: u64,
+    size: u64,
+    at: u64,
+    done: bool,
+}
+
+struct Trial {
+    log: String,
+    transfer: Transfer,
+    sender: Vec<SenderSample>,
+    path: PathFacts,
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+/// Runs one transfer over a link of `keys`, seeded with `seed`.
+fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
+    let cfg = LinkConfig::from_keys(seed, keys, &|_| Err("no traces".into())).unwrap();
+    let mut up: Pipeline<Wire> = Pipeline::new(Direction::Up, &cfg.up, seed, true).unwrap();
+    let mut down: Pipeline<Wire> = Pipeline::new(Direction::Down, &cfg.down, seed, true).unwrap();
+    let rtt = ns(cfg.min_rtt());
+    let start = 1_000_000u64;
+    let t = |n: u64| Duration::from_nanos(n);
+    up.push(t(start), Wire(Msg::Hello, 1250));
+    // the client
+    let (mut flights, mut h, mut fb, mut lb) = (0, None, None, None);
+    let mut got: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut read = 0u64;
+    // the server
+    let mut retried = false;
+    let mut send_from: Option<u64> = None;
+    let mut sent: BTreeMap<u64, Sent> = BTreeMap::new();
+    let mut resend: Vec<(u64, u64)> = Vec::new();
+    let (mut next_pn, mut next_off, mut inflight) = (0u64, 0u64, 0u64);
+    let mut cwnd = (k.iw * (k.mss + k.hdr)) as f64;
+    let mut ssthresh = f64::MAX;
+    let mut recovery_end = 0u64;
+    let mut max_data = k.flow;
+    let mut srtt = rtt;
+    let mut backoff = 0u32;
+    let mut timer: Option<u64> = None;
+    let mut samples = Vec::new();
+    let mut now = start;
+    for _ in 0..10_000_000 {
+        // the server sends what its window, the peer's limit and its data allow
+        if send_from.is_some_and(|s| now >= s) {
+            loop {
+                let (off, len, again) = if let Some(&(off, len)) = resend.last() {
+                    (off, len, true)
+                } else if next_off < k.body {
+                    let len = k.mss.min(k.body - next_off);
+                    if next_off + len > max_data {
+                        break;
+                    }
+                    (next_off, len, false)
+                } else {
+                    break;
+                };
+                let size = len + k.hdr;
+                if inflight + size > cwnd as u64 && inflight > 0 {
+                    break;
+                }
+                if again {
+                    resend.pop();
+                } else {
+                    next_off += len;
+                }
+                let pn = next_pn;
+                next_pn += 1;
+                inflight += size;
+                sent.insert(
+                    pn,
+                    Sent {
+                        off,
+                        len,
+                        size,
+                        at: now,
+                        done: false,
+                    },
+                );
+                down.push(t(now), Wire(Msg::Data { pn, off, len }, size as usize));
+                timer = Some(now + ((3 * srtt) << backoff.min(6)));
+            }
+        }
+        if lb.is_some() {
+            break;
+        }
+        // the next thing to happen
+        let mut next = [
+            up.poll_timeout().map(ns),
+            down.poll_timeout().map(ns),
+            timer,
+            send_from.filter(|&s| s > now),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("the transfer stalled");
+        next = next.max(now);
+        now = next;
+        if timer.is_some_and(|x| x <= now) {
+            // the retransmission timer: everything outstanding is lost, the window collapses
+            timer = None;
+            for s in sent.values_mut().filter(|s| !s.done) {
+                s.done = true;
+                inflight -= s.size;
+                resend.push((s.off, s.len));
+            }
+            resend.sort_by_key(|r| std::cmp::Reverse(r.0));
+            ssthresh = (cwnd * k.beta).max(2.0 * (k.mss + k.hdr) as f64);
+            cwnd = (k.mss + k.hdr) as f64;
+            recovery_end = next_pn;
+            backoff += 1;
+            samples.push(SenderSample {
+                t_ns: now,
+                cwnd_bytes: Some(cwnd as u64),
+                srtt_ns: Some(srtt),
+                congestion_event: true,
+            });
+        }
+        while let Some(d) = up.poll_transmit(t(now)) {
+            match d.data.0 {
+                Msg::Hello if k.retry && !retried => {
+                    retried = true;
+                    down.push(t(now), Wire(Msg::Retry, 200));
+                }
+                Msg::Hello => {
+                    for _ in 0..FLIGHT {
+                        down.push(t(now), Wire(Msg::Flight, 1250));
+                    }
+                }
+                Msg::Request => {
+                    // the sender records its initial window
+                    send_from = Some(now + ns(k.think));
+                    samples.push(SenderSample {
+                        t_ns: now,
+                        cwnd_bytes: Some(cwnd as u64),
+                        srtt_ns: None,
+                        congestion_event: false,
+                    });
+                }
+                Msg::Ack { pn, max_data: m } => {
+                    max_data = max_data.max(m);
+                    backoff = 0;
+                    let Some(s) = sent.get_mut(&pn) else { continue };
+                    if !s.done {
+                        s.done = true;
+                        inflight -= s.size;
+                        srtt = (7 * srtt + (now - s.at)) / 8;
+                        if cwnd < ssthresh {
+                            cwnd += s.size as f64;
+                        } else {
+                            cwnd += (s.size * s.size) as f64 / cwnd;
+                        }
+                    }
+                    // packet threshold: three later packets acknowledged
+                    let lost: Vec<u64> = sent
+                        .range(..pn.saturating_sub(2))
+                        .filter(|(_, s)| !s.done)
+                        .map(|(&p, _)| p)
+                        .collect();
+                    let mut event = false;
+                    for p in lost {
+                        let s = sent.get_mut(&p).unwrap();
+                        s.done = true;
+                        inflight -= s.size;
+                        resend.push((s.off, s.len));
+                        if p >= recovery_end {
+                            event = true;
+                        }
+                    }
+                    resend.sort_by_key(|r| std::cmp::Reverse(r.0));
+                    if event {
+                        cwnd = (cwnd * k.beta).max(2.0 * (k.mss + k.hdr) as f64);
+                        ssthresh = cwnd;
+                        recovery_end = next_pn;
+                    }
+                    timer = (inflight > 0).then_some(now + (3 * srtt));
+                    samples.push(SenderSample {
+                        t_ns: now,
+                        cwnd_bytes: Some(cwnd as u64),
+                        srtt_ns: Some(srtt),
+                        congestion_event: event,
+                    });
+                }
+                _ => {}
+            }
+        }
+        while let Some(d) = down.poll_transmit(t(now)) {
+            match d.data.0 {
+                Msg::Retry => {
+                    up.push(t(now), Wire(Msg::Hello, 1250));
+                }
+                Msg::Flight => {
+                    flights += 1;
+                    if flights == FLIGHT {
+                        h = Some(now);
+                        up.push(t(now), Wire(Msg::Request, 120));
+                    }
+                }
+                Msg::Data { pn, off, len } => {
+                    fb.get_or_insert(now);
+                    got.insert(off, len);
+                    while let Some(len) = got.get(&read) {
+                        read += len;
+                    }
+                    if read >= k.body {
+                        lb = Some(now);
+                    }
+                    up.push(
+                        t(now),
+                        Wire(
+                            Msg::Ack {
+                                pn,
+                                max_data: read.saturating_add(k.flow),
+                            },
+                            60,
+                        ),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut events: Vec<Event> = up.take_events();
+    events.extend(down.take_events());
+    events.sort_by_key(|e| e.t);
+    let log = events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect();
+    Trial {
+        log,
+        transfer: Transfer {
+            start_ns: start,
+            handshake_done_ns: h.expect("no handshake"),
+            first_byte_ns: fb.expect("no first byte"),
+            last_byte_ns: lb.expect("the transfer did not end"),
+            body_bytes: k.body,
+            design_rtts: 1,
+        },
+        sender: samples,
+        path: PathFacts {
+            down_delay_ns: ns(cfg.down.delay),
+            up_delay_ns: ns(cfg.up.delay),
+            down_rate_bps: cfg.down.rate.map(|r| r.bps()),
+            up_rate_bps: cfg.up.rate.map(|r| r.bps()),
+        },
+    }
+}
+
+fn budget_of(tr: &Trial) -> Budget {
+    let log = LinkLog::parse(tr.log.as_bytes()).unwrap();
+    let b = budget(&log, &tr.path, &tr.transfer, &tr.sender).unwrap();
+    // the parts partition the TTLB
+    assert!(b.residual_ms.abs() < 1e-6, "{b:?}");
+    assert!(b.charges.iter().all(|c| c.ms > 0.0), "{b:?}");
+    b
+}
+
+const LINK: &[(&str, &str)] = &[("rate", "10mbit"), ("delay", "10ms"), ("queue", "100ms")];
+
+/// Runs control and planted on the same link and checks the difference names `cause`; the
+/// time charged to it, ms, by seed.
+fn check(
+    name: &str,
+    control: Knobs,
+    planted: Knobs,
+    keys: &[(&str, &str)],
+    cause: Component,
+) -> Vec<f64> {
+    let mut out = Vec::new();
+    for seed in [1, 2, 3] {
+        let (c, p) = (run(control, LINK, seed), run(planted, keys, seed));
+        let (bc, bp) = (budget_of(&c), budget_of(&p));
+        let diff = bp.ttlb_ms - bc.ttlb_ms;
+        let floor = bp.floor.total_ms() - bc.floor.total_ms();
+        let named = |x: Component| bp.ms(x) - bc.ms(x);
+        let table: Vec<String> = Component::ALL
+            .iter()
+            .map(|&x| format!("{} {:+.1}", x.name(), named(x)))
+            .collect();
+        let why = format!(
+            "{name}, seed {seed}: TTLB {:.1} -> {:.1} ms (floor {floor:+.1}): {}",
+            bc.ttlb_ms,
+            bp.ttlb_ms,
+            table.join(", ")
+        );
+        eprintln!("{why}");
+        assert!(diff > 5.0, "{why}: the planted cause made no difference");
+        assert!(named(cause) >= 0.8 * (diff - floor), "{why}");
+        for x in Component::ALL.into_iter().filter(|&x| x != cause) {
+            assert!(named(x).abs() <= 0.2 * (diff - floor), "{why}");
+        }
+        out.push(named(cause));
+    }
+    out
+}
+
+#[test]
+fn a_second_hello_is_charged_to_the_handshake() {
+    let charged = check(
+        "retry",
+        BASE,
+        Knobs {
+            retry: true,
+            ..BASE
+        },
+        LINK,
+        Component::Handshake,
+    );
+    // one more round trip of 20 ms; the second hello's and the retry's bytes are overhead
+    for ms in charged {
+        assert!((ms - 20.0).abs() < 0.01, "{ms}");
+    }
+}
+
+#[test]
+fn a_server_that_waits_is_charged_to_the_endpoint() {
+    let charged = check(
+        "think 50 ms",
+        BASE,
+        Knobs {
+            think: Duration::from_millis(50),
+            ..BASE
+        },
+        LINK,
+        Component::Endpoint,
+    );
+    for ms in charged {
+        assert!((ms - 50.0).abs() < 0.01, "{ms}");
+    }
+}
+
+#[test]
+fn a_small_flow_control_window_is_charged_to_flow_control_or_the_sender() {
+    check(
+        "flow 16 KB",
+        BASE,
+        Knobs {
+            flow: 16_000,
+            ..BASE
+        },
+        LINK,
+        Component::FlowOrSender,
+    );
+}
+
+#[test]
+fn an_outage_is_charged_to_the_loss_recovery_wait() {
+    let mut keys = LINK.to_vec();
+    keys.push(("down-outage", "400ms-700ms"));
+    check("outage", BASE, BASE, &keys, Component::LossRecoveryWait);
+}
+
+#[test]
+fn smaller_packets_are_charged_to_overhead() {
+    // the same initial window in bytes, so that only the headers differ
+    let big = Knobs {
+        body: 3_000_000,
+        ..BASE
+    };
+    let charged = check(
+        "packets of 700 bytes",
+        big,
+        Knobs {
+            mss: 700,
+            iw: 20,
+            ..big
+        },
+        LINK,
+        Component::Overhead,
+    );
+    // each packet of 700 bytes more carries 52 bytes of header, at 10 Mbit/s
+    let more = 3_000_000u64.div_ceil(700) - 3_000_000u64.div_ceil(1400);
+    let headers_ms = (more * 52 * 8) as f64 / 10e6 * 1e3;
+    for ms in charged {
+        assert!((ms - headers_ms).abs() < 0.5, "{ms} against {headers_ms}");
+    }
+}
+
+#[test]
+fn a_small_initial_window_is_charged_to_ramp_up() {
+    check(
+        "initial window 2",
+        BASE,
+        Knobs { iw: 2, ..BASE },
+        LINK,
+        Component::RampUp,
+    );
+}
+
+#[test]
+fn a_deeper_cut_after_loss_is_charged_to_the_window_after_loss() {
+    // a queue of one BDP at 1 % loss: a cut to 0.3 of the window empties the link for longer
+    // than one to 0.7 of it
+    let keys: &[(&str, &str)] = &[
+        ("rate", "10mbit"),
+        ("delay", "10ms"),
+        ("queue", "20ms"),
+        ("down-loss", "1%"),
+    ];
+    let gentle = Knobs { beta: 0.7, ..BASE };
+    for seed in [1, 2, 3] {
+        let (c, p) = (
+            run(gentle, keys, seed),
+            run(Knobs { beta: 0.3, ..BASE }, keys, seed),
+        );
+        let (bc, bp) = (budget_of(&c), budget_of(&p));
+        let diff = bp.ttlb_ms - bc.ttlb_ms;
+        let named = |x: Component| bp.ms(x) - bc.ms(x);
+        let why = format!(
+            "seed {seed}: {:.1} -> {:.1} ms, {:?} -> {:?}",
+            bc.ttlb_ms, bp.ttlb_ms, bc.charges, bp.charges
+        );
+        eprintln!("{why}");
+        assert!(diff > 5.0, "{why}");
+        assert!(named(Component::WindowAfterLoss) >= 0.8 * diff, "{why}");
+    }
+}

@@ -1,0 +1,146 @@
+//! A transfer's time budget: its time to last byte split into a floor (what the path and the
+//! protocol's design force) and named components (where the rest went), which add up to the
+//! TTLB. `quiclab-explain` computes it from the link's per-packet log and the sender's record;
+//! docs/explain.md defines each component and how it is measured.
+
+use serde::{Deserialize, Serialize};
+
+/// Where time beyond the floor went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Component {
+    /// Handshake round trips beyond the design's: a HelloRetryRequest, a Retry, lost or
+    /// retransmitted handshake packets, a PTO before the handshake completed.
+    Handshake,
+    /// The bottleneck idle within a round trip before the first congestion signal: the
+    /// sender's window below the path's BDP (initial window, packet size, slow start).
+    RampUp,
+    /// The bottleneck idle within a round trip after a congestion signal: the window cut below
+    /// the BDP.
+    WindowAfterLoss,
+    /// Longer than a round trip with nothing delivered, after a loss: the sender waited for
+    /// loss detection, a PTO or an RTO.
+    LossRecoveryWait,
+    /// The sender's window had room and it sent nothing: the peer's flow-control limit, the
+    /// application, pacing or a send buffer (the link alone cannot tell them apart).
+    FlowOrSender,
+    /// The bottleneck idle within a round trip where the sender's record gives no window: its
+    /// window, flow control or pacing (not told apart).
+    WindowOrSender,
+    /// The bottleneck busy with bytes beyond the response body: packet and frame headers,
+    /// handshake flights, acknowledgements, retransmissions.
+    Overhead,
+    /// The endpoints' own time: the server's from the request's arrival to its first byte
+    /// sent, and the client's from the last packet's delivery to its last byte read.
+    Endpoint,
+}
+
+impl Component {
+    pub const ALL: [Component; 8] = [
+        Component::Handshake,
+        Component::RampUp,
+        Component::WindowAfterLoss,
+        Component::LossRecoveryWait,
+        Component::FlowOrSender,
+        Component::WindowOrSender,
+        Component::Overhead,
+        Component::Endpoint,
+    ];
+
+    /// As data names it (`budget.csv`, JSON): "ramp-up".
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Handshake => "handshake",
+            Component::RampUp => "ramp-up",
+            Component::WindowAfterLoss => "window-after-loss",
+            Component::LossRecoveryWait => "loss-recovery-wait",
+            Component::FlowOrSender => "flow-control-or-sender-limited",
+            Component::WindowOrSender => "window-or-sender-limited",
+            Component::Overhead => "overhead",
+            Component::Endpoint => "endpoint",
+        }
+    }
+
+    /// As the report writes it: "ramp-up", "window after loss".
+    pub fn title(self) -> &'static str {
+        match self {
+            Component::Handshake => "handshake",
+            Component::RampUp => "ramp-up",
+            Component::WindowAfterLoss => "window after loss",
+            Component::LossRecoveryWait => "loss recovery wait",
+            Component::FlowOrSender => "flow control or sender-limited",
+            Component::WindowOrSender => "window or sender-limited",
+            Component::Overhead => "overhead",
+            Component::Endpoint => "endpoint processing",
+        }
+    }
+}
+
+/// What the path and the protocol's design force, ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Floor {
+    /// The handshake's round trips by design (1 for QUIC, 2 for TCP with TLS 1.3, 1 for TCP
+    /// alone) at the path's propagation round trip.
+    pub handshake_ms: f64,
+    /// One round trip for the request.
+    pub request_ms: f64,
+    /// The response body's bytes at the bottleneck rate.
+    pub serialisation_ms: f64,
+}
+
+impl Floor {
+    pub fn total_ms(&self) -> f64 {
+        self.handshake_ms + self.request_ms + self.serialisation_ms
+    }
+}
+
+/// Time charged to one component.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Charge {
+    pub component: Component,
+    pub ms: f64,
+    /// When, as the client saw it: `[from, to]` ms from the request's start, merged where
+    /// close; the longest first when there were too many to keep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<[f64; 2]>,
+}
+
+/// A transfer's time budget: `floor` and `charges` add up to `ttlb_ms`, less `residual_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub ttlb_ms: f64,
+    pub floor: Floor,
+    /// One per component that took time, in [`Component::ALL`]'s order.
+    pub charges: Vec<Charge>,
+    /// What the floor and the charges leave of the TTLB (positive) or exceed it by (negative):
+    /// where the client's clock and the link's disagree.
+    pub residual_ms: f64,
+    /// Bytes the bottleneck carried towards the client beyond the body, after the handshake.
+    pub overhead_bytes: u64,
+    /// Packets the link dropped towards the client in the transfer.
+    pub drops_to_client: u32,
+    /// Congestion events the sender recorded in the transfer (`None` where its record has
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_events: Option<u32>,
+    /// What the budget read beyond the link's log and the client's record: "cwnd" when the
+    /// sender's record gave its congestion window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<String>,
+}
+
+impl Budget {
+    /// The time charged to `c`, ms (0 when none was).
+    pub fn ms(&self, c: Component) -> f64 {
+        self.charges
+            .iter()
+            .filter(|x| x.component == c)
+            .map(|x| x.ms)
+            .sum()
+    }
+
+    /// The floor and every charge, ms: the TTLB less the residual.
+    pub fn accounted_ms(&self) -> f64 {
+        self.floor.total_ms() + self.charges.iter().map(|c| c.ms).sum::<f64>()
+    }
+}

@@ -1,0 +1,246 @@
+//! Why: where the time went. For each compared pair and each cell whose TTLB differs
+//! significantly, the parts of the trials' time budgets that account for the median paired
+//! difference ([`crate::explain`]); then, cell by cell, the budget of each arm's median trial as
+//! a stacked bar, the floor first.
+
+use crate::analysis::{Analysis, Change};
+use crate::chart;
+use crate::explain::{self, ACCOUNTS, Explanation, Part};
+use crate::html::esc;
+use crate::stats;
+use crate::units;
+use quiclab_model::budget::Budget;
+use std::fmt::Write;
+
+/// Colours of the parts, in [`Part::ALL`]'s order.
+const COLOURS: [&str; 9] = [
+    "#b0b0b0", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf",
+];
+
+fn colour(p: Part) -> &'static str {
+    COLOURS[Part::ALL.iter().position(|&x| x == p).unwrap_or(0)]
+}
+
+/// Seed of a cell's intervals of part differences.
+fn seed(a: &str, b: &str, condition: &str, size: u64) -> u64 {
+    stats::seed_from(&["why", a, b, condition, &size.to_string()])
+}
+
+pub fn render(an: &Analysis) -> Option<String> {
+    let c = an.campaign;
+    let any = c
+        .trials
+        .iter()
+        .any(|t| t.outcome.as_ref().is_ok_and(|m| m.detail.budget.is_some()));
+    if !any {
+        return None;
+    }
+    let mut out = format!(
+        "<p class=\"caption\">Each trial's time to last byte split into a floor (the handshake's \
+         round trips by its protocol's design, one round trip for the request, the body at the \
+         bottleneck rate) and named components measured from the link's own packet log and the \
+         sender's record: handshake round trips beyond the design, ramp-up (the window below \
+         the path's BDP before the first congestion signal), the window after a loss, waits \
+         for loss recovery, flow control or the sender's own limits, overhead (bytes beyond the \
+         body) and the endpoints' own time (docs/explain.md defines each). For a significant \
+         difference, the parts named are the fewest, largest first, whose medians of the paired \
+         differences (iteration by iteration: the arms of an iteration share the link's seed) \
+         reach {} of the median difference, each with its bootstrap 95 % interval.</p>\n",
+        units::abs_pct(ACCOUNTS)
+    );
+    let mut said = 0;
+    for cmp in &an.comparisons {
+        let (a, b) = (&c.arms[cmp.a].name, &c.arms[cmp.b].name);
+        let mut items = String::new();
+        for (ci, cond) in c.conditions.iter().enumerate() {
+            for (si, &size) in c.sizes.iter().enumerate() {
+                let Some(ch) = cmp.cell(ci, si).change.as_ref() else {
+                    continue;
+                };
+                if !ch.significant {
+                    continue;
+                }
+                let (ca, cb) = (an.cell(ci, si, cmp.a), an.cell(ci, si, cmp.b));
+                let e = explain::explain(&ca.ok, &cb.ok, seed(a, b, &cond.name, size));
+                let _ = write!(
+                    items,
+                    "<li>{}</li>",
+                    sentence(a, b, &units::size(size), &cond.name, ch, e.as_ref())
+                );
+                said += 1;
+            }
+        }
+        if !items.is_empty() {
+            let _ = write!(
+                out,
+                "<h3>{} vs {}</h3>\n<ul class=\"why\">{items}</ul>\n",
+                esc(b),
+                esc(a)
+            );
+        }
+    }
+    if said == 0 {
+        out.push_str(
+            "<p>No compared pair differs significantly in any cell: there is no difference to \
+             explain.</p>\n",
+        );
+    }
+    out.push_str(
+        "<details><summary>The budgets of each arm's median trial, cell by cell</summary>\n",
+    );
+    out.push_str(&legend());
+    for (ci, cond) in c.conditions.iter().enumerate() {
+        for (si, &size) in c.sizes.iter().enumerate() {
+            let bars: Vec<(&str, usize, &Budget)> = (0..c.arms.len())
+                .filter_map(|arm| {
+                    let t = an.cell(ci, si, arm).median_trial?;
+                    let b = t.outcome.as_ref().ok()?.detail.budget.as_ref()?;
+                    Some((c.arms[arm].name.as_str(), arm, b))
+                })
+                .collect();
+            if !bars.is_empty() {
+                let title = format!("{} / {}", cond.name, units::size(size));
+                let _ = write!(out, "<h4>{}</h4>{}", esc(&title), stacked(&title, &bars));
+            }
+        }
+    }
+    out.push_str("</details>\n");
+    Some(out)
+}
+
+/// One significant cell's sentence: how much b differs from a, and why.
+fn sentence(
+    a: &str,
+    b: &str,
+    size: &str,
+    cond: &str,
+    ch: &Change,
+    e: Option<&Explanation>,
+) -> String {
+    let Some(e) = e else {
+        return format!(
+            "At {}, {}: {} against {}; fewer than {} iterations have budgets in both arms, \
+             so no cause is named.",
+            esc(size),
+            esc(cond),
+            esc(&units::signed_pct(ch.rel)),
+            esc(a),
+            explain::MIN_PAIRS
+        );
+    };
+    let longer = if e.diff_ms >= 0.0 { "longer" } else { "less" };
+    let parts: Vec<String> = e
+        .named
+        .iter()
+        .map(|p| {
+            let ci =
+                p.ci.map(|ci| format!(" (CI {})", units::ms_range(ci.lo, ci.hi)))
+                    .unwrap_or_default();
+            let mut s = format!(
+                "{} ms{ci} {}",
+                units::signed(p.median_ms, 1),
+                p.part.title()
+            );
+            if p.part == Part::Named(quiclab_model::budget::Component::Overhead)
+                && e.overhead_bytes.abs() >= 1.0
+            {
+                let _ = write!(
+                    s,
+                    ", {} bytes beyond the body",
+                    units::signed(e.overhead_bytes, 0)
+                );
+            }
+            s
+        })
+        .collect();
+    let why = if e.accounts {
+        parts.join("; ")
+    } else {
+        format!(
+            "no part reaches {} of it; the largest: {}",
+            units::abs_pct(ACCOUNTS),
+            parts.join("; ")
+        )
+    };
+    format!(
+        "<b>{}</b> took {} ms ({}) {longer} than <b>{}</b> at {}, {}: {} (median of {} \
+         paired iterations).",
+        esc(b),
+        units::number(e.diff_ms.abs(), 1),
+        esc(&units::abs_pct(e.diff_ms / ch.median_a_ms)),
+        esc(a),
+        esc(size),
+        esc(cond),
+        esc(&why),
+        e.pairs
+    )
+}
+
+fn legend() -> String {
+    let mut out = String::from("<p class=\"legend\">");
+    for p in Part::ALL {
+        let _ = write!(
+            out,
+            "<span class=\"swatch\" style=\"background:{}\"></span>{} ",
+            colour(p),
+            esc(p.title())
+        );
+    }
+    out.push_str("</p>\n");
+    out
+}
+
+/// Horizontal stacked bars, one per arm, on one scale.
+fn stacked(title: &str, bars: &[(&str, usize, &Budget)]) -> String {
+    const LABEL: f64 = 150.0;
+    const WIDTH: f64 = 560.0;
+    const ROW: f64 = 22.0;
+    let max = bars
+        .iter()
+        .map(|(_, _, b)| b.ttlb_ms.max(b.accounted_ms()))
+        .fold(1.0, f64::max);
+    let scale = (WIDTH - LABEL - 70.0) / max;
+    let height = ROW * bars.len() as f64 + 8.0;
+    let mut out = String::new();
+    chart::svg_open(&mut out, WIDTH, height, &format!("time budgets: {title}"));
+    for (row, (name, arm, b)) in bars.iter().enumerate() {
+        let y = 4.0 + row as f64 * ROW;
+        let _ = write!(
+            out,
+            r#"<rect x="2" y="{}" width="8" height="12" fill="{}"/><text x="14" y="{}">{}</text>"#,
+            chart::c(y + 3.0),
+            chart::arm_colour(*arm),
+            chart::c(y + 14.0),
+            esc(name)
+        );
+        let mut x = LABEL;
+        for p in Part::ALL {
+            let ms = p.ms(b);
+            if ms <= 0.0 {
+                continue;
+            }
+            let w = ms * scale;
+            let _ = write!(
+                out,
+                r#"<rect x="{}" y="{}" width="{}" height="16" fill="{}"><title>{}: {} ms</title></rect>"#,
+                chart::c(x),
+                chart::c(y + 1.0),
+                chart::c(w),
+                colour(p),
+                esc(p.title()),
+                units::number(ms, 1)
+            );
+            x += w;
+        }
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{}">{} ms</text>"#,
+            chart::c(x + 4.0),
+            chart::c(y + 14.0),
+            units::number(b.ttlb_ms, 0)
+        );
+    }
+    chart::svg_close(&mut out);
+    out
+}
