@@ -18,8 +18,9 @@
 //!   wait** if the request was lost); a later gap longer than a round trip (nothing in flight)
 //!   after a loss is a **loss recovery wait**, and without one **flow control or
 //!   sender-limited**; a shorter one is **ramp-up** before the first congestion signal and
-//!   **window after loss** after it, unless the sender's window had room (then flow control or
-//!   sender-limited), or the sender gives no window (then window or sender-limited);
+//!   **window after loss** after it (and within two round trips of a drop, while the sender
+//!   responds to it), unless the sender's window was not what held it back (then flow control
+//!   or sender-limited), or the sender gives no window (then window or sender-limited);
 //! - the client's time from the last packet's delivery to its last byte read is **endpoint**.
 //!
 //! The parts partition the TTLB; what they leave (`residual_ms`) is where the client's clock
@@ -72,6 +73,9 @@ pub struct SenderSample {
     pub srtt_ns: Option<u64>,
     pub congestion_event: bool,
 }
+
+/// A full-size packet, bytes: the least a window grows by in a round trip when it limits.
+const PACKET: u64 = 1200;
 
 /// How many spans a charge keeps (the longest).
 const MAX_SPANS: usize = 64;
@@ -284,8 +288,24 @@ pub fn budget(
             } else {
                 Component::FlowOrSender
             }
-        } else if let Some(room) = window_room(sender, log, a, round, bdp) {
-            if room {
+        } else if let Some(room) = window_room(
+            sender,
+            log,
+            a,
+            round,
+            bdp,
+            // before the first congestion signal (a window that limits grows every round
+            // trip then); after it, Cubic's window may rest near its last maximum for many
+            first_signal
+                .is_none_or(|s| s > a)
+                .then_some(first_byte_sent),
+        ) {
+            // within two round trips of a drop, the sender is responding to it (detecting the
+            // loss, recovering: its window then says little of what it may send)
+            let recovering = drops.iter().any(|&d| d + 2 * round >= a && d <= b);
+            if recovering {
+                Component::WindowAfterLoss
+            } else if room {
                 Component::FlowOrSender
             } else if lost_near || first_signal.is_some_and(|s| s <= a) {
                 Component::WindowAfterLoss
@@ -337,20 +357,36 @@ pub fn budget(
     Ok(b)
 }
 
-/// Whether the sender's window had room at `at` (the bottleneck just went idle): its window
-/// covers the path's BDP, and the bytes it sent within the last round trip are under half of
-/// it. A window below the BDP is the limit by itself (the link cannot be kept busy with it),
-/// however a pacer spreads it. `None` where the sender's record gives no window by then.
+/// Whether the sender's window had room at `at` (the bottleneck just went idle), so that the
+/// window was not what held it back. Either of:
+/// - its window covers the path's BDP and the bytes it sent within the last round trip are
+///   under half of it (a window below the BDP is the limit by itself, however a pacer spreads
+///   it);
+/// - before the transfer's first congestion signal (`ramping`: since when the first byte
+///   left), its window has not grown by a packet over the last two round trips: a sender held
+///   back by its window in slow start grows it every round trip, one held back by anything
+///   else does not (RFC 7661).
+///
+/// `None` where the sender's record gives no window by then.
 fn window_room(
     sender: &[SenderSample],
     log: &LinkLog,
     at: u64,
     round: u64,
     bdp: Option<u64>,
+    ramping: Option<u64>,
 ) -> Option<bool> {
     let i = sender.partition_point(|s| s.t_ns <= at);
     let s = sender[..i].iter().rev().find(|s| s.cwnd_bytes.is_some())?;
     let cwnd = s.cwnd_bytes?;
+    let before = at.saturating_sub(2 * round);
+    if ramping.is_some_and(|since| before >= since) {
+        let j = sender.partition_point(|s| s.t_ns <= before);
+        let then = sender[..j].iter().rev().find_map(|s| s.cwnd_bytes);
+        if then.is_some_and(|then| cwnd < then + PACKET) {
+            return Some(true);
+        }
+    }
     if bdp.is_none_or(|bdp| cwnd < bdp) {
         return Some(false);
     }

@@ -51,6 +51,9 @@ struct Knobs {
     think: Duration,
     /// The client's flow-control window, bytes beyond what it has read.
     flow: u64,
+    /// The window grows only while it is what holds the sender back (RFC 7661), as quinn's
+    /// and most controllers' do.
+    validated: bool,
 }
 
 const BASE: Knobs = Knobs {
@@ -62,6 +65,7 @@ const BASE: Knobs = Knobs {
     retry: false,
     think: Duration::ZERO,
     flow: u64::MAX / 4,
+    validated: false,
 };
 
 /// The server's handshake flight: three packets.
@@ -112,6 +116,8 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
     let mut srtt = rtt;
     let mut backoff = 0u32;
     let mut timer: Option<u64> = None;
+    // whether the window stopped the sender the last time it sent
+    let mut window_bound = true;
     let mut samples = Vec::new();
     let mut now = start;
     for _ in 0..10_000_000 {
@@ -123,14 +129,17 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                 } else if next_off < k.body {
                     let len = k.mss.min(k.body - next_off);
                     if next_off + len > max_data {
+                        window_bound = false;
                         break;
                     }
                     (next_off, len, false)
                 } else {
+                    window_bound = false;
                     break;
                 };
                 let size = len + k.hdr;
                 if inflight + size > cwnd as u64 && inflight > 0 {
+                    window_bound = true;
                     break;
                 }
                 if again {
@@ -220,7 +229,9 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                         s.done = true;
                         inflight -= s.size;
                         srtt = (7 * srtt + (now - s.at)) / 8;
-                        if cwnd < ssthresh {
+                        if k.validated && !window_bound {
+                            // held back by something else: the window keeps its size
+                        } else if cwnd < ssthresh {
                             cwnd += s.size as f64;
                         } else {
                             cwnd += (s.size * s.size) as f64 / cwnd;
@@ -413,6 +424,26 @@ fn a_small_flow_control_window_is_charged_to_flow_control_or_the_sender() {
         Knobs {
             flow: 16_000,
             ..BASE
+        },
+        LINK,
+        Component::FlowOrSender,
+    );
+}
+
+#[test]
+fn a_flow_control_limit_is_told_from_the_window_when_the_window_stops_growing() {
+    // the sender's window stays below the BDP (it grows only while it limits), so only its
+    // not growing tells that something else held the sender back
+    let validated = Knobs {
+        validated: true,
+        ..BASE
+    };
+    check(
+        "flow 16 KB, validated window",
+        validated,
+        Knobs {
+            flow: 16_000,
+            ..validated
         },
         LINK,
         Component::FlowOrSender,

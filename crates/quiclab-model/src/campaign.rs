@@ -47,6 +47,10 @@ pub struct Campaign {
     /// it is known well enough; `None` for a fixed number of iterations.
     #[serde(default)]
     pub adaptive: Option<AdaptiveIterations>,
+    /// Causes planted on purpose (a plan's `[[planted]]`), against which the time budgets'
+    /// explanations are checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planted: Vec<Planted>,
 }
 
 /// A plan's `iterations = { min, max, ci }`: at least `min` and at most `max` iterations of
@@ -279,7 +283,27 @@ pub struct Condition {
     pub base: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// A cause planted on purpose: a planted arm against its control arm (every condition), or a
+/// planted condition against its base (every arm), and the budget components that must account
+/// for what it costs (none: nothing was planted, and no difference may be found).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Planted {
+    /// The control arm and the arm with the cause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arms: Option<Comparison>,
+    /// The condition with the cause (its control is its base).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// For planted arms: the one condition they are checked in (every one when `None`).
+    #[serde(default, rename = "in", skip_serializing_if = "Option::is_none")]
+    pub within: Option<String>,
+    /// For a planted condition: the arms it is checked for (every arm when empty).
+    #[serde(default, rename = "for", skip_serializing_if = "Vec::is_empty")]
+    pub for_arms: Vec<String>,
+    pub causes: Vec<crate::budget::Component>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// Baseline arm.
     pub a: String,

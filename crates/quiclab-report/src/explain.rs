@@ -5,8 +5,10 @@
 //! A part is the floor (what the protocols' designs force: a handshake round trip more or
 //! fewer) or one named component. The parts named are the fewest, largest first and in the
 //! difference's direction, whose medians reach [`ACCOUNTS`] of the median TTLB difference, at
-//! most [`MAX_PARTS`]; each comes with a bootstrap 95 % interval of its median paired difference
-//! (whole iterations resampled).
+//! most [`MAX_PARTS`]; each comes with a 95 % interval of its median paired difference from the
+//! order statistics of the differences ([`sign_interval`]: the sign test's, exact and free of
+//! any assumption about their distribution, and honest with a few pairs, where a bootstrap's
+//! is too narrow).
 
 use crate::model::Trial;
 use crate::stats::{self, Interval};
@@ -18,7 +20,10 @@ pub const ACCOUNTS: f64 = 0.8;
 /// At most this many parts are named.
 pub const MAX_PARTS: usize = 3;
 /// Fewest pairs of budgets for an explanation.
-pub const MIN_PAIRS: usize = 3;
+pub const MIN_PAIRS: usize = 6;
+/// Where nothing was planted, a median difference below this share of the control's median
+/// TTLB is no difference, whatever the interval says.
+pub const NOTHING_MARGIN: f64 = 0.01;
 
 /// One part of a budget: the floor, or a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,6 +85,35 @@ pub struct Explanation {
     pub overhead_bytes: f64,
 }
 
+/// The distribution-free 95 % interval of the median of `xs` (at least 6 values; `None` with
+/// fewer): the k-th smallest and the k-th largest, for the largest k whose two-sided binomial
+/// tail, 2 P(B(n, 1/2) < k), is at most 5 %. With 6 to 8 values it is their whole range, so a
+/// difference is significant only where every pair agrees on its sign.
+pub fn sign_interval(xs: &[f64]) -> Option<Interval> {
+    let n = xs.len();
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    // P(B(n, 1/2) <= j), by the binomial coefficients
+    let tail = |j: usize| -> f64 {
+        let mut c = 1.0f64;
+        let mut sum = 0.0;
+        for i in 0..=j {
+            if i > 0 {
+                c = c * (n + 1 - i) as f64 / i as f64;
+            }
+            sum += c;
+        }
+        sum / 2f64.powi(n as i32)
+    };
+    let k = (1..=n / 2)
+        .take_while(|&k| 2.0 * tail(k - 1) <= 0.05)
+        .last()?;
+    Some(Interval {
+        lo: v[k - 1],
+        hi: v[n - k],
+    })
+}
+
 fn budgets<'a>(trials: &[&'a Trial]) -> BTreeMap<u32, &'a Budget> {
     trials
         .iter()
@@ -92,9 +126,9 @@ fn budgets<'a>(trials: &[&'a Trial]) -> BTreeMap<u32, &'a Budget> {
         .collect()
 }
 
-/// The explanation of b against a from their successful trials in one cell (`seed` for the
-/// intervals); `None` below [`MIN_PAIRS`] pairs of budgets.
-pub fn explain(a: &[&Trial], b: &[&Trial], seed: u64) -> Option<Explanation> {
+/// The explanation of b against a from their successful trials in one cell; `None` below
+/// [`MIN_PAIRS`] pairs of budgets.
+pub fn explain(a: &[&Trial], b: &[&Trial]) -> Option<Explanation> {
     let (ba, bb) = (budgets(a), budgets(b));
     let pairs: Vec<(&Budget, &Budget)> = bb
         .iter()
@@ -109,13 +143,12 @@ pub fn explain(a: &[&Trial], b: &[&Trial], seed: u64) -> Option<Explanation> {
     let diff_ms = stats::median(&diffs(&|b| b.ttlb_ms))?;
     let mut parts: Vec<PartDiff> = Part::ALL
         .iter()
-        .enumerate()
-        .filter_map(|(k, &part)| {
+        .filter_map(|&part| {
             let d = diffs(&|b| part.ms(b));
             Some(PartDiff {
                 part,
                 median_ms: stats::median(&d)?,
-                ci: stats::bootstrap_median_ci(&d, seed.wrapping_add(k as u64)),
+                ci: sign_interval(&d),
             })
         })
         .collect();
@@ -215,6 +248,27 @@ mod tests {
     }
 
     #[test]
+    fn the_sign_interval_is_the_order_statistics_the_binomial_allows() {
+        // 6 to 8 values: their range (2 P(B <= 0) = 3.1 %, 1.6 %, 0.8 %; k = 2 would be 22 %,
+        // 12.5 %, 7 %)
+        for n in 6..=8 {
+            let v: Vec<f64> = (1..=n).map(f64::from).collect();
+            let ci = sign_interval(&v).unwrap();
+            assert_eq!((ci.lo, ci.hi), (1.0, f64::from(n)), "{n}");
+        }
+        // 9 values: the 2nd to the 8th (2 P(B(9) <= 1) = 3.9 %)
+        let v: Vec<f64> = (1..=9).rev().map(f64::from).collect();
+        let ci = sign_interval(&v).unwrap();
+        assert_eq!((ci.lo, ci.hi), (2.0, 8.0));
+        // 20 values: the 6th to the 15th (2 P(B(20) <= 5) = 4.1 %, <= 6 would be 11.5 %)
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        let ci = sign_interval(&v).unwrap();
+        assert_eq!((ci.lo, ci.hi), (6.0, 15.0));
+        // below 6 values no interval reaches 95 %
+        assert_eq!(sign_interval(&[1.0, 2.0, 3.0, 4.0, 5.0]), None);
+    }
+
+    #[test]
     fn the_parts_that_account_for_the_difference_are_named_largest_first() {
         use Component::*;
         // b: 20 ms more handshake, 3 ms more overhead, ramp-up jitter of a millisecond
@@ -236,7 +290,7 @@ mod tests {
                 )
             })
             .collect();
-        let e = explain(&refs(&a), &refs(&b), 1).unwrap();
+        let e = explain(&refs(&a), &refs(&b)).unwrap();
         assert_eq!(e.pairs, 6);
         assert!((e.diff_ms - 22.5).abs() < 1e-9, "{e:?}");
         assert!(e.accounts);
@@ -245,7 +299,7 @@ mod tests {
         let ci = e.named[0].ci.unwrap();
         assert!(ci.lo <= 20.0 && ci.hi >= 20.0, "{ci:?}");
         // the other way round: a is faster, and the handshake is named again (its sign too)
-        let e = explain(&refs(&b), &refs(&a), 1).unwrap();
+        let e = explain(&refs(&b), &refs(&a)).unwrap();
         assert!(e.diff_ms < 0.0 && e.accounts);
         assert_eq!(e.named[0].part, Part::Named(Handshake));
         assert!((e.named[0].median_ms + 20.0).abs() < 1e-9);
@@ -265,10 +319,147 @@ mod tests {
         };
         let c: Vec<Trial> = (0..6).map(spread).collect();
         let d: Vec<Trial> = (0..6).map(|i| trial(i, 100.0, &[])).collect();
-        let e = explain(&refs(&d), &refs(&c), 1).unwrap();
+        let e = explain(&refs(&d), &refs(&c)).unwrap();
         assert!(!e.accounts, "{e:?}");
         assert_eq!(e.named.len(), MAX_PARTS);
         // too few pairs: nothing said
-        assert_eq!(explain(&refs(&a[..2]), &refs(&b[..2]), 1), None);
+        assert_eq!(explain(&refs(&a[..5]), &refs(&b[..5])), None);
     }
+}
+
+/// The share of the difference the planted parts must take, and the most any other may.
+pub const PLANTED_SHARE: f64 = 0.8;
+pub const OTHER_SHARE: f64 = 0.2;
+
+/// One planted cause checked in one cell: is the explanation right?
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// Index into the campaign's `planted`.
+    pub planted: usize,
+    /// The control and the planted arm (indices), and the control's and the planted
+    /// condition's (equal for an arm's cause).
+    pub arms: (usize, usize),
+    pub conditions: (usize, usize),
+    pub size: usize,
+    pub pairs: usize,
+    /// The median paired TTLB difference and its 95 % interval ([`sign_interval`]).
+    pub diff_ms: f64,
+    pub diff_ci: Option<Interval>,
+    /// The median paired difference of the floor (a condition that changes the path moves it).
+    pub floor_ms: f64,
+    /// What the planted components took of the difference beyond the floor.
+    pub share: f64,
+    /// The largest share any other part took, and which.
+    pub other: Option<(Part, f64)>,
+    pub pass: bool,
+}
+
+/// Every planted cause of the campaign checked in every cell it applies to: an arm's in every
+/// condition (or the one it names) and size, a condition's for every arm and size, each
+/// against its control in the same iterations. A cause passes where the difference is
+/// significant (its paired interval, [`sign_interval`], excludes 0), the planted components
+/// take at least [`PLANTED_SHARE`] of it beyond the floor's and no other part more than
+/// [`OTHER_SHARE`]; nothing planted passes where the interval includes 0 or the median
+/// difference is within [`NOTHING_MARGIN`] of the control's median TTLB.
+pub fn checks(an: &crate::analysis::Analysis) -> Vec<Check> {
+    let c = an.campaign;
+    let arm = |name: &str| c.arms.iter().position(|a| a.name == name);
+    let cond = |name: &str| c.conditions.iter().position(|x| x.name == name);
+    let mut out = Vec::new();
+    for (k, p) in c.planted.iter().enumerate() {
+        let mut cells = Vec::new();
+        if let Some(pair) = &p.arms {
+            let (Some(a), Some(b)) = (arm(&pair.a), arm(&pair.b)) else {
+                continue;
+            };
+            for ci in 0..c.conditions.len() {
+                if p.within
+                    .as_ref()
+                    .is_none_or(|w| *w == c.conditions[ci].name)
+                {
+                    cells.push(((a, b), (ci, ci)));
+                }
+            }
+        } else if let Some(name) = &p.condition {
+            let Some(ci) = cond(name) else { continue };
+            let Some(base) = c.conditions[ci].base.as_deref().and_then(cond) else {
+                continue;
+            };
+            for a in 0..c.arms.len() {
+                if p.for_arms.is_empty() || p.for_arms.contains(&c.arms[a].name) {
+                    cells.push(((a, a), (base, ci)));
+                }
+            }
+        }
+        for ((a, b), (ca, cb)) in cells {
+            for si in 0..c.sizes.len() {
+                let (x, y) = (&an.cell(ca, si, a).ok, &an.cell(cb, si, b).ok);
+                if let Some(check) = check_cell(k, &p.causes, x, y) {
+                    out.push(Check {
+                        arms: (a, b),
+                        conditions: (ca, cb),
+                        size: si,
+                        ..check
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn check_cell(planted: usize, causes: &[Component], a: &[&Trial], b: &[&Trial]) -> Option<Check> {
+    let (ba, bb) = (budgets(a), budgets(b));
+    let pairs: Vec<(&Budget, &Budget)> = bb
+        .iter()
+        .filter_map(|(i, y)| Some((*ba.get(i)?, *y)))
+        .collect();
+    if pairs.len() < MIN_PAIRS {
+        return None;
+    }
+    let median_of = |f: &dyn Fn(&Budget) -> f64| {
+        stats::median(&pairs.iter().map(|(x, y)| f(y) - f(x)).collect::<Vec<_>>()).unwrap_or(0.0)
+    };
+    let ttlb: Vec<f64> = pairs.iter().map(|(x, y)| y.ttlb_ms - x.ttlb_ms).collect();
+    let diff_ms = stats::median(&ttlb)?;
+    let diff_ci = sign_interval(&ttlb);
+    let control_ms = stats::median(&pairs.iter().map(|(x, _)| x.ttlb_ms).collect::<Vec<_>>())?;
+    let floor_ms = median_of(&|b| b.floor.total_ms());
+    let net = diff_ms - floor_ms;
+    let planted_ms: f64 = causes.iter().map(|&c| median_of(&|b| b.ms(c))).sum();
+    let share = if net.abs() > 0.0 {
+        planted_ms / net
+    } else {
+        0.0
+    };
+    let other = Component::ALL
+        .into_iter()
+        .filter(|c| !causes.contains(c))
+        .map(|c| {
+            let ms = median_of(&|b| b.ms(c));
+            (
+                Part::Named(c),
+                if net.abs() > 0.0 { ms / net.abs() } else { 0.0 },
+            )
+        })
+        .max_by(|x, y| x.1.abs().total_cmp(&y.1.abs()));
+    let significant = diff_ci.is_some_and(|ci| !ci.contains(0.0));
+    let pass = if causes.is_empty() {
+        !significant || diff_ms.abs() < NOTHING_MARGIN * control_ms
+    } else {
+        significant && share >= PLANTED_SHARE && other.is_none_or(|(_, s)| s.abs() <= OTHER_SHARE)
+    };
+    Some(Check {
+        planted,
+        arms: (0, 0),
+        conditions: (0, 0),
+        size: 0,
+        pairs: pairs.len(),
+        diff_ms,
+        diff_ci,
+        floor_ms,
+        share,
+        other,
+        pass,
+    })
 }

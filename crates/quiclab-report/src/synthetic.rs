@@ -166,6 +166,7 @@ pub fn campaign(iterations: u32, seed: u64) -> Campaign {
         busy_seconds: None,
         busy: Vec::new(),
         adaptive: None,
+        planted: Vec::new(),
     }
 }
 

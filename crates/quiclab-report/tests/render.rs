@@ -120,6 +120,7 @@ fn contrast_campaign() -> Campaign {
         busy_seconds: None,
         busy: Vec::new(),
         adaptive: None,
+        planted: Vec::new(),
     }
 }
 

@@ -169,6 +169,7 @@ fn campaign(offset_tcp_ms: f64) -> Campaign {
         busy_seconds: None,
         busy: Vec::new(),
         adaptive: None,
+        planted: Vec::new(),
     }
 }
 

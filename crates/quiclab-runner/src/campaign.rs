@@ -199,6 +199,7 @@ pub fn describe(plan: &Plan, provenance: &[(String, String)]) -> model::Campaign
         busy_seconds: None,
         busy: Vec::new(),
         adaptive: plan.adaptive,
+        planted: plan.planted.clone(),
     }
 }
 

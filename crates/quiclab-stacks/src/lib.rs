@@ -697,6 +697,24 @@ mod tests {
     }
 
     #[test]
+    fn quinn_s_flow_control_windows_are_knobs_whose_checked_values_its_settings_take() {
+        let quinn = find("quinn").unwrap();
+        let knob = |key: &str| quinn.knobs().iter().find(|k| k.key == key).unwrap();
+        let stream = knob("quic-stream-window").check("16kb").unwrap();
+        let conn = knob("quic-conn-window").check("1MiB").unwrap();
+        let v = quinn
+            .settings(&[
+                ("quic-stream-window".into(), stream),
+                ("quic-conn-window".into(), conn),
+            ])
+            .unwrap();
+        assert_eq!(v["quic"]["stream_receive_window"], 16_000, "{v}");
+        assert_eq!(v["quic"]["receive_window"], 1 << 20, "{v}");
+        let e = knob("quic-stream-window").check("100b").unwrap_err();
+        assert!(e.contains("from 1200 to 1 GiB"), "{e}");
+    }
+
+    #[test]
     fn names_are_unique_and_knobs_of_one_key_are_one_knob() {
         let stacks = all();
         for (i, s) in stacks.iter().enumerate() {

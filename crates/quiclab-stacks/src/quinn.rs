@@ -118,13 +118,39 @@ static PRIORITIES: Knob = Knob {
     check: Check::Fn(check_on_off),
 };
 
-static KNOBS: [&Knob; 11] = [
+fn check_window(v: &str) -> Result<String, String> {
+    match units::parse_bytes(v) {
+        Ok(n) if (1200..=1 << 30).contains(&n) => Ok(format!("{n}b")),
+        _ => Err("allowed: bytes from 1200 to 1 GiB, e.g. 16kb".into()),
+    }
+}
+
+static STREAM_WINDOW: Knob = Knob {
+    key: "quic-stream-window",
+    side: Side::Both,
+    help: "flow-control limit of a stream the endpoint receives, bytes (e.g. 16kb): how far \
+           the peer may send ahead of what it has read",
+    telemetry: true,
+    check: Check::Fn(check_window),
+};
+
+static CONN_WINDOW: Knob = Knob {
+    key: "quic-conn-window",
+    side: Side::Both,
+    help: "flow-control limit of everything the endpoint receives on a connection, bytes",
+    telemetry: true,
+    check: Check::Fn(check_window),
+};
+
+static KNOBS: [&Knob; 13] = [
     &QUIC_CC,
     &INITIAL_RTT,
     &MTU_DISCOVERY,
     &INITIAL_MTU,
     &MAX_UDP_PAYLOAD,
     &GSO,
+    &STREAM_WINDOW,
+    &CONN_WINDOW,
     &GROUPS,
     &SERVER_GROUPS,
     &SCHEDULING,

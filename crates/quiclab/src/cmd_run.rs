@@ -26,7 +26,7 @@ use quiclab_runner::plan::BUILT_IN;
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
 /// PLAN is a TOML file or the name of a built-in plan (www21, clients, repeat, hls, telemetry,
-/// coded-loss, bulk-mtu, pages). Without PLAN, the quick profile of www21 runs: H3 against H2 on
+/// coded-loss, bulk-mtu, pages, explain-check). Without PLAN, the quick profile of www21 runs: H3 against H2 on
 /// a 10 Mbit/s link with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a

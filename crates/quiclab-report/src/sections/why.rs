@@ -7,7 +7,6 @@ use crate::analysis::{Analysis, Change};
 use crate::chart;
 use crate::explain::{self, ACCOUNTS, Explanation, Part};
 use crate::html::esc;
-use crate::stats;
 use crate::units;
 use quiclab_model::budget::Budget;
 use std::fmt::Write;
@@ -20,11 +19,6 @@ const COLOURS: [&str; 9] = [
 
 fn colour(p: Part) -> &'static str {
     COLOURS[Part::ALL.iter().position(|&x| x == p).unwrap_or(0)]
-}
-
-/// Seed of a cell's intervals of part differences.
-fn seed(a: &str, b: &str, condition: &str, size: u64) -> u64 {
-    stats::seed_from(&["why", a, b, condition, &size.to_string()])
 }
 
 pub fn render(an: &Analysis) -> Option<String> {
@@ -46,9 +40,12 @@ pub fn render(an: &Analysis) -> Option<String> {
          body) and the endpoints' own time (docs/explain.md defines each). For a significant \
          difference, the parts named are the fewest, largest first, whose medians of the paired \
          differences (iteration by iteration: the arms of an iteration share the link's seed) \
-         reach {} of the median difference, each with its bootstrap 95 % interval.</p>\n",
+         reach {} of the median difference, each with its 95 % interval from the order \
+         statistics of the paired differences (the sign test's: with 6 to 8 pairs, their \
+         range).</p>\n",
         units::abs_pct(ACCOUNTS)
     );
+    out.push_str(&planted(an));
     let mut said = 0;
     for cmp in &an.comparisons {
         let (a, b) = (&c.arms[cmp.a].name, &c.arms[cmp.b].name);
@@ -62,7 +59,7 @@ pub fn render(an: &Analysis) -> Option<String> {
                     continue;
                 }
                 let (ca, cb) = (an.cell(ci, si, cmp.a), an.cell(ci, si, cmp.b));
-                let e = explain::explain(&ca.ok, &cb.ok, seed(a, b, &cond.name, size));
+                let e = explain::explain(&ca.ok, &cb.ok);
                 let _ = write!(
                     items,
                     "<li>{}</li>",
@@ -242,5 +239,100 @@ fn stacked(title: &str, bars: &[(&str, usize, &Budget)]) -> String {
         );
     }
     chart::svg_close(&mut out);
+    out
+}
+
+/// The planted causes checked, cell by cell (nothing when the plan plants none).
+fn planted(an: &Analysis) -> String {
+    let c = an.campaign;
+    if c.planted.is_empty() {
+        return String::new();
+    }
+    let checks = explain::checks(an);
+    let passed = checks.iter().filter(|k| k.pass).count();
+    let mut out = format!(
+        "<h3>Planted causes: is the explanation right?</h3>\n<p>The plan planted causes on \
+         purpose; each is checked in every cell against its control in the same iterations \
+         (the same link). A cause passes where the paired TTLB difference is significant, the \
+         planted components take at least {} of it beyond the floor's difference and no other \
+         part more than {}; where nothing was planted, where the difference's interval \
+         includes 0 or its median is within {} of the control's median TTLB. \
+         <b>{passed} of {} checks pass.</b></p>\n<table class=\"planted\"><thead><tr>\
+         <th>planted</th><th>cell</th><th class=\"num\">pairs</th><th class=\"num\">TTLB \
+         difference (95 % CI)</th><th class=\"num\">planted share</th><th>largest other \
+         part</th><th>verdict</th></tr></thead><tbody>\n",
+        units::abs_pct(explain::PLANTED_SHARE),
+        units::abs_pct(explain::OTHER_SHARE),
+        units::abs_pct(explain::NOTHING_MARGIN),
+        checks.len()
+    );
+    for k in &checks {
+        let p = &c.planted[k.planted];
+        let causes = if p.causes.is_empty() {
+            "nothing".to_string()
+        } else {
+            p.causes
+                .iter()
+                .map(|x| x.title())
+                .collect::<Vec<_>>()
+                .join(" + ")
+        };
+        let (what, cell) = if p.condition.is_some() {
+            (
+                format!(
+                    "{} against {}: {causes}",
+                    c.conditions[k.conditions.1].name, c.conditions[k.conditions.0].name
+                ),
+                format!(
+                    "{} / {}",
+                    c.arms[k.arms.1].name,
+                    units::size(c.sizes[k.size])
+                ),
+            )
+        } else {
+            (
+                format!(
+                    "{} against {}: {causes}",
+                    c.arms[k.arms.1].name, c.arms[k.arms.0].name
+                ),
+                format!(
+                    "{} / {}",
+                    c.conditions[k.conditions.1].name,
+                    units::size(c.sizes[k.size])
+                ),
+            )
+        };
+        let ci = k
+            .diff_ci
+            .map(|ci| format!(" ({})", units::ms_range(ci.lo, ci.hi)))
+            .unwrap_or_default();
+        let share = if p.causes.is_empty() {
+            "\u{2013}".to_string()
+        } else {
+            units::abs_pct(k.share)
+        };
+        let other = k
+            .other
+            .map(|(part, s)| format!("{} {}", part.title(), units::signed_pct(s)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{} ms{}</td>\
+             <td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&what),
+            esc(&cell),
+            k.pairs,
+            units::signed(k.diff_ms, 1),
+            esc(&ci),
+            esc(&share),
+            esc(&other),
+            if k.pass {
+                "named"
+            } else {
+                "<span class=\"flag\">not named</span>"
+            }
+        );
+    }
+    out.push_str("</tbody></table>\n");
     out
 }

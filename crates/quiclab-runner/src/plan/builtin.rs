@@ -16,4 +16,8 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ),
     ("bulk-mtu", include_str!("../../../../plans/bulk-mtu.toml")),
     ("pages", include_str!("../../../../plans/pages.toml")),
+    (
+        "explain-check",
+        include_str!("../../../../plans/explain-check.toml"),
+    ),
 ];

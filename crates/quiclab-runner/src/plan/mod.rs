@@ -39,6 +39,9 @@
 //! [[compare]]                # shown as the change of b relative to a
 //! a = "h2-cubic"
 //! b = "h3-cubic"
+//! [[planted]]                # a cause planted on purpose: a and b (+ `in` a condition) or
+//! condition = "loss 1%"      # `condition` (against its base), and the budget components
+//! cause = "window-after-loss" # that must account for it, or "nothing" (docs/explain.md)
 //! ```
 
 use std::collections::HashMap;
@@ -104,6 +107,8 @@ pub struct Plan {
     pub arms: Vec<Arm>,
     /// (baseline, compared) arm names.
     pub comparisons: Vec<(String, String)>,
+    /// Causes planted on purpose (`[[planted]]`); a planted arm's pair is among `comparisons`.
+    pub planted: Vec<quiclab_model::campaign::Planted>,
     /// Longest a trial may take before it is recorded as failed.
     pub trial_timeout: Option<Duration>,
 }
@@ -647,6 +652,7 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         }
         comparisons.push((c.a.get_ref().clone(), c.b.get_ref().clone()));
     }
+    let planted = planted(ctx, &raw.planted, &arms, &conditions, &mut comparisons)?;
     if let Some(span) = adaptive.as_ref().map(|_| raw.iterations.span()) {
         if !workload.is_requests() {
             return Err(ctx.err(
@@ -681,6 +687,7 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         interleave,
         arms,
         comparisons,
+        planted,
         trial_timeout,
     };
     let trials = plan.trial_count();
@@ -704,6 +711,164 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         });
     }
     Ok(plan)
+}
+
+/// The plan's `[[planted]]` causes, checked: a known pair of different arms (added to the
+/// comparisons when not there) or a condition with a base, and components by name.
+fn planted(
+    ctx: &Ctx,
+    raw: &[raw::RawPlanted],
+    arms: &[Arm],
+    conditions: &[Condition],
+    comparisons: &mut Vec<(String, String)>,
+) -> Result<Vec<quiclab_model::campaign::Planted>, PlanError> {
+    use quiclab_model::budget::Component;
+    use quiclab_model::campaign::{Comparison, Planted};
+    let names: Vec<&str> = Component::ALL.iter().map(|c| c.name()).collect();
+    let allowed = format!(
+        "allowed: \"nothing\", or one or a list of: {}",
+        names.join(", ")
+    );
+    let mut out = Vec::new();
+    for p in raw {
+        let at = p.cause.span();
+        let words: Vec<&str> = match p.cause.get_ref() {
+            toml::Value::String(s) => vec![s.as_str()],
+            toml::Value::Array(a) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .ok_or_else(|| ctx.err(at.clone(), format!("planted: cause: {allowed}")))
+                })
+                .collect::<Result<_, _>>()?,
+            _ => return Err(ctx.err(at, format!("planted: cause: {allowed}"))),
+        };
+        let causes: Vec<Component> = if words == ["nothing"] {
+            Vec::new()
+        } else {
+            words
+                .iter()
+                .map(|w| {
+                    Component::ALL
+                        .into_iter()
+                        .find(|c| c.name() == *w)
+                        .ok_or_else(|| {
+                            ctx.err(at.clone(), format!("planted: cause {w:?}: {allowed}"))
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        if causes.is_empty() && words != ["nothing"] {
+            return Err(ctx.err(at, format!("planted: cause: {allowed}")));
+        }
+        let known = |c: &Spanned<String>| -> Result<String, PlanError> {
+            if conditions.iter().any(|x| x.name == *c.get_ref()) {
+                return Ok(c.get_ref().clone());
+            }
+            let names: Vec<_> = conditions.iter().map(|c| c.name.as_str()).collect();
+            Err(ctx.err(
+                c.span(),
+                format!(
+                    "planted: unknown condition {:?}; the conditions are: {}",
+                    c.get_ref(),
+                    names.join(", ")
+                ),
+            ))
+        };
+        let entry = match (&p.a, &p.b, &p.condition) {
+            (Some(a), Some(b), None) => {
+                let within = p.within.as_ref().map(known).transpose()?;
+                for side in [a, b] {
+                    if !arms.iter().any(|x| x.name == *side.get_ref()) {
+                        let names: Vec<_> = arms.iter().map(|a| a.name.as_str()).collect();
+                        return Err(ctx.err(
+                            side.span(),
+                            format!(
+                                "planted: unknown arm {:?}; the arms are: {}",
+                                side.get_ref(),
+                                names.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                if a.get_ref() == b.get_ref() {
+                    return Err(ctx.err(b.span(), "planted: a and b must be different arms"));
+                }
+                if let Some(list) = &p.arms {
+                    return Err(ctx.err(
+                        list.span(),
+                        "planted: arms: only with condition (a and b name the arms)",
+                    ));
+                }
+                let pair = (a.get_ref().clone(), b.get_ref().clone());
+                if !comparisons.contains(&pair) {
+                    comparisons.push(pair.clone());
+                }
+                Planted {
+                    arms: Some(Comparison {
+                        a: pair.0,
+                        b: pair.1,
+                    }),
+                    condition: None,
+                    within,
+                    for_arms: Vec::new(),
+                    causes,
+                }
+            }
+            (None, None, Some(c)) => {
+                known(c)?;
+                if let Some(w) = &p.within {
+                    return Err(ctx.err(
+                        w.span(),
+                        "planted: in: only with a and b (a planted condition is checked for \
+                         every arm)",
+                    ));
+                }
+                let cond = conditions.iter().find(|x| x.name == *c.get_ref()).unwrap();
+                if cond.base.is_none() {
+                    return Err(ctx.err(
+                        c.span(),
+                        format!(
+                            "planted: condition {:?} has no base (a condition of the same path \
+                             without its impairment) to be compared against",
+                            c.get_ref()
+                        ),
+                    ));
+                }
+                let mut for_arms = Vec::new();
+                for name in p.arms.iter().flat_map(|l| l.get_ref()) {
+                    if !arms.iter().any(|x| x.name == *name.get_ref()) {
+                        let names: Vec<_> = arms.iter().map(|a| a.name.as_str()).collect();
+                        return Err(ctx.err(
+                            name.span(),
+                            format!(
+                                "planted: arms: unknown arm {:?}; the arms are: {}",
+                                name.get_ref(),
+                                names.join(", ")
+                            ),
+                        ));
+                    }
+                    for_arms.push(name.get_ref().clone());
+                }
+                Planted {
+                    arms: None,
+                    condition: Some(c.get_ref().clone()),
+                    within: None,
+                    for_arms,
+                    causes,
+                }
+            }
+            _ => {
+                return Err(ctx.err(
+                    at,
+                    "planted: give a and b (a control arm and the arm with the cause), or \
+                     condition (one with a base), not both",
+                ));
+            }
+        };
+        out.push(entry);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -1486,6 +1651,97 @@ http = "2"
         // quiclab's own stacks do
         let own = segments.replace("stack = \"ngtcp2\"", "http = \"3\"");
         parse(&own, "t.toml", Profile::Full).unwrap();
+    }
+
+    #[test]
+    fn planted_causes_name_known_arms_or_a_condition_with_a_base_and_components_by_name() {
+        use quiclab_model::budget::Component;
+        let plan = |planted: &str| {
+            format!(
+                "name = \"p\"\niterations = 2\n[workload]\nkind = \"single-object\"\n\
+                 sizes = [\"1mb\"]\n[network]\nrate = \"10mbit\"\ndelay = \"10ms\"\n\
+                 [conditions.clean]\n[conditions.outage]\noutage = \"400ms-700ms\"\n\
+                 [arms.a]\nhttp = \"2\"\n[arms.b]\nhttp = \"2\"\ngroups = \"p256,p384\"\n\
+                 server-groups = \"p384\"\n{planted}"
+            )
+        };
+        let ok = parse(
+            &plan(
+                "[[planted]]\na = \"a\"\nb = \"b\"\nin = \"clean\"\ncause = \"handshake\"\n\
+                 [[planted]]\ncondition = \"outage\"\narms = [\"b\"]\n\
+                 cause = [\"loss-recovery-wait\", \"window-after-loss\"]\n\
+                 [[planted]]\na = \"a\"\nb = \"b\"\ncause = \"nothing\"\n",
+            ),
+            "p.toml",
+            Profile::Full,
+        )
+        .unwrap();
+        assert_eq!(ok.planted.len(), 3);
+        assert_eq!(ok.planted[0].within.as_deref(), Some("clean"));
+        assert_eq!(ok.planted[0].causes, [Component::Handshake]);
+        assert_eq!(
+            ok.planted[1].causes,
+            [Component::LossRecoveryWait, Component::WindowAfterLoss]
+        );
+        assert_eq!(ok.planted[1].condition.as_deref(), Some("outage"));
+        assert_eq!(ok.planted[1].for_arms, ["b"]);
+        assert!(ok.planted[2].causes.is_empty());
+        // a planted pair is compared, once
+        assert_eq!(ok.comparisons, [("a".to_string(), "b".to_string())]);
+        for (planted, wanted) in [
+            (
+                "a = \"a\"\nb = \"c\"\ncause = \"handshake\"",
+                "planted: unknown arm \"c\"; the arms are: a, b",
+            ),
+            (
+                "a = \"a\"\nb = \"a\"\ncause = \"handshake\"",
+                "planted: a and b must be different arms",
+            ),
+            (
+                "condition = \"wet\"\ncause = \"handshake\"",
+                "planted: unknown condition \"wet\"; the conditions are: clean, outage",
+            ),
+            (
+                "condition = \"clean\"\ncause = \"overhead\"",
+                "planted: condition \"clean\" has no base",
+            ),
+            (
+                "a = \"a\"\nb = \"b\"\ncause = \"slowness\"",
+                "planted: cause \"slowness\": allowed: \"nothing\", or one or a list of: \
+                 handshake, ramp-up,",
+            ),
+            ("a = \"a\"\nb = \"b\"\ncause = 3", "planted: cause: allowed"),
+            ("a = \"a\"\ncause = \"handshake\"", "planted: give a and b"),
+            (
+                "a = \"a\"\nb = \"b\"\ncondition = \"outage\"\ncause = \"handshake\"",
+                "not both",
+            ),
+            (
+                "condition = \"outage\"\nin = \"clean\"\ncause = \"handshake\"",
+                "planted: in: only with a and b",
+            ),
+            (
+                "a = \"a\"\nb = \"b\"\nin = \"wet\"\ncause = \"handshake\"",
+                "planted: unknown condition \"wet\"",
+            ),
+            (
+                "condition = \"outage\"\narms = [\"c\"]\ncause = \"handshake\"",
+                "planted: arms: unknown arm \"c\"; the arms are: a, b",
+            ),
+            (
+                "a = \"a\"\nb = \"b\"\narms = [\"a\"]\ncause = \"handshake\"",
+                "planted: arms: only with condition",
+            ),
+        ] {
+            let e = parse(
+                &plan(&format!("[[planted]]\n{planted}\n")),
+                "p.toml",
+                Profile::Full,
+            )
+            .unwrap_err();
+            assert!(e.message.contains(wanted), "{planted}: {e}");
+            assert!(e.line > 14, "{planted}: {e}");
+        }
     }
 
     #[test]

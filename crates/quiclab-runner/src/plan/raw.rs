@@ -27,6 +27,8 @@ pub(super) struct RawPlan {
     pub(super) arms: Spanned<IndexMap<Spanned<String>, Table>>,
     #[serde(default)]
     pub(super) compare: Vec<RawCompare>,
+    #[serde(default)]
+    pub(super) planted: Vec<RawPlanted>,
 }
 
 /// `iterations = N` (1 to 100000), or `iterations = { min = N, max = N, ci = "P%" }`
@@ -94,4 +96,26 @@ pub(super) struct RawQuick {
 pub(super) struct RawCompare {
     pub(super) a: Spanned<String>,
     pub(super) b: Spanned<String>,
+}
+
+/// `[[planted]]`: `a` and `b` (a control arm and the arm with the cause, checked in every
+/// condition or the one `in` names) or `condition` (with the cause, against its base, for
+/// every arm or those `arms` lists), and `cause`: a component's name, a list of them, or
+/// "nothing".
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPlanted {
+    #[serde(default)]
+    pub(super) a: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) b: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) condition: Option<Spanned<String>>,
+    /// With `a` and `b`: the one condition to check them in (all by default).
+    #[serde(default, rename = "in")]
+    pub(super) within: Option<Spanned<String>>,
+    /// With `condition`: the arms to check it for (every arm by default).
+    #[serde(default)]
+    pub(super) arms: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) cause: Spanned<toml::Value>,
 }
