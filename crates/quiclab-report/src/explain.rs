@@ -126,17 +126,21 @@ fn budgets<'a>(trials: &[&'a Trial]) -> BTreeMap<u32, &'a Budget> {
         .collect()
 }
 
-/// The explanation of b against a from their successful trials in one cell; `None` below
-/// [`MIN_PAIRS`] pairs of budgets.
-pub fn explain(a: &[&Trial], b: &[&Trial]) -> Option<Explanation> {
+/// The budgets of a's and b's trials of the same iterations, as (a's, b's); `None` below
+/// [`MIN_PAIRS`] pairs.
+fn paired<'a>(a: &[&'a Trial], b: &[&'a Trial]) -> Option<Vec<(&'a Budget, &'a Budget)>> {
     let (ba, bb) = (budgets(a), budgets(b));
     let pairs: Vec<(&Budget, &Budget)> = bb
         .iter()
         .filter_map(|(i, y)| Some((*ba.get(i)?, *y)))
         .collect();
-    if pairs.len() < MIN_PAIRS {
-        return None;
-    }
+    (pairs.len() >= MIN_PAIRS).then_some(pairs)
+}
+
+/// The explanation of b against a from their successful trials in one cell; `None` below
+/// [`MIN_PAIRS`] pairs of budgets.
+pub fn explain(a: &[&Trial], b: &[&Trial]) -> Option<Explanation> {
+    let pairs = paired(a, b)?;
     let diffs = |f: &dyn Fn(&Budget) -> f64| -> Vec<f64> {
         pairs.iter().map(|(x, y)| f(y) - f(x)).collect()
     };
@@ -409,14 +413,7 @@ pub fn checks(an: &crate::analysis::Analysis) -> Vec<Check> {
 }
 
 fn check_cell(planted: usize, causes: &[Component], a: &[&Trial], b: &[&Trial]) -> Option<Check> {
-    let (ba, bb) = (budgets(a), budgets(b));
-    let pairs: Vec<(&Budget, &Budget)> = bb
-        .iter()
-        .filter_map(|(i, y)| Some((*ba.get(i)?, *y)))
-        .collect();
-    if pairs.len() < MIN_PAIRS {
-        return None;
-    }
+    let pairs = paired(a, b)?;
     let median_of = |f: &dyn Fn(&Budget) -> f64| {
         stats::median(&pairs.iter().map(|(x, y)| f(y) - f(x)).collect::<Vec<_>>()).unwrap_or(0.0)
     };

@@ -171,14 +171,7 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                     let named: Vec<(Component, f64)> =
                         Component::ALL.iter().map(|&c| (c, of(Some(c)))).collect();
                     let why = format!("{arm} / {cond} / {size}: TTLB {total:+.1} ms, {named:?}");
-                    eprintln!("{why}");
-                    for (c, ms) in named {
-                        if c == Component::Handshake {
-                            assert!(ms >= 0.8 * total, "{why}");
-                        } else {
-                            assert!(ms.abs() <= 0.2 * total, "{why}");
-                        }
-                    }
+                    common::assert_cause_named(total, &named, Component::Handshake, &why);
                 }
             }
         }

@@ -109,14 +109,7 @@ fn a_planted_response_delay_adds_itself_to_the_first_byte_of_every_stack_that_ho
         let named: Vec<(Component, f64)> =
             Component::ALL.iter().map(|&c| (c, diff(Some(c)))).collect();
         let why = format!("{arm}: TTLB {total:+.1} ms, {named:?}");
-        eprintln!("{why}");
-        for (c, ms) in named {
-            if c == Component::Endpoint {
-                assert!(ms >= 0.8 * total, "{why}");
-            } else {
-                assert!(ms.abs() <= 0.2 * total, "{why}");
-            }
-        }
+        common::assert_cause_named(total, &named, Component::Endpoint, &why);
     }
     // a stack that cannot hold a response is refused before any trial, by name
     let plan = dir.join("refused.toml");

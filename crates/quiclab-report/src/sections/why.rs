@@ -277,31 +277,22 @@ fn planted(an: &Analysis) -> String {
                 .collect::<Vec<_>>()
                 .join(" + ")
         };
-        let (what, cell) = if p.condition.is_some() {
+        // what was planted against what, and in which cell
+        let (planted, control, other) = if p.condition.is_some() {
             (
-                format!(
-                    "{} against {}: {causes}",
-                    c.conditions[k.conditions.1].name, c.conditions[k.conditions.0].name
-                ),
-                format!(
-                    "{} / {}",
-                    c.arms[k.arms.1].name,
-                    units::size(c.sizes[k.size])
-                ),
+                &c.conditions[k.conditions.1].name,
+                &c.conditions[k.conditions.0].name,
+                &c.arms[k.arms.1].name,
             )
         } else {
             (
-                format!(
-                    "{} against {}: {causes}",
-                    c.arms[k.arms.1].name, c.arms[k.arms.0].name
-                ),
-                format!(
-                    "{} / {}",
-                    c.conditions[k.conditions.1].name,
-                    units::size(c.sizes[k.size])
-                ),
+                &c.arms[k.arms.1].name,
+                &c.arms[k.arms.0].name,
+                &c.conditions[k.conditions.1].name,
             )
         };
+        let what = format!("{planted} against {control}: {causes}");
+        let cell = format!("{other} / {}", units::size(c.sizes[k.size]));
         let ci = k
             .diff_ci
             .map(|ci| format!(" ({})", units::ms_range(ci.lo, ci.hi)))

@@ -345,3 +345,21 @@ pub fn paired_budget_median(
     );
     median(diffs)
 }
+
+/// The planted `cause` takes at least 80 % of the `total` difference (ms) and no other component
+/// more than 20 %: `named` holds each component's difference, `why` says where.
+pub fn assert_cause_named(
+    total: f64,
+    named: &[(quiclab_model::budget::Component, f64)],
+    cause: quiclab_model::budget::Component,
+    why: &str,
+) {
+    eprintln!("{why}");
+    for &(c, ms) in named {
+        if c == cause {
+            assert!(ms >= 0.8 * total, "{why}");
+        } else {
+            assert!(ms.abs() <= 0.2 * total, "{why}");
+        }
+    }
+}
