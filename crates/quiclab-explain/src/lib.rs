@@ -212,22 +212,8 @@ pub fn budget(
     );
 
     // the congestion signals: drops towards the client, the sender's congestion events
-    let drops: Vec<u64> = log
-        .down
-        .iter()
-        .filter_map(|p| match p.fate {
-            Fate::Dropped(at) if (start..=d_last).contains(&at) => Some(at),
-            _ => None,
-        })
-        .collect();
-    let up_drops: Vec<u64> = log
-        .up
-        .iter()
-        .filter_map(|p| match p.fate {
-            Fate::Dropped(at) if (start..=d_last).contains(&at) => Some(at),
-            _ => None,
-        })
-        .collect();
+    let drops = drop_times(&log.down, start, d_last);
+    let up_drops = drop_times(&log.up, start, d_last);
     let events: Vec<u64> = sender
         .iter()
         .filter(|s| s.congestion_event && (start..=lb).contains(&s.t_ns))
@@ -399,6 +385,17 @@ fn window_room(
         .map(|p| p.size as u64)
         .sum();
     Some(sent * 2 < cwnd)
+}
+
+/// When the link dropped `packets` of one direction, from `from` to `to`.
+fn drop_times(packets: &[Packet], from: u64, to: u64) -> Vec<u64> {
+    packets
+        .iter()
+        .filter_map(|p| match p.fate {
+            Fate::Dropped(at) if (from..=to).contains(&at) => Some(at),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Spans merged where closer than `join_ms`, the longest [`MAX_SPANS`] kept, in time order.

@@ -137,18 +137,20 @@ fn paired<'a>(a: &[&'a Trial], b: &[&'a Trial]) -> Option<Vec<(&'a Budget, &'a B
     (pairs.len() >= MIN_PAIRS).then_some(pairs)
 }
 
+/// b's less a's of what `f` reads from a budget, pair by pair.
+fn diffs(pairs: &[(&Budget, &Budget)], f: impl Fn(&Budget) -> f64) -> Vec<f64> {
+    pairs.iter().map(|(x, y)| f(y) - f(x)).collect()
+}
+
 /// The explanation of b against a from their successful trials in one cell; `None` below
 /// [`MIN_PAIRS`] pairs of budgets.
 pub fn explain(a: &[&Trial], b: &[&Trial]) -> Option<Explanation> {
     let pairs = paired(a, b)?;
-    let diffs = |f: &dyn Fn(&Budget) -> f64| -> Vec<f64> {
-        pairs.iter().map(|(x, y)| f(y) - f(x)).collect()
-    };
-    let diff_ms = stats::median(&diffs(&|b| b.ttlb_ms))?;
+    let diff_ms = stats::median(&diffs(&pairs, |b| b.ttlb_ms))?;
     let mut parts: Vec<PartDiff> = Part::ALL
         .iter()
         .filter_map(|&part| {
-            let d = diffs(&|b| part.ms(b));
+            let d = diffs(&pairs, |b| part.ms(b));
             Some(PartDiff {
                 part,
                 median_ms: stats::median(&d)?,
@@ -169,13 +171,7 @@ pub fn explain(a: &[&Trial], b: &[&Trial]) -> Option<Explanation> {
         named.push(p.clone());
     }
     let accounts = diff_ms != 0.0 && sum >= ACCOUNTS * diff_ms.abs();
-    let overhead_bytes = stats::median(
-        &pairs
-            .iter()
-            .map(|(x, y)| y.overhead_bytes as f64 - x.overhead_bytes as f64)
-            .collect::<Vec<_>>(),
-    )
-    .unwrap_or(0.0);
+    let overhead_bytes = stats::median(&diffs(&pairs, |b| b.overhead_bytes as f64)).unwrap_or(0.0);
     Some(Explanation {
         pairs: pairs.len(),
         diff_ms,
@@ -397,27 +393,29 @@ pub fn checks(an: &crate::analysis::Analysis) -> Vec<Check> {
         }
         for ((a, b), (ca, cb)) in cells {
             for si in 0..c.sizes.len() {
-                let (x, y) = (&an.cell(ca, si, a).ok, &an.cell(cb, si, b).ok);
-                if let Some(check) = check_cell(k, &p.causes, x, y) {
-                    out.push(Check {
-                        arms: (a, b),
-                        conditions: (ca, cb),
-                        size: si,
-                        ..check
-                    });
-                }
+                out.extend(check_cell(an, k, &p.causes, (a, b), (ca, cb), si));
             }
         }
     }
     out
 }
 
-fn check_cell(planted: usize, causes: &[Component], a: &[&Trial], b: &[&Trial]) -> Option<Check> {
-    let pairs = paired(a, b)?;
-    let median_of = |f: &dyn Fn(&Budget) -> f64| {
-        stats::median(&pairs.iter().map(|(x, y)| f(y) - f(x)).collect::<Vec<_>>()).unwrap_or(0.0)
-    };
-    let ttlb: Vec<f64> = pairs.iter().map(|(x, y)| y.ttlb_ms - x.ttlb_ms).collect();
+/// The check of a planted cause in one cell: arm `arms.1` under condition `conditions.1`
+/// against arm `arms.0` under `conditions.0`, at size `size`.
+fn check_cell(
+    an: &crate::analysis::Analysis,
+    planted: usize,
+    causes: &[Component],
+    arms: (usize, usize),
+    conditions: (usize, usize),
+    size: usize,
+) -> Option<Check> {
+    let pairs = paired(
+        &an.cell(conditions.0, size, arms.0).ok,
+        &an.cell(conditions.1, size, arms.1).ok,
+    )?;
+    let median_of = |f: &dyn Fn(&Budget) -> f64| stats::median(&diffs(&pairs, f)).unwrap_or(0.0);
+    let ttlb = diffs(&pairs, |b| b.ttlb_ms);
     let diff_ms = stats::median(&ttlb)?;
     let diff_ci = sign_interval(&ttlb);
     let control_ms = stats::median(&pairs.iter().map(|(x, _)| x.ttlb_ms).collect::<Vec<_>>())?;
@@ -448,9 +446,9 @@ fn check_cell(planted: usize, causes: &[Component], a: &[&Trial], b: &[&Trial]) 
     };
     Some(Check {
         planted,
-        arms: (0, 0),
-        conditions: (0, 0),
-        size: 0,
+        arms,
+        conditions,
+        size,
         pairs: pairs.len(),
         diff_ms,
         diff_ci,

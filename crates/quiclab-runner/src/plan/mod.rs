@@ -635,17 +635,7 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
     let mut comparisons = Vec::new();
     for c in &raw.compare {
         for side in [&c.a, &c.b] {
-            if !arms.iter().any(|a| a.name == *side.get_ref()) {
-                let names: Vec<_> = arms.iter().map(|a| a.name.as_str()).collect();
-                return Err(ctx.err(
-                    side.span(),
-                    format!(
-                        "compare: unknown arm {:?}; the arms are: {}",
-                        side.get_ref(),
-                        names.join(", ")
-                    ),
-                ));
-            }
+            known_arm(ctx, &arms, "compare", side)?;
         }
         if c.a.get_ref() == c.b.get_ref() {
             return Err(ctx.err(c.b.span(), "compare: a and b must be different arms"));
@@ -713,6 +703,23 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
     Ok(plan)
 }
 
+/// `name` is one of the plan's arms, or an error at it, after `what` ("compare"), naming the
+/// arms there are.
+fn known_arm(ctx: &Ctx, arms: &[Arm], what: &str, name: &Spanned<String>) -> Result<(), PlanError> {
+    if arms.iter().any(|a| a.name == *name.get_ref()) {
+        return Ok(());
+    }
+    let names: Vec<_> = arms.iter().map(|a| a.name.as_str()).collect();
+    Err(ctx.err(
+        name.span(),
+        format!(
+            "{what}: unknown arm {:?}; the arms are: {}",
+            name.get_ref(),
+            names.join(", ")
+        ),
+    ))
+}
+
 /// The plan's `[[planted]]` causes, checked: a known pair of different arms (added to the
 /// comparisons when not there) or a condition with a base, and components by name.
 fn planted(
@@ -761,9 +768,9 @@ fn planted(
         if causes.is_empty() && words != ["nothing"] {
             return Err(ctx.err(at, format!("planted: cause: {allowed}")));
         }
-        let known = |c: &Spanned<String>| -> Result<String, PlanError> {
-            if conditions.iter().any(|x| x.name == *c.get_ref()) {
-                return Ok(c.get_ref().clone());
+        let known = |c: &Spanned<String>| -> Result<&Condition, PlanError> {
+            if let Some(cond) = conditions.iter().find(|x| x.name == *c.get_ref()) {
+                return Ok(cond);
             }
             let names: Vec<_> = conditions.iter().map(|c| c.name.as_str()).collect();
             Err(ctx.err(
@@ -777,19 +784,12 @@ fn planted(
         };
         let entry = match (&p.a, &p.b, &p.condition) {
             (Some(a), Some(b), None) => {
-                let within = p.within.as_ref().map(known).transpose()?;
+                let within = match &p.within {
+                    Some(w) => Some(known(w)?.name.clone()),
+                    None => None,
+                };
                 for side in [a, b] {
-                    if !arms.iter().any(|x| x.name == *side.get_ref()) {
-                        let names: Vec<_> = arms.iter().map(|a| a.name.as_str()).collect();
-                        return Err(ctx.err(
-                            side.span(),
-                            format!(
-                                "planted: unknown arm {:?}; the arms are: {}",
-                                side.get_ref(),
-                                names.join(", ")
-                            ),
-                        ));
-                    }
+                    known_arm(ctx, arms, "planted", side)?;
                 }
                 if a.get_ref() == b.get_ref() {
                     return Err(ctx.err(b.span(), "planted: a and b must be different arms"));
@@ -816,7 +816,7 @@ fn planted(
                 }
             }
             (None, None, Some(c)) => {
-                known(c)?;
+                let cond = known(c)?;
                 if let Some(w) = &p.within {
                     return Err(ctx.err(
                         w.span(),
@@ -824,7 +824,6 @@ fn planted(
                          every arm)",
                     ));
                 }
-                let cond = conditions.iter().find(|x| x.name == *c.get_ref()).unwrap();
                 if cond.base.is_none() {
                     return Err(ctx.err(
                         c.span(),
@@ -837,17 +836,7 @@ fn planted(
                 }
                 let mut for_arms = Vec::new();
                 for name in p.arms.iter().flat_map(|l| l.get_ref()) {
-                    if !arms.iter().any(|x| x.name == *name.get_ref()) {
-                        let names: Vec<_> = arms.iter().map(|a| a.name.as_str()).collect();
-                        return Err(ctx.err(
-                            name.span(),
-                            format!(
-                                "planted: arms: unknown arm {:?}; the arms are: {}",
-                                name.get_ref(),
-                                names.join(", ")
-                            ),
-                        ));
-                    }
+                    known_arm(ctx, arms, "planted: arms", name)?;
                     for_arms.push(name.get_ref().clone());
                 }
                 Planted {
