@@ -663,6 +663,7 @@ impl Connector for CodedClient {
             resumed: false,
             zero_rtt_attempted: false,
             zero_rtt_accepted: false,
+            fast_open: false,
             alpn: c
                 .conn
                 .alpn()

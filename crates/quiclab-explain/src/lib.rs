@@ -65,6 +65,14 @@ pub struct Transfer {
     pub design_rtts: u32,
 }
 
+/// One request of a page, as the client recorded it (times on the link's clock): when it was
+/// asked for and when its last byte was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked {
+    pub sent_ns: u64,
+    pub done_ns: u64,
+}
+
 /// One sample of the sender's record (its time on the link's clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SenderSample {
@@ -99,6 +107,118 @@ pub fn budget(
     log: &LinkLog,
     path: &PathFacts,
     t: &Transfer,
+    sender: &[SenderSample],
+) -> Result<Budget, String> {
+    budget_of(log, path, t, &[], sender)
+}
+
+/// The time budget of a page load: `t` from the first connection's start to the page's last
+/// byte (its body the bytes of every resource), with each resource's request in `asked`. Where
+/// the bottleneck went idle with no requested byte left to send, the time until the next
+/// request could arrive is charged to **waiting for requests** (the client discovering the
+/// page's next resources), and from then until the server answered to **endpoint**.
+pub fn page_budget(
+    log: &LinkLog,
+    path: &PathFacts,
+    t: &Transfer,
+    asked: &[Asked],
+    sender: &[SenderSample],
+) -> Result<Budget, String> {
+    if asked.is_empty() {
+        return Err("the page's record lists no request".into());
+    }
+    budget_of(log, path, t, asked, sender)
+}
+
+/// The time budget of requests made one after another, each on its own connection: each
+/// request's budget (with its start on the link's clock, and its last byte's), their floors and
+/// charges added up, and the time between one request's last byte and the next one's start
+/// charged to **waiting for requests** (the client's own time).
+pub fn sequence_budget(parts: &[(u64, u64, Budget)]) -> Result<Budget, String> {
+    let Some((first, _, b0)) = parts.first() else {
+        return Err("no request to add up".into());
+    };
+    let (Some(last), true) = (
+        parts.last().map(|p| p.1),
+        parts.windows(2).all(|w| w[0].1 <= w[1].0),
+    ) else {
+        return Err("the requests overlap: they were not made one after another".into());
+    };
+    let mut b = Budget {
+        ttlb_ms: ms((last - first) as i128),
+        floor: Floor::default(),
+        charges: Vec::new(),
+        residual_ms: 0.0,
+        overhead_bytes: 0,
+        drops_to_client: 0,
+        congestion_events: b0.congestion_events.map(|_| 0),
+        reads: Vec::new(),
+    };
+    let mut spans: Vec<(Component, f64, Vec<[f64; 2]>)> = Vec::new();
+    let mut add = |c: Component, v: f64, s: &mut dyn Iterator<Item = [f64; 2]>| match spans
+        .iter_mut()
+        .find(|x| x.0 == c)
+    {
+        Some(x) => {
+            x.1 += v;
+            x.2.extend(s);
+        }
+        None => spans.push((c, v, s.collect())),
+    };
+    let mut prev_end = None;
+    for (start, end, p) in parts {
+        let off = ms((start - first) as i128);
+        if let Some(e) = prev_end
+            && *start > e
+        {
+            let from = ms((e - first) as i128);
+            add(
+                Component::Requests,
+                ms((start - e) as i128),
+                &mut std::iter::once([from, off]),
+            );
+        }
+        prev_end = Some(*end);
+        b.floor.handshake_ms += p.floor.handshake_ms;
+        b.floor.request_ms += p.floor.request_ms;
+        b.floor.serialisation_ms += p.floor.serialisation_ms;
+        for c in &p.charges {
+            add(
+                c.component,
+                c.ms,
+                &mut c.spans.iter().map(|s| [s[0] + off, s[1] + off]),
+            );
+        }
+        b.overhead_bytes += p.overhead_bytes;
+        b.drops_to_client += p.drops_to_client;
+        b.congestion_events = b
+            .congestion_events
+            .zip(p.congestion_events)
+            .map(|(x, y)| x + y);
+        for r in &p.reads {
+            if !b.reads.contains(r) {
+                b.reads.push(r.clone());
+            }
+        }
+    }
+    b.charges = spans
+        .into_iter()
+        .map(|(component, ms, s)| Charge {
+            component,
+            ms,
+            spans: merge_spans(s, 0.0),
+        })
+        .collect();
+    b.charges.sort_by_key(|c| c.component);
+    b.residual_ms = b.ttlb_ms - b.accounted_ms();
+    Ok(b)
+}
+
+fn budget_of(
+    log: &LinkLog,
+    path: &PathFacts,
+    t: &Transfer,
+    asked: &[Asked],
     sender: &[SenderSample],
 ) -> Result<Budget, String> {
     let (start, h, fb, lb) = (
@@ -249,22 +369,59 @@ pub fn budget(
         .filter(|&d| d <= fb)
         .max()
         .map_or(w0, |d| d.saturating_sub(down));
+    // a request is left to send at the transmitter from its arrival at the server until its
+    // last byte left (as the client's read of it says, less what a read may lag)
+    let lag = slack / 2;
+    let waiting = |x: u64| {
+        asked
+            .iter()
+            .any(|q| q.sent_ns + up <= x && x + lag < q.done_ns.saturating_sub(down))
+    };
+    // the server had a request (or would have) and had not answered: its own time, unless the
+    // request or the answer was lost
+    let answering = |from: u64, to: u64| {
+        if up_drops.iter().any(|&d| d >= from && d <= to)
+            || drops.iter().any(|&d| d >= from && d <= to)
+        {
+            Component::LossRecoveryWait
+        } else {
+            Component::Endpoint
+        }
+    };
     for &(a, b, q) in &gaps {
-        let len = (b - a) as i128;
-        let span = Some([rel(a + down), rel(b + down)]);
         if b <= first_byte_sent {
-            // the server had the request (or would have) and had not answered: its own time
-            // (after the handshake's last packets, as TLS's session tickets), unless it was lost
-            let lost = up_drops.iter().any(|&d| d >= h && d <= b)
-                || drops.iter().any(|&d| d >= h && d <= b);
-            let c = if lost {
-                Component::LossRecoveryWait
-            } else {
-                Component::Endpoint
-            };
-            charge(c, len, span);
+            // (after the handshake's last packets, as TLS's session tickets)
+            charge(
+                answering(h, b),
+                (b - a) as i128,
+                Some([rel(a + down), rel(b + down)]),
+            );
             continue;
         }
+        if !asked.is_empty() && !waiting(a) {
+            // nothing left to send: until the next request arrives, the client's; from then, the
+            // server's answer
+            let next = asked
+                .iter()
+                .map(|q| q.sent_ns + up)
+                .filter(|&x| x > a)
+                .min()
+                .unwrap_or(b)
+                .min(b);
+            charge(
+                Component::Requests,
+                (next - a) as i128,
+                Some([rel(a + down), rel(next + down)]),
+            );
+            charge(
+                answering(next.saturating_sub(up), b),
+                (b - next) as i128,
+                Some([rel(next + down), rel(b + down)]),
+            );
+            continue;
+        }
+        let len = (b - a) as i128;
+        let span = Some([rel(a + down), rel(b + down)]);
         let round = r + q + sd(1500);
         let near = |d: &u64| *d + round >= a && *d <= b;
         let lost_near = drops.iter().any(near);
@@ -414,4 +571,82 @@ fn merge_spans(mut spans: Vec<[f64; 2]>, join_ms: f64) -> Vec<[f64; 2]> {
         out.sort_by(|a, b| a[0].total_cmp(&b[0]));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(ttlb: f64, hs: f64, c: Component, ms: f64) -> Budget {
+        let floor = Floor {
+            handshake_ms: hs,
+            request_ms: 20.0,
+            serialisation_ms: ttlb - hs - 20.0 - ms,
+        };
+        Budget {
+            ttlb_ms: ttlb,
+            floor,
+            charges: vec![Charge {
+                component: c,
+                ms,
+                spans: vec![[1.0, 1.0 + ms]],
+            }],
+            residual_ms: 0.0,
+            overhead_bytes: 100,
+            drops_to_client: 1,
+            congestion_events: Some(2),
+            reads: vec!["cwnd".into()],
+        }
+    }
+
+    #[test]
+    fn a_sequence_adds_its_requests_up_and_charges_the_time_between_them_to_the_client() {
+        // 0-100 ms, then 130-200 ms (0-RTT: no handshake floor), then 200-260 ms
+        let parts = [
+            (0, 100_000_000, one(100.0, 20.0, Component::Overhead, 10.0)),
+            (
+                130_000_000,
+                200_000_000,
+                one(70.0, 0.0, Component::Endpoint, 5.0),
+            ),
+            (
+                200_000_000,
+                260_000_000,
+                one(60.0, 0.0, Component::Overhead, 4.0),
+            ),
+        ];
+        let b = sequence_budget(&parts).unwrap();
+        assert_eq!(b.ttlb_ms, 260.0);
+        assert_eq!(b.floor.handshake_ms, 20.0);
+        assert_eq!(b.floor.request_ms, 60.0);
+        assert_eq!(b.ms(Component::Overhead), 14.0);
+        assert_eq!(b.ms(Component::Endpoint), 5.0);
+        assert_eq!(b.ms(Component::Requests), 30.0);
+        assert!(b.residual_ms.abs() < 1e-9, "{b:?}");
+        assert_eq!((b.overhead_bytes, b.drops_to_client), (300, 3));
+        assert_eq!(b.congestion_events, Some(6));
+        assert_eq!(b.reads, vec!["cwnd".to_string()]);
+        // spans move to the first request's clock
+        let spans = |c| {
+            b.charges
+                .iter()
+                .find(|x| x.component == c)
+                .unwrap()
+                .spans
+                .clone()
+        };
+        assert_eq!(spans(Component::Endpoint), vec![[131.0, 136.0]]);
+        assert_eq!(spans(Component::Requests), vec![[100.0, 130.0]]);
+        assert_eq!(
+            spans(Component::Overhead),
+            vec![[1.0, 11.0], [201.0, 205.0]]
+        );
+        // requests that overlap are not a sequence
+        let overlapping = [
+            parts[0].clone(),
+            (90_000_000, 150_000_000, parts[1].2.clone()),
+        ];
+        assert!(sequence_budget(&overlapping).is_err());
+        assert!(sequence_budget(&[]).is_err());
+    }
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use quiclab_explain::{LinkLog, PathFacts, SenderSample, Transfer, budget};
+use quiclab_explain::{Asked, LinkLog, PathFacts, SenderSample, Transfer, budget, page_budget};
 use quiclab_link::config::LinkConfig;
 use quiclab_link::pipeline::Pipeline;
 use quiclab_link::stage::Payload;
@@ -54,6 +54,11 @@ struct Knobs {
     /// The window grows only while it is what holds the sender back (RFC 7661), as quinn's
     /// and most controllers' do.
     validated: bool,
+    /// Objects of `body` bytes the client asks for one after another on the connection, each
+    /// once it has read the last (a page's chain of dependencies), and its time from reading one
+    /// to asking for the next.
+    chain: u64,
+    discover: Duration,
 }
 
 const BASE: Knobs = Knobs {
@@ -66,6 +71,8 @@ const BASE: Knobs = Knobs {
     think: Duration::ZERO,
     flow: u64::MAX / 4,
     validated: false,
+    chain: 1,
+    discover: Duration::ZERO,
 };
 
 /// The server's handshake flight: three packets.
@@ -82,6 +89,8 @@ struct Sent {
 struct Trial {
     log: String,
     transfer: Transfer,
+    /// Each object's request and last byte read.
+    asked: Vec<Asked>,
     sender: Vec<SenderSample>,
     path: PathFacts,
 }
@@ -103,7 +112,10 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
     let (mut flights, mut h, mut fb, mut lb) = (0, None, None, None);
     let mut got: BTreeMap<u64, u64> = BTreeMap::new();
     let mut read = 0u64;
+    let mut asked: Vec<Asked> = Vec::new();
+    let mut ask_at: Option<u64> = None;
     // the server
+    let mut requested = 0u64;
     let mut retried = false;
     let mut send_from: Option<u64> = None;
     let mut sent: BTreeMap<u64, Sent> = BTreeMap::new();
@@ -126,8 +138,8 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
             loop {
                 let (off, len, again) = if let Some(&(off, len)) = resend.last() {
                     (off, len, true)
-                } else if next_off < k.body {
-                    let len = k.mss.min(k.body - next_off);
+                } else if next_off < requested {
+                    let len = k.mss.min(requested - next_off);
                     if next_off + len > max_data {
                         window_bound = false;
                         break;
@@ -172,6 +184,7 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
             up.poll_timeout().map(ns),
             down.poll_timeout().map(ns),
             timer,
+            ask_at,
             send_from.filter(|&s| s > now),
         ]
         .into_iter()
@@ -200,6 +213,14 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                 congestion_event: true,
             });
         }
+        if ask_at.is_some_and(|x| x <= now) {
+            ask_at = None;
+            asked.push(Asked {
+                sent_ns: now,
+                done_ns: 0,
+            });
+            up.push(t(now), Wire(Msg::Request, 120));
+        }
         while let Some(d) = up.poll_transmit(t(now)) {
             match d.data.0 {
                 Msg::Hello if k.retry && !retried => {
@@ -212,6 +233,10 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                     }
                 }
                 Msg::Request => {
+                    requested += k.body;
+                    if send_from.is_some() {
+                        continue;
+                    }
                     // the sender records its initial window
                     send_from = Some(now + ns(k.think));
                     samples.push(SenderSample {
@@ -279,7 +304,7 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                     flights += 1;
                     if flights == FLIGHT {
                         h = Some(now);
-                        up.push(t(now), Wire(Msg::Request, 120));
+                        ask_at = Some(now);
                     }
                 }
                 Msg::Data { pn, off, len } => {
@@ -288,8 +313,14 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                     while let Some(len) = got.get(&read) {
                         read += len;
                     }
-                    if read >= k.body {
-                        lb = Some(now);
+                    let want = asked.len() as u64 * k.body;
+                    if read >= want && asked.last().is_some_and(|a| a.done_ns == 0) {
+                        asked.last_mut().unwrap().done_ns = now;
+                        if asked.len() as u64 == k.chain {
+                            lb = Some(now);
+                        } else {
+                            ask_at = Some(now + ns(k.discover));
+                        }
                     }
                     up.push(
                         t(now),
@@ -320,9 +351,10 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
             handshake_done_ns: h.expect("no handshake"),
             first_byte_ns: fb.expect("no first byte"),
             last_byte_ns: lb.expect("the transfer did not end"),
-            body_bytes: k.body,
+            body_bytes: k.body * k.chain,
             design_rtts: 1,
         },
+        asked,
         sender: samples,
         path: PathFacts {
             down_delay_ns: ns(cfg.down.delay),
@@ -335,7 +367,12 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
 
 fn budget_of(tr: &Trial) -> Budget {
     let log = LinkLog::parse(tr.log.as_bytes()).unwrap();
-    let b = budget(&log, &tr.path, &tr.transfer, &tr.sender).unwrap();
+    let b = page_budget(&log, &tr.path, &tr.transfer, &tr.asked, &tr.sender).unwrap();
+    if tr.asked.len() == 1 {
+        // one object: a page of one request is the single request's budget
+        let one = budget(&log, &tr.path, &tr.transfer, &tr.sender).unwrap();
+        assert_eq!(b, one);
+    }
     // the parts partition the TTLB
     assert!(b.residual_ms.abs() < 1e-6, "{b:?}");
     assert!(b.charges.iter().all(|c| c.ms > 0.0), "{b:?}");
@@ -520,5 +557,45 @@ fn a_deeper_cut_after_loss_is_charged_to_the_window_after_loss() {
         eprintln!("{why}");
         assert!(diff > 5.0, "{why}");
         assert!(named(Component::WindowAfterLoss) >= 0.8 * diff, "{why}");
+    }
+}
+
+#[test]
+fn a_client_that_asks_for_the_next_object_late_is_charged_to_waiting_for_requests() {
+    // three objects asked for one after another on the connection, as a page's chain of
+    // dependencies: each next request costs one round trip at least, and the planted 30 ms
+    // between reading an object and asking for the next is the client's
+    let chain = Knobs {
+        body: 200_000,
+        chain: 3,
+        ..BASE
+    };
+    let charged = check(
+        "discover 30 ms",
+        chain,
+        Knobs {
+            discover: Duration::from_millis(30),
+            ..chain
+        },
+        LINK,
+        Component::Requests,
+    );
+    for ms in charged {
+        assert!((ms - 60.0).abs() < 0.01, "{ms}");
+    }
+    // without the wait, each next request's propagation round trip (20 ms); the request's and
+    // the last acknowledgement's serialisation towards the server (180 bytes at 10 Mbit/s,
+    // 0.144 ms) is the server's wait for it, with the endpoints' time
+    for seed in [1, 2, 3] {
+        let b = budget_of(&run(chain, LINK, seed));
+        let per = b.ms(Component::Requests) / 2.0;
+        assert!(
+            (per - 20.0).abs() < 0.01,
+            "seed {seed}: {per} ms a request: {b:?}"
+        );
+        assert!(
+            b.ms(Component::Endpoint) < 3.0 * 0.144 + 0.01,
+            "seed {seed}: {b:?}"
+        );
     }
 }

@@ -30,13 +30,17 @@ pub enum Component {
     /// The bottleneck busy with bytes beyond the response body: packet and frame headers,
     /// handshake flights, acknowledgements, retransmissions.
     Overhead,
+    /// The bottleneck idle while the server had no requested byte left to send: the client had
+    /// not asked yet (a page's next resources, discovered in what arrived: each level of
+    /// dependency a round trip at least; a sequence's next request).
+    Requests,
     /// The endpoints' own time: the server's from the request's arrival to its first byte
     /// sent, and the client's from the last packet's delivery to its last byte read.
     Endpoint,
 }
 
 impl Component {
-    pub const ALL: [Component; 8] = [
+    pub const ALL: [Component; 9] = [
         Component::Handshake,
         Component::RampUp,
         Component::WindowAfterLoss,
@@ -44,6 +48,7 @@ impl Component {
         Component::FlowOrSender,
         Component::WindowOrSender,
         Component::Overhead,
+        Component::Requests,
         Component::Endpoint,
     ];
 
@@ -57,6 +62,7 @@ impl Component {
             Component::FlowOrSender => "flow-control-or-sender-limited",
             Component::WindowOrSender => "window-or-sender-limited",
             Component::Overhead => "overhead",
+            Component::Requests => "requests",
             Component::Endpoint => "endpoint",
         }
     }
@@ -71,6 +77,7 @@ impl Component {
             Component::FlowOrSender => "flow control or sender-limited",
             Component::WindowOrSender => "window or sender-limited",
             Component::Overhead => "overhead",
+            Component::Requests => "waiting for requests",
             Component::Endpoint => "endpoint processing",
         }
     }

@@ -107,6 +107,10 @@ pub struct Handshake {
     pub resumed: bool,
     pub zero_rtt_attempted: bool,
     pub zero_rtt_accepted: bool,
+    /// TCP Fast Open: the SYN carried the ClientHello and the server acknowledged it, so the
+    /// TLS handshake began with the TCP one (one round trip less).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_open: bool,
     /// ALPN protocol negotiated.
     pub alpn: Option<String>,
 }

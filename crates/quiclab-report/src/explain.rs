@@ -33,7 +33,7 @@ pub enum Part {
 }
 
 impl Part {
-    pub const ALL: [Part; 9] = [
+    pub const ALL: [Part; 10] = [
         Part::Floor,
         Part::Named(Component::Handshake),
         Part::Named(Component::RampUp),
@@ -42,6 +42,7 @@ impl Part {
         Part::Named(Component::FlowOrSender),
         Part::Named(Component::WindowOrSender),
         Part::Named(Component::Overhead),
+        Part::Named(Component::Requests),
         Part::Named(Component::Endpoint),
     ];
 

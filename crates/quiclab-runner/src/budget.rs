@@ -1,76 +1,198 @@
 //! A trial's time budget (`quiclab-explain`) from the files it kept: the link's event log, the
-//! client's record and the sender's timeline, on the link's clock.
+//! client's records and the sender's timeline, on the link's clock.
 
 use std::path::Path;
 
-use quiclab_explain::{LinkLog, PathFacts, SenderSample, Transfer};
+use quiclab_explain::{Asked, LinkLog, PathFacts, SenderSample, Transfer};
 use quiclab_link::LinkConfig;
 use quiclab_model::budget::Budget;
-use quiclab_model::record::{RequestRecord, Transport};
+use quiclab_model::record::{Handshake, HttpVersion, RequestRecord, Transport};
+use quiclab_pages::page_client::PageRecord;
 
 use crate::outputs::Sample;
 
-/// Round trips a new connection's handshake takes by design: QUIC 1, TCP with TLS 1.3 2, TCP
-/// alone 1, the coded transport 1.
-pub fn design_rtts(transport: Transport, tls: bool) -> u32 {
+/// Round trips a new connection's handshake takes by design: QUIC 1, TCP with TLS 1.3 2 (1
+/// with the ClientHello in a Fast Open SYN), TCP alone 1, the coded transport 1; none where the
+/// request went as 0-RTT data and was accepted.
+pub fn design_rtts(transport: Transport, tls: bool, hs: &Handshake) -> u32 {
     match transport {
-        Transport::Tcp if tls => 2,
+        _ if hs.zero_rtt_accepted => 0,
+        Transport::Tcp if tls && !hs.fast_open => 2,
         Transport::Tcp | Transport::Quic | Transport::Coded => 1,
     }
 }
 
-/// The budget of a trial's one request, on a new connection and without 0-RTT, over a link of
-/// constant rates. `Ok(None)` where a budget does not apply (a trace, a resumed or early
-/// request, no event log kept); `Err` says why the files could not make one.
-pub fn of_trial(
+/// What every budget of a trial reads: the link's log, the path's facts and the link's epoch.
+struct Link {
+    log: LinkLog,
+    path: PathFacts,
+    epoch_ns: u64,
+}
+
+impl Link {
+    /// The trial's link, where a budget applies: `Ok(None)` over a trace (rates that change)
+    /// or without an event log; `Err` for a log that cannot be read.
+    fn read(dir: &Path, link: &LinkConfig, epoch_ns: u64) -> Result<Option<Link>, String> {
+        if link.up.trace.is_some() || link.down.trace.is_some() || epoch_ns == 0 {
+            return Ok(None);
+        }
+        let path = dir.join("events.jsonl");
+        let Ok(f) = std::fs::File::open(&path) else {
+            return Ok(None);
+        };
+        let log = LinkLog::parse(std::io::BufReader::new(f))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Some(Link {
+            log,
+            path: PathFacts {
+                down_delay_ns: link.down.delay.as_nanos() as u64,
+                up_delay_ns: link.up.delay.as_nanos() as u64,
+                down_rate_bps: link.down.rate.map(|r| r.bps()),
+                up_rate_bps: link.up.rate.map(|r| r.bps()),
+            },
+            epoch_ns,
+        }))
+    }
+
+    /// A monotonic-clock time (µs) on the link's clock (ns).
+    fn ns(&self, us: u64) -> u64 {
+        (us * 1000).saturating_sub(self.epoch_ns)
+    }
+
+    /// The sender's samples from `from` to `to` (link's clock), its timeline starting at
+    /// `timeline_start` (link's clock).
+    fn sender(
+        &self,
+        timeline: &[Sample],
+        timeline_start: u64,
+        from: u64,
+        to: u64,
+    ) -> Vec<SenderSample> {
+        timeline
+            .iter()
+            .map(|s| SenderSample {
+                t_ns: (timeline_start as f64 + s.t_ms * 1e6).max(0.0) as u64,
+                cwnd_bytes: s.cwnd_bytes,
+                srtt_ns: s.rtt_ms.map(|r| (r * 1e6) as u64),
+                congestion_event: s.congestion_event,
+            })
+            .filter(|s| (from..=to).contains(&s.t_ns))
+            .collect()
+    }
+
+    /// One request's transfer, where the record has its times.
+    fn transfer(&self, rec: &RequestRecord, tls: bool) -> Option<Transfer> {
+        let zero_rtt = rec.handshake.zero_rtt_accepted;
+        let start = self.ns(rec.start_us);
+        Some(Transfer {
+            start_ns: start,
+            // 0-RTT: the request could go with the first flight
+            handshake_done_ns: if zero_rtt {
+                start
+            } else {
+                self.ns(rec.handshake_done_us?)
+            },
+            first_byte_ns: self.ns(rec.first_byte_us?),
+            last_byte_ns: self.ns(rec.last_byte_us?),
+            body_bytes: rec.bytes,
+            design_rtts: design_rtts(rec.transport, tls, &rec.handshake),
+        })
+    }
+}
+
+/// The budget of a trial's requests, made one after another each on a new connection (one
+/// request, or a sequence: [`quiclab_explain::sequence_budget`]), over a link of constant
+/// rates. `Ok(None)` where a budget does not apply (a trace, a request on a connection opened
+/// before, no event log kept); `Err` says why the files could not make one.
+pub fn of_requests(
     dir: &Path,
     link: &LinkConfig,
     epoch_ns: u64,
-    rec: &RequestRecord,
+    records: &[RequestRecord],
     tls: bool,
     timeline: &[Sample],
 ) -> Result<Option<Budget>, String> {
-    if link.up.trace.is_some() || link.down.trace.is_some() {
-        return Ok(None);
-    }
-    if !rec.new_connection || rec.handshake.zero_rtt_accepted || epoch_ns == 0 {
-        return Ok(None);
-    }
-    let (Some(h), Some(fb), Some(lb)) =
-        (rec.handshake_done_us, rec.first_byte_us, rec.last_byte_us)
-    else {
+    let Some(l) = Link::read(dir, link, epoch_ns)? else {
         return Ok(None);
     };
-    let path = dir.join("events.jsonl");
-    let Ok(f) = std::fs::File::open(&path) else {
+    if records.is_empty() || records.iter().any(|r| !r.new_connection) {
+        return Ok(None);
+    }
+    let timeline_start = l.ns(records[0].start_us);
+    let mut parts = Vec::with_capacity(records.len());
+    for (i, rec) in records.iter().enumerate() {
+        let which = |e: String| {
+            if records.len() > 1 {
+                format!("request {} of {}: {e}", i + 1, records.len())
+            } else {
+                e
+            }
+        };
+        let Some(t) = l.transfer(rec, tls) else {
+            return Err(which(
+                "the record lacks its handshake, first or last byte time".into(),
+            ));
+        };
+        let sender = l.sender(timeline, timeline_start, t.start_ns, t.last_byte_ns);
+        let b = quiclab_explain::budget(&l.log, &l.path, &t, &sender).map_err(which)?;
+        parts.push((t.start_ns, t.last_byte_ns, b));
+    }
+    if parts.len() == 1 {
+        return Ok(parts.pop().map(|p| p.2));
+    }
+    quiclab_explain::sequence_budget(&parts).map(Some)
+}
+
+/// The budget of a page load ([`quiclab_explain::page_budget`]): from the first connection's
+/// start to the page's load time, its body every resource's bytes. The sender's record is read
+/// only where one connection carried the page (a window is one connection's).
+pub fn of_page(
+    dir: &Path,
+    link: &LinkConfig,
+    epoch_ns: u64,
+    rec: &PageRecord,
+    plt_ms: f64,
+    tls: bool,
+    timeline: &[Sample],
+) -> Result<Option<Budget>, String> {
+    let Some(l) = Link::read(dir, link, epoch_ns)? else {
         return Ok(None);
     };
-    let log = LinkLog::parse(std::io::BufReader::new(f))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let on_link = |us: u64| (us * 1000).saturating_sub(epoch_ns);
-    let start = on_link(rec.start_us);
-    let sender: Vec<SenderSample> = timeline
+    let start = l.ns(rec.start_us);
+    let at = |ms: f64| start + (ms * 1e6).max(0.0) as u64;
+    let (Some(h), Some(fb)) = (
+        rec.handshake_ms,
+        rec.resources.first().and_then(|r| r.first_byte_ms),
+    ) else {
+        return Err("the page's record lacks its handshake or its document's first byte".into());
+    };
+    let asked: Vec<Asked> = rec
+        .resources
         .iter()
-        .map(|s| SenderSample {
-            t_ns: (start as f64 + s.t_ms * 1e6).max(0.0) as u64,
-            cwnd_bytes: s.cwnd_bytes,
-            srtt_ns: s.rtt_ms.map(|r| (r * 1e6) as u64),
-            congestion_event: s.congestion_event,
+        .filter_map(|r| {
+            Some(Asked {
+                sent_ns: at(r.start_ms?),
+                done_ns: at(r.last_byte_ms?),
+            })
         })
         .collect();
-    let facts = PathFacts {
-        down_delay_ns: link.down.delay.as_nanos() as u64,
-        up_delay_ns: link.up.delay.as_nanos() as u64,
-        down_rate_bps: link.down.rate.map(|r| r.bps()),
-        up_rate_bps: link.up.rate.map(|r| r.bps()),
+    let transport = match rec.http {
+        HttpVersion::Http3 => Transport::Quic,
+        HttpVersion::Coded => Transport::Coded,
+        HttpVersion::Http11 | HttpVersion::Http2 => Transport::Tcp,
     };
-    let transfer = Transfer {
+    let t = Transfer {
         start_ns: start,
-        handshake_done_ns: on_link(h),
-        first_byte_ns: on_link(fb),
-        last_byte_ns: on_link(lb),
+        handshake_done_ns: at(h),
+        first_byte_ns: at(fb),
+        last_byte_ns: at(plt_ms),
         body_bytes: rec.bytes,
-        design_rtts: design_rtts(rec.transport, tls),
+        design_rtts: design_rtts(transport, tls, &rec.handshake),
     };
-    quiclab_explain::budget(&log, &facts, &transfer, &sender).map(Some)
+    let sender = if rec.connections <= 1 {
+        l.sender(timeline, start, start, t.last_byte_ns)
+    } else {
+        Vec::new()
+    };
+    quiclab_explain::page_budget(&l.log, &l.path, &t, &asked, &sender).map(Some)
 }

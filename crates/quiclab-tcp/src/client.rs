@@ -500,6 +500,7 @@ impl Client {
             resumed: kind == Some(HandshakeKind::Resumed),
             zero_rtt_attempted: false,
             zero_rtt_accepted: false,
+            fast_open: TcpInfo::read(socket.as_fd()).is_ok_and(|i| i.syn_data_acked),
             alpn: session
                 .alpn_protocol()
                 .map(|p| String::from_utf8_lossy(p).into_owned()),

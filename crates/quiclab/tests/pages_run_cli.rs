@@ -27,6 +27,8 @@ http = "2"
 [arms.h3-fifo]
 http = "3"
 quic-scheduling = "fifo"
+[arms.h1]
+http = "1.1"
 [[compare]]
 a = "h2"
 b = "h3-fifo"
@@ -48,7 +50,7 @@ b = "h3-fifo"
         panic!("{:?}", campaign.workload)
     };
     assert_eq!(pages[0].resources, 18);
-    assert_eq!(campaign.trials.len(), 6);
+    assert_eq!(campaign.trials.len(), 9);
     // 593 kB over 10 Mbit/s take 474 ms; with handshakes and discovery round trips more
     let wire_ms = pages[0].bytes as f64 * 8.0 / 10e6 * 1000.0;
     for t in &campaign.trials {
@@ -64,6 +66,19 @@ b = "h3-fifo"
             assert!(r.start_ms <= r.first_byte_ms && r.first_byte_ms <= r.last_byte_ms);
             assert!(r.last_byte_ms <= d.plt_ms);
         }
+    }
+
+    // every load's time budget adds up, over one connection or six
+    let records = Store::open_existing(&out_dir).unwrap().trials().unwrap();
+    assert_eq!(common::assert_budgets_add_up(&records), 9);
+    for t in &records {
+        let b = t.outcome.as_ref().unwrap().detail.budget.as_ref().unwrap();
+        // the floor: the first connection's handshake by design, one round trip for the
+        // document, every resource's body at 10 Mbit/s
+        let hs = if t.arm == "h3-fifo" { 20.0 } else { 40.0 };
+        assert_eq!(b.floor.handshake_ms, hs, "{}", t.arm);
+        assert_eq!(b.floor.request_ms, 20.0);
+        assert!((b.floor.serialisation_ms - wire_ms).abs() < 0.01, "{b:?}");
     }
 
     let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
@@ -139,6 +154,8 @@ http = "2"
             );
         }
     }
+    // a browser's loads get their budgets from its net-log's times as quiclab's loader's do
+    assert_eq!(common::assert_budgets_add_up(&records), 8);
     let campaign = store.campaign().unwrap();
     assert_eq!(campaign.trials.len(), 8);
     // the registry says which arms' client is a browser, and the campaign keeps it

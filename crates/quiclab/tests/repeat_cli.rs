@@ -78,6 +78,20 @@ tfo = true
     assert!((tfo - 1.0).abs() < 0.15, "h2-tfo saved {tfo:.2} RTT");
     let h2 = saved_rtts("h2");
     assert!(h2.abs() < 0.15, "h2 saved {h2:.2} RTT");
+    // each trial's budget adds its six requests up; the floor's handshakes are the design's:
+    // QUIC one round trip, then none (0-RTT); TCP with TLS two each time, one with the
+    // ClientHello in a Fast Open SYN after the first
+    assert_eq!(common::assert_budgets_add_up(&trials), 9);
+    for t in &trials {
+        let b = t.outcome.as_ref().unwrap().detail.budget.as_ref().unwrap();
+        let rtts = match t.arm.as_str() {
+            "h3" => 1.0,
+            "h2-tfo" => 2.0 + 5.0,
+            _ => 12.0,
+        };
+        assert_eq!(b.floor.handshake_ms, rtts * RTT_MS, "{}: {b:?}", t.arm);
+        assert_eq!(b.floor.request_ms, 6.0 * RTT_MS);
+    }
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Repeated requests"));
     assert!(html.contains("15 sent their request as 0-RTT data and 15 of those were accepted"));

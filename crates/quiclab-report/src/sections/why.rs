@@ -12,9 +12,9 @@ use quiclab_model::budget::Budget;
 use std::fmt::Write;
 
 /// Colours of the parts, in [`Part::ALL`]'s order.
-const COLOURS: [&str; 9] = [
+const COLOURS: [&str; 10] = [
     "#b0b0b0", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-    "#17becf",
+    "#2ca02c", "#17becf",
 ];
 
 fn colour(p: Part) -> &'static str {

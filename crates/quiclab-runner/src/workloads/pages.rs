@@ -67,15 +67,6 @@ impl WorkloadKind for Pages {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        page::trial_metrics(
-            ran.dir,
-            ran.client_out,
-            ran.client_log,
-            ran.server_output,
-            ran.status.ok_or(ran.timeout),
-            ran.reports,
-            t.min_rtt_ms(),
-            requests_out,
-        )
+        page::trial_metrics(t, ran, requests_out)
     }
 }

@@ -64,6 +64,10 @@ impl WorkloadKind for Repeat {
         ran: &Ran,
         requests_out: &mut serde_json::Value,
     ) -> Result<Metrics, String> {
-        requests::trial_metrics(t, ran, requests_out, requests::downloaded)
+        let records = requests::checked_records(t, ran, requests_out, requests::downloaded)?;
+        let timeline = requests::timeline(ran, &records);
+        let mut m = requests::records_timeline_metrics(t, ran, &records, &timeline);
+        requests::budget(t, ran, &records, &timeline, &mut m);
+        Ok(m)
     }
 }

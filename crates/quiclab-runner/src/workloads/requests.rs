@@ -108,6 +108,28 @@ pub(crate) fn records_timeline_metrics(
     )
 }
 
+/// The time budget of a trial's requests (each on a new connection, one after another) into
+/// `m`'s detail, or why it could not be made.
+pub(crate) fn budget(
+    t: &TrialCtx,
+    ran: &Ran,
+    records: &[RequestRecord],
+    timeline: &[Sample],
+    m: &mut Metrics,
+) {
+    match crate::budget::of_requests(
+        ran.dir,
+        t.link,
+        ran.link_epoch_ns,
+        records,
+        t.scheme == "https",
+        timeline,
+    ) {
+        Ok(b) => m.detail.budget = b,
+        Err(e) => m.detail.budget_error = Some(e),
+    }
+}
+
 /// A trial's metrics from the client's records (at least one, in order), the sender's
 /// timeline and the link's reports. The trial's TTLB runs from the first request's start to the
 /// last request's last byte; its TTFB, handshake and TLS facts are the first request's.

@@ -87,17 +87,7 @@ impl WorkloadKind for SingleObject {
         let records = requests::checked_records(t, ran, requests_out, requests::downloaded)?;
         let timeline = requests::timeline(ran, &records);
         let mut m = requests::records_timeline_metrics(t, ran, &records, &timeline);
-        match crate::budget::of_trial(
-            ran.dir,
-            t.link,
-            ran.link_epoch_ns,
-            &records[0],
-            t.scheme == "https",
-            &timeline,
-        ) {
-            Ok(b) => m.detail.budget = b,
-            Err(e) => m.detail.budget_error = Some(e),
-        }
+        requests::budget(t, ran, &records, &timeline, &mut m);
         Ok(m)
     }
 }
