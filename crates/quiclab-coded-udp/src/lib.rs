@@ -303,6 +303,7 @@ fn sample(conn: &quiclab_coded::Connection, state: &mut ServerConn) -> TimelineS
         first_loss_offset: None,
         resent_bytes: None,
         udp_payload: None,
+        flow_blocked: None,
     }
 }
 

@@ -80,6 +80,9 @@ pub struct SenderSample {
     pub cwnd_bytes: Option<u64>,
     pub srtt_ns: Option<u64>,
     pub congestion_event: bool,
+    /// A count that grows while the peer's flow control holds the sender back (TCP's receive
+    /// window chronograph, QUIC's DATA_BLOCKED and STREAM_DATA_BLOCKED frames sent).
+    pub flow_blocked: Option<u64>,
 }
 
 /// A full-size packet, bytes: the least a window grows by in a round trip when it limits.
@@ -370,13 +373,20 @@ fn budget_of(
         .max()
         .map_or(w0, |d| d.saturating_sub(down));
     // a request is left to send at the transmitter from its arrival at the server until its
-    // last byte left (as the client's read of it says, less what a read may lag)
-    let lag = slack / 2;
-    let waiting = |x: u64| {
-        asked
-            .iter()
-            .any(|q| q.sent_ns + up <= x && x + lag < q.done_ns.saturating_sub(down))
-    };
+    // last byte left: in the last packet to reach the client by the client's read of it
+    let left_until: Vec<(u64, u64)> = asked
+        .iter()
+        .map(|q| {
+            let last = delivered
+                .iter()
+                .map(|(d, _)| *d)
+                .filter(|&d| d <= q.done_ns)
+                .max()
+                .unwrap_or(q.done_ns);
+            (q.sent_ns + up, last.saturating_sub(down))
+        })
+        .collect();
+    let waiting = |x: u64| left_until.iter().any(|&(from, to)| from <= x && x < to);
     // the server had a request (or would have) and had not answered: its own time, unless the
     // request or the answer was lost
     let answering = |from: u64, to: u64| {
@@ -429,7 +439,7 @@ fn budget_of(
             if lost_near || up_drops.iter().any(near) {
                 Component::LossRecoveryWait
             } else {
-                Component::FlowOrSender
+                flow_or_sender(sender, a, b, round)
             }
         } else if let Some(room) = window_room(
             sender,
@@ -449,7 +459,7 @@ fn budget_of(
             if recovering {
                 Component::WindowAfterLoss
             } else if room {
-                Component::FlowOrSender
+                flow_or_sender(sender, a, b, round)
             } else if lost_near || first_signal.is_some_and(|s| s <= a) {
                 Component::WindowAfterLoss
             } else {
@@ -490,11 +500,17 @@ fn budget_of(
         overhead_bytes: delivered_bytes.saturating_sub(t.body_bytes),
         drops_to_client: drops.len() as u32,
         congestion_events: (!sender.is_empty()).then_some(events.len() as u32),
-        reads: if has_cwnd {
-            vec!["cwnd".to_string()]
-        } else {
-            Vec::new()
-        },
+        reads: [
+            has_cwnd.then_some("cwnd"),
+            sender
+                .iter()
+                .any(|s| s.flow_blocked.is_some())
+                .then_some("flow-blocked"),
+        ]
+        .into_iter()
+        .flatten()
+        .map(String::from)
+        .collect(),
     };
     b.residual_ms = ttlb_ms - b.accounted_ms();
     Ok(b)
@@ -542,6 +558,25 @@ fn window_room(
         .map(|p| p.size as u64)
         .sum();
     Some(sent * 2 < cwnd)
+}
+
+/// A gap from `a` to `b` (at the transmitter) while the sender's window had room: flow
+/// control where its record's flow-control count grew from a round trip before the gap to a
+/// round trip after it (it stops before the bottleneck idles, and a count is sampled), the
+/// sender's own limit where it did not, not told apart where the record has no such count.
+fn flow_or_sender(sender: &[SenderSample], a: u64, b: u64, round: u64) -> Component {
+    let count = |at: u64| {
+        let i = sender.partition_point(|s| s.t_ns <= at);
+        sender[..i].iter().rev().find_map(|s| s.flow_blocked)
+    };
+    if !sender.iter().any(|s| s.flow_blocked.is_some()) {
+        return Component::FlowOrSender;
+    }
+    let before = count(a.saturating_sub(round)).unwrap_or(0);
+    match count(b + round) {
+        Some(after) if after > before => Component::FlowControl,
+        _ => Component::SenderLimited,
+    }
 }
 
 /// When the link dropped `packets` of one direction, from `from` to `to`.

@@ -59,6 +59,11 @@ struct Knobs {
     /// to asking for the next.
     chain: u64,
     discover: Duration,
+    /// The sender's record counts its blocked signals (as a QUIC sender's DATA_BLOCKED frames:
+    /// one each time it reaches a new limit of the peer's).
+    tells_flow: bool,
+    /// The application hands the sender data at this rate, bytes a second (`None`: all at once).
+    app_rate: Option<u64>,
 }
 
 const BASE: Knobs = Knobs {
@@ -73,6 +78,8 @@ const BASE: Knobs = Knobs {
     validated: false,
     chain: 1,
     discover: Duration::ZERO,
+    tells_flow: false,
+    app_rate: None,
 };
 
 /// The server's handshake flight: three packets.
@@ -130,6 +137,10 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
     let mut timer: Option<u64> = None;
     // whether the window stopped the sender the last time it sent
     let mut window_bound = true;
+    // the peer's limits the sender reached (each counted once), and when the application
+    // hands it the next packet's data
+    let (mut blocked, mut blocked_at) = (0u64, 0u64);
+    let mut app_next: Option<u64> = None;
     let mut samples = Vec::new();
     let mut now = start;
     for _ in 0..10_000_000 {
@@ -142,7 +153,19 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                     let len = k.mss.min(requested - next_off);
                     if next_off + len > max_data {
                         window_bound = false;
+                        if blocked_at != max_data {
+                            blocked_at = max_data;
+                            blocked += 1;
+                        }
                         break;
+                    }
+                    if let Some(rate) = k.app_rate {
+                        let at = *app_next.get_or_insert(now);
+                        if now < at {
+                            window_bound = false;
+                            break;
+                        }
+                        app_next = Some(at + len * 1_000_000_000 / rate);
                     }
                     (next_off, len, false)
                 } else {
@@ -185,6 +208,7 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
             down.poll_timeout().map(ns),
             timer,
             ask_at,
+            app_next.filter(|&x| x > now && next_off < requested),
             send_from.filter(|&s| s > now),
         ]
         .into_iter()
@@ -211,6 +235,7 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                 cwnd_bytes: Some(cwnd as u64),
                 srtt_ns: Some(srtt),
                 congestion_event: true,
+                flow_blocked: k.tells_flow.then_some(blocked),
             });
         }
         if ask_at.is_some_and(|x| x <= now) {
@@ -244,6 +269,7 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                         cwnd_bytes: Some(cwnd as u64),
                         srtt_ns: None,
                         congestion_event: false,
+                        flow_blocked: k.tells_flow.then_some(blocked),
                     });
                 }
                 Msg::Ack { pn, max_data: m } => {
@@ -290,6 +316,7 @@ fn run(k: Knobs, keys: &[(&str, &str)], seed: u64) -> Trial {
                         cwnd_bytes: Some(cwnd as u64),
                         srtt_ns: Some(srtt),
                         congestion_event: event,
+                        flow_blocked: k.tells_flow.then_some(blocked),
                     });
                 }
                 _ => {}
@@ -598,4 +625,36 @@ fn a_client_that_asks_for_the_next_object_late_is_charged_to_waiting_for_request
             "seed {seed}: {b:?}"
         );
     }
+}
+
+#[test]
+fn a_sender_that_says_when_flow_control_blocked_it_is_told_from_one_the_application_held_back() {
+    // the same 16 KB window, now with a sender that counts the limits it reached (as QUIC's
+    // DATA_BLOCKED frames, TCP's receive window chronograph): flow control by name
+    let telling = Knobs {
+        tells_flow: true,
+        ..BASE
+    };
+    check(
+        "flow 16 KB, told",
+        telling,
+        Knobs {
+            flow: 16_000,
+            ..telling
+        },
+        LINK,
+        Component::FlowControl,
+    );
+    // an application that hands over its data at 5 Mbit/s on a 10 Mbit/s link: the window
+    // has room, no limit of the peer's was reached, so the sender held itself back
+    check(
+        "application at 5 Mbit/s, told",
+        telling,
+        Knobs {
+            app_rate: Some(625_000),
+            ..telling
+        },
+        LINK,
+        Component::SenderLimited,
+    );
 }

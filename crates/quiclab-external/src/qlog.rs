@@ -75,6 +75,8 @@ struct State {
     acked: u64,
     lost: u64,
     impossible: u64,
+    /// DATA_BLOCKED and STREAM_DATA_BLOCKED frames sent.
+    blocked: u64,
 }
 
 /// The events of a JSON-SEQ qlog file after its header, checked (see the module's contract).
@@ -235,7 +237,7 @@ pub fn timeline(
         let space = data["header"]["packet_type"]
             .as_str()
             .map(|t| if t == "0RTT" { "1RTT" } else { t }.to_string());
-        let before = (st.cwnd, st.in_flight, st.acked, st.lost);
+        let before = (st.cwnd, st.in_flight, st.acked, st.lost, st.blocked);
         let mut congestion = false;
         match name {
             "transport:packet_sent" => {
@@ -254,6 +256,12 @@ pub fn timeline(
                 if !streams.is_empty() {
                     sent.insert((space, pn), streams);
                 }
+                st.blocked += frames(data)
+                    .filter(|f| {
+                        f["frame_type"] == "data_blocked"
+                            || f["frame_type"] == "stream_data_blocked"
+                    })
+                    .count() as u64;
             }
             "transport:packet_received" => {
                 let Some(space) = space else { continue };
@@ -304,7 +312,7 @@ pub fn timeline(
             "recovery:packet_lost" => st.lost += 1,
             _ => continue,
         }
-        if before == (st.cwnd, st.in_flight, st.acked, st.lost) && !congestion {
+        if before == (st.cwnd, st.in_flight, st.acked, st.lost, st.blocked) && !congestion {
             continue;
         }
         let sample = TimelineSample {
@@ -323,6 +331,7 @@ pub fn timeline(
             first_loss_offset: None,
             resent_bytes: None,
             udp_payload: None,
+            flow_blocked: Some(st.blocked),
         };
         // one sample per time unless this one is a congestion event
         match out.last_mut() {

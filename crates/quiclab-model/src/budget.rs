@@ -21,8 +21,15 @@ pub enum Component {
     /// Longer than a round trip with nothing delivered, after a loss: the sender waited for
     /// loss detection, a PTO or an RTO.
     LossRecoveryWait,
-    /// The sender's window had room and it sent nothing: the peer's flow-control limit, the
-    /// application, pacing or a send buffer (the link alone cannot tell them apart).
+    /// The sender's window had room and it sent nothing, and its record says the peer's
+    /// flow-control limit held it back (TCP's receive window chronograph grew, a QUIC sender
+    /// sent DATA_BLOCKED or STREAM_DATA_BLOCKED).
+    FlowControl,
+    /// The same, and its record says flow control did not hold it back: the application,
+    /// pacing or a send buffer.
+    SenderLimited,
+    /// The same, where the sender's record does not say whether flow control held it back:
+    /// the peer's flow-control limit, the application, pacing or a send buffer.
     FlowOrSender,
     /// The bottleneck idle within a round trip where the sender's record gives no window: its
     /// window, flow control or pacing (not told apart).
@@ -40,11 +47,13 @@ pub enum Component {
 }
 
 impl Component {
-    pub const ALL: [Component; 9] = [
+    pub const ALL: [Component; 11] = [
         Component::Handshake,
         Component::RampUp,
         Component::WindowAfterLoss,
         Component::LossRecoveryWait,
+        Component::FlowControl,
+        Component::SenderLimited,
         Component::FlowOrSender,
         Component::WindowOrSender,
         Component::Overhead,
@@ -59,6 +68,8 @@ impl Component {
             Component::RampUp => "ramp-up",
             Component::WindowAfterLoss => "window-after-loss",
             Component::LossRecoveryWait => "loss-recovery-wait",
+            Component::FlowControl => "flow-control",
+            Component::SenderLimited => "sender-limited",
             Component::FlowOrSender => "flow-control-or-sender-limited",
             Component::WindowOrSender => "window-or-sender-limited",
             Component::Overhead => "overhead",
@@ -74,6 +85,8 @@ impl Component {
             Component::RampUp => "ramp-up",
             Component::WindowAfterLoss => "window after loss",
             Component::LossRecoveryWait => "loss recovery wait",
+            Component::FlowControl => "flow control",
+            Component::SenderLimited => "sender-limited",
             Component::FlowOrSender => "flow control or sender-limited",
             Component::WindowOrSender => "window or sender-limited",
             Component::Overhead => "overhead",
@@ -131,7 +144,8 @@ pub struct Budget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion_events: Option<u32>,
     /// What the budget read beyond the link's log and the client's record: "cwnd" when the
-    /// sender's record gave its congestion window.
+    /// sender's record gave its congestion window, "flow-blocked" when it said whether the
+    /// peer's flow control held it back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reads: Vec<String>,
 }

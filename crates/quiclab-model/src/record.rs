@@ -270,6 +270,11 @@ pub struct TimelineSample {
     /// value, or the fixed payload). `None` for other transports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp_payload: Option<u32>,
+    /// Cumulative signs that the peer's flow control held the sender back: TCP the time the
+    /// receive window limited it (`tcpi_rwnd_limited`, µs), QUIC the DATA_BLOCKED and
+    /// STREAM_DATA_BLOCKED frames it sent. `None` where the sender does not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_blocked: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -465,6 +465,7 @@ async fn sample_timeline(
             first_loss_offset: cc.first_loss_offset,
             resent_bytes: None,
             udp_payload: Some(u32::from(stats.path.current_mtu)),
+            flow_blocked: Some(stats.frame_tx.data_blocked + stats.frame_tx.stream_data_blocked),
         };
         events = cc.congestion_events;
         if let Err(e) = w.write(&sample) {

@@ -33,12 +33,14 @@ pub enum Part {
 }
 
 impl Part {
-    pub const ALL: [Part; 10] = [
+    pub const ALL: [Part; 12] = [
         Part::Floor,
         Part::Named(Component::Handshake),
         Part::Named(Component::RampUp),
         Part::Named(Component::WindowAfterLoss),
         Part::Named(Component::LossRecoveryWait),
+        Part::Named(Component::FlowControl),
+        Part::Named(Component::SenderLimited),
         Part::Named(Component::FlowOrSender),
         Part::Named(Component::WindowOrSender),
         Part::Named(Component::Overhead),

@@ -75,6 +75,7 @@ impl Link {
                 cwnd_bytes: s.cwnd_bytes,
                 srtt_ns: s.rtt_ms.map(|r| (r * 1e6) as u64),
                 congestion_event: s.congestion_event,
+                flow_blocked: s.flow_blocked,
             })
             .filter(|s| (from..=to).contains(&s.t_ns))
             .collect()

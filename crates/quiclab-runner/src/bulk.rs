@@ -120,6 +120,7 @@ mod tests {
             first_loss_offset: None,
             resent_bytes: None,
             udp_payload: payload,
+            flow_blocked: None,
         })
         .unwrap()
     }

@@ -44,6 +44,8 @@ pub struct Sample {
     pub resent_bytes: Option<u64>,
     /// The connection's transport (`None` in a sample that does not say).
     pub transport: Option<Transport>,
+    /// The connection's count of signs that flow control held the sender back.
+    pub flow_blocked: Option<u64>,
 }
 
 /// What the trial's QUIC servers re-sent and declared lost, from every server qlog under the
@@ -148,6 +150,7 @@ pub fn read_timeline(path: &Path, start_us: u64) -> Vec<Sample> {
                     first_loss_offset: v["first_loss_offset"].as_u64(),
                     resent_bytes: v["resent_bytes"].as_u64(),
                     transport: serde_json::from_value(v["transport"].clone()).ok(),
+                    flow_blocked: v["flow_blocked"].as_u64(),
                 },
             ))
         })

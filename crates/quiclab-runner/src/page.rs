@@ -13,8 +13,7 @@ use quiclab_pages::page::{self, BUILTIN};
 use quiclab_pages::page_client::PageRecord;
 use toml::Spanned;
 
-use crate::outputs::{self, Sample};
-use crate::workloads::{Ran, TrialCtx};
+use crate::outputs::Sample;
 
 /// A plan problem: where in the file (when known) and what.
 pub(crate) type Problem = (Option<Range<usize>>, String);
@@ -175,62 +174,6 @@ pub(crate) fn metrics(
             ..Detail::default()
         },
     })
-}
-
-/// A page trial's outcome from what its client wrote, the server's timeline file and its qlogs
-/// under the trial's folder, how the client ended and the link's reports, with the load's time
-/// budget; `Err` says why the trial failed. The record goes to `requests_out` either way.
-pub(crate) fn trial_metrics(
-    t: &TrialCtx,
-    ran: &Ran,
-    requests_out: &mut serde_json::Value,
-) -> Result<Metrics, String> {
-    let rec = read_record(ran.client_out);
-    if let Some(r) = &rec {
-        *requests_out =
-            serde_json::to_value(r).map_or(serde_json::json!([]), |v| serde_json::json!([v]));
-    }
-    if let Some(err) = ran.reports.iter().find_map(|r| r.error.clone()) {
-        return Err(format!("the link emulator failed: {err}"));
-    }
-    let status = ran
-        .status
-        .ok_or(ran.timeout)
-        .map_err(|timeout| format!("the client did not finish within {:?}", timeout))?;
-    let Some(rec) = rec else {
-        return Err(format!(
-            "the client ({status}) wrote no page record: {}",
-            outputs::tail(ran.client_log, 3)
-        ));
-    };
-    let device_drops: u64 = ran.reports.iter().map(|r| r.device_drops).sum();
-    if device_drops > 0 {
-        return Err(format!(
-            "{device_drops} packets were dropped by the kernel before reaching the emulator (the \
-             host could not keep up)"
-        ));
-    }
-    let timeline = outputs::read_timeline(ran.server_output, rec.start_us);
-    let mut m = metrics(
-        &rec,
-        &timeline,
-        outputs::server_resent(ran.dir),
-        ran.reports,
-        t.min_rtt_ms(),
-    )?;
-    match crate::budget::of_page(
-        ran.dir,
-        t.link,
-        ran.link_epoch_ns,
-        &rec,
-        m.ttlb_ms,
-        t.scheme == "https",
-        &timeline,
-    ) {
-        Ok(b) => m.detail.budget = b,
-        Err(e) => m.detail.budget_error = Some(e),
-    }
-    Ok(m)
 }
 
 /// The page record `quiclab page --json` wrote, if any.

@@ -94,6 +94,7 @@ impl Sender {
             first_loss_offset: None,
             resent_bytes: None,
             udp_payload: self.udp_payload,
+            flow_blocked: None,
         }
     }
 

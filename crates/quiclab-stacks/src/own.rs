@@ -38,6 +38,9 @@ pub struct Settings {
     /// `tfo`: TCP Fast Open.
     #[serde(skip_serializing_if = "is_false")]
     pub tfo: bool,
+    /// `tcp-rcvbuf`: the client's socket receive buffer, bytes (it caps TCP's receive window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_rcvbuf: Option<u32>,
     /// `tls-max-record`: the server's largest TLS record's plaintext, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_max_record: Option<u16>,
@@ -67,6 +70,14 @@ impl Settings {
                 }
                 "tcp-cc" => s.tcp_cc = Some(v.clone()),
                 "tfo" => s.tfo = on(key, v)?,
+                "tcp-rcvbuf" => {
+                    s.tcp_rcvbuf = Some(
+                        quiclab_link::units::parse_bytes(v)
+                            .ok()
+                            .and_then(|n| u32::try_from(n).ok())
+                            .with_context(|| format!("tcp-rcvbuf {v:?}: a size in bytes"))?,
+                    )
+                }
                 "resume" => s.resume = on(key, v)?,
                 "dynamic-records" => s.dynamic_records = Some(on(key, v)?),
                 "tls-max-record" => {

@@ -33,6 +33,7 @@ pub(crate) fn run_tcp(task: &ClientTask) -> anyhow::Result<Measured> {
         resume,
         tcp_congestion: settings.tcp_cc.clone(),
         fast_open: settings.tfo,
+        receive_buffer: settings.tcp_rcvbuf,
         path_min_rtt_us: task.recording.path_min_rtt_us,
         upload,
     };
@@ -122,8 +123,25 @@ pub(crate) static TFO: Knob = Knob {
     check: Check::Fn(check_bool),
 };
 
-static KNOBS: [&Knob; 7] = [
+fn check_rcvbuf(v: &str) -> Result<String, String> {
+    match quiclab_link::units::parse_bytes(v) {
+        Ok(n) if (2048..=1 << 30).contains(&n) => Ok(format!("{n}b")),
+        _ => Err("allowed: bytes from 2 KB to 1 GiB, e.g. 32kb".into()),
+    }
+}
+
+static RCVBUF: Knob = Knob {
+    key: "tcp-rcvbuf",
+    side: Side::Client,
+    help: "the client's TCP receive buffer (SO_RCVBUF before it connects), bytes (e.g. 32kb): \
+           it caps the receive window the server may fill, about half of it for data",
+    telemetry: false,
+    check: Check::Fn(check_rcvbuf),
+};
+
+static KNOBS: [&Knob; 8] = [
     &TCP_CC,
+    &RCVBUF,
     &GROUPS,
     &SERVER_GROUPS,
     &DYNAMIC_RECORDS,

@@ -171,6 +171,9 @@ pub struct ClientOptions {
     pub tcp_congestion: Option<String>,
     /// Request TCP Fast Open on every connection.
     pub fast_open: bool,
+    /// The socket's receive buffer (SO_RCVBUF), bytes: it caps the window the server may
+    /// fill. `None`: the kernel's own, which grows with the transfer.
+    pub receive_buffer: Option<u32>,
     /// The emulated path's minimum RTT in microseconds: a smaller minimum RTT is impossible and
     /// counted.
     pub path_min_rtt_us: Option<u64>,
@@ -536,6 +539,7 @@ impl Client {
             addr,
             self.opts.tcp_congestion.as_deref(),
             self.opts.fast_open,
+            self.opts.receive_buffer,
         )
         .await
     }
@@ -628,6 +632,7 @@ pub async fn tcp_connect(
     addr: SocketAddr,
     congestion: Option<&str>,
     fast_open: bool,
+    receive_buffer: Option<u32>,
 ) -> Result<(TcpStream, Socket, String), ClientError> {
     let socket_err = |source| ClientError::Socket { addr, source };
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
@@ -635,6 +640,12 @@ pub async fn tcp_connect(
     let congestion = apply_congestion(&socket, congestion)?;
     if fast_open {
         set_fast_open_connect(&socket)?;
+    }
+    if let Some(n) = receive_buffer {
+        // before connecting: the window scale offered in the SYN follows from it
+        socket
+            .set_recv_buffer_size(n as usize)
+            .map_err(socket_err)?;
     }
     socket.set_tcp_nodelay(true).map_err(socket_err)?;
     socket.set_nonblocking(true).map_err(socket_err)?;
@@ -675,6 +686,7 @@ mod tests {
             resume: false,
             tcp_congestion: Some("reno".to_string()),
             fast_open: false,
+            receive_buffer: None,
             path_min_rtt_us: None,
             upload: None,
         }

@@ -138,6 +138,7 @@ mod layout {
     pub const BYTES_RECEIVED: usize = 128;
     pub const MIN_RTT: usize = 148;
     pub const DELIVERY_RATE: usize = 160;
+    pub const RWND_LIMITED: usize = 176;
     pub const BYTES_SENT: usize = 200;
     pub const BYTES_RETRANS: usize = 208;
     /// Everything up to and including `tcpi_bytes_retrans`.
@@ -180,6 +181,8 @@ pub struct TcpInfo {
     pub min_rtt_us: Option<u32>,
     /// Bytes per second, as the kernel reports it.
     pub delivery_rate: Option<u64>,
+    /// Time the peer's receive window limited the sender (a chronograph), µs.
+    pub rwnd_limited_us: Option<u64>,
     pub bytes_sent: Option<u64>,
     pub bytes_retrans: Option<u64>,
 }
@@ -240,6 +243,7 @@ impl TcpInfo {
             bytes_received: u64_at(BYTES_RECEIVED),
             min_rtt_us: u32_at(MIN_RTT),
             delivery_rate: u64_at(DELIVERY_RATE),
+            rwnd_limited_us: u64_at(RWND_LIMITED),
             bytes_sent: u64_at(BYTES_SENT),
             bytes_retrans: u64_at(BYTES_RETRANS),
         }
@@ -330,6 +334,7 @@ impl Sampler {
             first_loss_offset: self.first_loss_offset,
             resent_bytes: info.bytes_retrans,
             udp_payload: None,
+            flow_blocked: info.rwnd_limited_us,
         })
     }
 

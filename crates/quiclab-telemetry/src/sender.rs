@@ -412,7 +412,7 @@ async fn connect(
     match setup {
         Setup::Tcp(config) => {
             let (tcp, socket, congestion) =
-                tcp_connect(t.addr, opts.tcp_congestion.as_deref(), false).await?;
+                tcp_connect(t.addr, opts.tcp_congestion.as_deref(), false, None).await?;
             let name = ServerName::try_from(t.server_name.clone()).map_err(|source| {
                 LinkError::ServerName {
                     name: t.server_name.clone(),

@@ -24,7 +24,7 @@ fn every_planted_cause_is_named_and_identical_arms_show_no_difference() {
     let trials = store.trials().unwrap();
     assert_eq!(common::assert_budgets_add_up(&trials), trials.len());
     let campaign = store.campaign().unwrap();
-    assert_eq!(campaign.planted.len(), 8);
+    assert_eq!(campaign.planted.len(), 9);
     let an = Analysis::new(&campaign);
     let checks = explain::checks(&an);
     let mut failed = Vec::new();
@@ -52,7 +52,7 @@ fn every_planted_cause_is_named_and_identical_arms_show_no_difference() {
     }
     // the planted arms in their one condition each (6 causes and the identical pair), the
     // outage for the 5 arms of the stacks' own controllers
-    assert_eq!(checks.len(), 7 + 5, "{checks:#?}");
+    assert_eq!(checks.len(), 8 + 5, "{checks:#?}");
     assert!(checks.iter().all(|k| k.pairs == 9), "{checks:#?}");
     assert!(
         failed.is_empty(),

@@ -63,6 +63,22 @@ fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
     let arms: Vec<&ArmCell> = (0..camp.arms.len()).map(|a| an.cell(ci, s, a)).collect();
     let (svg, caption) = acked_chart(an, &arms, &title);
     figure(out, &svg, &caption);
+    let budgets: Vec<(&str, usize, &quiclab_model::budget::Budget)> = arms
+        .iter()
+        .filter_map(|a| {
+            let b = metrics(a.median_trial?)?.detail.budget.as_ref()?;
+            Some((camp.arms[a.arm].name.as_str(), a.arm, b))
+        })
+        .collect();
+    if let Some(svg) = super::why::spans_chart(&title, &budgets, 0.0) {
+        figure(
+            out,
+            &svg,
+            "When each arm's median trial lost its time beyond the floor: the intervals its \
+             time budget charged, shaded in their component's colour (the legend is in \
+             <a href=\"#why\">Why</a>; point at one to read it); the grey outline is the TTLB.",
+        );
+    }
     let (svg, caption) = cdf_chart(an, &arms, &title);
     figure(out, &svg, &caption);
     let (svg, caption) = retransmit_chart(an, &arms, &title, camp.sizes[s]);

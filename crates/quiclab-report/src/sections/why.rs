@@ -12,9 +12,9 @@ use quiclab_model::budget::Budget;
 use std::fmt::Write;
 
 /// Colours of the parts, in [`Part::ALL`]'s order.
-const COLOURS: [&str; 10] = [
-    "#b0b0b0", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-    "#2ca02c", "#17becf",
+const COLOURS: [&str; 12] = [
+    "#b0b0b0", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#393b79", "#ad494a", "#8c564b",
+    "#e377c2", "#bcbd22", "#2ca02c", "#17becf",
 ];
 
 fn colour(p: Part) -> &'static str {
@@ -240,6 +240,93 @@ fn stacked(title: &str, bars: &[(&str, usize, &Budget)]) -> String {
     }
     chart::svg_close(&mut out);
     out
+}
+
+/// When each arm's budget charged its time: one row per arm (its median trial), each charge's
+/// spans shaded in its component's colour on the time axis of the trial (ms from the request's
+/// start, as the ACKed-bytes chart beside it), up to `x_max` ms. `None` when no arm's median
+/// trial has a budget with spans.
+pub(crate) fn spans_chart(
+    title: &str,
+    rows: &[(&str, usize, &Budget)],
+    x_max: f64,
+) -> Option<String> {
+    const LABEL: f64 = 110.0;
+    const WIDTH: f64 = 400.0;
+    const ROW: f64 = 18.0;
+    if rows
+        .iter()
+        .all(|(_, _, b)| b.charges.iter().all(|c| c.spans.is_empty()))
+    {
+        return None;
+    }
+    let x_max = rows
+        .iter()
+        .map(|(_, _, b)| b.ttlb_ms)
+        .fold(x_max, f64::max)
+        .max(1.0);
+    let ticks = chart::Ticks::new(0.0, x_max, 5);
+    let scale = (WIDTH - LABEL - 10.0) / ticks.hi;
+    let axis = 6.0 + ROW * rows.len() as f64;
+    let height = axis + 30.0;
+    let mut out = String::new();
+    chart::svg_open(
+        &mut out,
+        WIDTH,
+        height,
+        &format!("when the time went: {title}"),
+    );
+    for (row, (name, arm, b)) in rows.iter().enumerate() {
+        let y = 4.0 + row as f64 * ROW;
+        let _ = write!(
+            out,
+            r##"<rect x="2" y="{}" width="8" height="10" fill="{}"/><text x="14" y="{}">{}</text><rect x="{}" y="{}" width="{}" height="12" fill="none" stroke="#ccc"/>"##,
+            chart::c(y + 2.0),
+            chart::arm_colour(*arm),
+            chart::c(y + 11.0),
+            esc(name),
+            chart::c(LABEL),
+            chart::c(y),
+            chart::c(b.ttlb_ms * scale)
+        );
+        for ch in &b.charges {
+            let p = Part::Named(ch.component);
+            for s in &ch.spans {
+                let w = ((s[1] - s[0]) * scale).max(0.8);
+                let _ = write!(
+                    out,
+                    r#"<rect x="{}" y="{}" width="{}" height="12" fill="{}"><title>{}: {} to {} ms</title></rect>"#,
+                    chart::c(LABEL + s[0] * scale),
+                    chart::c(y),
+                    chart::c(w),
+                    colour(p),
+                    esc(p.title()),
+                    units::number(s[0], 1),
+                    units::number(s[1], 1)
+                );
+            }
+        }
+    }
+    for v in &ticks.values {
+        let x = LABEL + v * scale;
+        let _ = write!(
+            out,
+            r##"<line x1="{x}" y1="{axis}" x2="{x}" y2="{}" stroke="#888"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
+            chart::c(axis + 4.0),
+            chart::c(axis + 15.0),
+            units::number(*v, 0),
+            x = chart::c(x),
+            axis = chart::c(axis),
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">time since the client's first packet (ms)</text>"#,
+        chart::c(LABEL + (WIDTH - LABEL) / 2.0),
+        chart::c(axis + 27.0)
+    );
+    chart::svg_close(&mut out);
+    Some(out)
 }
 
 /// The planted causes checked, cell by cell (nothing when the plan plants none).
