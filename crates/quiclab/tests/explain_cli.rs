@@ -66,4 +66,12 @@ fn every_planted_cause_is_named_and_identical_arms_show_no_difference() {
         checks.len(),
         checks.len()
     )));
+    // beside each cell's ACKed bytes, when each arm's median trial lost its time: one chart per
+    // cell (4 conditions, 1 size), a row per arm with its flow-control spans shaded in the
+    // 16 KB window's and the 8 KB receive buffer's rows
+    assert_eq!(html.matches("aria-label=\"when the time went: ").count(), 4);
+    assert!(
+        html.contains("<title>flow control: "),
+        "no flow-control span shaded"
+    );
 }
