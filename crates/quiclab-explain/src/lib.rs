@@ -19,8 +19,14 @@
 //!   after a loss is a **loss recovery wait**, and without one **flow control or
 //!   sender-limited**; a shorter one is **ramp-up** before the first congestion signal and
 //!   **window after loss** after it (and within two round trips of a drop, while the sender
-//!   responds to it), unless the sender's window was not what held it back (then flow control
-//!   or sender-limited), or the sender gives no window (then window or sender-limited);
+//!   responds to it), unless the sender's window was not what held it back (then **flow
+//!   control** where the sender's record counts the peer's limits it reached in that time,
+//!   **sender-limited** where it counts and they did not grow, and flow control or
+//!   sender-limited where it does not count), or the sender gives no window (then window or
+//!   sender-limited);
+//! - in a page load, an idle bottleneck with no requested byte left to send is **waiting for
+//!   requests** until the next request can arrive; in a sequence of requests, so is the time
+//!   between one's last byte and the next one's start;
 //! - the client's time from the last packet's delivery to its last byte read is **endpoint**.
 //!
 //! The parts partition the TTLB; what they leave (`residual_ms`) is where the client's clock
