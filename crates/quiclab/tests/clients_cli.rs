@@ -162,7 +162,7 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                 format!("{server}/{client} p256-p384"),
                 format!("{server}/{client} p384"),
             );
-            for cond in ["base", "rtt +100ms"] {
+            for (cond, rtt_ms) in [("base", 20.0), ("rtt +100ms", 120.0)] {
                 for size in [100_000, 1_000_000] {
                     let of = |part| {
                         common::paired_budget_median(&trials, &arm, &control, cond, size, part, 4)
@@ -171,6 +171,22 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                     let named: Vec<(Component, f64)> =
                         Component::ALL.iter().map(|&c| (c, of(Some(c)))).collect();
                     let why = format!("{arm} / {cond} / {size}: TTLB {total:+.1} ms, {named:?}");
+                    // the retry is one round trip, and its two hellos' serialisation (2 ms at
+                    // 10 Mbit/s) is overhead: the handshake's part is that round trip and the
+                    // endpoints' processing of a second hello (a few ms)
+                    let hs = of(Some(Component::Handshake));
+                    assert!(
+                        hs > 0.9 * rtt_ms && hs < rtt_ms + 15.0,
+                        "{why}: handshake {hs:+.1} ms for one round trip of {rtt_ms} ms"
+                    );
+                    if cond == "rtt +100ms" && size == 1_000_000 {
+                        // here slow start overflows the queue (a BDP of 150 KB against 125 KB
+                        // queued), and how many packets it loses depends on its timing: the
+                        // window after those losses moves the TTLB of either arm by ±100 ms
+                        // from trial to trial, more than the round trip planted, so only the
+                        // handshake's part is asserted
+                        continue;
+                    }
                     common::assert_cause_named(total, &named, Component::Handshake, &why);
                 }
             }
