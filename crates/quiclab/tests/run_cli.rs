@@ -339,7 +339,7 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
             "[arms.h2]\nhttp = \"2\"\ntcp-cc = \"cubic\"\n",
         ),
     );
-    let medians: Vec<f64> = ["1", "8"]
+    let medians: Vec<f64> = ["1", "4"]
         .iter()
         .map(|jobs| {
             let out_dir = dir.join(format!("out-{jobs}"));
@@ -367,11 +367,13 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         })
         .collect();
     // 1 MB at 10 Mbit/s is 800 ms of serialisation alone: a 3 % difference is 24 ms, more than
-    // a round trip; eight trials at once on this link need a few percent of a core
+    // a round trip. Four trials at once on this link keep two cores about 70 % busy (measured:
+    // 2.9 CPU-s in 2.1 s, medians within 0.4 % of one at a time); eight saturate them (1.7 of 2
+    // cores, medians 1 to 5 % slower), which the governor would not allow
     let diff = (medians[1] - medians[0]).abs() / medians[0];
     assert!(
         diff < 0.03,
-        "median TTLB with --jobs 1 {:.1} ms, with --jobs 8 {:.1} ms",
+        "median TTLB with --jobs 1 {:.1} ms, with --jobs 4 {:.1} ms",
         medians[0],
         medians[1]
     );
@@ -383,7 +385,7 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         .args(["compare", "--json", "--out"])
         .arg(&page)
         .arg(dir.join("out-1"))
-        .arg(dir.join("out-8"))
+        .arg(dir.join("out-4"))
         .output()
         .unwrap();
     assert!(
