@@ -161,6 +161,7 @@ pub fn sequence_budget(parts: &[(u64, u64, Budget)]) -> Result<Budget, String> {
         overhead_bytes: 0,
         drops_to_client: 0,
         congestion_events: b0.congestion_events.map(|_| 0),
+        unread: Vec::new(),
         reads: Vec::new(),
     };
     let mut spans: Vec<(Component, f64, Vec<[f64; 2]>)> = Vec::new();
@@ -506,6 +507,7 @@ fn budget_of(
         overhead_bytes: delivered_bytes.saturating_sub(t.body_bytes),
         drops_to_client: drops.len() as u32,
         congestion_events: (!sender.is_empty()).then_some(events.len() as u32),
+        unread: Vec::new(),
         reads: [
             has_cwnd.then_some("cwnd"),
             sender
@@ -636,6 +638,7 @@ mod tests {
             overhead_bytes: 100,
             drops_to_client: 1,
             congestion_events: Some(2),
+            unread: Vec::new(),
             reads: vec!["cwnd".into()],
         }
     }

@@ -11,6 +11,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use quiclab_model::budget::SenderRecord;
 use quiclab_model::input;
 use quiclab_model::record::HttpVersion;
 use regex::Regex;
@@ -427,6 +428,9 @@ pub struct StackDef {
     pub knobs: Vec<KnobDef>,
     /// How it carries telemetry, if it does.
     pub telemetry: Option<TelemetryDef>,
+    /// What its server's qlog offers the time budget (`[records] server-qlog`): the budget
+    /// reads these from it and no more; none without the section.
+    pub records: Vec<SenderRecord>,
 }
 
 impl StackDef {
@@ -889,7 +893,36 @@ impl StackDef {
                 })
             }
         };
+        let mut records = Vec::new();
+        if let Some(r) = &raw.records {
+            for v in &r.server_qlog {
+                let Some(rec) = SenderRecord::from_name(v.get_ref()) else {
+                    return Err(err(
+                        v.span(),
+                        format!(
+                            "[records] server-qlog: {:?} is not something a budget reads; \
+                             allowed: {}",
+                            v.get_ref(),
+                            SenderRecord::names()
+                        ),
+                    ));
+                };
+                if !records.contains(&rec) {
+                    records.push(rec);
+                }
+            }
+            if !records.is_empty() && !server.uses(Placeholder::QlogDir) {
+                return Err(err(
+                    r.server_qlog.first().map_or(0..0, |v| v.span()),
+                    "[records] server-qlog: the [server] args never give the program \
+                     {qlog_dir}, so it writes no qlog there; add \"--qlog-dir={qlog_dir}\" \
+                     (in the program's own words) or leave server-qlog empty"
+                        .into(),
+                ));
+            }
+        }
         Ok(StackDef {
+            records,
             source,
             text: text.to_string(),
             name_at,
@@ -991,6 +1024,14 @@ struct RawStack {
     #[serde(default)]
     knobs: indexmap::IndexMap<String, Spanned<RawKnob>>,
     telemetry: Option<RawTelemetry>,
+    records: Option<RawRecords>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRecords {
+    #[serde(default)]
+    server_qlog: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -1169,6 +1210,41 @@ mod tests {
         );
         let e = broken("name = \"ngtcp2\"", "name = \"ng tcp2\"");
         assert!(e.message.contains("letters"), "{e}");
+    }
+
+    /// `[records]` says what the server's qlog offers the budget; a name it does not know, or a
+    /// qlog the server is never told to write, is refused where it is written.
+    #[test]
+    fn records_say_what_the_server_s_qlog_offers() {
+        for d in StackDef::builtin() {
+            assert_eq!(d.records, SenderRecord::ALL.to_vec(), "{}", d.name);
+        }
+        let text = ngtcp2_text();
+        let e = broken("\"congestion-events\"", "\"loss-events\"");
+        assert!(
+            e.message
+                .contains("\"loss-events\" is not something a budget reads")
+                && e.message
+                    .contains("allowed: cwnd, rtt, congestion-events, flow-blocked"),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("server-qlog", text));
+        let e = broken("\"--qlog-dir={qlog_dir}\", ", "");
+        assert!(
+            e.message.contains("never give the program {qlog_dir}"),
+            "{e}"
+        );
+        assert_eq!(e.line, line_of("server-qlog", text));
+        // without the section the budget reads the link's log alone
+        let none = text.replacen(
+            "server-qlog = [\"cwnd\", \"rtt\", \"congestion-events\", \"flow-blocked\"]",
+            "",
+            1,
+        );
+        let d = StackDef::parse(&none, Source::File("s.toml".into())).unwrap();
+        assert!(d.records.is_empty());
+        let e = broken("server-qlog =", "server-qlogs =");
+        assert!(e.message.contains("server-qlogs"), "{e}");
     }
 
     fn quic_go_text() -> &'static str {

@@ -5,6 +5,52 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a stack's own record of its sending side (quinn's recorder, TCP_INFO, a qlog) offers
+/// the time budget beyond the link's log. A stack says which it offers (an external stack in
+/// its file's `[records]`); the budget reads those only, and where a trial's record lacks one
+/// the stack offers, the budget says so ([`Budget::unread`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SenderRecord {
+    /// The congestion window over time: a gap is the window's or the sender's own.
+    Cwnd,
+    /// Smoothed RTT samples.
+    Rtt,
+    /// When the congestion window was cut: ramp-up ends, window after loss begins.
+    CongestionEvents,
+    /// A count of the signs that the peer's flow control held the sender back (QUIC
+    /// `DATA_BLOCKED` / `STREAM_DATA_BLOCKED` frames sent, TCP's `tcpi_rwnd_limited`).
+    FlowBlocked,
+}
+
+impl SenderRecord {
+    pub const ALL: [SenderRecord; 4] = [
+        SenderRecord::Cwnd,
+        SenderRecord::Rtt,
+        SenderRecord::CongestionEvents,
+        SenderRecord::FlowBlocked,
+    ];
+
+    /// The name stack files and budgets use.
+    pub fn name(self) -> &'static str {
+        match self {
+            SenderRecord::Cwnd => "cwnd",
+            SenderRecord::Rtt => "rtt",
+            SenderRecord::CongestionEvents => "congestion-events",
+            SenderRecord::FlowBlocked => "flow-blocked",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<SenderRecord> {
+        SenderRecord::ALL.into_iter().find(|r| r.name() == s)
+    }
+
+    /// Every name, for an error's "allowed".
+    pub fn names() -> String {
+        SenderRecord::ALL.map(SenderRecord::name).join(", ")
+    }
+}
+
 /// Where time beyond the floor went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -148,6 +194,11 @@ pub struct Budget {
     /// peer's flow control held it back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reads: Vec<String>,
+    /// What the server's stack says its record offers ([`SenderRecord`] names) but this
+    /// trial's record lacked: a promise its record did not keep (e.g. a qlog without the
+    /// congestion window), so the budget fell back to the link's log there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
 }
 
 impl Budget {

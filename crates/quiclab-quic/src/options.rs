@@ -82,11 +82,31 @@ impl QuicCongestion {
         self == QuicCongestion::Bbr
     }
 
-    fn factory(self) -> Arc<dyn ControllerFactory + Send + Sync> {
+    /// The controller's factory, with its initial window in bytes where one is given (else
+    /// quinn's: 12,000 bytes for NewReno and Cubic, 240,000 for its BBR).
+    fn factory(self, initial_window: Option<u64>) -> Arc<dyn ControllerFactory + Send + Sync> {
         match self {
-            QuicCongestion::NewReno => Arc::new(congestion::NewRenoConfig::default()),
-            QuicCongestion::Cubic => Arc::new(congestion::CubicConfig::default()),
-            QuicCongestion::Bbr => Arc::new(congestion::BbrConfig::default()),
+            QuicCongestion::NewReno => {
+                let mut c = congestion::NewRenoConfig::default();
+                if let Some(w) = initial_window {
+                    c.initial_window(w);
+                }
+                Arc::new(c)
+            }
+            QuicCongestion::Cubic => {
+                let mut c = congestion::CubicConfig::default();
+                if let Some(w) = initial_window {
+                    c.initial_window(w);
+                }
+                Arc::new(c)
+            }
+            QuicCongestion::Bbr => {
+                let mut c = congestion::BbrConfig::default();
+                if let Some(w) = initial_window {
+                    c.initial_window(w);
+                }
+                Arc::new(c)
+            }
         }
     }
 
@@ -134,6 +154,9 @@ impl fmt::Display for QuicCongestion {
 #[serde(default, deny_unknown_fields)]
 pub struct QuicOptions {
     pub congestion: QuicCongestion,
+    /// The controller's initial window, bytes; `None`: quinn's (12,000 bytes for NewReno and
+    /// Cubic, 240,000 for its BBR).
+    pub initial_window: Option<u64>,
     /// RTT assumed before the first sample, in microseconds.
     pub initial_rtt_us: u64,
     /// Path MTU discovery (DPLPMTUD) between `initial_mtu` and `max_udp_payload`.
@@ -171,6 +194,7 @@ impl QuicOptions {
     /// The defaults: every front-end's and every plan's unless a knob says otherwise.
     pub const DEFAULT: QuicOptions = QuicOptions {
         congestion: QuicCongestion::Cubic,
+        initial_window: None,
         initial_rtt_us: 333_000,
         mtu_discovery: true,
         initial_mtu: 1200,
@@ -200,6 +224,15 @@ impl QuicOptions {
                 "initial_rtt",
                 format!("{} us", self.initial_rtt_us),
                 "1 us to 60 s".into(),
+            );
+        }
+        if let Some(w) = self.initial_window
+            && !(2 * u64::from(MIN_QUIC_PAYLOAD)..=VARINT_MAX).contains(&w)
+        {
+            return bad(
+                "initial_window",
+                w.to_string(),
+                format!("{} bytes (two packets) or more", 2 * MIN_QUIC_PAYLOAD),
             );
         }
         if !(MIN_QUIC_PAYLOAD..=u16::MAX - 8).contains(&self.max_udp_payload) {
@@ -235,7 +268,7 @@ impl QuicOptions {
     /// quinn's transport configuration for these options (validated first).
     pub fn transport_config(&self) -> Result<TransportConfig, QuicError> {
         self.validate()?;
-        Ok(self.build_transport(self.congestion.factory()))
+        Ok(self.build_transport(self.congestion.factory(self.initial_window)))
     }
 
     /// The endpoint configuration: it advertises `max_udp_payload` as the largest UDP payload
@@ -272,7 +305,7 @@ impl QuicOptions {
         let observer = qlog.clone().map(|q| q as Arc<dyn CcObserver>);
         let recorder = Recorder::with_observer(path_min_rtt, observer);
         let mut transport = self.build_transport(RecordingFactory::new(
-            self.congestion.factory(),
+            self.congestion.factory(self.initial_window),
             recorder.clone(),
         ));
         transport.qlog_stream(stream);
@@ -324,8 +357,10 @@ impl QuicOptions {
     /// A one-line summary for ready lines and logs.
     pub fn summary(&self) -> String {
         format!(
-            "quic congestion {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; datagrams {}; priorities {}",
+            "quic congestion {}; initial window {}; initial rtt {} ms; mtu discovery {}; initial mtu {}; max udp payload {}; gso {}; stream window {}; connection window {}; scheduling {}; datagrams {}; priorities {}",
             self.congestion.label(),
+            self.initial_window
+                .map_or("quinn's".to_string(), |w| format!("{w} bytes")),
             self.initial_rtt_us as f64 / 1000.0,
             on_off(self.mtu_discovery),
             self.initial_mtu,
@@ -400,5 +435,34 @@ pub fn parse_duration_us(field: &'static str, s: &str) -> Result<u64, QuicError>
             value: s.to_string(),
             allowed: "a duration such as 100ms, 1.5s or 250us".into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each controller starts from the initial window given, and from quinn's without one: ten
+    /// packets of 1200 bytes for NewReno and Cubic, 200 for its (experimental) BBR.
+    #[test]
+    fn the_initial_window_reaches_every_controller() {
+        let now = std::time::Instant::now();
+        for cc in QuicCongestion::ALL {
+            let quinn_s = if cc == QuicCongestion::Bbr {
+                240_000
+            } else {
+                12_000
+            };
+            assert_eq!(cc.factory(None).build(now, 1200).initial_window(), quinn_s);
+            let c = cc.factory(Some(14_480)).build(now, 1200);
+            assert_eq!((c.initial_window(), c.window()), (14_480, 14_480), "{cc}");
+        }
+        let e = QuicOptions {
+            initial_window: Some(2000),
+            ..QuicOptions::DEFAULT
+        }
+        .validate()
+        .unwrap_err();
+        assert!(e.to_string().contains("initial_window = 2000"), "{e}");
     }
 }

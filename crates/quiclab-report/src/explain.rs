@@ -212,6 +212,7 @@ mod tests {
             overhead_bytes: 1000 * iteration as u64,
             drops_to_client: 0,
             congestion_events: None,
+            unread: Vec::new(),
             reads: Vec::new(),
         };
         Trial {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use quiclab_explain::{Asked, LinkLog, PathFacts, SenderSample, Transfer};
 use quiclab_link::LinkConfig;
-use quiclab_model::budget::Budget;
+use quiclab_model::budget::{Budget, SenderRecord};
 use quiclab_model::record::{Handshake, HttpVersion, RequestRecord, Transport};
 use quiclab_pages::page_client::PageRecord;
 
@@ -59,28 +59,6 @@ impl Link {
         (us * 1000).saturating_sub(self.epoch_ns)
     }
 
-    /// The sender's samples from `from` to `to` (link's clock), its timeline starting at
-    /// `timeline_start` (link's clock).
-    fn sender(
-        &self,
-        timeline: &[Sample],
-        timeline_start: u64,
-        from: u64,
-        to: u64,
-    ) -> Vec<SenderSample> {
-        timeline
-            .iter()
-            .map(|s| SenderSample {
-                t_ns: (timeline_start as f64 + s.t_ms * 1e6).max(0.0) as u64,
-                cwnd_bytes: s.cwnd_bytes,
-                srtt_ns: s.rtt_ms.map(|r| (r * 1e6) as u64),
-                congestion_event: s.congestion_event,
-                flow_blocked: s.flow_blocked,
-            })
-            .filter(|s| (from..=to).contains(&s.t_ns))
-            .collect()
-    }
-
     /// One request's transfer, where the record has its times.
     fn transfer(&self, rec: &RequestRecord, tls: bool) -> Option<Transfer> {
         let zero_rtt = rec.handshake.zero_rtt_accepted;
@@ -101,9 +79,51 @@ impl Link {
     }
 }
 
+/// The sender's samples from `from` to `to` (link's clock), its timeline starting at
+/// `timeline_start` (link's clock), with only what its stack `offers`.
+fn sender(
+    timeline: &[Sample],
+    timeline_start: u64,
+    from: u64,
+    to: u64,
+    offers: &[SenderRecord],
+) -> Vec<SenderSample> {
+    let has = |r: SenderRecord| offers.contains(&r);
+    timeline
+        .iter()
+        .map(|s| SenderSample {
+            t_ns: (timeline_start as f64 + s.t_ms * 1e6).max(0.0) as u64,
+            cwnd_bytes: s.cwnd_bytes.filter(|_| has(SenderRecord::Cwnd)),
+            srtt_ns: s
+                .rtt_ms
+                .filter(|_| has(SenderRecord::Rtt))
+                .map(|r| (r * 1e6) as u64),
+            congestion_event: s.congestion_event && has(SenderRecord::CongestionEvents),
+            flow_blocked: s.flow_blocked.filter(|_| has(SenderRecord::FlowBlocked)),
+        })
+        .filter(|s| (from..=to).contains(&s.t_ns))
+        .collect()
+}
+
+/// What the sender's stack `offers` that no sample the budget read carried: a window, an RTT
+/// or a flow-control count (whether the window was ever cut cannot be missing: none is an
+/// answer).
+fn unread(offers: &[SenderRecord], read: &[SenderSample]) -> Vec<String> {
+    offers
+        .iter()
+        .filter(|r| match r {
+            SenderRecord::Cwnd => !read.iter().any(|s| s.cwnd_bytes.is_some()),
+            SenderRecord::Rtt => !read.iter().any(|s| s.srtt_ns.is_some()),
+            SenderRecord::FlowBlocked => !read.iter().any(|s| s.flow_blocked.is_some()),
+            SenderRecord::CongestionEvents => read.is_empty(),
+        })
+        .map(|r| r.name().to_string())
+        .collect()
+}
+
 /// The budget of a trial's requests, made one after another each on a new connection (one
 /// request, or a sequence: [`quiclab_explain::sequence_budget`]), over a link of constant
-/// rates. `Ok(None)` where a budget does not apply (a trace, a request on a connection opened
+/// rates. The sender's record is read for what its stack `offers` only. `Ok(None)` where a budget does not apply (a trace, a request on a connection opened
 /// before, no event log kept); `Err` says why the files could not make one.
 pub fn of_requests(
     dir: &Path,
@@ -112,6 +132,7 @@ pub fn of_requests(
     records: &[RequestRecord],
     tls: bool,
     timeline: &[Sample],
+    offers: &[SenderRecord],
 ) -> Result<Option<Budget>, String> {
     let Some(l) = Link::read(dir, link, epoch_ns)? else {
         return Ok(None);
@@ -121,6 +142,7 @@ pub fn of_requests(
     }
     let timeline_start = l.ns(records[0].start_us);
     let mut parts = Vec::with_capacity(records.len());
+    let mut read = Vec::new();
     for (i, rec) in records.iter().enumerate() {
         let which = |e: String| {
             if records.len() > 1 {
@@ -134,19 +156,24 @@ pub fn of_requests(
                 "the record lacks its handshake, first or last byte time".into(),
             ));
         };
-        let sender = l.sender(timeline, timeline_start, t.start_ns, t.last_byte_ns);
+        let sender = sender(timeline, timeline_start, t.start_ns, t.last_byte_ns, offers);
         let b = quiclab_explain::budget(&l.log, &l.path, &t, &sender).map_err(which)?;
         parts.push((t.start_ns, t.last_byte_ns, b));
+        read.extend(sender);
     }
-    if parts.len() == 1 {
-        return Ok(parts.pop().map(|p| p.2));
-    }
-    quiclab_explain::sequence_budget(&parts).map(Some)
+    let mut b = if parts.len() == 1 {
+        parts.pop().map(|p| p.2).expect("one part")
+    } else {
+        quiclab_explain::sequence_budget(&parts)?
+    };
+    b.unread = unread(offers, &read);
+    Ok(Some(b))
 }
 
 /// The budget of a page load ([`quiclab_explain::page_budget`]): from the first connection's
 /// start to the page's load time, its body every resource's bytes. The sender's record is read
-/// only where one connection carried the page (a window is one connection's).
+/// (for what its stack `offers`) only where one connection carried the page (a window is one
+/// connection's).
 pub fn of_page(
     dir: &Path,
     link: &LinkConfig,
@@ -155,6 +182,7 @@ pub fn of_page(
     plt_ms: f64,
     tls: bool,
     timeline: &[Sample],
+    offers: &[SenderRecord],
 ) -> Result<Option<Budget>, String> {
     let Some(l) = Link::read(dir, link, epoch_ns)? else {
         return Ok(None);
@@ -190,10 +218,85 @@ pub fn of_page(
         body_bytes: rec.bytes,
         design_rtts: design_rtts(transport, tls, &rec.handshake),
     };
-    let sender = if rec.connections <= 1 {
-        l.sender(timeline, start, start, t.last_byte_ns)
+    let one = rec.connections <= 1;
+    let sender = if one {
+        sender(timeline, start, start, t.last_byte_ns, offers)
     } else {
         Vec::new()
     };
-    quiclab_explain::page_budget(&l.log, &l.path, &t, &asked, &sender).map(Some)
+    let mut b = quiclab_explain::page_budget(&l.log, &l.path, &t, &asked, &sender)?;
+    if one {
+        b.unread = unread(offers, &sender);
+    }
+    Ok(Some(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t_ms: f64) -> Sample {
+        Sample {
+            t_ms,
+            acked_bytes: None,
+            cwnd_bytes: Some(12_000),
+            rtt_ms: Some(20.5),
+            congestion_event: true,
+            retransmits: None,
+            impossible_rtt_samples: None,
+            first_loss_offset: None,
+            resent_bytes: None,
+            transport: None,
+            flow_blocked: Some(3),
+        }
+    }
+
+    /// The budget reads of the sender's record what its stack offers and no more, within the
+    /// transfer; what the stack offers but no sample carried is named.
+    #[test]
+    fn the_sender_s_record_is_read_for_what_its_stack_offers() {
+        let timeline = [sample(0.0), sample(10.0), sample(30.0)];
+        // the timeline starts at 1 ms on the link's clock; the transfer runs from 5 to 20 ms
+        let all = sender(
+            &timeline,
+            1_000_000,
+            5_000_000,
+            20_000_000,
+            &SenderRecord::ALL,
+        );
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].t_ns, 11_000_000);
+        assert_eq!(
+            (all[0].cwnd_bytes, all[0].srtt_ns, all[0].flow_blocked),
+            (Some(12_000), Some(20_500_000), Some(3))
+        );
+        assert!(all[0].congestion_event);
+        assert!(unread(&SenderRecord::ALL, &all).is_empty());
+        // a stack that offers its window only: the rest is not read, whatever the record holds
+        let cwnd = [SenderRecord::Cwnd];
+        let s = sender(&timeline, 1_000_000, 5_000_000, 20_000_000, &cwnd);
+        assert_eq!(
+            (s[0].cwnd_bytes, s[0].srtt_ns, s[0].flow_blocked),
+            (Some(12_000), None, None)
+        );
+        assert!(!s[0].congestion_event);
+        // a promise the record did not keep: a window and a count offered, neither in it
+        let bare = Sample {
+            cwnd_bytes: None,
+            flow_blocked: None,
+            ..sample(10.0)
+        };
+        let s = sender(
+            &[bare],
+            1_000_000,
+            5_000_000,
+            20_000_000,
+            &SenderRecord::ALL,
+        );
+        assert_eq!(unread(&SenderRecord::ALL, &s), vec!["cwnd", "flow-blocked"]);
+        assert_eq!(
+            unread(&SenderRecord::ALL, &[]),
+            vec!["cwnd", "rtt", "congestion-events", "flow-blocked"]
+        );
+    }
 }

@@ -290,7 +290,13 @@ fn plumbing(bin: &Path, dir: &Path, plan: &Plan, spec: &TrialSpec) -> Result<Plu
         ServerWrites::Timeline => ServerOutput::Timeline(&server_output),
     };
     let server = arm.server_stack.server(&arm.stack_args(), &endpoint, out);
-    let phase = workload.client(&trial_ctx(plan, spec));
+    let mut phase = workload.client(&trial_ctx(plan, spec));
+    // a response delay the arm plants comes on top of the workload's
+    let planted = stacks::response_delay_us(&arm.knobs);
+    if planted > 0 {
+        let (ClientPhase::Once(r) | ClientPhase::Timed { request: r, .. }) = &mut phase;
+        r.response_delay_us += planted;
+    }
     let request = match &phase {
         ClientPhase::Once(r) | ClientPhase::Timed { request: r, .. } => r,
     };
@@ -363,6 +369,7 @@ fn trial_ctx<'a>(plan: &'a Plan, spec: &'a TrialSpec) -> TrialCtx<'a> {
         trial_timeout: plan.trial_timeout,
         resume_by_default: arm.knob("resume").is_none() && arm.client_stack.resumes(),
         scheme: arm.client_stack.scheme(),
+        sender_record: arm.server_stack.sender_record(),
     }
 }
 
@@ -546,7 +553,11 @@ fn execute(
         reports: &reports,
         link_epoch_ns,
     };
-    workload.metrics(&t, &ran, requests_out).map_err(fail)
+    // reading the trial's files into its measurements (the time budget above all)
+    let measuring = Instant::now();
+    let m = workload.metrics(&t, &ran, requests_out).map_err(fail);
+    phases_out["metrics_ms"] = json!(measuring.elapsed().as_secs_f64() * 1000.0);
+    m
 }
 
 /// Runs the client to its end, or until `timeout` (then stopped: `None`).

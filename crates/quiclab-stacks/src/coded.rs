@@ -13,7 +13,7 @@ use quiclab_model::task::ServerTask;
 
 use super::{
     ArmStack, Capability, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, SERVER_GROUPS,
-    ServerOutput, Stack, quiclab_client, quiclab_server,
+    SenderRecord, ServerOutput, Stack, quiclab_client, quiclab_server,
 };
 
 pub struct Coded;
@@ -24,6 +24,16 @@ pub const LABEL: &str = "network-coded transport (RaptorQ, goodput-following rat
 static KNOBS: [&Knob; 2] = [&GROUPS, &SERVER_GROUPS];
 
 impl Stack for Coded {
+    /// Its rate control: the cap on bytes in flight, RTT and congestion events; the coded
+    /// transport has no flow control.
+    fn sender_record(&self) -> &[SenderRecord] {
+        &[
+            SenderRecord::Cwnd,
+            SenderRecord::Rtt,
+            SenderRecord::CongestionEvents,
+        ]
+    }
+
     fn name(&self) -> &'static str {
         "coded"
     }

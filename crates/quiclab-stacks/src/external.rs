@@ -27,8 +27,8 @@ use quiclab_model::task::{
 };
 
 use super::{
-    ArmStack, Capability, Check, Endpoint, Knob, Launch, Measured, ServerOutput, Side, Stack,
-    with_cc,
+    ArmStack, Capability, Check, Endpoint, Knob, Launch, Measured, SenderRecord, ServerOutput,
+    Side, Stack, with_cc,
 };
 
 /// Where an external stack's server listens: UDP port 443 of every IPv4 address of the
@@ -324,6 +324,11 @@ impl External {
 }
 
 impl Stack for External {
+    /// What its file's `[records]` says its server's qlog holds.
+    fn sender_record(&self) -> &[SenderRecord] {
+        &self.def.records
+    }
+
     fn name(&self) -> &'static str {
         self.name
     }

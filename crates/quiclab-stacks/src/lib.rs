@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quiclab_endpoint::tls::KxGroup;
+pub use quiclab_model::budget::SenderRecord;
 use quiclab_model::record::{HttpVersion, Transport};
 use quiclab_model::task::{
     Ask, ClientTask, Connection, Program, Recording, Request, ServerTask, ServerWrites, Task,
@@ -198,6 +199,12 @@ pub trait Stack: Sync {
     /// The server is ready for clients once its log says this.
     fn ready(&self, log: &str) -> bool {
         log.contains("listening")
+    }
+    /// What its server's record of the sending side offers the time budget (docs/explain.md):
+    /// the budget reads these and no more, and says where a trial's record lacks one. None by
+    /// default: the budget reads the link's log alone.
+    fn sender_record(&self) -> &[SenderRecord] {
+        &[]
     }
 }
 
@@ -664,6 +671,38 @@ pub(crate) static SERVER_GROUPS: Knob = Knob {
     telemetry: true,
     check: Check::Fn(check_groups),
 };
+
+/// The longest response delay an arm may plant.
+pub const MAX_RESPONSE_DELAY: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn check_response_delay(v: &str) -> Result<String, String> {
+    quiclab_link::units::parse_duration(v)
+        .ok()
+        .filter(|d| *d <= MAX_RESPONSE_DELAY)
+        .map(|d| format!("{}us", d.as_micros()))
+        .ok_or_else(|| "allowed: a duration up to 60s, e.g. 200ms".into())
+}
+
+/// A think time planted in the arm's server: the client asks for it with each request (as the
+/// single-object workload's `response-delay` does for every arm), and the server holds the
+/// response that long after the request arrives.
+pub(crate) static RESPONSE_DELAY: Knob = Knob {
+    key: "response-delay",
+    side: Side::Client,
+    help: "the server holds each response this long after its request arrives (e.g. 200ms): \
+           a server's think time planted on purpose; single-object plans only",
+    telemetry: false,
+    check: Check::Fn(check_response_delay),
+};
+
+/// The response delay an arm's knobs plant, µs (0: none).
+pub fn response_delay_us(knobs: &[(String, String)]) -> u64 {
+    knobs
+        .iter()
+        .find(|(k, _)| k == RESPONSE_DELAY.key)
+        .and_then(|(_, v)| quiclab_link::units::parse_duration(v).ok())
+        .map_or(0, |d| d.as_micros() as u64)
+}
 
 pub(crate) static RESUME: Knob = Knob {
     key: "resume",

@@ -16,9 +16,9 @@ use crate::serve::{self, Serve};
 use quiclab_model::task::ServerTask;
 
 use super::{
-    ArmStack, Capability, Check, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, RESUME,
-    SERVER_GROUPS, ServerOutput, Side, Stack, check_on_off, quiclab_client, quiclab_server,
-    with_cc,
+    ArmStack, Capability, Check, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, RESPONSE_DELAY,
+    RESUME, SERVER_GROUPS, SenderRecord, ServerOutput, Side, Stack, check_on_off, quiclab_client,
+    quiclab_server, with_cc,
 };
 
 pub struct Quinn;
@@ -60,6 +60,22 @@ static QUIC_CC: Knob = Knob {
     help: "QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental)",
     telemetry: true,
     check: Check::Fn(check_quic_cc),
+};
+
+fn check_initial_window(v: &str) -> Result<String, String> {
+    match units::parse_bytes(v) {
+        Ok(n) if (2400..=1 << 30).contains(&n) => Ok(format!("{n}b")),
+        _ => Err("allowed: bytes from 2400 (two packets) to 1 GiB, e.g. 14480b".into()),
+    }
+}
+
+static INITIAL_WINDOW: Knob = Knob {
+    key: "quic-initial-window",
+    side: Side::Server,
+    help: "the sender's congestion window before any feedback, bytes (quinn's: 12000 for \
+           newreno and cubic, 240000 for bbr); e.g. 14480b, TCP's ten segments of 1448",
+    telemetry: false,
+    check: Check::Fn(check_initial_window),
 };
 
 static INITIAL_RTT: Knob = Knob {
@@ -142,8 +158,9 @@ static CONN_WINDOW: Knob = Knob {
     check: Check::Fn(check_window),
 };
 
-static KNOBS: [&Knob; 13] = [
+static KNOBS: [&Knob; 15] = [
     &QUIC_CC,
+    &INITIAL_WINDOW,
     &INITIAL_RTT,
     &MTU_DISCOVERY,
     &INITIAL_MTU,
@@ -156,6 +173,7 @@ static KNOBS: [&Knob; 13] = [
     &SCHEDULING,
     &PRIORITIES,
     &RESUME,
+    &RESPONSE_DELAY,
 ];
 
 /// quinn's options from knobs (key, value): the one place QUIC knobs become typed options, for
@@ -180,6 +198,7 @@ pub fn quic_options(knobs: &[(String, String)]) -> anyhow::Result<QuicOptions> {
         };
         match key.as_str() {
             "quic-cc" => o.congestion = v.parse().with_context(at)?,
+            "quic-initial-window" => o.initial_window = Some(size(v)?),
             "quic-initial-rtt" => {
                 o.initial_rtt_us = quic::parse_duration_us("initial_rtt", v).with_context(at)?
             }
@@ -216,6 +235,12 @@ struct QuinnSettings {
 }
 
 impl Stack for Quinn {
+    /// Its recorder: the controller's window, RTT samples, window cuts, and the
+    /// DATA_BLOCKED / STREAM_DATA_BLOCKED frames it sent.
+    fn sender_record(&self) -> &[SenderRecord] {
+        &SenderRecord::ALL
+    }
+
     fn name(&self) -> &'static str {
         "quinn"
     }

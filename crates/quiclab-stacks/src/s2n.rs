@@ -15,8 +15,8 @@ use crate::own::{self, Job, Measured, runtime};
 use crate::serve::{timeline_writer, write_certificate};
 
 use super::{
-    ArmStack, Capability, Check, Endpoint, HTTPS_LISTEN, Knob, Launch, ServerOutput, Side, Stack,
-    quiclab_client, quiclab_server,
+    ArmStack, Capability, Check, Endpoint, HTTPS_LISTEN, Knob, Launch, RESPONSE_DELAY,
+    SenderRecord, ServerOutput, Side, Stack, quiclab_client, quiclab_server,
 };
 
 pub struct S2n;
@@ -33,7 +33,7 @@ static QUIC_CC: Knob = Knob {
     telemetry: false,
 };
 
-static KNOBS: [&Knob; 1] = [&QUIC_CC];
+static KNOBS: [&Knob; 2] = [&QUIC_CC, &RESPONSE_DELAY];
 
 /// What s2n-quic's endpoints take of a task: its controller (`quic-cc`), parsed from the knobs
 /// where the task is made.
@@ -57,6 +57,16 @@ impl S2nSettings {
 }
 
 impl Stack for S2n {
+    /// Its connection's recovery events: window, RTT and window cuts; it does not tell when
+    /// flow control held it back.
+    fn sender_record(&self) -> &[SenderRecord] {
+        &[
+            SenderRecord::Cwnd,
+            SenderRecord::Rtt,
+            SenderRecord::CongestionEvents,
+        ]
+    }
+
     fn name(&self) -> &'static str {
         "s2n-quic"
     }

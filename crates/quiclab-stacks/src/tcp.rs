@@ -14,9 +14,9 @@ use crate::serve::{self, Serve};
 use quiclab_model::task::ServerTask;
 
 use super::{
-    ArmStack, Capability, Check, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, RESUME,
-    SERVER_GROUPS, ServerOutput, Side, Stack, check_bool, check_on_off, quiclab_client,
-    quiclab_server, with_cc,
+    ArmStack, Capability, Check, Endpoint, GROUPS, HTTPS_LISTEN, Knob, Launch, RESPONSE_DELAY,
+    RESUME, SERVER_GROUPS, SenderRecord, ServerOutput, Side, Stack, check_bool, check_on_off,
+    quiclab_client, quiclab_server, with_cc,
 };
 
 pub struct Tcp;
@@ -139,7 +139,7 @@ static RCVBUF: Knob = Knob {
     check: Check::Fn(check_rcvbuf),
 };
 
-static KNOBS: [&Knob; 8] = [
+static KNOBS: [&Knob; 9] = [
     &TCP_CC,
     &RCVBUF,
     &GROUPS,
@@ -148,9 +148,16 @@ static KNOBS: [&Knob; 8] = [
     &TLS_MAX_RECORD,
     &RESUME,
     &TFO,
+    &RESPONSE_DELAY,
 ];
 
 impl Stack for Tcp {
+    /// TCP_INFO sampled at its server's socket: `snd_cwnd`, `rtt`, the congestion state's
+    /// changes, and the `tcpi_rwnd_limited` chronograph.
+    fn sender_record(&self) -> &[SenderRecord] {
+        &SenderRecord::ALL
+    }
+
     fn name(&self) -> &'static str {
         "tcp"
     }

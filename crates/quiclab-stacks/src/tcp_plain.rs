@@ -13,16 +13,21 @@ use quiclab_model::task::ServerTask;
 use std::net::SocketAddr;
 
 use super::{
-    ArmStack, Capability, Endpoint, HTTPS_LISTEN, Knob, Launch, ServerOutput, Stack,
-    quiclab_client, quiclab_server, with_cc,
+    ArmStack, Capability, Endpoint, HTTPS_LISTEN, Knob, Launch, RESPONSE_DELAY, SenderRecord,
+    ServerOutput, Stack, quiclab_client, quiclab_server, with_cc,
 };
 use crate::own::{Measured, Settings};
 
 pub struct TcpPlain;
 
-static KNOBS: [&Knob; 2] = [&TCP_CC, &TFO];
+static KNOBS: [&Knob; 3] = [&TCP_CC, &TFO, &RESPONSE_DELAY];
 
 impl Stack for TcpPlain {
+    /// TCP_INFO, as `tcp`'s server samples it.
+    fn sender_record(&self) -> &[SenderRecord] {
+        &SenderRecord::ALL
+    }
+
     fn name(&self) -> &'static str {
         "tcp-plain"
     }

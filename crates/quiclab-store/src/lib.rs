@@ -1459,6 +1459,7 @@ pub(crate) mod tests {
             overhead_bytes: 4_726,
             drops_to_client: 0,
             congestion_events: Some(0),
+            unread: Vec::new(),
             reads: vec!["cwnd".into()],
         });
         s.record(&trial("a", 0, Ok(m))).unwrap();

@@ -18,8 +18,9 @@ use crate::out::Out;
 /// trial records it (the namespaces, devices and emulator set up; the server started until
 /// it listens; the client's run beyond its time to last byte, i.e. its process start, TLS set-up
 /// and exit; the server stopped once the link has delivered the client's last packets; the
-/// link stopped and the namespaces removed) and the overhead: the trial's wall time less its
-/// time to last byte, median and 90th percentile.
+/// link stopped and the namespaces removed; the trial's files read into its measurements and
+/// time budget) and the overhead: the trial's wall time less its time to last byte, median and
+/// 90th percentile.
 #[derive(Args)]
 pub struct TrialsBench {
     /// Trials per stack.
@@ -63,12 +64,13 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 }
 
 /// The phases a row shows, as the trial records them, and their column titles.
-const PHASES: [(&str, &str); 5] = [
+const PHASES: [(&str, &str); 6] = [
     ("setup_ms", "set-up"),
     ("server_start_ms", "server"),
     ("client_extra_ms", "client-TTLB"),
     ("server_stop_ms", "stop"),
     ("teardown_ms", "teardown"),
+    ("metrics_ms", "measure"),
 ];
 
 pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
@@ -101,8 +103,17 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
         }
     ));
     out.line(format!(
-        "medians, ms: {:<16} {:>7} {:>7} {:>11} {:>6} {:>8} {:>6} | {:>8} {:>8}",
-        "stack", "set-up", "server", "client-TTLB", "stop", "teardown", "TTLB", "overhead", "p90"
+        "medians, ms: {:<16} {:>7} {:>7} {:>11} {:>6} {:>8} {:>7} {:>6} | {:>8} {:>8}",
+        "stack",
+        "set-up",
+        "server",
+        "client-TTLB",
+        "stop",
+        "teardown",
+        "measure",
+        "TTLB",
+        "overhead",
+        "p90"
     ));
     let mut rows: Vec<Value> = Vec::new();
     let result = (|| {
@@ -137,8 +148,17 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
                 quantile(&overhead, 0.9),
             );
             out.line(format!(
-                "             {:<16} {:>7.1} {:>7.1} {:>11.1} {:>6.1} {:>8.1} {:>6.1} | {:>8.1} {:>8.1}",
-                arm.label, medians[0], medians[1], medians[2], medians[3], medians[4], t, o, o90
+                "             {:<16} {:>7.1} {:>7.1} {:>11.1} {:>6.1} {:>8.1} {:>7.1} {:>6.1} | {:>8.1} {:>8.1}",
+                arm.label,
+                medians[0],
+                medians[1],
+                medians[2],
+                medians[3],
+                medians[4],
+                medians[5],
+                t,
+                o,
+                o90
             ));
             let mut row =
                 json!({"stack": arm.label, "ttlb_ms": t, "overhead_ms": o, "overhead_p90_ms": o90});
@@ -152,7 +172,7 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
     drop(bench);
     if result.is_ok() {
         out.line(
-            "overhead = the trial's wall time less its time to last byte; stop includes the wait for the link to deliver the client's last packets and 5 ms for the server to take them in",
+            "overhead = the trial's wall time less its time to last byte; stop includes the wait for the link to deliver the client's last packets and 5 ms for the server to take them in; measure = reading the trial's files into its measurements and time budget",
         );
         out.summary(|| json!({"iterations": b.iterations, "rows": rows}));
     }

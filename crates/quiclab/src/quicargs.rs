@@ -9,6 +9,10 @@ pub struct QuicArgs {
     /// QUIC congestion controller: newreno, cubic or bbr (quinn's BBR is experimental).
     #[arg(long, value_name = "NAME", default_value_t = DEFAULT.congestion.name().to_string())]
     quic_cc: String,
+    /// The QUIC sender's congestion window before any feedback (e.g. 14480b, TCP's ten
+    /// segments); default: quinn's, 12,000 bytes for newreno and cubic, 240,000 for bbr.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    quic_initial_window: Option<u64>,
     /// RTT QUIC assumes before its first sample (e.g. 100ms).
     #[arg(long, value_name = "DURATION", default_value_t = duration(DEFAULT.initial_rtt_us))]
     quic_initial_rtt: String,
@@ -102,6 +106,9 @@ impl QuicArgs {
         if let Some(w) = self.quic_conn_window {
             out.push(("quic-conn-window".to_string(), format!("{w}b")));
         }
+        if let Some(w) = self.quic_initial_window {
+            out.push(("quic-initial-window".to_string(), format!("{w}b")));
+        }
         out
     }
 
@@ -145,8 +152,11 @@ mod tests {
             "fifo",
             "--quic-initial-rtt",
             "100ms",
+            "--quic-initial-window",
+            "14480b",
         ])
         .unwrap();
+        assert_eq!(o.initial_window, Some(14_480));
         assert_eq!(o.congestion, quiclab_quic::QuicCongestion::Bbr);
         assert_eq!(o.stream_receive_window, 16 << 20);
         assert_eq!(o.receive_window, 10_000_000);
@@ -163,5 +173,7 @@ mod tests {
         ])
         .unwrap_err();
         assert!(format!("{e:#}").contains("initial_mtu"), "{e:#}");
+        let e = options(&["--quic-initial-window", "1kb"]).unwrap_err();
+        assert!(format!("{e:#}").contains("initial_window"), "{e:#}");
     }
 }

@@ -24,7 +24,7 @@ fn every_planted_cause_is_named_and_identical_arms_show_no_difference() {
     let trials = store.trials().unwrap();
     assert_eq!(common::assert_budgets_add_up(&trials), trials.len());
     let campaign = store.campaign().unwrap();
-    assert_eq!(campaign.planted.len(), 9);
+    assert_eq!(campaign.planted.len(), 11);
     let an = Analysis::new(&campaign);
     let checks = explain::checks(&an);
     let mut failed = Vec::new();
@@ -50,10 +50,10 @@ fn every_planted_cause_is_named_and_identical_arms_show_no_difference() {
             failed.push(line);
         }
     }
-    // the planted arms in their one condition each (6 causes and the identical pair), the
+    // the planted arms in their one condition each (7 causes and the identical pair), the
     // outage for the 5 arms of the stacks' own controllers
-    assert_eq!(checks.len(), 8 + 5, "{checks:#?}");
-    assert!(checks.iter().all(|k| k.pairs == 9), "{checks:#?}");
+    assert_eq!(checks.len(), 10 + 5, "{checks:#?}");
+    assert!(checks.iter().all(|k| k.pairs == 12), "{checks:#?}");
     assert!(
         failed.is_empty(),
         "checks that failed:\n{}",

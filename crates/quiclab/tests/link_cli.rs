@@ -377,6 +377,7 @@ fn bench_trials_prints_each_stacks_phases_as_json() {
             "server_start_ms",
             "client_extra_ms",
             "teardown_ms",
+            "metrics_ms",
             "ttlb_ms",
         ] {
             assert!(f(k) > 0.0, "{k} in {r}");

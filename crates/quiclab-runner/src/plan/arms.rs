@@ -335,6 +335,24 @@ pub(super) fn parse_arm(
         }
         given.push((knob, value));
     }
+    // a planted response delay: asked by the client with the request, honoured by the server
+    if let Some((k, _)) = t.iter().find(|(k, _)| k.get_ref() == "response-delay") {
+        if workload.kind() != "single-object" {
+            return Err(ctx.err(
+                k.span(),
+                format!(
+                    "arm {arm:?}: response-delay holds the one response of a single-object \
+                     trial; the {} workload has its own timing (allowed with kind = \
+                     \"single-object\")",
+                    workload.kind()
+                ),
+            ));
+        }
+        for (s, as_server) in [(client, false), (server, true)] {
+            stacks::offers(s, Capability::ResponseDelay, as_server)
+                .map_err(|e| ctx.err(k.span(), format!("arm {arm:?}: {e}")))?;
+        }
+    }
     // the stacks' order, so that equal arms resolve (and hash) equally however they are written
     given.sort_by_key(|(knob, _)| taken.iter().position(|k| k.key == knob.key));
     let knobs: Vec<(String, String)> = given

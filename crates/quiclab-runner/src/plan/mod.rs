@@ -1733,6 +1733,13 @@ http = "2"
         }
     }
 
+    /// `text`'s plan refused with a message that says `says`.
+    fn refused(text: &str, says: &str) -> PlanError {
+        let e = parse(text, "t.toml", Profile::Full).unwrap_err();
+        assert!(e.message.contains(says), "{e}");
+        e
+    }
+
     #[test]
     fn a_response_delay_reaches_the_request_and_is_refused_by_stacks_that_cannot_hold_one() {
         let held = GOOD.replace(
@@ -1761,20 +1768,82 @@ http = "2"
         assert!(client.contains("\"response_delay_us\":50000"), "{client}");
         // a server of documents cannot hold a response: refused at the plan, with who can
         let external = held.replace("quic-cc = \"bbr\"\nhttp = \"3\"", "stack = \"ngtcp2\"");
-        let e = parse(&external, "t.toml", Profile::Full).unwrap_err();
-        assert!(
-            e.message.contains(
-                "arm \"h3\": stack \"ngtcp2\" cannot have its server hold a response \
-                 (response-delay); stacks that can: tcp, quinn, tcp-plain, s2n-quic"
-            ),
-            "{e}"
+        refused(
+            &external,
+            "arm \"h3\": stack \"ngtcp2\" cannot have its server hold a response \
+             (response-delay); stacks that can: tcp, quinn, tcp-plain, s2n-quic",
         );
         let bad = GOOD.replace(
             "sizes = [\"100kb\", 1000000]",
             "sizes = [\"100kb\"]\nresponse-delay = \"2min\"",
         );
-        let e = parse(&bad, "t.toml", Profile::Full).unwrap_err();
-        assert!(e.message.contains("up to 60s"), "{e}");
+        refused(&bad, "up to 60s");
+    }
+
+    #[test]
+    fn an_arm_s_response_delay_reaches_its_requests_only_and_needs_a_server_that_holds_one() {
+        // the h2 arm's server holds 100 ms, on top of the workload's 50 ms; the h3 arm's, 50
+        let held = GOOD
+            .replace(
+                "sizes = [\"100kb\", 1000000]",
+                "sizes = [\"100kb\", 1000000]\nresponse-delay = \"50ms\"",
+            )
+            .replace(
+                "tcp-cc = \"cubic\"\n",
+                "tcp-cc = \"cubic\"\nresponse-delay = \"100ms\"\n",
+            );
+        let p = parse(&held, "t.toml", Profile::Full).unwrap();
+        assert_eq!(
+            p.arms[0].knobs.last(),
+            Some(&("response-delay".to_string(), "100000us".to_string()))
+        );
+        let specs = crate::expand::expand(&p);
+        let asked = |arm: usize| {
+            let spec = specs.iter().find(|s| s.arm == arm).unwrap();
+            let (_, client) = crate::trial::command_lines(
+                std::path::Path::new("quiclab"),
+                std::path::Path::new("/d"),
+                &p,
+                spec,
+            )
+            .unwrap();
+            client
+        };
+        assert!(
+            asked(0).contains("\"response_delay_us\":150000"),
+            "{}",
+            asked(0)
+        );
+        assert!(
+            asked(1).contains("\"response_delay_us\":50000"),
+            "{}",
+            asked(1)
+        );
+        // a quinn client of ngtcp2's server would ask a server that does not hold: refused,
+        // with the stacks that can
+        let mixed = GOOD.replace(
+            "quic-cc = \"bbr\"\nhttp = \"3\"",
+            "http = \"3\"\nserver-stack = \"ngtcp2\"\nclient-stack = \"quinn\"\n\
+             response-delay = \"100ms\"",
+        );
+        let e = refused(
+            &mixed,
+            "arm \"h3\": stack \"ngtcp2\" cannot have its server hold a response \
+             (response-delay) as a server; stacks that can: tcp, quinn, tcp-plain, s2n-quic",
+        );
+        assert_eq!(e.line, 28, "{e}");
+        // an upload, a page or a bulk transfer has its own timing
+        let upload = held.replace("kind = \"single-object\"", "kind = \"upload\"");
+        let upload = upload.replace("response-delay = \"50ms\"\n", "");
+        refused(
+            &upload,
+            "response-delay holds the one response of a single-object trial",
+        );
+        let long = GOOD.replace(
+            "tcp-cc = \"cubic\"\n",
+            "tcp-cc = \"cubic\"\nresponse-delay = \"2min\"\n",
+        );
+        refused(&long, "up to 60s");
     }
 
     const TELEMETRY: &str = r#"

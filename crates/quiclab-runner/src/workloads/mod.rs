@@ -80,6 +80,8 @@ pub struct TrialCtx<'a> {
     pub resume_by_default: bool,
     /// The scheme of the client stack's URLs ("https", or "http" without TLS).
     pub scheme: &'static str,
+    /// What the server stack's record of its sending side offers the time budget.
+    pub sender_record: &'a [quiclab_model::budget::SenderRecord],
 }
 
 impl TrialCtx<'_> {

@@ -121,6 +121,7 @@ fn trial_metrics(
         m.ttlb_ms,
         t.scheme == "https",
         &timeline,
+        t.sender_record,
     ) {
         Ok(b) => m.detail.budget = b,
         Err(e) => m.detail.budget_error = Some(e),

@@ -124,6 +124,7 @@ pub(crate) fn budget(
         records,
         t.scheme == "https",
         timeline,
+        t.sender_record,
     ) {
         Ok(b) => m.detail.budget = b,
         Err(e) => m.detail.budget_error = Some(e),
