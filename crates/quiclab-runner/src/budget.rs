@@ -105,6 +105,14 @@ fn sender(
         .collect()
 }
 
+/// The sender's own record of a trial: its timeline's samples, and what its stack says they
+/// offer the budget (read for that only).
+#[derive(Clone, Copy)]
+pub struct SenderLog<'a> {
+    pub timeline: &'a [Sample],
+    pub offers: &'a [SenderRecord],
+}
+
 /// What the sender's stack `offers` that no sample the budget read carried: a window, an RTT
 /// or a flow-control count (whether the window was ever cut cannot be missing: none is an
 /// answer).
@@ -123,7 +131,7 @@ fn unread(offers: &[SenderRecord], read: &[SenderSample]) -> Vec<String> {
 
 /// The budget of a trial's requests, made one after another each on a new connection (one
 /// request, or a sequence: [`quiclab_explain::sequence_budget`]), over a link of constant
-/// rates. The sender's record is read for what its stack `offers` only. `Ok(None)` where a budget does not apply (a trace, a request on a connection opened
+/// rates. The sender's record is read for what its stack offers only. `Ok(None)` where a budget does not apply (a trace, a request on a connection opened
 /// before, no event log kept); `Err` says why the files could not make one.
 pub fn of_requests(
     dir: &Path,
@@ -131,9 +139,9 @@ pub fn of_requests(
     epoch_ns: u64,
     records: &[RequestRecord],
     tls: bool,
-    timeline: &[Sample],
-    offers: &[SenderRecord],
+    log: SenderLog,
 ) -> Result<Option<Budget>, String> {
+    let (timeline, offers) = (log.timeline, log.offers);
     let Some(l) = Link::read(dir, link, epoch_ns)? else {
         return Ok(None);
     };
@@ -172,7 +180,7 @@ pub fn of_requests(
 
 /// The budget of a page load ([`quiclab_explain::page_budget`]): from the first connection's
 /// start to the page's load time, its body every resource's bytes. The sender's record is read
-/// (for what its stack `offers`) only where one connection carried the page (a window is one
+/// (for what its stack offers) only where one connection carried the page (a window is one
 /// connection's).
 pub fn of_page(
     dir: &Path,
@@ -181,9 +189,9 @@ pub fn of_page(
     rec: &PageRecord,
     plt_ms: f64,
     tls: bool,
-    timeline: &[Sample],
-    offers: &[SenderRecord],
+    log: SenderLog,
 ) -> Result<Option<Budget>, String> {
+    let (timeline, offers) = (log.timeline, log.offers);
     let Some(l) = Link::read(dir, link, epoch_ns)? else {
         return Ok(None);
     };

@@ -214,7 +214,22 @@ mod tests {
         let dir = std::path::Path::new("/results/x");
         let mut checked = std::collections::BTreeSet::new();
         let mut task_kinds = std::collections::BTreeSet::new();
-        for (name, text) in plan::BUILT_IN {
+        // and the removal runs docs/explain.md reports, which users run by path
+        let removal = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plans/removal");
+        let mut plans: Vec<(String, String)> = plan::BUILT_IN
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        for e in std::fs::read_dir(&removal).unwrap() {
+            let path = e.unwrap().path();
+            plans.push((
+                path.display().to_string(),
+                std::fs::read_to_string(&path).unwrap(),
+            ));
+        }
+        assert!(plans.len() >= plan::BUILT_IN.len() + 4, "{removal:?}");
+        for (name, text) in &plans {
+            let (name, text) = (name.as_str(), text.as_str());
             for profile in [Profile::Full, Profile::Quick] {
                 let plan = plan::parse(text, name, profile)
                     .unwrap_or_else(|e| panic!("built-in plan {name}: {e}"));

@@ -120,8 +120,10 @@ fn trial_metrics(
         &rec,
         m.ttlb_ms,
         t.scheme == "https",
-        &timeline,
-        t.sender_record,
+        crate::budget::SenderLog {
+            timeline: &timeline,
+            offers: t.sender_record,
+        },
     ) {
         Ok(b) => m.detail.budget = b,
         Err(e) => m.detail.budget_error = Some(e),

@@ -123,8 +123,10 @@ pub(crate) fn budget(
         ran.link_epoch_ns,
         records,
         t.scheme == "https",
-        timeline,
-        t.sender_record,
+        crate::budget::SenderLog {
+            timeline,
+            offers: t.sender_record,
+        },
     ) {
         Ok(b) => m.detail.budget = b,
         Err(e) => m.detail.budget_error = Some(e),
