@@ -131,8 +131,9 @@ fn unread(offers: &[SenderRecord], read: &[SenderSample]) -> Vec<String> {
 
 /// The budget of a trial's requests, made one after another each on a new connection (one
 /// request, or a sequence: [`quiclab_explain::sequence_budget`]), over a link of constant
-/// rates. The sender's record is read for what its stack offers only. `Ok(None)` where a budget does not apply (a trace, a request on a connection opened
-/// before, no event log kept); `Err` says why the files could not make one.
+/// rates, the sender's record read for what its stack offers only. `Ok(None)` where a budget
+/// does not apply (a trace, a request on a connection opened before, no event log kept); `Err`
+/// says why the files could not make one.
 pub fn of_requests(
     dir: &Path,
     link: &LinkConfig,

@@ -2,8 +2,6 @@
 //! `response-delay`, the server holds each response that long after the request arrives: a
 //! think time planted on purpose, which both stacks must honour.
 
-use std::time::Duration;
-
 use quiclab_link::units;
 use quiclab_model::campaign::{Metrics, Workload};
 use quiclab_model::task::{Ask, Get, Request};
@@ -14,9 +12,6 @@ use crate::keys::{PlanError, WorkloadKeys};
 use crate::stacks::Capability;
 
 pub struct SingleObject;
-
-/// The longest response delay a plan may plant.
-const MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// The workload's response delay, µs (0: none).
 fn delay_us(w: &Workload) -> u64 {
@@ -50,7 +45,7 @@ impl WorkloadKind for SingleObject {
             Some(v) => {
                 let d = units::parse_duration(&keys.scalar(v)?)
                     .ok()
-                    .filter(|d| *d <= MAX_DELAY)
+                    .filter(|d| *d <= crate::stacks::MAX_RESPONSE_DELAY)
                     .ok_or_else(|| {
                         keys.err(
                             Some(v.span()),
