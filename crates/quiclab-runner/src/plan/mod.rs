@@ -1733,6 +1733,18 @@ http = "2"
         }
     }
 
+    /// The command line of `spec`'s client, as a trial of `p` starts it.
+    fn client_line(p: &Plan, spec: &crate::expand::TrialSpec) -> String {
+        let (_, client) = crate::trial::command_lines(
+            std::path::Path::new("quiclab"),
+            std::path::Path::new("/d"),
+            p,
+            spec,
+        )
+        .unwrap();
+        client
+    }
+
     /// `text`'s plan refused with a message that says `says`.
     fn refused(text: &str, says: &str) -> PlanError {
         let e = parse(text, "t.toml", Profile::Full).unwrap_err();
@@ -1757,14 +1769,7 @@ http = "2"
         let plain = parse(GOOD, "t.toml", Profile::Full).unwrap();
         let id = |p: &Plan| crate::expand::expand(p)[0].id.clone();
         assert_ne!(id(&p), id(&plain));
-        let spec = &crate::expand::expand(&p)[0];
-        let (_, client) = crate::trial::command_lines(
-            std::path::Path::new("quiclab"),
-            std::path::Path::new("/d"),
-            &p,
-            spec,
-        )
-        .unwrap();
+        let client = client_line(&p, &crate::expand::expand(&p)[0]);
         assert!(client.contains("\"response_delay_us\":50000"), "{client}");
         // a server of documents cannot hold a response: refused at the plan, with who can
         let external = held.replace("quic-cc = \"bbr\"\nhttp = \"3\"", "stack = \"ngtcp2\"");
@@ -1798,17 +1803,7 @@ http = "2"
             Some(&("response-delay".to_string(), "100000us".to_string()))
         );
         let specs = crate::expand::expand(&p);
-        let asked = |arm: usize| {
-            let spec = specs.iter().find(|s| s.arm == arm).unwrap();
-            let (_, client) = crate::trial::command_lines(
-                std::path::Path::new("quiclab"),
-                std::path::Path::new("/d"),
-                &p,
-                spec,
-            )
-            .unwrap();
-            client
-        };
+        let asked = |arm: usize| client_line(&p, specs.iter().find(|s| s.arm == arm).unwrap());
         assert!(
             asked(0).contains("\"response_delay_us\":150000"),
             "{}",
