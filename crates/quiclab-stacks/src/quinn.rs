@@ -62,11 +62,20 @@ static QUIC_CC: Knob = Knob {
     check: Check::Fn(check_quic_cc),
 };
 
-fn check_initial_window(v: &str) -> Result<String, String> {
+/// A size in bytes from `min` to 1 GiB, normalised (`16384b`); else `allowed`.
+fn bytes_from(v: &str, min: u64, allowed: &str) -> Result<String, String> {
     match units::parse_bytes(v) {
-        Ok(n) if (2400..=1 << 30).contains(&n) => Ok(format!("{n}b")),
-        _ => Err("allowed: bytes from 2400 (two packets) to 1 GiB, e.g. 14480b".into()),
+        Ok(n) if (min..=1 << 30).contains(&n) => Ok(format!("{n}b")),
+        _ => Err(allowed.into()),
     }
+}
+
+fn check_initial_window(v: &str) -> Result<String, String> {
+    bytes_from(
+        v,
+        2400,
+        "allowed: bytes from 2400 (two packets) to 1 GiB, e.g. 14480b",
+    )
 }
 
 static INITIAL_WINDOW: Knob = Knob {
@@ -135,10 +144,7 @@ static PRIORITIES: Knob = Knob {
 };
 
 fn check_window(v: &str) -> Result<String, String> {
-    match units::parse_bytes(v) {
-        Ok(n) if (1200..=1 << 30).contains(&n) => Ok(format!("{n}b")),
-        _ => Err("allowed: bytes from 1200 to 1 GiB, e.g. 16kb".into()),
-    }
+    bytes_from(v, 1200, "allowed: bytes from 1200 to 1 GiB, e.g. 16kb")
 }
 
 static STREAM_WINDOW: Knob = Knob {
