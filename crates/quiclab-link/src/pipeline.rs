@@ -192,6 +192,11 @@ impl<D: Payload> Pipeline<D> {
         &self.rec.counters
     }
 
+    /// Events logged and not yet taken.
+    pub fn events_held(&self) -> usize {
+        self.rec.log.as_ref().map_or(0, Vec::len)
+    }
+
     /// Takes the events logged so far (empty when logging is off).
     pub fn take_events(&mut self) -> Vec<Event> {
         self.rec

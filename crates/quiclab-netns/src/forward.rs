@@ -39,7 +39,7 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -109,6 +109,9 @@ pub struct DirectionReport {
     /// Of those, the super-packets written as read (all their segments left together, in
     /// order, and no capture wanted their bytes).
     pub written_as_read: u64,
+    /// CPU time (user and system) of the direction's forwarding thread, the receiving
+    /// endpoint's network stack that its writes run included.
+    pub cpu: Duration,
 }
 
 impl DirectionReport {
@@ -122,8 +125,13 @@ impl DirectionReport {
 pub struct Forwarder {
     stop: Arc<EventFd>,
     threads: Vec<JoinHandle<DirectionReport>>,
-    writer: Option<JoinHandle<io::Result<u64>>>,
-    capture: Option<JoinHandle<io::Result<()>>>,
+    writer: Option<JoinHandle<(io::Result<u64>, Duration)>>,
+    capture: Option<JoinHandle<(io::Result<()>, Duration)>>,
+    /// The capture's packets not yet handed to its writer (the last of them, once the
+    /// threads have stopped).
+    capture_held: Option<CaptureSink>,
+    /// CPU time of the event and capture writer threads, once they have ended.
+    writers_cpu: Duration,
     clock: Clock,
     /// The TUN devices, closed off the caller's path once the threads have stopped (see
     /// [`close_later`]).
@@ -138,8 +146,45 @@ pub struct Forwarder {
 /// Sends events to the writer thread in chunks.
 type EventSink = Option<mpsc::Sender<Vec<Event>>>;
 
-/// Sends captured packets (wall-clock time, bytes) to the pcap writer thread.
-type CaptureSink = mpsc::Sender<(Duration, Vec<u8>)>;
+/// Captured packets (wall-clock time, bytes) as the pcap writer takes them.
+type Captured = Vec<(Duration, Vec<u8>)>;
+
+/// Packets taken for the capture by both directions' threads, stamped in the order they are
+/// taken (the file's order) and handed to the pcap writer [`CAPTURE_BATCH`] at a time: a
+/// wake-up of the writer per batch, not per packet.
+struct Capture {
+    tx: mpsc::Sender<Captured>,
+    held: Mutex<Captured>,
+}
+
+/// Packets a capture holds before its writer is woken.
+const CAPTURE_BATCH: usize = 256;
+/// Events a direction holds before its writer is woken.
+const EVENT_BATCH: usize = 512;
+
+impl Capture {
+    fn take(&self, packet: Vec<u8>) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        // stamped under the lock: the two directions' packets reach the file in time order
+        held.push((wall_clock(), packet));
+        if held.len() >= CAPTURE_BATCH {
+            let _ = self.tx.send(std::mem::replace(
+                &mut *held,
+                Vec::with_capacity(CAPTURE_BATCH),
+            ));
+        }
+    }
+
+    /// Hands what it holds to the writer.
+    fn flush(&self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if !held.is_empty() {
+            let _ = self.tx.send(std::mem::take(&mut *held));
+        }
+    }
+}
+
+type CaptureSink = Arc<Capture>;
 
 impl Forwarder {
     /// Starts forwarding `client -> up -> server` and `server -> down -> client`. With `events`,
@@ -163,18 +208,19 @@ impl Forwarder {
                 let (tx, rx) = mpsc::channel::<Vec<Event>>();
                 let h = std::thread::Builder::new()
                     .name("quiclab-events".into())
-                    .spawn(move || write_events(w, rx))?;
+                    .spawn(move || (write_events(w, rx), sys::thread_cpu()))?;
                 (Some(tx), Some(h))
             }
             None => (None, None),
         };
         let (capture_tx, capture) = match pcap {
             Some(w) => {
-                let (tx, rx) = mpsc::channel::<(Duration, Vec<u8>)>();
+                let (tx, rx) = mpsc::channel::<Captured>();
                 let h = std::thread::Builder::new()
                     .name("quiclab-pcap".into())
-                    .spawn(move || write_pcap(w, rx))?;
-                (Some(tx), Some(h))
+                    .spawn(move || (write_pcap(w, rx), sys::thread_cpu()))?;
+                let held = Mutex::new(Vec::with_capacity(CAPTURE_BATCH));
+                (Some(Arc::new(Capture { tx, held })), Some(h))
             }
             None => (None, None),
         };
@@ -186,7 +232,7 @@ impl Forwarder {
         let idle = vec![up.idle.clone(), down.idle.clone()];
         // The client's view: what it sends as it is read, what it receives as it is written.
         up.capture_read = capture_tx.clone();
-        down.capture_write = capture_tx;
+        down.capture_write = capture_tx.clone();
         // A thread per direction: a departure never waits for the other direction's write, which
         // runs the receiving endpoint's network stack in the writer's context.
         let mut threads = Vec::new();
@@ -204,6 +250,8 @@ impl Forwarder {
             threads,
             writer,
             capture,
+            capture_held: capture_tx,
+            writers_cpu: Duration::ZERO,
             clock,
             devices,
             idle,
@@ -238,6 +286,8 @@ impl Forwarder {
             threads,
             writer: None,
             capture: None,
+            capture_held: None,
+            writers_cpu: Duration::ZERO,
             clock: Clock::start(),
             devices,
             idle: Vec::new(),
@@ -278,9 +328,11 @@ impl Forwarder {
         !waiting && self.idle.get(i).is_none_or(|f| f.load(Ordering::SeqCst))
     }
 
-    /// Stops both directions and returns what they did, uplink first.
-    pub fn finish(mut self) -> io::Result<Vec<DirectionReport>> {
-        self.finish_inner()
+    /// Stops both directions and returns what they did, uplink first, with the CPU time of
+    /// the writer threads of its events and capture.
+    pub fn finish(mut self) -> io::Result<(Vec<DirectionReport>, Duration)> {
+        let reports = self.finish_inner()?;
+        Ok((reports, self.writers_cpu))
     }
 
     fn finish_inner(&mut self) -> io::Result<Vec<DirectionReport>> {
@@ -295,13 +347,23 @@ impl Forwarder {
             .collect::<io::Result<_>>()?;
         close_later(std::mem::take(&mut self.devices));
         if let Some(w) = self.writer.take() {
-            w.join()
-                .map_err(|_| io::Error::other("event writer panicked"))??;
+            let (written, cpu) = w
+                .join()
+                .map_err(|_| io::Error::other("event writer panicked"))?;
+            self.writers_cpu += cpu;
+            written?;
         }
-        // The ways (and their capture senders) are gone with their threads: the writer ends.
+        // The ways (and their shares of the capture) are gone with their threads: the last
+        // packets go to the writer, which ends as the capture goes.
+        if let Some(c) = self.capture_held.take() {
+            c.flush();
+        }
         if let Some(w) = self.capture.take() {
-            w.join()
-                .map_err(|_| io::Error::other("pcap writer panicked"))??;
+            let (written, cpu) = w
+                .join()
+                .map_err(|_| io::Error::other("pcap writer panicked"))?;
+            self.writers_cpu += cpu;
+            written?;
         }
         Ok(reports)
     }
@@ -373,6 +435,7 @@ fn copy(dir: Direction, rx: &SyncDevice, tx: &SyncDevice, stop: &EventFd) -> Dir
         super_packets: 0,
         super_packets_out: 0,
         written_as_read: 0,
+        cpu: sys::thread_cpu(),
     }
 }
 
@@ -390,9 +453,9 @@ fn write_events(w: Box<dyn Write + Send>, rx: mpsc::Receiver<Vec<Event>>) -> io:
     Ok(n)
 }
 
-fn write_pcap(w: Box<dyn Write + Send>, rx: mpsc::Receiver<(Duration, Vec<u8>)>) -> io::Result<()> {
+fn write_pcap(w: Box<dyn Write + Send>, rx: mpsc::Receiver<Captured>) -> io::Result<()> {
     let mut p = PcapWriter::new(io::BufWriter::with_capacity(1 << 20, w))?;
-    for (at, packet) in rx {
+    for (at, packet) in rx.into_iter().flatten() {
         p.packet(at, &packet)?;
     }
     p.into_inner()?;
@@ -502,7 +565,7 @@ impl Way {
             match self.rx.recv(buf) {
                 Ok(n) => {
                     if let Some(c) = &self.capture_read {
-                        let _ = c.send((wall_clock(), buf[..n].to_vec()));
+                        c.take(buf[..n].to_vec());
                     }
                     self.pipe.push(clock.now(), Frame::Bytes(buf[..n].to_vec()));
                 }
@@ -529,7 +592,7 @@ impl Way {
             match segments::take(&mut o.read, n, &mut o.pools) {
                 Ok(Read::Packet(p)) => {
                     if let Some(c) = &self.capture_read {
-                        let _ = c.send((wall_clock(), p.clone()));
+                        c.take(p.clone());
                     }
                     self.pipe.push(now, Frame::Bytes(p));
                 }
@@ -539,7 +602,7 @@ impl Way {
                     if let Some(c) = &self.capture_read {
                         match sp.segment_copies(&mut o.pools) {
                             Ok(copies) => copies.into_iter().for_each(|p| {
-                                let _ = c.send((wall_clock(), p));
+                                c.take(p);
                             }),
                             Err(_) => {
                                 self.split_errors += 1;
@@ -571,7 +634,7 @@ impl Way {
             if self.tx.send(&data).is_err() {
                 self.write_errors += 1;
             } else if let Some(c) = &self.capture_write {
-                let _ = c.send((wall_clock(), data));
+                c.take(data);
             }
         }
     }
@@ -647,9 +710,7 @@ impl Way {
                 b.extend_from_slice(&data);
                 o.used += 1;
                 match &self.capture_write {
-                    Some(c) => {
-                        let _ = c.send((wall_clock(), data));
-                    }
+                    Some(c) => c.take(data),
                     None => o.pools.give_segment(data),
                 }
                 if o.used == IDEAL_BATCH_SIZE {
@@ -709,7 +770,7 @@ impl Way {
         o.used = 0;
     }
 
-    fn report(self, error: Option<String>) -> DirectionReport {
+    fn report(self, error: Option<String>, cpu: Duration) -> DirectionReport {
         DirectionReport {
             dir: self.dir,
             counters: self.pipe.counters().clone(),
@@ -721,6 +782,7 @@ impl Way {
             super_packets: self.super_packets,
             super_packets_out: self.super_packets_out,
             written_as_read: self.written_as_read,
+            cpu,
         }
     }
 }
@@ -747,7 +809,7 @@ fn run(
     if let Some(s) = &sink {
         let _ = s.send(way.pipe.take_events());
     }
-    way.report(error)
+    way.report(error, sys::thread_cpu())
 }
 
 fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -> io::Result<()> {
@@ -764,11 +826,10 @@ fn forward_loop(way: &mut Way, clock: Clock, stop: &EventFd, sink: &EventSink) -
         way.idle.store(false, Ordering::SeqCst);
         way.read(clock, &mut buf)?;
         way.transmit(clock);
-        if let Some(s) = sink {
-            let ev = way.pipe.take_events();
-            if !ev.is_empty() {
-                let _ = s.send(ev);
-            }
+        if let Some(s) = sink
+            && way.pipe.events_held() >= EVENT_BATCH
+        {
+            let _ = s.send(way.pipe.take_events());
         }
         let deadline = way.pipe.poll_timeout();
         let now = clock.now();

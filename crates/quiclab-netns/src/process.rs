@@ -57,6 +57,8 @@ pub struct Process {
     child: Option<Child>,
     group: bool,
     label: String,
+    /// CPU time it used, once its exit was seen (before it was reaped).
+    cpu: Option<Duration>,
 }
 
 impl Process {
@@ -172,6 +174,7 @@ impl Process {
             child: Some(child),
             group,
             label: label.to_string(),
+            cpu: None,
         })
     }
 
@@ -188,12 +191,18 @@ impl Process {
         &self.label
     }
 
+    /// The CPU time (user and system) the command used, its own and that of the processes it
+    /// waited for, once it has exited and been waited for here (`None` before).
+    pub fn cpu(&self) -> Option<Duration> {
+        self.cpu
+    }
+
     /// Exit status if it has exited.
     pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
         match &mut self.child {
-            Some(c) => c
-                .try_wait()
-                .context(|| format!("waiting for {}", self.label)),
+            Some(c) => {
+                try_wait_noting(c, &mut self.cpu).context(|| format!("waiting for {}", self.label))
+            }
             None => Ok(None),
         }
     }
@@ -203,7 +212,9 @@ impl Process {
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
         let label = &self.label;
         match &mut self.child {
-            Some(c) => wait_timeout(c, timeout).context(|| format!("waiting for {label}")),
+            Some(c) => {
+                wait_noting(c, timeout, &mut self.cpu).context(|| format!("waiting for {label}"))
+            }
             None => Ok(None),
         }
     }
@@ -211,16 +222,21 @@ impl Process {
     /// Stops the command (whole process group), waiting up to `grace` after SIGTERM.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
-        if let Ok(Some(st)) = child.try_wait() {
+        if let Ok(Some(st)) = try_wait_noting(&mut child, &mut self.cpu) {
             self.kill_group(libc::SIGKILL, child.id());
             return Some(st);
         }
         self.kill_group(libc::SIGTERM, child.id());
-        if let Ok(Some(st)) = wait_timeout(&mut child, grace) {
+        let mut cpu = self.cpu;
+        if let Ok(Some(st)) = wait_noting(&mut child, grace, &mut cpu) {
+            self.cpu = cpu;
             self.kill_group(libc::SIGKILL, child.id());
             return Some(st);
         }
         self.kill_group(libc::SIGKILL, child.id());
+        // killed: it exits at once (the wait bounds a process stuck in the kernel)
+        let _ = wait_noting(&mut child, KILLED_EXIT, &mut cpu);
+        self.cpu = cpu;
         child.wait().ok()
     }
 
@@ -236,16 +252,43 @@ impl Process {
     }
 }
 
+/// How long a command killed by SIGKILL is given to exit before it is waited for without a bound.
+const KILLED_EXIT: Duration = Duration::from_secs(1);
+
+/// `child.try_wait()`, recording in `cpu` the child's CPU time when it has exited (read before
+/// it is reaped: the kernel forgets it then).
+fn try_wait_noting(
+    child: &mut Child,
+    cpu: &mut Option<Duration>,
+) -> std::io::Result<Option<ExitStatus>> {
+    match crate::sys::exited_child_cpu(child.id()) {
+        Ok(None) => return Ok(None),
+        Ok(Some(used)) => *cpu = Some(used),
+        // reaped already: its status is the one kept
+        Err(_) => {}
+    }
+    child.try_wait()
+}
+
 /// Waits up to `timeout` for `child` to exit, woken by its pidfd the moment it does; where
 /// pidfds are missing (Linux before 5.3), by polling every millisecond.
 pub fn wait_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+    wait_noting(child, timeout, &mut None)
+}
+
+/// [`wait_timeout`], recording the child's CPU time in `cpu` as it exits.
+fn wait_noting(
+    child: &mut Child,
+    timeout: Duration,
+    cpu: &mut Option<Duration>,
+) -> std::io::Result<Option<ExitStatus>> {
     let deadline = Instant::now() + timeout;
     // SAFETY: pidfd_open of our own child, not yet reaped (so its pid is still its own).
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
     // SAFETY: a new descriptor, owned by nobody else.
     let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
     loop {
-        if let Some(st) = child.try_wait()? {
+        if let Some(st) = try_wait_noting(child, cpu)? {
             return Ok(Some(st));
         }
         let left = deadline.saturating_duration_since(Instant::now());

@@ -24,6 +24,49 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time the calling thread has used so far (user and system).
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; the calling thread's CPU clock
+    // always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The CPU time (user and system) of an exited child `pid` not yet reaped, with that of the
+/// children it reaped itself; `Ok(None)` while it runs. Leaves it to be reaped by whoever
+/// waits for it (`WNOWAIT`). An error: not a child of ours to wait for (already reaped).
+pub fn exited_child_cpu(pid: u32) -> io::Result<Option<Duration>> {
+    // SAFETY: plain data, written by the kernel.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // the system call's fifth argument (which the C library's wrapper lacks) is the
+    // process's resource usage, its threads and reaped children included
+    // SAFETY: a child of ours, peeked at without reaping; both structures are ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_waitid,
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info as *mut libc::siginfo_t,
+            libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+            &mut usage as *mut libc::rusage,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a successful waitid sets si_pid (0 when the child has not exited)
+    if unsafe { info.si_pid() } == 0 {
+        return Ok(None);
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Ok(Some(tv(usage.ru_utime) + tv(usage.ru_stime)))
+}
+
 /// A link's clock: time since its epoch on CLOCK_MONOTONIC.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -361,6 +404,59 @@ pub fn sleep_until(ns: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exited_childs_cpu_time_is_read_before_it_is_reaped() {
+        // a child that only sleeps: running, it has no figure yet
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert_eq!(exited_child_cpu(sleeper.id()).unwrap(), None);
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        // reaped: no longer a child to peek at
+        assert!(exited_child_cpu(sleeper.id()).is_err());
+
+        // a child that computes for a while: its figure is at most its lifetime (one thread)
+        // and it is left to be reaped, with its status
+        let started = std::time::Instant::now();
+        let mut busy = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; exit 3",
+            ])
+            .spawn()
+            .unwrap();
+        let used = loop {
+            if let Some(d) = exited_child_cpu(busy.id()).unwrap() {
+                break d;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let lived = started.elapsed();
+        assert!(used > Duration::from_millis(10), "{used:?}");
+        assert!(used <= lived, "{used:?} of CPU in {lived:?}");
+        assert_eq!(busy.wait().unwrap().code(), Some(3));
+    }
+
+    #[test]
+    fn a_threads_cpu_time_grows_with_its_work_and_not_with_its_sleep() {
+        let t0 = thread_cpu();
+        std::thread::sleep(Duration::from_millis(50));
+        let slept = thread_cpu() - t0;
+        let t1 = thread_cpu();
+        let until = std::time::Instant::now() + Duration::from_millis(50);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let worked = thread_cpu() - t1;
+        // a sleep costs a few system calls; 50 ms of spinning costs up to 50 ms (less only
+        // while the host runs something else on the core)
+        assert!(slept < Duration::from_millis(5), "{slept:?}");
+        assert!(worked > Duration::from_millis(10), "{worked:?}");
+        assert!(worked <= Duration::from_millis(51), "{worked:?}");
+    }
 
     #[test]
     fn only_readable_file_mappings_are_kept() {

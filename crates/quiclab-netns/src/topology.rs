@@ -166,6 +166,8 @@ pub struct Topology {
     server: Netns,
     _lock: RunLock,
     mtu: u32,
+    /// CPU time of the emulator's event and capture writers, once [`finish`](Self::finish)ed.
+    writers_cpu: std::time::Duration,
 }
 
 impl Topology {
@@ -224,6 +226,7 @@ impl Topology {
             server,
             _lock: lock,
             mtu,
+            writers_cpu: std::time::Duration::ZERO,
         })
     }
 
@@ -245,6 +248,7 @@ impl Topology {
             server,
             _lock: lock,
             mtu,
+            writers_cpu: std::time::Duration::ZERO,
         })
     }
 
@@ -313,7 +317,9 @@ impl Topology {
         };
         // read while the devices exist: they vanish with the forwarder's file descriptors
         let (up_drops, down_drops) = (tx_dropped(&self.client)?, tx_dropped(&self.server)?);
-        let mut reports = f.finish().context(|| "stopping the link emulator".into())?;
+        let (mut reports, writers_cpu) =
+            f.finish().context(|| "stopping the link emulator".into())?;
+        self.writers_cpu = writers_cpu;
         for r in &mut reports {
             r.device_drops = match r.dir {
                 Direction::Up => up_drops,
@@ -321,6 +327,12 @@ impl Topology {
             };
         }
         Ok(reports)
+    }
+
+    /// CPU time (user and system) the writer threads of the link's events and capture used,
+    /// once [`finish`](Self::finish)ed (zero before, and without them).
+    pub fn writers_cpu(&self) -> std::time::Duration {
+        self.writers_cpu
     }
 }
 

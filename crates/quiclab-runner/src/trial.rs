@@ -412,6 +412,7 @@ fn execute(
         None
     };
     let mut lap = Lap::start();
+    let runner_cpu = quiclab_netns::sys::thread_cpu();
     let mut topo = match cond.direct_mtu {
         // the kernel's own path, offloads on (as between two real hosts)
         Some(mtu) => Topology::direct(mtu, true),
@@ -489,11 +490,14 @@ fn execute(
     let server_ms = lap.ms();
     let (client_out, client_log) = (dir.join("client.jsonl"), dir.join("client.log"));
     let timeout = workload.timeout(&t);
+    let mut client_cpu = None;
     let (status, timed) = match phase {
         ClientPhase::Once(_) => {
             let client_cmd = command(&client_launch, &vars, &client_out, &client_log)?;
             let setup = setup(&client_launch, Vec::new());
-            (run_client(&topo, client_cmd, &setup, timeout, stop)?, None)
+            let (status, cpu) = run_client(&topo, client_cmd, &setup, timeout, stop)?;
+            client_cpu = cpu;
+            (status, None)
         }
         ClientPhase::Timed {
             connections,
@@ -531,14 +535,23 @@ fn execute(
     let reports = topo
         .finish()
         .map_err(|e| fail(format!("stopping the link: {e}")))?;
+    let writers_cpu = topo.writers_cpu();
     drop(topo);
     let teardown_ms = lap.ms();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     *phases_out = json!({
         "setup_ms": setup_ms,
         "server_start_ms": server_ms,
         "client_ms": client_ms,
         "server_stop_ms": stop_ms,
         "teardown_ms": teardown_ms,
+        "cpu_ms": {
+            "emulator": cond.direct_mtu.is_none()
+                .then(|| ms(reports.iter().map(|r| r.cpu).sum())),
+            "writers": cond.direct_mtu.is_none().then(|| ms(writers_cpu)),
+            "server": server.cpu().map(ms),
+            "client": client_cpu.map(ms),
+        },
     });
     *link_out = link_json(&reports);
     let ran = Ran {
@@ -557,17 +570,22 @@ fn execute(
     let measuring = Instant::now();
     let m = workload.metrics(&t, &ran, requests_out).map_err(fail);
     phases_out["metrics_ms"] = json!(measuring.elapsed().as_secs_f64() * 1000.0);
+    // the trial's own thread, from the topology's set-up to its measurements' end
+    phases_out["cpu_ms"]["runner"] = json!(ms(
+        quiclab_netns::sys::thread_cpu().saturating_sub(runner_cpu)
+    ));
     m
 }
 
-/// Runs the client to its end, or until `timeout` (then stopped: `None`).
+/// Runs the client to its end, or until `timeout` (then stopped: `None`); with the CPU time it
+/// used.
 fn run_client(
     topo: &Topology,
     cmd: std::process::Command,
     setup: &Setup,
     timeout: Duration,
     stop: &AtomicBool,
-) -> Result<Option<std::process::ExitStatus>, Failure> {
+) -> Result<(Option<std::process::ExitStatus>, Option<Duration>), Failure> {
     let mut client = Process::start(
         topo.ns(Side::Client),
         "client",
@@ -586,13 +604,13 @@ fn run_client(
             .saturating_duration_since(Instant::now())
             .min(STOP_CHECK);
         match client.wait_timeout(slice) {
-            Ok(Some(st)) => return Ok(Some(st)),
+            Ok(Some(st)) => return Ok((Some(st), client.cpu())),
             Ok(None) => {}
             Err(e) => return Err(fail(format!("waiting for the client: {e}"))),
         }
         if Instant::now() >= deadline {
             client.stop(Duration::from_millis(200));
-            return Ok(None);
+            return Ok((None, client.cpu()));
         }
     }
 }

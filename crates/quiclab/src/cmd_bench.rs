@@ -78,9 +78,9 @@ impl Flow {
     }
 }
 
-/// CPU time the machine has spent busy since boot, s (/proc/stat: every state but idle and
-/// iowait).
-fn busy_cpu_s() -> f64 {
+/// CPU time the machine has spent busy since boot, s (/proc/stat: every state but idle, iowait
+/// and steal, the time the hypervisor gave to others).
+pub(crate) fn busy_cpu_s() -> f64 {
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
         return 0.0;
@@ -94,7 +94,7 @@ fn busy_cpu_s() -> f64 {
     let busy: f64 = v
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
+        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 7)
         .map(|(_, x)| x)
         .sum();
     // SAFETY: sysconf has no preconditions.
@@ -150,6 +150,12 @@ impl TrialBench {
             },
             _scratch: scratch,
         })
+    }
+
+    /// Whether trials write their link's events (`events.jsonl`), as campaigns do; not by
+    /// default.
+    pub(crate) fn record_events(&mut self, events: bool) {
+        self.env.events = events;
     }
 
     /// Runs one trial of `plan`, or fails as interrupted once a signal came.

@@ -354,12 +354,22 @@ fn selftest_prints_its_checks_as_json() {
 
 /// `bench trials --json`: a row per stack (quiclab's own two at least), each phase measured,
 /// the stop at least the 5 ms the server is given to take in the client's last packets, and
-/// the overhead beyond the transfer covering at least the set-up, stop and teardown medians.
+/// the overhead beyond the transfer covering at least the set-up, stop and teardown medians;
+/// then the CPU of each role of a 1 MB trial at both rates, within what the machine's cores
+/// could give over the trial.
 #[test]
 fn bench_trials_prints_each_stacks_phases_as_json() {
     common::assert_root();
     let out = quiclab()
-        .args(["bench", "trials", "--iterations", "3", "--json"])
+        .args([
+            "bench",
+            "trials",
+            "--iterations",
+            "3",
+            "--cpu-iterations",
+            "3",
+            "--json",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -388,5 +398,36 @@ fn bench_trials_prints_each_stacks_phases_as_json() {
             f("overhead_ms") >= 0.9 * (f("setup_ms") + f("server_stop_ms") + f("teardown_ms")),
             "{r}"
         );
+    }
+    assert!(stderr.contains("CPU per trial"), "{stderr}");
+    let cpu = s["cpu_rows"].as_array().unwrap();
+    assert_eq!(cpu.len(), 4, "two rates, two stacks: {s}");
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    for r in cpu {
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} in {r}"));
+        // every role worked: the emulator forwarded about 1,100 packets, the writers wrote
+        // their events and capture, the endpoints moved 1 MB
+        for k in [
+            "emulator_ms",
+            "writers_ms",
+            "runner_ms",
+            "server_ms",
+            "client_ms",
+        ] {
+            assert!(f(k) > 0.0, "{k} in {r}");
+        }
+        // a 1 MB transfer at 10 Mbit/s takes at least 0.84 s, at 100 Mbit/s 84 ms
+        let floor = if r["rate"] == "10 Mbit/s" {
+            838.0
+        } else {
+            83.8
+        };
+        assert!(f("ttlb_ms") > floor, "{r}");
+        // the roles together cannot use more than every core over the trial
+        assert!(
+            f("share_of_wall") > 0.0 && f("share_of_wall") <= cores,
+            "{r}"
+        );
+        assert!(f("cpu_s_per_transfer_s") >= f("share_of_wall"), "{r}");
     }
 }
