@@ -67,6 +67,34 @@ pub fn exited_child_cpu(pid: u32) -> io::Result<Option<Duration>> {
     Ok(Some(tv(usage.ru_utime) + tv(usage.ru_stime)))
 }
 
+/// The PM QoS device through which a process asks the kernel to bound how long an idle CPU
+/// takes to wake.
+pub const CPU_WAKE_LATENCY_DEV: &str = "/dev/cpu_dma_latency";
+
+/// A request, held open, that idle CPUs wake within 0 µs: the kernel keeps them out of every
+/// sleep state that takes longer (a virtual machine's halt, a deep C-state), so a sleeping
+/// thread is woken sooner at its timer. It lasts as long as this value: the kernel drops the
+/// request when the descriptor closes, however the process ends (SIGKILL included).
+///
+/// What it does here (a 2-core virtual machine, a thread woken by an absolute timer every
+/// millisecond): p50 66 µs and p99 749 µs late without it, 36 and 143 µs with it; an idle CPU
+/// then polls instead of halting, which the host pays for.
+#[derive(Debug)]
+pub struct CpusAwake(#[allow(dead_code)] std::fs::File);
+
+impl CpusAwake {
+    /// Asks the kernel to keep idle CPUs awake (root; a kernel with PM QoS).
+    pub fn hold() -> io::Result<CpusAwake> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(CPU_WAKE_LATENCY_DEV)?;
+        // the request is a binary 32-bit number of microseconds
+        f.write_all(&0i32.to_ne_bytes())?;
+        Ok(CpusAwake(f))
+    }
+}
+
 /// A link's clock: time since its epoch on CLOCK_MONOTONIC.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -438,6 +466,31 @@ mod tests {
         assert!(used > Duration::from_millis(10), "{used:?}");
         assert!(used <= lived, "{used:?} of CPU in {lived:?}");
         assert_eq!(busy.wait().unwrap().code(), Some(3));
+    }
+
+    /// The kernel's current wake-latency bound, µs (the strictest request of any process).
+    fn wake_latency_bound() -> i32 {
+        let mut b = [0u8; 4];
+        std::io::Read::read_exact(
+            &mut std::fs::File::open(CPU_WAKE_LATENCY_DEV).unwrap(),
+            &mut b,
+        )
+        .unwrap();
+        i32::from_ne_bytes(b)
+    }
+
+    #[test]
+    fn idle_cpus_are_kept_awake_while_the_request_is_held_and_no_longer() {
+        assert!(is_root(), "the PM QoS device is root's");
+        let before = wake_latency_bound();
+        assert!(
+            before > 0,
+            "another process already holds a request of {before} µs"
+        );
+        let held = CpusAwake::hold().unwrap();
+        assert_eq!(wake_latency_bound(), 0);
+        drop(held);
+        assert_eq!(wake_latency_bound(), before);
     }
 
     #[test]

@@ -669,6 +669,70 @@ fn another_builds_results_are_not_mixed_in_unless_asked() {
     assert!(csv.contains(",0.0.1 (commit old),"), "{csv}");
 }
 
+/// The kernel's current wake-latency bound for idle CPUs, µs (its PM QoS device).
+fn wake_latency_bound() -> i32 {
+    let mut b = [0u8; 4];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/cpu_dma_latency").unwrap(),
+        &mut b,
+    )
+    .unwrap();
+    i32::from_ne_bytes(b)
+}
+
+/// `--keep-cpus-awake` holds idle CPUs awake while the campaign runs (the kernel's bound is 0 µs
+/// meanwhile), records so in the report's provenance, and the bound is back once it exits; a
+/// campaign without it says the CPUs were free to sleep.
+#[test]
+fn keeping_cpus_awake_lasts_the_run_and_is_recorded() {
+    let dir = common::TempDir::new("run-awake");
+    let before = wake_latency_bound();
+    assert!(before > 0, "another process holds a request of {before} µs");
+    // a trial long enough to look at the bound while it runs
+    let p = plan(
+        &dir,
+        "awake",
+        &one_cell(1, "1mb", "10mbit", "5ms", "[arms.h2]\nhttp = \"2\"\n"),
+    );
+    let out = dir.join("out");
+    let mut child = run_plan(&p, &out, "1")
+        .arg("--keep-cpus-awake")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = None;
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        if wake_latency_bound() == 0 {
+            seen = Some(0);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(child.wait().unwrap().success());
+    assert_eq!(seen, Some(0), "the bound never went to 0 µs during the run");
+    assert_eq!(wake_latency_bound(), before);
+    let awake = Store::open_existing(&out).unwrap().campaign().unwrap();
+    let idle = |c: &quiclab_model::campaign::Campaign| {
+        c.provenance
+            .iter()
+            .find(|(k, _)| k == "idle CPUs")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        idle(&awake).starts_with("kept awake"),
+        "{:?}",
+        awake.provenance
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("kept awake for the run"));
+
+    let plain = dir.join("plain");
+    assert!(run_plan(&p, &plain, "1").status().unwrap().success());
+    let c = Store::open_existing(&plain).unwrap().campaign().unwrap();
+    assert!(idle(&c).starts_with("free to sleep"), "{:?}", c.provenance);
+}
+
 /// `--shard K/N` runs a part of the plan into its own directory: the shards' trials are the
 /// plan's, each once, every arm of an iteration with its pair, each trial recording its host
 /// and shard; a shard's directory is refused to another shard (exit 2, naming both).
