@@ -372,12 +372,24 @@ fn a_senders_super_packets_cross_as_wire_size_segments() {
     );
     let bytes = std::fs::read(&pcap).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let (mut at, mut lengths) = (24, Vec::new());
+    let (mut at, mut lengths, mut stamps) = (24, Vec::new(), Vec::new());
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    // a pcap of nanosecond stamps (or microsecond ones)
+    let per_second = if word(0) == 0xa1b2_3c4d { 1e9 } else { 1e6 };
     while at + 16 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        stamps.push(word(at) as f64 + word(at + 4) as f64 / per_second);
+        let len = word(at + 8) as usize;
         lengths.push(len);
         at += 16 + len;
     }
+    // both directions' threads capture into one file, in the order the packets were taken
+    let behind = stamps.windows(2).filter(|w| w[1] < w[0]).count();
+    assert_eq!(
+        behind,
+        0,
+        "of {} packets, {behind} stamped before the one before",
+        stamps.len()
+    );
     let full = lengths.iter().filter(|&&l| l == 1500).count();
     assert!(
         lengths.iter().all(|&l| l <= 1500),
