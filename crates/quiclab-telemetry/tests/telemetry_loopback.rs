@@ -103,6 +103,19 @@ fn every_mode_delivers_every_unit_within_a_few_ms_on_loopback() {
             let sent = sender::run(&url, &opts, std::future::pending())
                 .await
                 .unwrap();
+            // The server records a connection once it has seen it close, which can come a
+            // moment after the sender returns (on a busy host, after the servers were told to
+            // stop: no record): stop them once it is there, or after 5 s without it.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                records.flush().unwrap();
+                let ended = String::from_utf8_lossy(&log.0.lock().unwrap())
+                    .contains("\"record\":\"connection\"");
+                if ended || std::time::Instant::now() > deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             let _ = stop_tx.send(true);
             let (a, b) = (t1.await.unwrap(), t2.await.unwrap());
             assert_eq!(a.failed + b.failed, 0);

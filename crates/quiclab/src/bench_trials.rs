@@ -27,8 +27,9 @@ use crate::out::Out;
 /// prints the median CPU time of each role in the trial (the emulator's two forwarding
 /// threads, the writers of its events and capture, the runner's thread of the trial, the
 /// server's and the client's processes), the whole machine's busy time over the trial (the
-/// kernel's own work and other programs included), and the roles' sum as a share of a core
-/// over the trial's wall time and per second of transfer (its time to last byte).
+/// kernel's own work and other programs included), the roles' sum as a share of a core over
+/// the trial's wall time and per second of transfer (its time to last byte), and what the
+/// emulator's timing bought: the 99th percentile of its departures' lateness.
 #[derive(Args)]
 pub struct TrialsBench {
     /// Trials per stack.
@@ -40,6 +41,10 @@ pub struct TrialsBench {
     /// Print the plan the benchmark runs (TOML) and stop.
     #[arg(long)]
     print_plan: bool,
+    /// Keep idle CPUs awake while it runs, as `quiclab run --keep-cpus-awake` does (run the
+    /// benchmark with and without it to see what it saves).
+    #[arg(long)]
+    keep_cpus_awake: bool,
 }
 
 /// The external HTTP/3 stacks of the registry (the stack files quiclab ships), measured when
@@ -100,6 +105,8 @@ struct CpuRow {
     /// The roles' sum over the time to last byte.
     per_transfer_s: f64,
     ttlb_ms: f64,
+    /// The 99th percentile of departures' lateness, of the later direction, µs.
+    late_p99_us: f64,
 }
 
 /// Runs the CPU measurement's trials of one arm in one condition.
@@ -111,8 +118,8 @@ fn cpu_row(
     condition: usize,
 ) -> anyhow::Result<CpuRow> {
     let mut roles: Vec<Vec<f64>> = vec![Vec::new(); ROLES.len()];
-    let (mut machine, mut share, mut per_transfer, mut ttlb) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut machine, mut share, mut per_transfer, mut ttlb, mut late) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for spec in specs
         .iter()
         .filter(|s| s.arm == arm && s.condition == condition)
@@ -133,6 +140,13 @@ fn cpu_row(
             roles[i].push(v);
             sum += v;
         }
+        let directions = record.link.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        late.push(
+            directions
+                .iter()
+                .filter_map(|d| d["lateness_p99_us"].as_f64())
+                .fold(f64::NAN, f64::max),
+        );
         share.push(sum / record.wall_ms);
         per_transfer.push(sum / m.ttlb_ms);
         ttlb.push(m.ttlb_ms);
@@ -143,6 +157,7 @@ fn cpu_row(
         share: quantile(&share, 0.5),
         per_transfer_s: quantile(&per_transfer, 0.5),
         ttlb_ms: quantile(&ttlb, 0.5),
+        late_p99_us: quantile(&late, 0.5),
     })
 }
 
@@ -150,16 +165,18 @@ fn cpu_row(
 fn cpu(
     bench: &crate::cmd_bench::TrialBench,
     iterations: u32,
+    awake: bool,
     out: &Out,
 ) -> anyhow::Result<Vec<Value>> {
     let text = cpu_plan_text(iterations);
     let plan = plan::parse(&text, "bench trials", Profile::Full)?;
     let specs = quiclab_runner::expand::expand(&plan);
     out.line(format!(
-        "CPU per trial: {iterations} trials per stack and rate, one at a time, of a 1 MB GET over 20 ms RTT, events recorded"
+        "CPU per trial: {iterations} trials per stack and rate, one at a time, of a 1 MB GET over 20 ms RTT, events recorded{}",
+        if awake { ", idle CPUs kept awake" } else { "" }
     ));
     out.line(format!(
-        "medians, CPU ms: {:<11} {:<14} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} | {:>6} {:>7} {:>13}",
+        "medians, CPU ms: {:<11} {:<14} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} | {:>6} {:>7} {:>13} {:>9}",
         "rate",
         "stack",
         "emulator",
@@ -170,14 +187,15 @@ fn cpu(
         "machine",
         "TTLB",
         "of wall",
-        "per transfer"
+        "per transfer",
+        "late p99"
     ));
     let mut rows = Vec::new();
     for (ci, cond) in plan.conditions.iter().enumerate() {
         for (ai, arm) in plan.arms.iter().enumerate() {
             let r = cpu_row(bench, &plan, &specs, ai, ci)?;
             out.line(format!(
-                "                 {:<11} {:<14} {:>8.1} {:>7.1} {:>6.1} {:>6.1} {:>6.1} {:>7.1} | {:>6.0} {:>6.1}% {:>10.3} s/s",
+                "                 {:<11} {:<14} {:>8.1} {:>7.1} {:>6.1} {:>6.1} {:>6.1} {:>7.1} | {:>6.0} {:>6.1}% {:>10.3} s/s {:>6.0} µs",
                 cond.name,
                 arm.label,
                 r.roles[0],
@@ -188,7 +206,8 @@ fn cpu(
                 r.machine_ms,
                 r.ttlb_ms,
                 r.share * 100.0,
-                r.per_transfer_s
+                r.per_transfer_s,
+                r.late_p99_us
             ));
             let mut row = json!({
                 "rate": cond.name,
@@ -197,6 +216,7 @@ fn cpu(
                 "ttlb_ms": r.ttlb_ms,
                 "share_of_wall": r.share,
                 "cpu_s_per_transfer_s": r.per_transfer_s,
+                "lateness_p99_us": r.late_p99_us,
             });
             for ((key, _), m) in ROLES.iter().zip(&r.roles) {
                 row[format!("{key}_ms")] = json!(m);
@@ -205,7 +225,7 @@ fn cpu(
         }
     }
     out.line(
-        "roles = the emulator's forwarding threads (with the receiving kernels' work their writes run), its event and capture writers, the runner's thread of the trial, the server and the client; machine = the whole machine's busy time over the trial; of wall = the roles' sum over the trial's wall time; per transfer = over its time to last byte",
+        "roles = the emulator's forwarding threads (with the receiving kernels' work their writes run), its event and capture writers, the runner's thread of the trial, the server and the client; machine = the whole machine's busy time over the trial; of wall = the roles' sum over the trial's wall time; per transfer = over its time to last byte; late p99 = the emulator's departures' 99th percentile of lateness, in the later direction",
     );
     Ok(rows)
 }
@@ -238,6 +258,16 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let mut bench = crate::cmd_bench::TrialBench::new("trials")?;
+    let _awake = b
+        .keep_cpus_awake
+        .then(quiclab_netns::sys::CpusAwake::hold)
+        .transpose()
+        .with_context(|| {
+            format!(
+                "--keep-cpus-awake: cannot ask the kernel to keep idle CPUs awake through {}",
+                quiclab_netns::sys::CPU_WAKE_LATENCY_DEV
+            )
+        })?;
     let plan = plan::parse(&text, "bench trials", Profile::Full)?;
     let specs = quiclab_runner::expand::expand(&plan);
     let skipped: Vec<&str> = all
@@ -327,7 +357,7 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
         }
         // as campaigns run them
         bench.record_events(true);
-        cpu(&bench, b.cpu_iterations, &out)
+        cpu(&bench, b.cpu_iterations, b.keep_cpus_awake, &out)
     })();
     drop(bench);
     let cpu_rows = result?;
@@ -336,6 +366,7 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
             "iterations": b.iterations,
             "rows": rows,
             "cpu_iterations": b.cpu_iterations,
+            "cpus_kept_awake": b.keep_cpus_awake,
             "cpu_rows": cpu_rows,
         })
     });

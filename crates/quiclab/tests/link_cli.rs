@@ -413,6 +413,7 @@ fn bench_trials_prints_each_stacks_phases_as_json() {
             "runner_ms",
             "server_ms",
             "client_ms",
+            "lateness_p99_us",
         ] {
             assert!(f(k) > 0.0, "{k} in {r}");
         }
