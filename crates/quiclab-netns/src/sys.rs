@@ -93,6 +93,14 @@ impl CpusAwake {
         f.write_all(&0i32.to_ne_bytes())?;
         Ok(CpusAwake(f))
     }
+
+    /// The kernel's current bound, µs: the strictest request of any process (root).
+    pub fn bound_us() -> io::Result<i32> {
+        use std::io::Read;
+        let mut b = [0u8; 4];
+        std::fs::File::open(CPU_WAKE_LATENCY_DEV)?.read_exact(&mut b)?;
+        Ok(i32::from_ne_bytes(b))
+    }
 }
 
 /// A link's clock: time since its epoch on CLOCK_MONOTONIC.
@@ -468,29 +476,18 @@ mod tests {
         assert_eq!(busy.wait().unwrap().code(), Some(3));
     }
 
-    /// The kernel's current wake-latency bound, µs (the strictest request of any process).
-    fn wake_latency_bound() -> i32 {
-        let mut b = [0u8; 4];
-        std::io::Read::read_exact(
-            &mut std::fs::File::open(CPU_WAKE_LATENCY_DEV).unwrap(),
-            &mut b,
-        )
-        .unwrap();
-        i32::from_ne_bytes(b)
-    }
-
     #[test]
     fn idle_cpus_are_kept_awake_while_the_request_is_held_and_no_longer() {
         assert!(is_root(), "the PM QoS device is root's");
-        let before = wake_latency_bound();
+        let before = CpusAwake::bound_us().unwrap();
         assert!(
             before > 0,
             "another process already holds a request of {before} µs"
         );
         let held = CpusAwake::hold().unwrap();
-        assert_eq!(wake_latency_bound(), 0);
+        assert_eq!(CpusAwake::bound_us().unwrap(), 0);
         drop(held);
-        assert_eq!(wake_latency_bound(), before);
+        assert_eq!(CpusAwake::bound_us().unwrap(), before);
     }
 
     #[test]

@@ -258,16 +258,7 @@ pub fn trials(b: TrialsBench, out: Out) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let mut bench = crate::cmd_bench::TrialBench::new("trials")?;
-    let _awake = b
-        .keep_cpus_awake
-        .then(quiclab_netns::sys::CpusAwake::hold)
-        .transpose()
-        .with_context(|| {
-            format!(
-                "--keep-cpus-awake: cannot ask the kernel to keep idle CPUs awake through {}",
-                quiclab_netns::sys::CPU_WAKE_LATENCY_DEV
-            )
-        })?;
+    let _awake = crate::cmd_run::keep_cpus_awake(b.keep_cpus_awake)?;
     let plan = plan::parse(&text, "bench trials", Profile::Full)?;
     let specs = quiclab_runner::expand::expand(&plan);
     let skipped: Vec<&str> = all

@@ -286,6 +286,23 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// `--keep-cpus-awake`: the request, held by the caller for as long as it should last, where
+/// `wanted`.
+pub(crate) fn keep_cpus_awake(
+    wanted: bool,
+) -> anyhow::Result<Option<quiclab_netns::sys::CpusAwake>> {
+    wanted
+        .then(quiclab_netns::sys::CpusAwake::hold)
+        .transpose()
+        .with_context(|| {
+            format!(
+                "--keep-cpus-awake: cannot ask the kernel to keep idle CPUs awake through {} \
+                 (a kernel without PM QoS, or no access to the device)",
+                quiclab_netns::sys::CPU_WAKE_LATENCY_DEV
+            )
+        })
+}
+
 fn provenance(jobs: &Jobs, cpus_awake: bool) -> Vec<(String, String)> {
     let read = |p: &str| {
         std::fs::read_to_string(p)
@@ -683,17 +700,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         );
     }
     // held until the run ends (the kernel drops the request at exit, whatever ends it)
-    let _awake = c
-        .keep_cpus_awake
-        .then(quiclab_netns::sys::CpusAwake::hold)
-        .transpose()
-        .with_context(|| {
-            format!(
-                "--keep-cpus-awake: cannot ask the kernel to keep idle CPUs awake through {} \
-                 (a kernel without PM QoS, or no access to the device)",
-                quiclab_netns::sys::CPU_WAKE_LATENCY_DEV
-            )
-        })?;
+    let _awake = keep_cpus_awake(c.keep_cpus_awake)?;
     let signals = Signals::install()?;
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {

@@ -671,13 +671,7 @@ fn another_builds_results_are_not_mixed_in_unless_asked() {
 
 /// The kernel's current wake-latency bound for idle CPUs, µs (its PM QoS device).
 fn wake_latency_bound() -> i32 {
-    let mut b = [0u8; 4];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/cpu_dma_latency").unwrap(),
-        &mut b,
-    )
-    .unwrap();
-    i32::from_ne_bytes(b)
+    quiclab_netns::sys::CpusAwake::bound_us().unwrap()
 }
 
 /// `--keep-cpus-awake` holds idle CPUs awake while the campaign runs (the kernel's bound is 0 µs
