@@ -83,11 +83,21 @@ pub struct Change {
     pub diff_rtts: Option<f64>,
     /// `(median_b - median_a) / median_a`.
     pub rel: f64,
-    /// Bootstrap 95 % interval of `rel`.
+    /// Bootstrap 95 % interval of `rel`: resampling whole pairs where the arms are paired,
+    /// each arm on its own where they are not.
     pub ci: Option<Interval>,
-    /// Two-sided Mann-Whitney p-value of the two TTLB samples.
+    /// The iterations both arms completed on the same link seed: the pairs the test uses. When
+    /// it is below [`stats::paired::MIN_PAIRS`] nothing is called significant.
+    pub pairs: usize,
+    /// Whether the arms were paired (every trial of each shares its iteration's seed with one
+    /// of the other); otherwise the test is Mann-Whitney's on the two samples.
+    pub paired: bool,
+    /// Two-sided p-value: the Wilcoxon signed-rank test of the paired TTLB differences, or
+    /// Mann-Whitney's where the arms are not paired.
     pub p: Option<f64>,
-    /// Whether the interval excludes 0.
+    /// `p` adjusted by Benjamini–Hochberg across every compared cell of the report.
+    pub p_adjusted: Option<f64>,
+    /// Enough pairs, the adjusted p at most [`stats::paired::FDR`], and the interval excluding 0.
     pub significant: bool,
 }
 
@@ -261,6 +271,7 @@ impl<'a> Analysis<'a> {
             });
         }
 
+        decide(&mut comparisons);
         Analysis {
             campaign,
             cells,
@@ -269,6 +280,24 @@ impl<'a> Analysis<'a> {
             unmatched,
             busy: Busy::of(campaign),
         }
+    }
+
+    /// How many compared cells have a p-value: the family the Benjamini-Hochberg adjustment
+    /// covers.
+    pub fn tested_cells(&self) -> usize {
+        self.changes().filter(|c| c.p.is_some()).count()
+    }
+
+    /// How many compared cells differ significantly.
+    pub fn significant_cells(&self) -> usize {
+        self.changes().filter(|c| c.significant).count()
+    }
+
+    fn changes(&self) -> impl Iterator<Item = &Change> {
+        self.comparisons
+            .iter()
+            .flat_map(|c| c.cells.iter())
+            .filter_map(|c| c.change.as_ref())
     }
 
     /// The cell of `arm` under `condition` at `size` (indices into the campaign's lists).
@@ -369,6 +398,49 @@ fn arm_cell<'a>(
     }
 }
 
+/// Decides which compared cells differ: Benjamini–Hochberg across every cell with a p-value,
+/// at [`stats::paired::FDR`], on at least [`stats::paired::MIN_PAIRS`] pairs, with the interval
+/// of the change excluding 0.
+fn decide(comparisons: &mut [ComparisonAnalysis]) {
+    let mut changes: Vec<&mut Change> = comparisons
+        .iter_mut()
+        .flat_map(|c| c.cells.iter_mut())
+        .filter_map(|c| c.change.as_mut())
+        .collect();
+    let ps: Vec<Option<f64>> = changes.iter().map(|c| c.p).collect();
+    for (ch, adj) in changes.iter_mut().zip(stats::paired::bh_adjust_some(&ps)) {
+        ch.p_adjusted = adj;
+        ch.significant = stats::paired::significant(ch.pairs, stats::paired::MIN_PAIRS, adj, ch.ci);
+    }
+}
+
+/// The TTLBs of the iterations both arms completed, in iteration order, and whether the arms
+/// are paired: no iteration of both has two seeds, and no arm has an iteration twice. An
+/// iteration one arm lacks (failed, or not run yet) is no pair; arms of different seeds (a
+/// merged campaign's, say) are not paired.
+fn pairs(a: &ArmCell, b: &ArmCell) -> (Vec<f64>, Vec<f64>, bool) {
+    let by_iteration = |c: &ArmCell| -> BTreeMap<u32, (u64, f64)> {
+        c.ok.iter()
+            .zip(&c.ttlb_ms)
+            .map(|(t, ms)| (t.iteration, (t.seed, *ms)))
+            .collect()
+    };
+    let (ia, ib) = (by_iteration(a), by_iteration(b));
+    let mut paired = ia.len() == a.ok.len() && ib.len() == b.ok.len();
+    let (mut xa, mut xb) = (Vec::new(), Vec::new());
+    for (it, (seed, ms)) in &ia {
+        match ib.get(it) {
+            Some((s, other)) if s == seed => {
+                xa.push(*ms);
+                xb.push(*other);
+            }
+            Some(_) => paired = false,
+            None => {}
+        }
+    }
+    (xa, xb, paired)
+}
+
 fn change_cell(campaign: &Campaign, a: &ArmCell, b: &ArmCell) -> ChangeCell {
     let cond = &campaign.conditions[a.condition];
     let (n_a, n_b) = (a.ttlb_ms.len(), b.ttlb_ms.len());
@@ -385,16 +457,31 @@ fn change_cell(campaign: &Campaign, a: &ArmCell, b: &ArmCell) -> ChangeCell {
                 &cond.name,
                 campaign.sizes[a.size],
             );
-            let ci = stats::bootstrap_relative_change_ci(&a.ttlb_ms, &b.ttlb_ms, seed);
+            let (pa, pb, paired) = pairs(a, b);
+            let (ci, p) = if paired {
+                (
+                    stats::paired::bootstrap_paired_change_ci(&pa, &pb, seed),
+                    stats::paired::signed_rank(&pa, &pb).map(|t| t.p),
+                )
+            } else {
+                (
+                    stats::bootstrap_relative_change_ci(&a.ttlb_ms, &b.ttlb_ms, seed),
+                    stats::mann_whitney(&b.ttlb_ms, &a.ttlb_ms).map(|r| r.p),
+                )
+            };
             Some(Change {
                 median_a_ms: ma,
                 median_b_ms: mb,
                 diff_ms: mb - ma,
                 diff_rtts: (cond.rtt_ms > 0.0).then(|| (mb - ma) / cond.rtt_ms),
                 rel: (mb - ma) / ma,
-                significant: ci.is_some_and(|ci| !ci.contains(0.0)),
+                // decided once every cell's p is known (Analysis::new)
+                significant: false,
                 ci,
-                p: stats::mann_whitney(&b.ttlb_ms, &a.ttlb_ms).map(|r| r.p),
+                pairs: if paired { pa.len() } else { n_a.min(n_b) },
+                paired,
+                p,
+                p_adjusted: None,
             })
         })
         .flatten();
@@ -496,7 +583,8 @@ mod tests {
         };
         for i in 0..5 {
             c.trials.push(trial("a", i, 100.0 + f64::from(i), true));
-            c.trials.push(trial("b", i, 60.0 + f64::from(i), true));
+            c.trials
+                .push(trial("b", i, 60.0 + 2.0 * f64::from(i), true));
         }
         c.trials.push(trial("zz", 0, 1.0, true));
         let mut f = trial("a", 5, 0.0, false);
@@ -511,16 +599,93 @@ mod tests {
         assert_eq!(cell.summary.as_ref().map(|s| s.median_ms), Some(102.0));
         let ch = an.comparisons[0].cell(0, 0).change.clone().unwrap();
         assert_eq!(ch.median_a_ms, 102.0);
-        assert_eq!(ch.median_b_ms, 62.0);
-        assert_eq!(ch.diff_rtts, Some(-2.0));
-        assert!((ch.rel + 40.0 / 102.0).abs() < 1e-12);
-        // Completely separated samples: significant, and the interval is the stats module's.
-        assert!(ch.significant);
-        let ci = stats::bootstrap_relative_change_ci(
-            &cell.ttlb_ms,
-            &an.cell(0, 0, 1).ttlb_ms,
-            change_seed("a", "b", "c", 1000),
+        assert_eq!(ch.median_b_ms, 64.0);
+        assert_eq!(ch.diff_rtts, Some(-1.9));
+        assert!((ch.rel + 38.0 / 102.0).abs() < 1e-12);
+        // five pairs, every one faster (by 40, 39, ... ms: no ties): the signed-rank test's
+        // least p, 2/32, and too few pairs to call it significant
+        assert!(ch.paired);
+        assert_eq!(ch.pairs, 5);
+        assert_eq!(ch.p, Some(2.0 / 32.0));
+        assert!(!ch.significant);
+        // seven pairs: p = 2/128, the only tested cell, so adjusted alike; and the interval is
+        // the paired bootstrap's over the pairs in iteration order
+        c.trials.retain(|t| t.iteration != 5);
+        for i in 5..7 {
+            c.trials.push(trial("a", i, 100.0 + f64::from(i), true));
+            c.trials
+                .push(trial("b", i, 60.0 + 2.0 * f64::from(i), true));
+        }
+        let an = Analysis::new(&c);
+        let ch = an.comparisons[0].cell(0, 0).change.clone().unwrap();
+        assert_eq!(
+            (ch.pairs, ch.p, ch.p_adjusted),
+            (7, Some(2.0 / 128.0), Some(2.0 / 128.0))
         );
+        assert!(ch.significant);
+        let (xa, xb): (Vec<f64>, Vec<f64>) = (0..7)
+            .map(|i| (100.0 + f64::from(i), 60.0 + 2.0 * f64::from(i)))
+            .unzip();
+        let ci =
+            stats::paired::bootstrap_paired_change_ci(&xa, &xb, change_seed("a", "b", "c", 1000));
         assert_eq!(ch.ci, ci);
+        assert_eq!((an.tested_cells(), an.significant_cells()), (1, 1));
+        // a trial of b on another seed: the arms are no longer paired, the test is
+        // Mann-Whitney's over the two samples
+        let i = c
+            .trials
+            .iter()
+            .position(|t| t.arm == "b" && t.iteration == 6)
+            .unwrap();
+        c.trials[i].seed = 99;
+        let an = Analysis::new(&c);
+        let ch = an.comparisons[0].cell(0, 0).change.clone().unwrap();
+        assert!(!ch.paired);
+        let mw = stats::mann_whitney(&an.cell(0, 0, 1).ttlb_ms, &an.cell(0, 0, 0).ttlb_ms);
+        assert_eq!(ch.p, mw.map(|m| m.p));
+    }
+
+    #[test]
+    fn many_cells_are_adjusted_together_so_chance_alone_flags_few() {
+        // 40 comparisons of two arms drawn alike (a fixed scramble of the same values): each
+        // cell's p is what chance gives, and after Benjamini-Hochberg none is flagged
+        let mut c = Campaign {
+            arms: (0..41)
+                .map(|i| Arm {
+                    name: format!("x{i}"),
+                    ..Default::default()
+                })
+                .collect(),
+            conditions: vec![Condition {
+                name: "c".into(),
+                rtt_ms: 20.0,
+                ..Default::default()
+            }],
+            sizes: vec![1000],
+            comparisons: (1..41)
+                .map(|i| Comparison {
+                    a: "x0".into(),
+                    b: format!("x{i}"),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let mut rng = stats::Rng::new(5);
+        for arm in 0..41 {
+            for it in 0..10 {
+                let v = 100.0 + 10.0 * rng.unit();
+                c.trials.push(trial(&format!("x{arm}"), it, v, false));
+            }
+        }
+        let an = Analysis::new(&c);
+        assert_eq!(an.tested_cells(), 40);
+        let raw = an
+            .comparisons
+            .iter()
+            .filter_map(|k| k.cell(0, 0).change.as_ref()?.p)
+            .filter(|p| *p <= 0.05)
+            .count();
+        eprintln!("{raw} of 40 cells at p <= 0.05 before the adjustment");
+        assert_eq!(an.significant_cells(), 0);
     }
 }

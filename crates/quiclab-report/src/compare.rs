@@ -5,9 +5,11 @@
 //! size; its samples are the TTLB of its successful trials in each campaign. The change is
 //! `(median_B - median_A) / median_A` with a bootstrap 95 % interval (each campaign resampled
 //! on its own, seeded by the cell's key, so the same pair of campaigns always gives the same
-//! page) and a two-sided Mann-Whitney p-value; it is significant when the interval excludes 0,
-//! as in the report's heatmaps. A significant slowdown is a regression. Cells found in one
-//! campaign only are counted, not compared.
+//! page) and a two-sided Mann-Whitney p-value (two campaigns' trials are not paired: they ran
+//! at different times); it is significant when each side has at least [`MIN_TRIALS`] trials,
+//! the p-value adjusted by Benjamini-Hochberg across the shared cells is at most
+//! [`stats::paired::FDR`], and the interval excludes 0. A significant slowdown is a
+//! regression. Cells found in one campaign only are counted, not compared.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -16,6 +18,10 @@ use crate::chart::diverging;
 use crate::html::esc;
 use crate::model::Campaign;
 use crate::stats::{self, Interval};
+
+/// The fewest trials per side on which a two-sided Mann-Whitney test can reach p < 0.05: with
+/// 3 against 3 its exact p is at least 2/20 = 0.1, with 4 against 4 it can be 2/70 = 0.029.
+pub const MIN_TRIALS: usize = 4;
 
 /// One cell of both campaigns.
 #[derive(Debug, Clone)]
@@ -32,7 +38,10 @@ pub struct CellDiff {
     /// Bootstrap 95 % interval of `rel`; `None` with fewer than 2 trials on a side.
     pub ci: Option<Interval>,
     pub p: Option<f64>,
-    /// The interval excludes 0.
+    /// `p` adjusted by Benjamini-Hochberg across the cells both campaigns measured.
+    pub p_adjusted: Option<f64>,
+    /// At least [`MIN_TRIALS`] a side, the adjusted p at most the false-discovery rate, and the
+    /// interval excluding 0.
     pub significant: bool,
 }
 
@@ -90,9 +99,15 @@ pub fn compare(a: &Campaign, b: &Campaign) -> Comparison {
             median_b_ms: mb,
             rel: (mb - ma) / ma,
             p: stats::mann_whitney(xa, xb).map(|m| m.p),
-            significant: ci.is_some_and(|ci| !ci.contains(0.0)),
+            p_adjusted: None,
+            significant: false,
             ci,
         });
+    }
+    let ps: Vec<Option<f64>> = cells.iter().map(|c| c.p).collect();
+    for (c, adj) in cells.iter_mut().zip(stats::paired::bh_adjust_some(&ps)) {
+        c.p_adjusted = adj;
+        c.significant = stats::paired::significant(c.n_a.min(c.n_b), MIN_TRIALS, adj, c.ci);
     }
     Comparison {
         only_a: sa.keys().filter(|k| !sb.contains_key(*k)).count(),
@@ -138,14 +153,22 @@ pub fn render(a: &Campaign, b: &Campaign, labels: [&str; 2], cmp: &Comparison) -
         out,
         "<p class=\"desc\">Median TTLB of B ({}) against A ({}) in the {} cells (arm, \
          condition, size) both measured: <strong>{regressions} significantly slower</strong> \
-         (regressions, flagged), {faster} significantly faster, the others within their 95 % \
-         bootstrap interval of no change (grey). {} cells were measured by A only, {} by B \
-         only.</p>",
+         (regressions, flagged), {faster} significantly faster, the others not told apart \
+         (grey). A cell differs when each campaign has at least {min} trials in it, the \
+         Mann-Whitney p-value adjusted by Benjamini-Hochberg across these {} cells is at most \
+         {fdr} (of the {flagged} flagged, about {chance:.1} may differ by chance alone), and \
+         the 95 % bootstrap interval of the change excludes 0. {} cells were measured by A \
+         only, {} by B only.</p>",
         esc(labels[1]),
         esc(labels[0]),
         cmp.cells.len(),
+        cmp.cells.len(),
         cmp.only_a,
-        cmp.only_b
+        cmp.only_b,
+        min = MIN_TRIALS,
+        fdr = stats::paired::FDR,
+        flagged = regressions + faster,
+        chance = (regressions + faster) as f64 * stats::paired::FDR,
     );
     // provenance of both, key by key
     out.push_str("<h2>Provenance</h2>\n<table><thead><tr><th></th>");
@@ -180,10 +203,10 @@ pub fn render(a: &Campaign, b: &Campaign, labels: [&str; 2], cmp: &Comparison) -
     }
     out.push_str("</tbody></table>\n<h2>Cells</h2>\n");
     out.push_str(
-        "<table><thead><tr><th>arm</th><th>condition</th><th class=\"num\">size (bytes)</th>\
+        "<table><thead><tr><th>arm</th><th>condition</th><th class=\"num\">size</th>\
          <th class=\"num\">n A / B</th><th class=\"num\">median A (ms)</th>\
          <th class=\"num\">median B (ms)</th><th>change of B [95 % CI]</th>\
-         <th class=\"num\">p</th><th></th></tr></thead><tbody>\n",
+         <th class=\"num\">p (adjusted)</th><th></th></tr></thead><tbody>\n",
     );
     for c in &cmp.cells {
         let (bg, dark) = if c.significant {
@@ -198,14 +221,18 @@ pub fn render(a: &Campaign, b: &Campaign, labels: [&str; 2], cmp: &Comparison) -
              <td style=\"background:{bg};color:{}\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             esc(&c.arm),
             esc(&c.condition),
-            c.size,
+            esc(&crate::sections::size_label(b, c.size)),
             c.n_a,
             c.n_b,
             c.median_a_ms,
             c.median_b_ms,
             if dark { "#fff" } else { "#1d1d1f" },
             esc(&change_text(c)),
-            c.p.map_or(String::new(), |p| format!("{p:.3}")),
+            match (c.p, c.p_adjusted) {
+                (Some(p), Some(adj)) => format!("{p:.3} ({adj:.3})"),
+                (Some(p), None) => format!("{p:.3}"),
+                _ => String::new(),
+            },
             if c.regression() {
                 "<strong class=\"flag\">regression</strong>"
             } else {

@@ -8,6 +8,7 @@
 //! made-up number. NaN inputs are the caller's bug: values are ordered with `f64::total_cmp`.
 
 pub mod adaptive;
+pub mod paired;
 
 /// Resamples per bootstrap interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;

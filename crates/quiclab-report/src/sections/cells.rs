@@ -509,10 +509,13 @@ fn comparison_table(out: &mut String, an: &Analysis, ci: usize, s: usize) {
     let camp = an.campaign;
     out.push_str(
         "<table class=\"comparisons-cell\"><thead><tr><th>comparison</th>\
-         <th class=\"num\">n (a / b)</th><th class=\"num\">median a</th>\
+         <th class=\"num\">n (a / b)</th><th class=\"num\">pairs</th>\
+         <th class=\"num\">median a</th>\
          <th class=\"num\">median b</th><th class=\"num\">difference</th>\
          <th class=\"num\">change</th><th class=\"num\">95 % CI</th>\
-         <th class=\"num\">Mann-Whitney</th><th>verdict</th></tr></thead><tbody>",
+         <th class=\"num\" title=\"two-sided: Wilcoxon signed-rank of the paired differences \
+         (Mann-Whitney where the arms are not paired), then adjusted by Benjamini-Hochberg \
+         across every compared cell\">p (adjusted)</th><th>verdict</th></tr></thead><tbody>",
     );
     for cmp in &an.comparisons {
         let cell = cmp.cell(ci, s);
@@ -536,7 +539,15 @@ fn comparison_table(out: &mut String, an: &Analysis, ci: usize, s: usize) {
                     ),
                     None => units::signed_ms(ch.diff_ms),
                 };
-                let verdict = if !ch.significant {
+                let verdict = if ch.pairs < crate::stats::paired::MIN_PAIRS {
+                    format!(
+                        "<span class=\"muted\">too few {} for a verdict ({} of the {} needed)\
+                         </span>",
+                        if ch.paired { "pairs" } else { "trials" },
+                        ch.pairs,
+                        crate::stats::paired::MIN_PAIRS
+                    )
+                } else if !ch.significant {
                     "<span class=\"muted\">no significant difference</span>".to_string()
                 } else if ch.rel < 0.0 {
                     format!("{} faster", esc(b))
@@ -545,9 +556,15 @@ fn comparison_table(out: &mut String, an: &Analysis, ci: usize, s: usize) {
                 };
                 let _ = write!(
                     out,
-                    "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                    "<td class=\"num\">{}</td>\
+                     <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
                      <td class=\"num\"><strong>{}</strong></td><td class=\"num\">{}</td>\
                      <td class=\"num\">{}</td><td>{verdict}</td></tr>",
+                    if ch.paired {
+                        ch.pairs.to_string()
+                    } else {
+                        "unpaired".into()
+                    },
                     esc(&units::ms(ch.median_a_ms)),
                     esc(&units::ms(ch.median_b_ms)),
                     esc(&diff),
@@ -555,14 +572,21 @@ fn comparison_table(out: &mut String, an: &Analysis, ci: usize, s: usize) {
                     ch.ci
                         .map(|ci| esc(&format!("{} %", units::signed_pct_range(ci.lo, ci.hi))))
                         .unwrap_or_else(|| "—".into()),
-                    ch.p.map(|p| esc(&units::p_value(p)))
-                        .unwrap_or_else(|| "—".into()),
+                    match (ch.p, ch.p_adjusted) {
+                        (Some(p), Some(adj)) => esc(&format!(
+                            "{}, adjusted {}",
+                            units::p_value(p),
+                            units::p_value(adj).trim_start_matches("p = ")
+                        )),
+                        (Some(p), None) => esc(&units::p_value(p)),
+                        _ => "—".into(),
+                    },
                 );
             }
             None => {
                 let _ = write!(
                     out,
-                    "<td colspan=\"7\" class=\"muted\">n/a: fewer than {} successful trials in \
+                    "<td colspan=\"8\" class=\"muted\">n/a: fewer than {} successful trials in \
                      an arm</td></tr>",
                     crate::analysis::MIN_TRIALS
                 );

@@ -116,6 +116,7 @@ fn comparison(an: &Analysis, cmp: &ComparisonAnalysis, out: &mut Vec<Finding>) {
     let n_sizes = camp.sizes.len();
     let mut any_valid = false;
     let mut any_significant = false;
+    let mut most_pairs = 0;
     for s in 0..n_sizes {
         let valid: Vec<(&ChangeCell, &Change)> = (0..camp.conditions.len())
             .filter_map(|c| {
@@ -127,6 +128,12 @@ fn comparison(an: &Analysis, cmp: &ComparisonAnalysis, out: &mut Vec<Finding>) {
             continue;
         }
         any_valid = true;
+        most_pairs = valid
+            .iter()
+            .map(|(_, ch)| ch.pairs)
+            .max()
+            .unwrap_or(0)
+            .max(most_pairs);
         let size = super::size_label(camp, camp.sizes[s]);
         let mut faster: Vec<_> = valid
             .iter()
@@ -168,13 +175,27 @@ fn comparison(an: &Analysis, cmp: &ComparisonAnalysis, out: &mut Vec<Finding>) {
                 b(a)
             ),
         });
+    } else if most_pairs < crate::stats::paired::MIN_PAIRS {
+        out.push(Finding {
+            tier: TIER_NOTE,
+            weight: 0.0,
+            html: format!(
+                "{} vs {}: too few pairs for a verdict. A cell has at most {most_pairs} \
+                 iterations both arms completed; a paired test needs {} to tell a difference at \
+                 5 % at all (more iterations: the plan's <code>iterations</code>).",
+                b(bn),
+                b(a),
+                crate::stats::paired::MIN_PAIRS
+            ),
+        });
     } else if !any_significant {
         out.push(Finding {
             tier: TIER_COMPARISON,
             weight: -1.0,
             html: format!(
                 "{} and {} were indistinguishable: no significant difference in the median TTLB \
-                 in any cell (every 95 % interval of the change includes 0).",
+                 in any cell (paired signed-rank tests on up to {most_pairs} pairs, adjusted \
+                 across the report's cells).",
                 b(bn),
                 b(a)
             ),
@@ -221,18 +242,20 @@ fn uniform(
         units::abs_pct(pct_lo).trim_end_matches(" %").to_string(),
         units::abs_pct(pct_hi).trim_end_matches(" %").to_string(),
     );
+    let (p_lo, p_hi) = range_of(cells.iter().map(|c| c.1.pairs as f64));
     Finding {
         tier: TIER_COMPARISON,
         weight: pct_hi + 1.0,
         html: format!(
             "At {}, {} finished {detail} {} than {} in the median {where_} ({pct} %; {} of {} \
-             cells significant).",
+             cells significant, on {} pairs each).",
             esc(size),
             b(bn),
             if sooner { "sooner" } else { "later" },
             b(a),
             cells.len(),
             cells.len(),
+            span(units::number(p_lo, 0), units::number(p_hi, 0)),
         ),
     }
 }

@@ -36,12 +36,23 @@ pub fn render(an: &Analysis) -> Option<String> {
         "<p class=\"caption\">Each map shows the change of the median TTLB of one arm (b) \
          relative to another (a), (median<sub>b</sub> − median<sub>a</sub>) / \
          median<sub>a</sub>, per condition (rows) and object size (columns). Blue: b finished \
-         sooner; red: later; the colour saturates at ±{sat} %. Grey: the 95 % bootstrap \
-         interval of the change (second line of a cell) includes 0, so the arms are not told \
-         apart. Hover over a cell for the trial counts, both medians, the difference in ms and \
-         in round trips, and the Mann-Whitney p-value; click it for the cell's details.</p>\n\
+         sooner; red: later; the colour saturates at ±{sat} %. Grey: not told apart. Arms of \
+         one iteration share the link's seed, so a cell's trials are pairs, and a cell is \
+         coloured only when it has at least {min} pairs, the Wilcoxon signed-rank test of the \
+         paired differences gives p at most {fdr} after the Benjamini-Hochberg adjustment \
+         across all {cells} compared cells of this report (a false-discovery rate of {fdr_pct} \
+         %: of {flagged} coloured cells, about {chance:.1} may differ by chance alone), and the \
+         95 % bootstrap interval of the change over the pairs (second line of a cell) excludes \
+         0. Hover over a cell for the trial and pair counts, both medians, the difference in \
+         ms and in round trips, and the p-values; click it for the cell's details.</p>\n\
          <div class=\"heatmaps\">\n",
-        sat = SATURATE * 100.0
+        sat = SATURATE * 100.0,
+        min = crate::stats::paired::MIN_PAIRS,
+        fdr = crate::stats::paired::FDR,
+        fdr_pct = crate::stats::paired::FDR * 100.0,
+        cells = an.tested_cells(),
+        flagged = an.significant_cells(),
+        chance = an.significant_cells() as f64 * crate::stats::paired::FDR,
     );
     for cmp in &an.comparisons {
         let (a, b) = (&c.arms[cmp.a].name, &c.arms[cmp.b].name);
@@ -102,8 +113,25 @@ pub fn tooltip(an: &Analysis, cmp: &ComparisonAnalysis, cell: &ChangeCell) -> St
             if let Some(ci) = ch.ci {
                 let _ = write!(t, " (95 % CI {} %)", units::signed_pct_range(ci.lo, ci.hi));
             }
+            let _ = write!(
+                t,
+                "\n{}",
+                if ch.paired {
+                    format!("{} pairs", ch.pairs)
+                } else {
+                    "unpaired (different seeds)".into()
+                }
+            );
             if let Some(p) = ch.p {
-                let _ = write!(t, "\nMann-Whitney {}", units::p_value(p));
+                let test = if ch.paired {
+                    "signed-rank"
+                } else {
+                    "Mann-Whitney"
+                };
+                let _ = write!(t, ", {test} {}", units::p_value(p));
+                if let Some(adj) = ch.p_adjusted {
+                    let _ = write!(t, " (adjusted {})", units::p_value(adj));
+                }
             }
         }
         None => {
@@ -266,7 +294,7 @@ fn legend(out: &mut String, left: f64, top: f64, faster: &str, slower: &str) {
     let y2 = top + 56.0;
     let _ = write!(
         out,
-        r##"<rect x="{}" y="{}" width="14" height="14" fill="{NEUTRAL_FILL}"/><text x="{}" y="{}" font-size="11" dominant-baseline="central">95 % CI includes 0: no significant difference</text>"##,
+        r##"<rect x="{}" y="{}" width="14" height="14" fill="{NEUTRAL_FILL}"/><text x="{}" y="{}" font-size="11" dominant-baseline="central">not told apart: too few pairs, or no significant difference</text>"##,
         c(left),
         c(y2),
         c(left + 20.0),
