@@ -41,6 +41,36 @@ pub struct RunOptions {
     pub shard: Option<Shard>,
     /// This machine's name, recorded with every trial.
     pub host: String,
+    /// After this many failures of one kind in a row, an arm's trials not yet started are
+    /// left out (a rerun into the same directory runs them); `None` never stops an arm.
+    pub fail_after: Option<u32>,
+}
+
+/// The default of [`RunOptions::fail_after`]: five failures of one kind in a row are a broken
+/// arm (a program missing or crashing, a stack that cannot talk to its peer), not bad luck.
+pub const FAIL_AFTER: u32 = 5;
+
+/// What makes two failures of one kind: the error with its numbers masked (two timeouts
+/// after different times are one kind), its first line, at most 120 characters.
+pub fn failure_kind(error: &str) -> String {
+    error
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .take(120)
+        .collect()
+}
+
+/// An arm the campaign stopped running: its failures in a row, the last one's error, and how
+/// many of its trials were left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoppedArm {
+    pub arm: String,
+    pub failures: u32,
+    pub error: String,
+    pub left_out: usize,
 }
 
 /// How many trials run at once.
@@ -95,6 +125,8 @@ pub struct Summary {
     /// With adaptive iterations: trials of this run left out because their condition and size
     /// had enough.
     pub adaptive_skipped: usize,
+    /// Arms stopped after [`RunOptions::fail_after`] failures of one kind in a row.
+    pub stopped_arms: Vec<StoppedArm>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -536,6 +568,8 @@ pub fn run(
         drop(tx);
         let mut warned = false;
         let mut store_error = None;
+        // per arm: the kind of its latest failures and how many in a row
+        let mut streaks: HashMap<usize, (String, u32)> = HashMap::new();
         loop {
             let msg = match rx.recv_timeout(Duration::from_millis(250)) {
                 Ok(m) => Some(m),
@@ -588,6 +622,40 @@ pub fn run(
                         g.trial_late();
                     }
                     progress.trial_done(plan, &spec, &rec);
+                    match &rec.outcome {
+                        Ok(_) => {
+                            streaks.remove(&spec.arm);
+                        }
+                        Err(e) => {
+                            let kind = failure_kind(e);
+                            let streak = streaks.entry(spec.arm).or_insert((kind.clone(), 0));
+                            if streak.0 != kind {
+                                *streak = (kind, 0);
+                            }
+                            streak.1 += 1;
+                            let name = &plan.arms[spec.arm].name;
+                            if opts.fail_after.is_some_and(|n| streak.1 >= n)
+                                && !summary.stopped_arms.iter().any(|s| s.arm == *name)
+                            {
+                                let left_out = queue.retain(|(s, _)| s.arm != spec.arm);
+                                progress.trials_dropped(
+                                    left_out,
+                                    &format!(
+                                        "arm {name:?} stopped after {} failures of one kind in \
+                                         a row ({e}); a rerun into the same directory runs its \
+                                         trials left out (--fail-after 0: never stop an arm)",
+                                        streak.1
+                                    ),
+                                );
+                                summary.stopped_arms.push(StoppedArm {
+                                    arm: name.clone(),
+                                    failures: streak.1,
+                                    error: e.clone(),
+                                    left_out,
+                                });
+                            }
+                        }
+                    }
                     // this condition and size may now have enough: its trials not yet started
                     // go (one a worker took meanwhile still runs)
                     if let Some(settled) = adaptive.as_mut().and_then(|a| a.record(&rec)) {
@@ -746,6 +814,19 @@ pub fn rank(t: &TrialRecord) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_are_of_one_kind_whatever_their_numbers_and_later_lines() {
+        assert_eq!(
+            failure_kind("client timed out after 60.2 s\nlog: /tmp/x/1"),
+            failure_kind("client timed out after 61.7 s\nlog: /tmp/y/2")
+        );
+        assert_ne!(
+            failure_kind("client timed out after 60 s"),
+            failure_kind("server exited with status 1")
+        );
+        assert_eq!(failure_kind(&"x".repeat(500)).len(), 120);
+    }
 
     /// A record of `spec` whose figure (TTLB) is `ms`, or a failure.
     fn record(plan: &Plan, spec: &TrialSpec, ms: Option<f64>) -> TrialRecord {

@@ -814,7 +814,9 @@ impl Store {
                     num(m.map(|m| m.ttfb_ms)),
                     num(m.and_then(|m| m.handshake_ms)),
                     num(m.and_then(|m| m.handshake_rtts)),
-                    m.map(|m| m.hello_retry.to_string()).unwrap_or_default(),
+                    // 0 or 1, as the database stores it
+                    m.map(|m| u8::from(m.hello_retry).to_string())
+                        .unwrap_or_default(),
                     transport.to_string(),
                     int(m.and_then(|m| m.packets_lost)),
                     int(m.and_then(|m| m.bytes_resent)),
@@ -1626,6 +1628,8 @@ pub(crate) mod tests {
         let t = &table("trials.csv")[0];
         // an arm recorded without its transport: read from the trial's configuration
         assert_eq!(t["transport"], "quic");
+        // a flag as the database has it (docs/data.md): 0 or 1
+        assert!(["0", "1"].contains(&t["hello_retry"].as_str()), "{t:?}");
         assert_eq!(t["packets_lost"], "2");
         assert_eq!(t["bytes_resent"], "2900");
         // an unknown count is empty, not 0

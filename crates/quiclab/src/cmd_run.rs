@@ -26,8 +26,8 @@ use quiclab_runner::plan::BUILT_IN;
 /// Run a campaign: every trial of a plan, into a results directory, then its report.
 ///
 /// PLAN is a TOML file or the name of a built-in plan (www21, clients, repeat, hls, telemetry,
-/// coded-loss, bulk-mtu, pages, explain-check). Without PLAN, the quick profile of www21 runs: H3 against H2 on
-/// a 10 Mbit/s link with loss and delay, a few minutes.
+/// coded-loss, bulk-mtu, pages, implementations, explain-check). Without PLAN, the quick
+/// profile of www21 runs: H3 against H2 on a 10 Mbit/s link with loss and delay, a few minutes.
 ///
 /// Each trial gets a fresh pair of namespaces and link emulator, a `quiclab serve` and a
 /// `quiclab get` (`quiclab telemetry` for the telemetry workload, `quiclab page` for web
@@ -62,6 +62,11 @@ pub struct RunCmd {
     /// Keep every trial's artifacts, not only the median trial's of each cell.
     #[arg(long)]
     keep_artifacts: bool,
+    /// Stop an arm after N failures of one kind in a row (the same error, numbers aside): its
+    /// trials not yet started are left out, and a rerun into the same directory runs them.
+    /// 0 never stops an arm.
+    #[arg(long, value_name = "N", default_value_t = quiclab_runner::campaign::FAIL_AFTER)]
+    fail_after: u32,
     /// Check the plan and list its trials without running anything.
     #[arg(long)]
     dry_run: bool,
@@ -600,21 +605,30 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         ),
         None => String::new(),
     };
-    let conditions = match plan.interleave {
-        Some(b) => format!(
+    let conditions = match (&plan.cells, plan.interleave) {
+        (Some(cells), _) => format!(
+            "({} cells of {} arms in {} conditions that the planted checks compare)",
+            cells.len(),
+            plan.arms.len(),
+            plan.conditions.len()
+        ),
+        (None, Some(b)) => format!(
             "({} conditions, each after a run of {:?})",
             plan.conditions.len() - 1,
             plan.conditions[b].name
         ),
-        None => format!("{} conditions", plan.conditions.len()),
+        (None, None) => format!("{} conditions", plan.conditions.len()),
+    };
+    let arms = match plan.cells {
+        Some(_) => String::new(),
+        None => format!(" x {} arms", plan.arms.len()),
     };
     let sizes = workloads::of(&plan.workload).grid(&plan.workload, &plan.sizes);
     eprintln!(
-        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes} x {} arms x {} = {trials} trials{}{shard_note}, {jobs} at a time, into {}",
+        "quiclab: plan {} ({}, {} profile): {conditions} x {sizes}{arms} x {} = {trials} trials{}{shard_note}, {jobs} at a time, into {}",
         plan.name,
         plan.source,
         profile.name(),
-        plan.arms.len(),
         match plan.adaptive {
             Some(a) => format!(
                 "{} to {} iterations (each condition and size stops once every compared \
@@ -728,6 +742,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
         allow_mixed_builds: c.allow_mixed_builds,
         shard: c.shard,
         host: hostname(),
+        fail_after: (c.fail_after > 0).then_some(c.fail_after),
     };
     let started = Instant::now();
     let mut bar = Bar::new();
@@ -757,6 +772,13 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             ""
         }
     );
+    for a in &s.stopped_arms {
+        eprintln!(
+            "quiclab: arm {:?} was stopped after {} failures in a row ({} of its trials left \
+             out): {}",
+            a.arm, a.failures, a.left_out, a.error
+        );
+    }
     let report = render_held(&held, Store::open_existing(held.path())?)?;
     if c.json {
         let summary = serde_json::json!({
@@ -781,6 +803,12 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
                 "already_done": s.skipped,
                 "left_out": s.adaptive_skipped,
             },
+            "stopped_arms": s.stopped_arms.iter().map(|a| serde_json::json!({
+                "arm": a.arm,
+                "failures": a.failures,
+                "error": a.error,
+                "left_out": a.left_out,
+            })).collect::<Vec<_>>(),
             "interrupted": s.interrupted,
             "busy_seconds": s.busy_seconds,
             "seconds": started.elapsed().as_secs_f64(),
@@ -874,11 +902,14 @@ mod tests {
             assert_eq!(full.name, *name);
             let (f, q) = (expand(&full), expand(&quick));
             assert!(q.len() < f.len(), "{name}: quick is smaller");
+            // every cell the full profile runs (all, or those its planted checks compare)
+            assert_eq!(quick.cells, full.cells, "{name}");
             for (ci, _) in quick.conditions.iter().enumerate() {
                 for (ai, _) in quick.arms.iter().enumerate() {
-                    assert!(
+                    assert_eq!(
                         q.iter().any(|t| t.condition == ci && t.arm == ai),
-                        "{name}: quick runs condition {ci} with arm {ai}"
+                        full.runs(ai, ci),
+                        "{name}: quick runs condition {ci} with arm {ai} where the plan does"
                     );
                 }
             }

@@ -415,11 +415,16 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
     );
     let (lo, hi) = (c["ci"][0].as_f64().unwrap(), c["ci"][1].as_f64().unwrap());
     assert!(lo <= change && change <= hi, "{c}");
-    assert_eq!(c["significant"], lo > 0.0 || hi < 0.0, "{c}");
-    assert_eq!(c["regression"], lo > 0.0, "{c}");
+    // one cell: its adjusted p is its p; significant needs that at most 0.05 as well as the
+    // interval away from 0 (8 trials a side are enough for a verdict)
+    assert_eq!(c["p_adjusted"], c["p"], "{c}");
+    let p = c["p"].as_f64().unwrap();
+    let significant = (lo > 0.0 || hi < 0.0) && p <= 0.05;
+    assert_eq!(c["significant"], significant, "{c}");
+    assert_eq!(c["regression"], significant && lo > 0.0, "{c}");
     let html = std::fs::read_to_string(page.join("compare.html")).unwrap();
     assert!(
-        html.contains("Provenance") && html.contains("1000000"),
+        html.contains("Provenance") && html.contains("1 MB"),
         "{html:.500}"
     );
     // a campaign against itself, a directory that is not there: said, exit 2
@@ -461,6 +466,22 @@ fn concurrent_trials_measure_what_sequential_ones_do() {
         &dir.join("out-other"),
         "no cell (arm, condition and size) in common: 1 cells in A only, 1 in B only",
     );
+    // the same arm in both: none alone; --map naming an arm A does not have is refused with
+    // A's arms
+    refused(
+        &dir.join("out-1"),
+        &dir.join("out-other"),
+        "Arms of A alone: none; of B alone: none",
+    );
+    let o = quiclab()
+        .args(["compare", "--map", "nope=h2"])
+        .arg(dir.join("out-1"))
+        .arg(dir.join("out-other"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("has no arm \"nope\"; its arms: h2"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
