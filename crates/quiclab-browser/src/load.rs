@@ -140,7 +140,8 @@ struct Request {
     request_time: Option<f64>,
     send_start_ms: Option<f64>,
     headers_end_ms: Option<f64>,
-    connect_ms: Option<(f64, f64)>,
+    /// The connection's end, ms after `request_time` (none for a connection used before).
+    connect_end_ms: Option<f64>,
     finished_mono: Option<f64>,
     failed: Option<String>,
     bytes: u64,
@@ -387,11 +388,7 @@ fn on_event(b: &mut Browser, sid: &str, e: crate::cdp::Event, seen: &mut Seen) {
             r.request_time = t["requestTime"].as_f64();
             r.send_start_ms = t["sendStart"].as_f64();
             r.headers_end_ms = t["receiveHeadersEnd"].as_f64();
-            if let (Some(a), Some(z)) = (t["connectStart"].as_f64(), t["connectEnd"].as_f64())
-                && a >= 0.0
-            {
-                r.connect_ms = Some((a, z));
-            }
+            r.connect_end_ms = t["connectEnd"].as_f64().filter(|z| *z >= 0.0);
         }
         "Network.loadingFinished" => {
             let r = seen.request(&id);
@@ -511,8 +508,13 @@ fn fill(o: &LoadOptions, seen: &Seen, record: &mut PageRecord) {
         .filter(|r| r.last_byte_ms.is_some())
         .map(|r| r.bytes)
         .sum();
-    if let Some((a, z)) = by_resource[0].and_then(|r| r.connect_ms) {
-        record.handshake_ms = Some(z - a);
+    // the connection's end on the load's clock: its start may precede the request's (a
+    // connection Chromium opened ahead of the request reports its timing from the request's
+    // start), so its length alone is not the time from the load's start
+    if let Some(r) = by_resource[0]
+        && let (Some(base), Some(z)) = (r.request_time, r.connect_end_ms)
+    {
+        record.handshake_ms = Some(rel(base + z / 1000.0));
     }
     record.handshake.alpn = by_resource[0].and_then(|r| r.protocol.clone());
 

@@ -32,6 +32,8 @@
 //! The parts partition the TTLB; what they leave (`residual_ms`) is where the client's clock
 //! and the link's disagree, which a trial's check holds within 2 % or 2 ms.
 
+pub mod fingerprint;
+pub mod hello;
 pub mod link_log;
 
 use quiclab_model::budget::{Budget, Charge, Component, Floor};
@@ -93,6 +95,10 @@ pub struct SenderSample {
 
 /// A full-size packet, bytes: the least a window grows by in a round trip when it limits.
 const PACKET: u64 = 1200;
+
+/// How far a handshake may fall short of its design's round trips before its record is
+/// refused (the client's clock and the link's disagree by less).
+const HANDSHAKE_SLACK_NS: u64 = 2_000_000;
 
 /// How many spans a charge keeps (the longest).
 const MAX_SPANS: usize = 64;
@@ -265,6 +271,15 @@ fn budget_of(
     // the handshake phase: design round trips, the serialisation of its packets, the rest
     let hs = (h - start) as i128;
     let floor_hs = t.design_rtts as i128 * r as i128;
+    if hs + (HANDSHAKE_SLACK_NS as i128) < floor_hs {
+        return Err(format!(
+            "the handshake completed {:.3} ms after the start, under its design's {} round \
+             trips ({:.3} ms): the record's start or handshake time is not its connection's",
+            ms(hs),
+            t.design_rtts,
+            ms(floor_hs)
+        ));
+    }
     let excess = (hs - floor_hs).max(0);
     let hs_ser: u64 = log
         .up
@@ -692,5 +707,41 @@ mod tests {
         ];
         assert!(sequence_budget(&overlapping).is_err());
         assert!(sequence_budget(&[]).is_err());
+    }
+
+    #[test]
+    fn a_handshake_shorter_than_its_design_is_refused_not_charged() {
+        // 20 ms round trip; TCP with TLS takes two: a record saying 18 ms cannot be the
+        // connection's (its floor would count 22 ms that never passed)
+        let path = PathFacts {
+            down_delay_ns: 10_000_000,
+            up_delay_ns: 10_000_000,
+            down_rate_bps: Some(10_000_000),
+            up_rate_bps: Some(10_000_000),
+        };
+        let packet = |at: u64| Packet {
+            arrive_ns: at,
+            size: 1500,
+            fate: Fate::Departed(at + 11_200_000),
+        };
+        let log = LinkLog {
+            down: (0..10)
+                .map(|i| packet(60_000_000 + i * 1_200_000))
+                .collect(),
+            up: vec![packet(0)],
+        };
+        let t = |h_ms: u64| Transfer {
+            start_ns: 0,
+            handshake_done_ns: h_ms * 1_000_000,
+            first_byte_ns: 75_000_000,
+            last_byte_ns: 90_000_000,
+            body_bytes: 12_000,
+            design_rtts: 2,
+        };
+        let e = budget(&log, &path, &t(18), &[]).unwrap_err();
+        assert!(e.contains("under its design's 2 round trips"), "{e}");
+        // within the clocks' slack of the floor, and beyond it, it is a budget
+        assert!(budget(&log, &path, &t(39), &[]).is_ok());
+        assert!(budget(&log, &path, &t(45), &[]).is_ok());
     }
 }

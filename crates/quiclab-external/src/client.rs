@@ -17,7 +17,7 @@ use std::sync::mpsc;
 
 use quiclab_endpoint::routes::{expected_bytes, first_mismatch};
 use quiclab_endpoint::url::Url;
-use quiclab_model::record::{HttpVersion, RequestRecord, now_us};
+use quiclab_model::record::{RequestRecord, now_us};
 
 use crate::def::{Placeholder, StackDef};
 
@@ -65,7 +65,7 @@ struct Line {
 
 fn fetch(def: &StackDef, index: usize, url: &str, opts: &GetOptions) -> RequestRecord {
     let start = now_us();
-    let mut rec = RequestRecord::get(HttpVersion::Http3, url, index as u32, true, start);
+    let mut rec = RequestRecord::get(def.http[0], url, index as u32, true, start);
     let target = match Url::parse(url) {
         Ok(u) => u,
         Err(e) => return failed(rec, e.to_string()),

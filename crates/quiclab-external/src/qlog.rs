@@ -1,6 +1,7 @@
 //! A sending side's timeline from a qlog file (JSON-SEQ, the draft schema 0.3 that ngtcp2,
-//! quiche and others write): what every report section reads from quiclab's own QUIC server,
-//! rebuilt from the implementation's own log.
+//! quiche and others write, or 0.4, whose transport events tquic names `quic:`): what every
+//! report section reads from quiclab's own QUIC server, rebuilt from the implementation's own
+//! log.
 //!
 //! Contract:
 //! - Input: the records of one connection, each a JSON object after an RS (0x1E) byte; the
@@ -79,6 +80,16 @@ struct State {
     blocked: u64,
 }
 
+/// An event's name, the transport's packets by the draft 0.3 schema's names: the draft-07
+/// schema (qlog 0.4, as tquic writes) calls them `quic:packet_sent` and `quic:packet_received`.
+fn name(ev: &Value) -> Option<&str> {
+    Some(match ev["name"].as_str()? {
+        "quic:packet_sent" => "transport:packet_sent",
+        "quic:packet_received" => "transport:packet_received",
+        other => other,
+    })
+}
+
 /// The events of a JSON-SEQ qlog file after its header, checked (see the module's contract).
 fn events(text: &[u8]) -> Result<impl Iterator<Item = Value> + '_, QlogError> {
     Ok(header_and_events(text)?.1)
@@ -131,7 +142,7 @@ pub fn resent(text: &[u8]) -> Result<Resent, QlogError> {
     let mut sent: BTreeMap<u64, Ranges> = BTreeMap::new();
     let mut lost = 0;
     for ev in records {
-        match ev["name"].as_str() {
+        match name(&ev) {
             Some("transport:packet_sent") => {
                 for f in frames(&ev["data"]).filter(|f| f["frame_type"] == "stream") {
                     let (Some(id), Some(len)) = (f["stream_id"].as_u64(), f["length"].as_u64())
@@ -179,7 +190,7 @@ pub fn losses(text: &[u8]) -> Result<Vec<Loss>, QlogError> {
     // losses still waiting for the next packet sent
     let mut waiting = 0;
     for ev in events(text)? {
-        let (Some(time), Some(name)) = (ev["time"].as_f64(), ev["name"].as_str()) else {
+        let (Some(time), Some(name)) = (ev["time"].as_f64(), name(&ev)) else {
             continue;
         };
         let header = &ev["data"]["header"];
@@ -230,7 +241,7 @@ pub fn timeline(
     let mut out: Vec<TimelineSample> = Vec::new();
     let mut last_ack_at: Option<f64> = None;
     for ev in records {
-        let (Some(time), Some(name)) = (ev["time"].as_f64(), ev["name"].as_str()) else {
+        let (Some(time), Some(name)) = (ev["time"].as_f64(), name(&ev)) else {
             continue;
         };
         let data = &ev["data"];
@@ -422,6 +433,20 @@ mod tests {
         );
         let at50 = t.iter().find(|s| s.t_us == 1_050_000).unwrap();
         assert_eq!((at50.acked_bytes, at50.rtt_us), (Some(2000), Some(50_000)));
+        // the draft-07 schema's names (qlog 0.4, tquic's; no time_format: relative) read alike
+        let header_04 = r#"{"qlog_format":"JSON-SEQ","qlog_version":"0.4","trace":{"vantage_point":{"type":"server"}}}"#;
+        let text_04 = String::from_utf8(text.clone())
+            .unwrap()
+            .replacen(HEADER, header_04, 1)
+            .replace("transport:packet_", "quic:packet_");
+        assert!(text_04.contains("quic:packet_sent") && !text_04.contains("transport:"));
+        assert_eq!(
+            timeline(text_04.as_bytes(), 1_000_000, 3, Some(49_000)).unwrap(),
+            t
+        );
+        let r = resent(text_04.as_bytes()).unwrap();
+        assert_eq!(r, resent(&text).unwrap());
+        assert_eq!(r.bytes, 1000);
     }
 
     #[test]

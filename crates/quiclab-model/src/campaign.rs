@@ -303,6 +303,41 @@ pub struct Planted {
     pub causes: Vec<crate::budget::Component>,
 }
 
+impl Planted {
+    /// The cells it is checked in, as ((control arm, arm), (control condition, condition))
+    /// indices, given the campaign's arm names and each condition's name and base (by name):
+    /// a pair of arms in every condition or the one `in` names; a planted condition against its
+    /// base for every arm or those listed. Names not among them give no cell.
+    pub fn cells(
+        &self,
+        arms: &[&str],
+        conditions: &[(&str, Option<&str>)],
+    ) -> Vec<((usize, usize), (usize, usize))> {
+        let arm = |name: &str| arms.iter().position(|a| *a == name);
+        let cond = |name: &str| conditions.iter().position(|c| c.0 == name);
+        let mut cells = Vec::new();
+        if let Some(pair) = &self.arms {
+            let (Some(a), Some(b)) = (arm(&pair.a), arm(&pair.b)) else {
+                return cells;
+            };
+            for (ci, c) in conditions.iter().enumerate() {
+                if self.within.as_deref().is_none_or(|w| w == c.0) {
+                    cells.push(((a, b), (ci, ci)));
+                }
+            }
+        } else if let Some(ci) = self.condition.as_deref().and_then(cond)
+            && let Some(base) = conditions[ci].1.and_then(cond)
+        {
+            for (a, name) in arms.iter().enumerate() {
+                if self.for_arms.is_empty() || self.for_arms.iter().any(|f| f == name) {
+                    cells.push(((a, a), (base, ci)));
+                }
+            }
+        }
+        cells
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// Baseline arm.

@@ -12,6 +12,7 @@
 
 pub mod budget;
 pub mod campaign;
+pub mod fingerprint;
 pub mod input;
 pub mod page;
 pub mod record;

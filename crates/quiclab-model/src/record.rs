@@ -20,14 +20,20 @@ pub enum HttpVersion {
     /// One request per stream of the coded transport: not HTTP, but the same routes.
     #[serde(rename = "coded")]
     Coded,
+    /// HTTP/0.9 over QUIC as the QUIC interop runner's `hq-interop` ALPN has it: `GET /PATH`
+    /// on a bidirectional stream, answered by the bytes alone (no status, no header), for
+    /// implementations without HTTP/3 (msquic).
+    #[serde(rename = "hq")]
+    Hq,
 }
 
 impl HttpVersion {
-    pub const ALL: [HttpVersion; 4] = [
+    pub const ALL: [HttpVersion; 5] = [
         HttpVersion::Http11,
         HttpVersion::Http2,
         HttpVersion::Http3,
         HttpVersion::Coded,
+        HttpVersion::Hq,
     ];
 
     /// The version a plan or `--http` names ("1" is HTTP/1.1 too).
@@ -38,31 +44,34 @@ impl HttpVersion {
         }
     }
 
-    /// How people write it: "HTTP/1.1", "HTTP/2", "HTTP/3", "coded transport".
+    /// How people write it: "HTTP/1.1", "HTTP/2", "HTTP/3", "coded transport", "HTTP/0.9 over
+    /// QUIC (hq-interop)".
     pub fn title(self) -> &'static str {
         match self {
             HttpVersion::Http11 => "HTTP/1.1",
             HttpVersion::Http2 => "HTTP/2",
             HttpVersion::Http3 => "HTTP/3",
             HttpVersion::Coded => "coded transport",
+            HttpVersion::Hq => "HTTP/0.9 over QUIC (hq-interop)",
         }
     }
 
     pub fn transport(self) -> Transport {
         match self {
             HttpVersion::Http11 | HttpVersion::Http2 => Transport::Tcp,
-            HttpVersion::Http3 => Transport::Quic,
+            HttpVersion::Http3 | HttpVersion::Hq => Transport::Quic,
             HttpVersion::Coded => Transport::Coded,
         }
     }
 
-    /// The name plans and `quiclab get --http` use: "1.1", "2", "3" or "coded".
+    /// The name plans and `quiclab get --http` use: "1.1", "2", "3", "coded" or "hq".
     pub fn name(self) -> &'static str {
         match self {
             HttpVersion::Http11 => "1.1",
             HttpVersion::Http2 => "2",
             HttpVersion::Http3 => "3",
             HttpVersion::Coded => "coded",
+            HttpVersion::Hq => "hq",
         }
     }
 }

@@ -367,34 +367,15 @@ pub struct Check {
 /// difference is within [`NOTHING_MARGIN`] of the control's median TTLB.
 pub fn checks(an: &crate::analysis::Analysis) -> Vec<Check> {
     let c = an.campaign;
-    let arm = |name: &str| c.arms.iter().position(|a| a.name == name);
-    let cond = |name: &str| c.conditions.iter().position(|x| x.name == name);
+    let arms: Vec<&str> = c.arms.iter().map(|a| a.name.as_str()).collect();
+    let conditions: Vec<(&str, Option<&str>)> = c
+        .conditions
+        .iter()
+        .map(|x| (x.name.as_str(), x.base.as_deref()))
+        .collect();
     let mut out = Vec::new();
     for (k, p) in c.planted.iter().enumerate() {
-        let mut cells = Vec::new();
-        if let Some(pair) = &p.arms {
-            let (Some(a), Some(b)) = (arm(&pair.a), arm(&pair.b)) else {
-                continue;
-            };
-            for ci in 0..c.conditions.len() {
-                if p.within
-                    .as_ref()
-                    .is_none_or(|w| *w == c.conditions[ci].name)
-                {
-                    cells.push(((a, b), (ci, ci)));
-                }
-            }
-        } else if let Some(name) = &p.condition {
-            let Some(ci) = cond(name) else { continue };
-            let Some(base) = c.conditions[ci].base.as_deref().and_then(cond) else {
-                continue;
-            };
-            for a in 0..c.arms.len() {
-                if p.for_arms.is_empty() || p.for_arms.contains(&c.arms[a].name) {
-                    cells.push(((a, a), (base, ci)));
-                }
-            }
-        }
+        let cells = p.cells(&arms, &conditions);
         for ((a, b), (ca, cb)) in cells {
             for si in 0..c.sizes.len() {
                 out.extend(check_cell(an, k, &p.causes, (a, b), (ca, cb), si));

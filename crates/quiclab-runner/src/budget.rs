@@ -6,7 +6,7 @@ use std::path::Path;
 use quiclab_explain::{Asked, LinkLog, PathFacts, SenderSample, Transfer};
 use quiclab_link::LinkConfig;
 use quiclab_model::budget::{Budget, SenderRecord};
-use quiclab_model::record::{Handshake, HttpVersion, RequestRecord, Transport};
+use quiclab_model::record::{Handshake, RequestRecord, Transport};
 use quiclab_pages::page_client::PageRecord;
 
 use crate::outputs::Sample;
@@ -214,11 +214,7 @@ pub fn of_page(
             })
         })
         .collect();
-    let transport = match rec.http {
-        HttpVersion::Http3 => Transport::Quic,
-        HttpVersion::Coded => Transport::Coded,
-        HttpVersion::Http11 | HttpVersion::Http2 => Transport::Tcp,
-    };
+    let transport = rec.http.transport();
     let t = Transfer {
         start_ns: start,
         handshake_done_ns: at(h),

@@ -107,7 +107,7 @@ pub fn expand(plan: &Plan) -> Vec<TrialSpec> {
                 }
                 let (requests, workload) =
                     workloads::of(&plan.workload).trial(&plan.workload, size, seed);
-                for ai in order {
+                for ai in order.into_iter().filter(|&a| plan.runs(a, ci)) {
                     let mut push = |condition: usize, before: Option<usize>| {
                         let config = config(plan, &workload, ai, condition, before, it, seed);
                         out.push(TrialSpec {

@@ -17,6 +17,7 @@ pub mod budget;
 pub mod bulk;
 pub mod campaign;
 pub mod expand;
+pub mod fingerprint;
 pub mod governor;
 mod keys;
 pub mod outputs;

@@ -139,7 +139,7 @@ fn version_name(v: HttpVersion) -> &'static str {
 
 fn protocol_name(v: HttpVersion) -> String {
     match v {
-        HttpVersion::Coded => "the coded transport".to_string(),
+        HttpVersion::Coded | HttpVersion::Hq => v.title().to_string(),
         v => format!("HTTP/{}", v.name()),
     }
 }
@@ -288,7 +288,9 @@ impl Client {
         let alpn: &[u8] = match opts.http {
             HttpVersion::Http11 => ALPN_HTTP11,
             HttpVersion::Http2 => ALPN_H2,
-            HttpVersion::Http3 | HttpVersion::Coded => return Err(ClientError::NotTcp(opts.http)),
+            HttpVersion::Http3 | HttpVersion::Coded | HttpVersion::Hq => {
+                return Err(ClientError::NotTcp(opts.http));
+            }
         };
         if opts.fast_open {
             check_fast_open_sysctl()?;

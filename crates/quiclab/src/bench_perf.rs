@@ -65,7 +65,7 @@ pub fn run(
 ) -> anyhow::Result<PerfRun> {
     let seconds = measured.as_secs_f64().ceil().max(1.0) as u64;
     let topo = Topology::direct(mtu, true)?;
-    let dir = crate::cmd_bench::ScratchDir::new("quinn-perf")?;
+    let dir = crate::cmd_bench::ScratchDir::new("bench-quinn-perf")?;
     let json = dir.path().join("client.json");
     let buffers = quiclab_quic::socket::SOCKET_BUFFER;
     let common = format!(

@@ -129,27 +129,49 @@ pub(crate) struct TrialBench {
     pub(crate) signals: crate::signals::Signals,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     env: quiclab_runner::trial::TrialEnv,
-    _scratch: ScratchDir,
+    _scratch: Option<ScratchDir>,
 }
 
 impl TrialBench {
     /// For `quiclab bench WHAT`: refuses without root (trials make namespaces).
     pub(crate) fn new(what: &str) -> anyhow::Result<TrialBench> {
+        Self::for_command(&format!("bench {what}"), None)
+    }
+
+    /// For `quiclab COMMAND`: the trials' folders go to `keep` (kept), or to a scratch
+    /// directory removed at the end. Refuses without root (trials make namespaces).
+    pub(crate) fn for_command(command: &str, keep: Option<&Path>) -> anyhow::Result<TrialBench> {
         if !quiclab_netns::sys::is_root() {
-            crate::usage::usage!("quiclab bench {what} creates network namespaces: run it as root");
+            crate::usage::usage!("quiclab {command} creates network namespaces: run it as root");
         }
-        let scratch = ScratchDir::new(what)?;
+        let (dir, scratch) = match keep {
+            Some(k) => {
+                // an output directory like any other: never one another user controls
+                quiclab_store::output::check_dir(k)?;
+                std::fs::create_dir_all(k).with_context(|| format!("creating {}", k.display()))?;
+                (k.to_path_buf(), None)
+            }
+            None => {
+                let s = ScratchDir::new(&command.replace(' ', "-"))?;
+                (s.path().to_path_buf(), Some(s))
+            }
+        };
         Ok(TrialBench {
             signals: crate::signals::Signals::install()?,
             stop: Default::default(),
             env: quiclab_runner::trial::TrialEnv {
                 bin: std::env::current_exe().context("finding the quiclab binary")?,
-                dir: scratch.path().to_path_buf(),
-                shown: scratch.path().to_path_buf(),
+                shown: dir.clone(),
+                dir,
                 events: false,
             },
             _scratch: scratch,
         })
+    }
+
+    /// The directory the trials' folders go to.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.env.dir
     }
 
     /// Whether trials write their link's events (`events.jsonl`), as campaigns do; not by
@@ -181,9 +203,9 @@ impl TrialBench {
 pub(crate) struct ScratchDir(std::path::PathBuf);
 
 impl ScratchDir {
-    /// Creates `quiclab-bench-{what}-{pid}`.
+    /// Creates `quiclab-{what}-{pid}` (`what`: `bench-trials`, `fingerprint`).
     pub(crate) fn new(what: &str) -> anyhow::Result<ScratchDir> {
-        let dir = std::env::temp_dir().join(format!("quiclab-bench-{what}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("quiclab-{what}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(ScratchDir(dir))
     }
@@ -201,7 +223,7 @@ impl Drop for ScratchDir {
 
 /// Runs an iperf3 server and client across `server`/`client` namespaces.
 fn iperf(client: &Netns, server: &Netns, d: Duration, signals: &Signals) -> anyhow::Result<Flow> {
-    let dir = ScratchDir::new("iperf3")?;
+    let dir = ScratchDir::new("bench-iperf3")?;
     let log = dir.path().join("iperf3.json");
     let _ = std::fs::remove_file(&log);
     // the server's messages go to a file (stopping it makes it say it was interrupted), read

@@ -20,7 +20,7 @@ use crate::usage::{Usage, usage};
 /// and prints quiclab's request records (TTFB, TTLB, handshake, bytes checked against the
 /// pattern). Trials run these in their namespaces; they also work by hand, e.g.
 /// `quiclab external get --stack ngtcp2 --cacert cert.pem https://198.18.0.2/bytes/100000`.
-/// The built-in stacks: ngtcp2, quic-go, quiche. --stack also takes a stack file's path. A stack
+/// The built-in stacks: aioquic, ngtcp2, quic-go, quiche. --stack also takes a stack file's path. A stack
 /// whose file has a `[telemetry]` section also receives telemetry (`serve --telemetry-log`).
 #[derive(Args)]
 pub struct ExternalCmd {

@@ -8,6 +8,7 @@ mod cmd_browse;
 mod cmd_compare;
 mod cmd_endpoint;
 mod cmd_external;
+mod cmd_fingerprint;
 mod cmd_get;
 mod cmd_link;
 mod cmd_page;
@@ -59,6 +60,7 @@ enum Cmd {
     Clean(cmd_link::CleanCmd),
     Selftest(cmd_selftest::SelftestCmd),
     Bench(cmd_bench::BenchCmd),
+    Fingerprint(cmd_fingerprint::FingerprintCmd),
     Get(cmd_get::GetCmd),
     Page(cmd_page::PageCmd),
     Browse(cmd_browse::BrowseCmd),
@@ -180,6 +182,7 @@ fn main() {
         Cmd::Clean(c) => cmd_link::clean(c),
         Cmd::Selftest(c) => cmd_selftest::selftest(c),
         Cmd::Bench(c) => cmd_bench::bench(c),
+        Cmd::Fingerprint(c) => cmd_fingerprint::fingerprint(c),
         Cmd::Get(c) => cmd_get::get(c),
         Cmd::Page(c) => cmd_page::page(c),
         Cmd::Browse(c) => cmd_browse::browse(c),

@@ -1,26 +1,34 @@
-//! The interop matrix: every HTTP/3 client stack fetches 1 MB from every HTTP/3 server stack
-//! through the emulated link with 1 % loss, byte for byte (as the QUIC Interop Runner's transfer
-//! test does). A failing pair is named with its reason. Also: an external stack's 0-RTT. As root:
-//! trials need namespaces.
+//! The interop matrix: every client stack fetches 1 MB from every server stack that speaks its
+//! HTTP version (HTTP/3, or HTTP/0.9 over QUIC as the interop runner's hq-interop) through the
+//! emulated link with 1 % loss, byte for byte (as the QUIC Interop Runner's transfer test does).
+//! A failing pair is named with its reason. Also: an external stack's 0-RTT. As root: trials
+//! need namespaces.
 
 use quiclab_store::Store;
 
 mod common;
 
-/// The HTTP/3 stacks: quiclab's own (quinn) and the external ones that serve and fetch.
-const STACKS: &[&str] = &["quinn", "ngtcp2", "quic-go", "quiche"];
+/// The HTTP/3 stacks: quiclab's own (quinn, s2n-quic) and the external ones that serve and fetch.
+const STACKS: &[&str] = &[
+    "quinn", "s2n-quic", "ngtcp2", "quic-go", "quiche", "aioquic", "tquic",
+];
+
+/// The stacks of HTTP/0.9 over QUIC (hq-interop): msquic, which has no HTTP/3.
+const HQ_STACKS: &[&str] = &["msquic"];
 
 #[test]
-fn every_http3_client_fetches_1mb_byte_exact_from_every_http3_server_at_1_percent_loss() {
+fn every_client_fetches_1mb_byte_exact_from_every_server_of_its_version_at_1_percent_loss() {
     common::assert_root();
     let _turn = common::one_at_a_time();
     let mut arms = String::new();
-    for server in STACKS {
-        for client in STACKS {
-            arms += &format!(
-                "[arms.\"{client}-from-{server}\"]\nserver-stack = \"{server}\"\n\
-                 client-stack = \"{client}\"\n"
-            );
+    for group in [STACKS, HQ_STACKS] {
+        for server in group {
+            for client in group {
+                arms += &format!(
+                    "[arms.\"{client}-from-{server}\"]\nserver-stack = \"{server}\"\n\
+                     client-stack = \"{client}\"\n"
+                );
+            }
         }
     }
     let plan = format!(
@@ -29,7 +37,8 @@ fn every_http3_client_fetches_1mb_byte_exact_from_every_http3_server_at_1_percen
     );
     let (_dir, out) = common::run_plan("interop", &plan, &[]);
     let trials = Store::open_existing(&out).unwrap().trials().unwrap();
-    assert_eq!(trials.len(), STACKS.len() * STACKS.len());
+    let pairs = STACKS.len().pow(2) + HQ_STACKS.len().pow(2);
+    assert_eq!(trials.len(), pairs);
     let mut failures = Vec::new();
     for t in &trials {
         let rec = &t.requests[0];
@@ -74,4 +83,31 @@ fn quiche_resumes_with_0rtt_and_saves_a_round_trip() {
         let t = ttfb(r);
         assert!((RTT_MS..1.5 * RTT_MS).contains(&t), "TTFB {t} ms: {r}");
     }
+}
+
+/// A pair that shares no version is refused before anything runs, with what each side speaks:
+/// msquic speaks only HTTP/0.9 over QUIC (hq-interop), quinn HTTP/3.
+#[test]
+fn a_client_and_a_server_of_different_versions_are_refused_by_name() {
+    let dir = common::TempDir::new("interop-mixed");
+    let plan = dir.join("mixed.toml");
+    std::fs::write(
+        &plan,
+        "name = \"mixed\"\niterations = 1\n[workload]\nkind = \"single-object\"\nsizes = [\"1MB\"]\n\
+         [network]\nrate = \"20mbit\"\n[arms.quinn-from-msquic]\nserver-stack = \"msquic\"\n\
+         client-stack = \"quinn\"\n",
+    )
+    .unwrap();
+    let out = common::quiclab()
+        .args(["run", "--dry-run"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stack \"quinn\" does not carry HTTP/0.9 over QUIC (hq-interop)")
+            && err.contains("mixed.toml:"),
+        "{err}"
+    );
 }

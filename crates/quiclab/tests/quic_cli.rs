@@ -108,10 +108,24 @@ fn h3_downloads_are_exact_and_resumed_connections_answer_in_one_round_trip() {
         .filter(|s: &Value| s["connection"] == 1)
         .collect();
     let transfer_ms = ms(&recs[1], "ttlb_ms");
-    eprintln!("timeline: {} samples over {transfer_ms} ms", samples.len());
+    // what a timeline needs: samples across the whole transfer, none missing for long. A
+    // loaded host makes the 5 ms ticks late (one run alone saw 72 where 99 were due, others
+    // 109 to 117), so the count is held to half the ticks and the gaps to ten of them
+    let mut at: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s["t_us"].as_u64())
+        .map(|us| us as f64 / 1000.0)
+        .collect();
+    at.sort_by(f64::total_cmp);
+    let span = at.last().copied().unwrap_or(0.0) - at.first().copied().unwrap_or(0.0);
+    let gap = at.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    eprintln!(
+        "timeline: {} samples over {transfer_ms} ms, spanning {span:.1} ms, largest gap {gap:.1} ms",
+        samples.len()
+    );
     assert!(
-        samples.len() as f64 >= transfer_ms / 5.0 * 0.8,
-        "{} samples over {transfer_ms} ms",
+        samples.len() as f64 >= transfer_ms / 5.0 * 0.5 && span >= 0.8 * transfer_ms && gap <= 50.0,
+        "{} samples over {transfer_ms} ms, spanning {span:.1} ms, largest gap {gap:.1} ms",
         samples.len()
     );
     assert!(samples.iter().all(|s| s["transport"] == "quic"));

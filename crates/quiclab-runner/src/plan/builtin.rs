@@ -17,6 +17,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("bulk-mtu", include_str!("../../../../plans/bulk-mtu.toml")),
     ("pages", include_str!("../../../../plans/pages.toml")),
     (
+        "implementations",
+        include_str!("../../../../plans/implementations.toml"),
+    ),
+    (
         "explain-check",
         include_str!("../../../../plans/explain-check.toml"),
     ),

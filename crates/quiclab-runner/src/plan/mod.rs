@@ -29,7 +29,7 @@
 //! loss = "1%"
 //! [matrix]                   # and/or every combination of these values
 //! up-loss = ["0%", "2%"]
-//! [arms.h2-cubic]            # http = "1.1", "2", "3" or "coded" (its default stack), or
+//! [arms.h2-cubic]            # http = "1.1", "2", "3", "coded" or "hq" (its default stack), or
 //!                            # stack = NAME (see `stacks`), with the stack's knobs
 //! http = "2"
 //! tcp-cc = "cubic"
@@ -111,6 +111,9 @@ pub struct Plan {
     pub planted: Vec<quiclab_model::campaign::Planted>,
     /// Longest a trial may take before it is recorded as failed.
     pub trial_timeout: Option<Duration>,
+    /// `cells = "planted"`: only these (arm, condition) cells run, those the planted checks
+    /// compare (`None`: every arm in every condition).
+    pub cells: Option<Vec<(usize, usize)>>,
 }
 
 /// A network condition: link keys as given (after merging `[network]`) and the resolved link.
@@ -235,11 +238,21 @@ impl Plan {
     pub fn trial_count(&self) -> u64 {
         let conditions = (self.conditions.len() - usize::from(self.interleave.is_some())) as u64;
         let per = if self.interleave.is_some() { 2 } else { 1 };
+        let cells = match &self.cells {
+            Some(c) => c.len() as u64,
+            None => conditions.saturating_mul(self.arms.len() as u64),
+        };
         u64::from(self.iterations)
-            .saturating_mul(conditions)
+            .saturating_mul(cells)
             .saturating_mul(self.sizes.len() as u64)
-            .saturating_mul(self.arms.len() as u64)
             .saturating_mul(per)
+    }
+
+    /// Whether arm `arm` runs in condition `condition` (see [`Plan::cells`]).
+    pub fn runs(&self, arm: usize, condition: usize) -> bool {
+        self.cells
+            .as_ref()
+            .is_none_or(|c| c.contains(&(arm, condition)))
     }
 
     /// What the plan's stacks need that this machine lacks (programs not installed, with
@@ -663,6 +676,17 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
             ));
         }
     }
+    let cells = match &raw.cells {
+        None => None,
+        Some(v) => planted_cells(
+            ctx,
+            v,
+            &planted,
+            &arms,
+            &conditions,
+            interleave.is_some() || adaptive.is_some(),
+        )?,
+    };
     let plan = Plan {
         name,
         description: raw.description.trim().to_string(),
@@ -679,6 +703,7 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         comparisons,
         planted,
         trial_timeout,
+        cells,
     };
     let trials = plan.trial_count();
     if trials > MAX_TRIALS {
@@ -701,6 +726,57 @@ fn resolve(ctx: &Ctx, traces: &Traces, raw: &RawPlan, profile: Profile) -> Resul
         });
     }
     Ok(plan)
+}
+
+/// `cells = "all"` (`None`: every arm in every condition) or `"planted"`: the (arm, condition)
+/// cells the `[[planted]]` checks compare, in arm order, each once.
+fn planted_cells(
+    ctx: &Ctx,
+    v: &Spanned<String>,
+    planted: &[quiclab_model::campaign::Planted],
+    arms: &[Arm],
+    conditions: &[Condition],
+    interleaved_or_adaptive: bool,
+) -> Result<Option<Vec<(usize, usize)>>, PlanError> {
+    let err = |m: &str| Err(ctx.err(v.span(), m.to_string()));
+    match v.get_ref().as_str() {
+        "all" => return Ok(None),
+        "planted" => {}
+        other => {
+            return Err(ctx.err(
+                v.span(),
+                format!(
+                    "cells = {other:?}: allowed: \"all\" (every arm in every condition, the \
+                     default) or \"planted\" (only the cells the [[planted]] checks compare)"
+                ),
+            ));
+        }
+    }
+    if planted.is_empty() {
+        return err(
+            "cells = \"planted\": the plan plants nothing; give [[planted]] entries, or leave \
+             cells out to run every arm in every condition",
+        );
+    }
+    if interleaved_or_adaptive {
+        return err(
+            "cells = \"planted\" cannot be combined with interleave or adaptive iterations \
+             (both need every arm of a condition); leave cells out",
+        );
+    }
+    let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+    let conds: Vec<(&str, Option<&str>)> = conditions
+        .iter()
+        .map(|c| (c.name.as_str(), c.base.map(|b| conditions[b].name.as_str())))
+        .collect();
+    let mut cells: Vec<(usize, usize)> = planted
+        .iter()
+        .flat_map(|p| p.cells(&names, &conds))
+        .flat_map(|((a, b), (ca, cb))| [(a, ca), (b, cb)])
+        .collect();
+    cells.sort_unstable();
+    cells.dedup();
+    Ok(Some(cells))
 }
 
 /// `name` is one of the plan's arms, or an error at it, after `what` ("compare"), naming the
@@ -1730,6 +1806,59 @@ http = "2"
             .unwrap_err();
             assert!(e.message.contains(wanted), "{planted}: {e}");
             assert!(e.line > 14, "{planted}: {e}");
+        }
+    }
+
+    #[test]
+    fn cells_planted_runs_only_the_cells_the_checks_compare() {
+        // arms a, b, c; a against b on the clean path, the outage against the clean path for c
+        let plan = |cells: &str, planted: &str| {
+            format!(
+                "name = \"p\"\niterations = 3\n{cells}\n[workload]\nkind = \"single-object\"\n\
+                 sizes = [\"1mb\", \"10kb\"]\n[network]\nrate = \"10mbit\"\ndelay = \"10ms\"\n\
+                 [conditions.clean]\n[conditions.outage]\noutage = \"400ms-700ms\"\n\
+                 [arms.a]\nhttp = \"2\"\n[arms.b]\nhttp = \"3\"\n[arms.c]\nhttp = \"3\"\n\
+                 {planted}"
+            )
+        };
+        let planted = "[[planted]]\na = \"a\"\nb = \"b\"\nin = \"clean\"\ncause = \"nothing\"\n\
+                       [[planted]]\ncondition = \"outage\"\narms = [\"c\"]\n\
+                       cause = \"loss-recovery-wait\"\n";
+        let p = parse(
+            &plan("cells = \"planted\"", planted),
+            "p.toml",
+            Profile::Full,
+        )
+        .unwrap();
+        // (a, clean), (b, clean), (c, clean), (c, outage): 4 cells x 2 sizes x 3 iterations
+        assert_eq!(p.cells, Some(vec![(0, 0), (1, 0), (2, 0), (2, 1)]));
+        assert_eq!(p.trial_count(), 24);
+        let specs = crate::expand::expand(&p);
+        assert_eq!(specs.len(), 24);
+        assert!(specs.iter().all(|s| p.runs(s.arm, s.condition)));
+        assert!(!specs.iter().any(|s| s.condition == 1 && s.arm != 2));
+        // every arm in every condition: the default, and "all"
+        for cells in ["", "cells = \"all\""] {
+            let all = parse(&plan(cells, planted), "p.toml", Profile::Full).unwrap();
+            assert_eq!((all.cells.clone(), all.trial_count()), (None, 36));
+            assert_eq!(crate::expand::expand(&all).len(), 36);
+        }
+        for (cells, planted, says) in [
+            (
+                "cells = \"some\"",
+                planted,
+                "cells = \"some\": allowed: \"all\"",
+            ),
+            ("cells = \"planted\"", "", "the plan plants nothing"),
+            (
+                "cells = \"planted\"\ninterleave = \"clean\"",
+                planted,
+                "cannot be combined with interleave",
+            ),
+        ] {
+            let e = parse(&plan(cells, planted), "p.toml", Profile::Full).unwrap_err();
+            assert!(e.message.contains(says), "{cells}: {e}");
+            assert_eq!(e.line, 3, "{cells}: {e}");
         }
     }
 

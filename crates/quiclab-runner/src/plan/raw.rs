@@ -16,6 +16,8 @@ pub(super) struct RawPlan {
     #[serde(default)]
     pub(super) interleave: Option<Spanned<String>>,
     #[serde(default)]
+    pub(super) cells: Option<Spanned<String>>,
+    #[serde(default)]
     pub(super) quick: Option<RawQuick>,
     pub(super) workload: Spanned<Table>,
     #[serde(default)]

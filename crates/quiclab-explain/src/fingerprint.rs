@@ -1,0 +1,500 @@
+//! An implementation's choices read from the wire: what its first flights carry, how much it
+//! sends before any feedback (its initial window), whether it paces, how often its receiver
+//! acknowledges and when its first retransmission timer fires. Every answer comes from the
+//! link's own per-packet log of a probe whose path quiclab set (a known delay, no rate limit)
+//! and, for the timers, whose losses it planted; nothing the stack says of itself is read.
+//!
+//! Sans-IO: the log's times are on the link's clock, the path's facts are passed in. The tests
+//! drive the link emulator itself in virtual time with endpoints of known behaviour.
+
+use serde::Serialize;
+
+use crate::{Fate, LinkLog, Packet, PathFacts};
+
+/// Packets arriving this close to each other were written together (one burst): far below
+/// any pacer's gap at the rates a fingerprint's probe allows, far above a burst's own spacing
+/// (a few microseconds per packet through the kernel).
+pub const BURST_GAP_NS: u64 = 50_000;
+
+/// Why a congestion response cannot be read when the object was too small for the window the
+/// sender reached (a sender that did not cut it at the first loss, such as BBR's).
+pub const ENDED_TOO_SOON: &str = "the transfer ended within two round trips of the loss";
+
+/// A handshake flight is written at once: a gap this long ends it. A retransmission timer fires
+/// later than this (three times an initial RTT of 10 ms, the shortest a stack here takes); a
+/// flight's datagrams leave within a millisecond of each other, and a busy host has been seen to
+/// hold the second of one by 2 ms.
+pub const HANDSHAKE_GAP_NS: u64 = 10_000_000;
+
+/// A data packet: a transport payload at least this large (an acknowledgement is far smaller).
+pub const DATA_PAYLOAD: u32 = 1000;
+
+/// What a probe's packets carry beyond the transport's payload: the IP header, and UDP's or
+/// TCP's (with timestamps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framing {
+    /// Bytes of each IP packet that are not the transport's payload.
+    pub header_bytes: u32,
+    /// Round trips the handshake takes by design before the request can reach the server
+    /// (QUIC 1, TCP with TLS 1.3 2).
+    pub handshake_rtts: u32,
+}
+
+impl Framing {
+    /// QUIC over UDP over IPv4.
+    pub const QUIC: Framing = Framing {
+        header_bytes: 28,
+        handshake_rtts: 1,
+    };
+    /// TLS 1.3 over TCP over IPv4 with timestamps.
+    pub const TCP_TLS: Framing = Framing {
+        header_bytes: 52,
+        handshake_rtts: 2,
+    };
+
+    fn payload(&self, p: &Packet) -> u32 {
+        p.size.saturating_sub(self.header_bytes)
+    }
+}
+
+/// A run of packets one endpoint sent together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Flight {
+    pub packets: u32,
+    /// Transport payload bytes (UDP datagrams' payloads, TCP segments').
+    pub bytes: u64,
+    /// From its first packet's arrival at the link to its last's, µs.
+    pub span_us: u64,
+    /// The most packets in it written together (gaps of at most [`BURST_GAP_NS`]).
+    pub largest_burst: u32,
+}
+
+fn flight(packets: &[Packet], f: &Framing) -> Flight {
+    let (first, last) = match (packets.first(), packets.last()) {
+        (Some(a), Some(b)) => (a.arrive_ns, b.arrive_ns),
+        _ => (0, 0),
+    };
+    Flight {
+        packets: packets.len() as u32,
+        bytes: packets.iter().map(|p| f.payload(p) as u64).sum(),
+        span_us: (last - first) / 1000,
+        largest_burst: largest_burst(packets),
+    }
+}
+
+/// The longest run of packets each arriving within [`BURST_GAP_NS`] of the one before.
+fn largest_burst(packets: &[Packet]) -> u32 {
+    let mut best = 0;
+    let mut run = 0;
+    let mut prev: Option<u64> = None;
+    for p in packets {
+        run = match prev {
+            Some(t) if p.arrive_ns - t <= BURST_GAP_NS => run + 1,
+            _ => 1,
+        };
+        best = best.max(run);
+        prev = Some(p.arrive_ns);
+    }
+    best
+}
+
+/// The packets from the first to the first gap longer than `gap_ns`.
+fn first_flight(packets: &[Packet], gap_ns: u64) -> &[Packet] {
+    let end = packets
+        .windows(2)
+        .position(|w| w[1].arrive_ns - w[0].arrive_ns > gap_ns)
+        .map_or(packets.len(), |i| i + 1);
+    &packets[..end]
+}
+
+fn delivered(p: &Packet) -> Option<u64> {
+    match p.fate {
+        Fate::Departed(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// What the wire shows of one clean transfer (a probe without loss or rate limit, over a path
+/// whose delays are known): the client is the side that sends upwards.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct WireCard {
+    /// The client's first flight (until it hears from the server): its hello.
+    pub client_first_flight: Flight,
+    /// The first datagram's (or segment's) payload, bytes.
+    pub client_first_payload: u32,
+    /// The largest payload the client sent, bytes.
+    pub client_largest_payload: u32,
+    /// The server's first flight, in answer to the client's.
+    pub server_first_flight: Flight,
+    pub server_first_payload: u32,
+    pub server_largest_payload: u32,
+    /// The server's first round trip of data: what it sent from the moment the request could
+    /// reach it until the first acknowledgement of that data could (one path RTT later).
+    pub first_data_flight: Option<Flight>,
+    /// The most packets the server wrote together from its first data on.
+    pub largest_burst: Option<u32>,
+    /// Data packets delivered to the client per packet the client sent while they arrived:
+    /// how many ack-eliciting packets its acknowledgements cover.
+    pub data_per_ack: Option<f64>,
+}
+
+/// Reads a clean probe's log. `Err` when a direction has no packet; without a data flight after
+/// the handshake (no answer to the hello), the items that need one are `None`.
+pub fn wire(log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<WireCard, String> {
+    if log.up.is_empty() || log.down.is_empty() {
+        return Err("the log has no packet in one direction".into());
+    }
+    let c1 = first_flight(&log.up, HANDSHAKE_GAP_NS);
+    let s1 = first_flight(&log.down, HANDSHAKE_GAP_NS);
+    let largest = |ps: &[Packet]| ps.iter().map(|p| f.payload(p)).max().unwrap_or(0);
+
+    let data_start = data_start(log, path, f);
+    let first_data_flight = data_start.map(|start| {
+        let t0 = log.down[start].arrive_ns;
+        let end = log.down[start..]
+            .iter()
+            .position(|p| p.arrive_ns >= t0 + path.rtt_ns())
+            .map_or(log.down.len(), |i| start + i);
+        flight(&log.down[start..end], f)
+    });
+
+    // acknowledgements: the client's packets sent while the response's data reached it
+    let data: Vec<u64> = log.down[data_start.unwrap_or(log.down.len())..]
+        .iter()
+        .filter(|p| f.payload(p) >= DATA_PAYLOAD)
+        .filter_map(delivered)
+        .collect();
+    let data_per_ack = match (data.first(), data.last()) {
+        (Some(&a), Some(&b)) if b > a => {
+            let acks = log
+                .up
+                .iter()
+                .filter(|p| p.arrive_ns >= a && p.arrive_ns <= b)
+                .count();
+            (acks > 0).then(|| data.len() as f64 / acks as f64)
+        }
+        _ => None,
+    };
+
+    Ok(WireCard {
+        client_first_flight: flight(c1, f),
+        client_first_payload: f.payload(&log.up[0]),
+        client_largest_payload: largest(&log.up),
+        server_first_flight: flight(s1, f),
+        server_first_payload: f.payload(&log.down[0]),
+        server_largest_payload: largest(&log.down),
+        first_data_flight,
+        largest_burst: data_start.map(|i| largest_burst(&log.down[i..])),
+        data_per_ack,
+    })
+}
+
+/// The drops of the first-timeout probe, planted from a clean probe's first flights: the
+/// server's first flight, and the client's first retransmission and the packet after it (so
+/// that the server hears nothing more until its own timer fires, whether the client probes with
+/// one datagram or two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FirstLossPlan {
+    /// Downlink packets 0 to `server_flight - 1` are dropped.
+    pub server_flight: u32,
+    /// Uplink packets `client_flight` and `client_flight + 1` are dropped.
+    pub client_flight: u32,
+}
+
+impl FirstLossPlan {
+    /// The plan for a stack whose clean probe showed `card`.
+    pub fn of(card: &WireCard) -> FirstLossPlan {
+        FirstLossPlan {
+            server_flight: card.server_first_flight.packets,
+            client_flight: card.client_first_flight.packets,
+        }
+    }
+
+    /// The plan the first flights of `log` call for (each side's packets until a gap of
+    /// [`HANDSHAKE_GAP_NS`]): for a probe whose first flight differed from the clean probe's,
+    /// the plan of its next attempt.
+    pub fn of_log(log: &LinkLog) -> FirstLossPlan {
+        FirstLossPlan {
+            server_flight: first_flight(&log.down, HANDSHAKE_GAP_NS).len() as u32,
+            client_flight: first_flight(&log.up, HANDSHAKE_GAP_NS).len() as u32,
+        }
+    }
+
+    /// The link keys that plant it (`down-drop-packets`, `up-drop-packets`).
+    pub fn link_keys(&self) -> [(&'static str, String); 2] {
+        [
+            (
+                "down-drop-packets",
+                format!("0-{}", self.server_flight.saturating_sub(1)),
+            ),
+            (
+                "up-drop-packets",
+                format!("{}-{}", self.client_flight, self.client_flight + 1),
+            ),
+        ]
+    }
+}
+
+/// When each side's first retransmission timer fired, with the first flights lost: from the
+/// first datagram of its first flight (the one carrying its Initial packet, whose space's timer
+/// is the earliest; a busy host has been seen to hold a flight's second datagram 3 ms) to its
+/// next packet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FirstTimeout {
+    /// The client's, ms (`None` with `client_why`).
+    pub client_ms: Option<f64>,
+    pub client_why: Option<String>,
+    pub server_ms: Option<f64>,
+    pub server_why: Option<String>,
+}
+
+fn ms(ns: u64) -> f64 {
+    (ns as f64 / 1e3).round() / 1e3
+}
+
+/// Reads the first-timeout probe's log, planted as `plan` says.
+pub fn first_timeout(log: &LinkLog, plan: &FirstLossPlan) -> FirstTimeout {
+    let (c, s) = (plan.client_flight as usize, plan.server_flight as usize);
+    let dropped = |p: &Packet| matches!(p.fate, Fate::Dropped(_));
+    let mut out = FirstTimeout {
+        client_ms: None,
+        client_why: None,
+        server_ms: None,
+        server_why: None,
+    };
+    // the client: its retransmission must come before anything reached it
+    let first_heard = log.down.iter().filter_map(delivered).min();
+    match (c.checked_sub(1).and_then(|i| log.up.get(i)), log.up.get(c)) {
+        (Some(_), Some(probe)) => {
+            if first_heard.is_some_and(|h| h <= probe.arrive_ns) {
+                out.client_why = Some("the server's packets reached the client first".into());
+            } else {
+                out.client_ms = Some(ms(probe.arrive_ns - log.up[0].arrive_ns));
+            }
+        }
+        _ => out.client_why = Some("the client sent no second flight".into()),
+    }
+    // the server: its first flight all dropped, and its next packet sent before any of the
+    // client's later packets reached it
+    let flight_lost = log.down.len() > s && log.down[..s].iter().all(dropped);
+    match (
+        s.checked_sub(1).and_then(|i| log.down.get(i)),
+        log.down.get(s),
+    ) {
+        (Some(last), Some(probe))
+            if flight_lost && probe.arrive_ns - last.arrive_ns > HANDSHAKE_GAP_NS =>
+        {
+            let answered = log
+                .up
+                .iter()
+                .skip(c)
+                .filter_map(delivered)
+                .any(|t| t <= probe.arrive_ns);
+            if answered {
+                out.server_why =
+                    Some("the server's next packet answered one of the client's (no timer)".into());
+            } else {
+                out.server_ms = Some(ms(probe.arrive_ns - log.down[0].arrive_ns));
+            }
+        }
+        (Some(_), Some(_)) => {
+            out.server_why = Some(format!(
+                "the server's first flight was not the {s} packets planted"
+            ))
+        }
+        _ => out.server_why = Some("the server sent nothing after its first flight".into()),
+    }
+    out
+}
+
+/// The drops of the congestion-response probe: two data packets. The first, in the fourth round
+/// trip of data of a clean probe, ends slow start; the second, four round trips after the first
+/// in the log of a probe with the first alone, falls where the sender has settled into
+/// congestion avoidance, sending its window each round trip, so that the wire shows the window
+/// before it and after it as bytes in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LossPlan {
+    /// The downlink packets dropped (0-based, as the link counts them).
+    pub first: u32,
+    pub second: Option<u32>,
+}
+
+/// The round trip of data the first planted loss falls in (0: the first).
+pub const LOSS_ROUND: u64 = 3;
+/// Round trips from the first planted loss to the second.
+pub const SETTLE_ROUNDS: u64 = 4;
+
+/// The first data packet arriving at or after `at`, from `from` on.
+fn data_at(log: &LinkLog, f: &Framing, from: usize, at: u64) -> Option<usize> {
+    log.down[from..]
+        .iter()
+        .position(|p| p.arrive_ns >= at && f.payload(p) >= DATA_PAYLOAD)
+        .map(|i| from + i)
+}
+
+impl LossPlan {
+    /// The first loss, planted from a clean probe's log, or why its transfer is too short.
+    pub fn first_of(log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<LossPlan, String> {
+        let start = data_start(log, path, f).ok_or("no data after the handshake")?;
+        let at = log.down[start].arrive_ns + LOSS_ROUND * path.rtt_ns();
+        let first = data_at(log, f, start, at)
+            .ok_or("the transfer ended before its fourth round trip of data")?;
+        Ok(LossPlan {
+            first: first as u32,
+            second: None,
+        })
+    }
+
+    /// The second loss, planted from the log of a probe with the first alone.
+    pub fn then(self, log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<LossPlan, String> {
+        let i = self.first as usize;
+        let first = log
+            .down
+            .get(i)
+            .ok_or("the first planted loss was never sent")?;
+        let at = first.arrive_ns + SETTLE_ROUNDS * path.rtt_ns();
+        let second = data_at(log, f, i + 1, at).ok_or(
+            "the transfer ended within four round trips of the first loss: a larger object is needed",
+        )?;
+        Ok(LossPlan {
+            second: Some(second as u32),
+            ..self
+        })
+    }
+
+    /// The link keys that plant it.
+    pub fn link_keys(&self) -> [(&'static str, String); 1] {
+        let list = match self.second {
+            Some(s) => format!("{},{s}", self.first),
+            None => self.first.to_string(),
+        };
+        [("down-drop-packets", list)]
+    }
+}
+
+/// The index of the server's first packet of data: the first that leaves once the request can
+/// have reached it, after the handshake's round trips.
+fn data_start(log: &LinkLog, path: &PathFacts, f: &Framing) -> Option<usize> {
+    let mut heard = delivered(log.down.first()?);
+    let mut request_at = None;
+    for _ in 0..f.handshake_rtts {
+        let h = heard?;
+        let answer = log.up.iter().find(|p| p.arrive_ns >= h)?;
+        let reaches = answer.arrive_ns + path.up_delay_ns;
+        request_at = Some(reaches);
+        heard = log
+            .down
+            .iter()
+            .find(|p| p.arrive_ns >= reaches)
+            .and_then(delivered);
+    }
+    let at = request_at?;
+    log.down.iter().position(|p| p.arrive_ns >= at)
+}
+
+/// The sender's window before and after one loss, as the wire shows it: the bytes in flight
+/// (sent, less what the client's acknowledgements reaching the sender had seen delivered).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Response {
+    /// The most bytes in flight within a round trip and a half of the lost packet's sending:
+    /// the window when the loss was noticed (in congestion avoidance, the flight is the
+    /// window).
+    pub before_bytes: u64,
+    /// The most bytes in flight over the half round trip that starts one round trip after that
+    /// peak: the window the sender settled on once its recovery (a round trip) ended, and
+    /// a sender that cuts its flight gradually (TCP's proportional rate reduction) reached it.
+    pub after_bytes: u64,
+    /// `after / before`: the multiplicative decrease.
+    pub beta: f64,
+}
+
+/// Reads the congestion-response probe's log, planted as `plan` says (both losses): the window
+/// before and after the second.
+pub fn response(
+    log: &LinkLog,
+    path: &PathFacts,
+    f: &Framing,
+    plan: &LossPlan,
+) -> Result<Response, String> {
+    let i = plan.second.ok_or("the plan has no second loss")? as usize;
+    let lost = log.down.get(i).ok_or("the planted packet was never sent")?;
+    if !matches!(lost.fate, Fate::Dropped(_)) {
+        return Err("the planted packet was not dropped".into());
+    }
+    if f.payload(lost) < DATA_PAYLOAD {
+        return Err(format!(
+            "the planted loss fell on a {}-byte packet, not data (the probe's packets were not \
+             the same as its plan's)",
+            f.payload(lost)
+        ));
+    }
+    let rtt = path.rtt_ns();
+    // what the client had seen delivered when it sent each of its packets, in the order they
+    // reach the sender
+    let mut deliveries: Vec<(u64, u64)> = log
+        .down
+        .iter()
+        .filter_map(|p| delivered(p).map(|t| (t, f.payload(p) as u64)))
+        .collect();
+    deliveries.sort_unstable();
+    let mut cum = 0;
+    let delivered_by: Vec<(u64, u64)> = deliveries
+        .iter()
+        .map(|&(t, b)| {
+            cum += b;
+            (t, cum)
+        })
+        .collect();
+    let seen = |t: u64| match delivered_by.partition_point(|&(d, _)| d <= t) {
+        0 => 0,
+        n => delivered_by[n - 1].1,
+    };
+    let mut acks: Vec<(u64, u64)> = log
+        .up
+        .iter()
+        .filter_map(|p| delivered(p).map(|reach| (reach, seen(p.arrive_ns))))
+        .collect();
+    acks.sort_unstable();
+    // the most the sender has seen acknowledged, as the acknowledgements reach it in turn
+    let (mut best, mut reached) = (0, 0);
+    // the bytes in flight just after each packet the sender sent; the packet planted counts
+    // as in flight, as the sender sees it, until it is noticed (below); earlier drops (the
+    // first planted loss) were noticed long before
+    let mut sent = 0u64;
+    let mut samples = Vec::new();
+    for (j, p) in log.down.iter().enumerate() {
+        if j != i && matches!(p.fate, Fate::Dropped(_)) {
+            continue;
+        }
+        sent += f.payload(p) as u64;
+        while let Some(&(_, seen)) = acks.get(reached).filter(|a| a.0 <= p.arrive_ns) {
+            best = best.max(seen);
+            reached += 1;
+        }
+        samples.push((p.arrive_ns, sent.saturating_sub(best)));
+    }
+    let last = samples.last().map_or(0, |s| s.0);
+    let (peak_t, before) = samples
+        .iter()
+        .filter(|(t, _)| *t >= lost.arrive_ns && *t <= lost.arrive_ns + rtt * 3 / 2)
+        .max_by_key(|(_, b)| *b)
+        .copied()
+        .ok_or("nothing was sent after the planted loss")?;
+    let (from, to) = (peak_t + rtt, peak_t + rtt * 3 / 2);
+    if to + rtt > last {
+        return Err(ENDED_TOO_SOON.into());
+    }
+    // by then the planted packet was noticed lost: out of the flight
+    let noticed = f.payload(lost) as u64;
+    let after = samples
+        .iter()
+        .filter(|(t, _)| *t >= from && *t < to)
+        .map(|s| s.1.saturating_sub(noticed))
+        .max()
+        .ok_or("the sender sent nothing in the round trip after the loss's")?;
+    Ok(Response {
+        before_bytes: before,
+        after_bytes: after,
+        beta: (after as f64 / before.max(1) as f64 * 1000.0).round() / 1000.0,
+    })
+}

@@ -1,0 +1,384 @@
+//! Fingerprints in virtual time: endpoints of known choices (hello size, first flights, initial
+//! window, pacing, acknowledgement frequency, first retransmission timers) talk over the link
+//! emulator itself, and what the wire shows must give those choices back. The event log goes
+//! through its JSON lines as a trial writes it.
+
+use std::time::Duration;
+
+use quiclab_explain::fingerprint::{
+    FirstLossPlan, Framing, LossPlan, first_timeout, response, wire,
+};
+use quiclab_explain::{LinkLog, PathFacts};
+use quiclab_link::config::LinkConfig;
+use quiclab_link::pipeline::Pipeline;
+use quiclab_link::stage::Payload;
+use quiclab_link::{Direction, event::Event};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Msg {
+    Hello,
+    Flight,
+    /// The client's answer to the server's flight of handshake round `n` (1-based).
+    Answer(u32),
+    /// A handshake flight of the server's after round `n`.
+    More(u32),
+    /// Data packet `seq` (a retransmission keeps its number).
+    Data(u32),
+    /// Packets received in all, and the highest number among them.
+    Ack(u32, u32),
+}
+
+#[derive(Clone, Debug)]
+struct Wire(Msg, usize);
+
+impl Payload for Wire {
+    fn wire_len(&self) -> usize {
+        self.1
+    }
+}
+
+/// The choices of the endpoints, as IP packet sizes and times.
+#[derive(Clone, Copy, Debug)]
+struct Choices {
+    /// The client's hello: datagrams, IP bytes each.
+    hello: (u32, usize),
+    /// The server's first flight: datagrams, IP bytes each.
+    flight: (u32, usize),
+    client_pto: Duration,
+    server_pto: Duration,
+    handshake_rtts: u32,
+    iw: u32,
+    data: usize,
+    /// Between two data packets (a microsecond: the window goes out in one burst).
+    pace: Duration,
+    ack_every: u32,
+    body: u32,
+    /// The window's factor when a loss is declared (three later packets acknowledged).
+    beta: f64,
+}
+
+const QUIC_LIKE: Choices = Choices {
+    hello: (1, 1228),
+    flight: (2, 1228),
+    client_pto: Duration::from_millis(999),
+    server_pto: Duration::from_millis(999),
+    handshake_rtts: 1,
+    iw: 10,
+    data: 1228,
+    pace: Duration::from_micros(1),
+    ack_every: 2,
+    body: 400,
+    beta: 0.5,
+};
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+/// Runs one transfer over a 50 ms + 50 ms path with `keys` planted: the log as a trial writes
+/// it, read back.
+fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
+    let mut all = vec![("delay", "50ms")];
+    all.extend_from_slice(keys);
+    let cfg = LinkConfig::from_keys(7, &all, &|_| Err("no traces".into())).unwrap();
+    let mut up: Pipeline<Wire> = Pipeline::new(Direction::Up, &cfg.up, 7, true).unwrap();
+    let mut down: Pipeline<Wire> = Pipeline::new(Direction::Down, &cfg.down, 7, true).unwrap();
+    let t = |n: u64| Duration::from_nanos(n);
+    let mut now = 1_000_000u64;
+    for _ in 0..c.hello.0 {
+        up.push(t(now), Wire(Msg::Hello, c.hello.1));
+    }
+    // the client
+    let mut client_timer = Some(now + ns(c.client_pto));
+    let mut client_backoff = 1u64;
+    let mut last_answer: Option<Msg> = None;
+    let (mut hellos_in, mut done) = (0u32, false);
+    // the server
+    let mut server_timer: Option<u64> = None;
+    let mut server_backoff = 1u64;
+    let mut flight_sent = false;
+    let (mut sending, mut sent, mut acked) = (false, 0u32, 0u32);
+    let (mut cwnd, mut ssthresh) = (c.iw as f64, f64::MAX);
+    let (mut lost, mut resend): (u32, Option<u32>) = (0, None);
+    let mut received = std::collections::BTreeSet::new();
+    let mut declared = std::collections::BTreeSet::new();
+    let mut recovery_until = 0u32;
+    let mut next_send = 0u64;
+    // packets in flight: sent, less acknowledged, less declared lost
+    let can_send = |sent: u32, acked: u32, lost: u32, cwnd: f64, resend: Option<u32>| {
+        (resend.is_some() || sent < c.body) && ((sent - acked - lost) as f64) < cwnd.floor()
+    };
+    for _ in 0..1_000_000 {
+        // the server sends what its window allows, paced
+        while sending && can_send(sent, acked, lost, cwnd, resend) && now >= next_send {
+            let seq = match resend.take() {
+                Some(seq) => {
+                    lost -= 1;
+                    seq
+                }
+                None => sent,
+            };
+            down.push(t(now), Wire(Msg::Data(seq), c.data));
+            if seq == sent {
+                sent += 1;
+            }
+            next_send = now + ns(c.pace);
+        }
+        while let Some(d) = up.poll_transmit(t(now)) {
+            match d.data.0 {
+                Msg::Hello => {
+                    hellos_in += 1;
+                    if hellos_in >= c.hello.0 && !flight_sent {
+                        flight_sent = true;
+                        for _ in 0..c.flight.0 {
+                            down.push(t(now), Wire(Msg::Flight, c.flight.1));
+                        }
+                        server_timer = Some(now + ns(c.server_pto));
+                    } else if hellos_in > c.hello.0 {
+                        // a retransmitted hello: the server answers it at once
+                        down.push(t(now), Wire(Msg::Flight, c.flight.1));
+                    }
+                }
+                Msg::Answer(n) => {
+                    server_timer = None;
+                    if n < c.handshake_rtts {
+                        down.push(t(now), Wire(Msg::More(n), 1100));
+                    } else if !sending {
+                        sending = true;
+                        next_send = now;
+                    }
+                }
+                Msg::Ack(n, largest) => {
+                    let newly = n.saturating_sub(acked) as f64;
+                    acked = acked.max(n);
+                    // no growth in recovery: until what was sent before the reduction is
+                    // acknowledged
+                    if acked < recovery_until {
+                    } else if cwnd < ssthresh {
+                        cwnd += newly;
+                    } else {
+                        cwnd += newly / cwnd;
+                    }
+                    // a hole with three later packets acknowledged: lost (the model's
+                    // acknowledgement names the hole as a SACK block would)
+                    let hole = (0..largest).find(|s| !received.contains(s));
+                    if let Some(h) = hole.filter(|&h| largest >= h + 3 && declared.insert(h)) {
+                        cwnd *= c.beta;
+                        ssthresh = cwnd;
+                        recovery_until = sent;
+                        lost += 1;
+                        resend = Some(h);
+                    }
+                }
+                _ => {}
+            }
+        }
+        while let Some(d) = down.poll_transmit(t(now)) {
+            match d.data.0 {
+                Msg::Flight | Msg::More(_) => {
+                    let round = match d.data.0 {
+                        Msg::More(n) => n + 1,
+                        _ => 1,
+                    };
+                    let answer = Msg::Answer(round);
+                    if last_answer.is_none_or(|a| a != answer) {
+                        last_answer = Some(answer);
+                        up.push(t(now), Wire(answer, 120));
+                        client_backoff = 1;
+                        client_timer = Some(now + ns(c.client_pto));
+                    }
+                }
+                Msg::Data(seq) => {
+                    client_timer = None;
+                    received.insert(seq);
+                    let got = received.len() as u32;
+                    if got.is_multiple_of(c.ack_every) || got == c.body {
+                        let largest = *received.last().unwrap();
+                        up.push(t(now), Wire(Msg::Ack(got, largest), 60));
+                    }
+                    done = got == c.body;
+                }
+                _ => {}
+            }
+        }
+        if done {
+            break;
+        }
+        if client_timer.is_some_and(|x| x <= now) {
+            // the client's retransmission: its hello, or its last answer
+            let m = last_answer.unwrap_or(Msg::Hello);
+            let size = if m == Msg::Hello { c.hello.1 } else { 120 };
+            up.push(t(now), Wire(m, size));
+            client_backoff *= 2;
+            client_timer = Some(now + client_backoff * ns(c.client_pto));
+        }
+        if server_timer.is_some_and(|x| x <= now) {
+            down.push(t(now), Wire(Msg::Flight, c.flight.1));
+            server_backoff *= 2;
+            server_timer = Some(now + server_backoff * ns(c.server_pto));
+        }
+        let next = [
+            up.poll_timeout().map(ns),
+            down.poll_timeout().map(ns),
+            client_timer,
+            server_timer,
+            (sending && can_send(sent, acked, lost, cwnd, resend)).then_some(next_send.max(now)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("the transfer stalled");
+        now = next.max(now);
+    }
+    assert!(done, "the transfer did not end");
+    let mut events: Vec<Event> = up.take_events();
+    events.extend(down.take_events());
+    events.sort_by_key(|e| e.t);
+    let text: String = events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect();
+    let path = PathFacts {
+        down_delay_ns: ns(cfg.down.delay),
+        up_delay_ns: ns(cfg.up.delay),
+        down_rate_bps: None,
+        up_rate_bps: None,
+    };
+    (LinkLog::parse(text.as_bytes()).unwrap(), path)
+}
+
+#[test]
+fn a_burst_sender_shows_its_hello_first_flight_window_and_ack_frequency() {
+    let (log, path) = run(QUIC_LIKE, &[]);
+    let card = wire(&log, &path, &Framing::QUIC).unwrap();
+    assert_eq!(card.client_first_flight.packets, 1);
+    assert_eq!(card.client_first_payload, 1200, "1228 IP bytes less 28");
+    assert_eq!(card.server_first_flight.packets, 2);
+    assert_eq!(card.server_first_flight.bytes, 2400);
+    let f = card.first_data_flight.expect("a data flight");
+    assert_eq!(f.packets, 10, "the initial window of ten packets");
+    assert_eq!(f.bytes, 12_000);
+    assert_eq!(f.largest_burst, 10, "written together");
+    assert_eq!(f.span_us, 9);
+    // every second data packet acknowledged: 400 data packets, 200 acknowledgements
+    assert_eq!(card.data_per_ack, Some(2.0));
+}
+
+#[test]
+fn a_paced_sender_spreads_its_window_and_a_lazier_receiver_acknowledges_less() {
+    let c = Choices {
+        pace: Duration::from_millis(2),
+        ack_every: 5,
+        iw: 32,
+        data: 1480,
+        ..QUIC_LIKE
+    };
+    let (log, path) = run(c, &[]);
+    let card = wire(&log, &path, &Framing::QUIC).unwrap();
+    let f = card.first_data_flight.unwrap();
+    assert_eq!(f.packets, 32);
+    assert_eq!(f.bytes, 32 * 1452);
+    assert_eq!(f.largest_burst, 1, "one packet every 2 ms");
+    assert_eq!(f.span_us, 31 * 2000);
+    assert_eq!(card.largest_burst, Some(1));
+    assert_eq!(card.data_per_ack, Some(5.0));
+    assert_eq!(card.server_largest_payload, 1452);
+}
+
+#[test]
+fn two_handshake_round_trips_are_skipped_before_the_window_is_read() {
+    let c = Choices {
+        handshake_rtts: 2,
+        hello: (1, 300),
+        flight: (1, 80),
+        iw: 10,
+        data: 1500,
+        ..QUIC_LIKE
+    };
+    let (log, path) = run(c, &[]);
+    let card = wire(&log, &path, &Framing::TCP_TLS).unwrap();
+    let f = card.first_data_flight.unwrap();
+    assert_eq!(f.packets, 10, "the second handshake flight is not data");
+    assert_eq!(f.bytes, 10 * 1448);
+    // read as one round trip, the window would be the server's second handshake flight
+    let wrong = wire(&log, &path, &Framing::QUIC).unwrap();
+    assert_eq!(wrong.first_data_flight.unwrap().packets, 1);
+}
+
+#[test]
+fn the_first_timers_are_read_with_the_first_flights_lost() {
+    for (client, server) in [(999, 999), (30, 30), (60, 200)] {
+        let c = Choices {
+            hello: (2, 1228),
+            flight: (3, 1228),
+            client_pto: Duration::from_millis(client),
+            server_pto: Duration::from_millis(server),
+            ..QUIC_LIKE
+        };
+        let (clean, path) = run(c, &[]);
+        let plan = FirstLossPlan::of(&wire(&clean, &path, &Framing::QUIC).unwrap());
+        assert_eq!((plan.client_flight, plan.server_flight), (2, 3));
+        let keys = plan.link_keys();
+        let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (lost, _) = run(c, &keys);
+        assert_eq!(
+            FirstLossPlan::of_log(&lost),
+            plan,
+            "its own first flights, read back"
+        );
+        let got = first_timeout(&lost, &plan);
+        assert_eq!(got.client_ms, Some(client as f64), "{got:?}");
+        assert_eq!(got.server_ms, Some(server as f64), "{got:?}");
+    }
+}
+
+#[test]
+fn a_server_answering_the_client_is_not_read_as_its_timer() {
+    // the server's flight lost, the client's retransmission not: the server answers it before
+    // its own (longer) timer fires, and that answer is not a timer's
+    let c = Choices {
+        client_pto: Duration::from_millis(100),
+        server_pto: Duration::from_millis(900),
+        ..QUIC_LIKE
+    };
+    let plan = FirstLossPlan {
+        server_flight: 2,
+        client_flight: 1,
+    };
+    let (log, _) = run(c, &[("down-drop-packets", "0-1")]);
+    let got = first_timeout(&log, &plan);
+    assert_eq!(got.client_ms, Some(100.0));
+    assert_eq!(got.server_ms, None);
+    assert!(got.server_why.unwrap().contains("answered"));
+}
+
+#[test]
+fn the_window_after_one_planted_loss_gives_the_multiplicative_decrease() {
+    for (beta, iw, ack_every) in [(0.5, 10, 2), (0.7, 10, 1), (0.7, 32, 2), (0.85, 10, 2)] {
+        let c = Choices {
+            beta,
+            iw,
+            ack_every,
+            body: 4000,
+            ..QUIC_LIKE
+        };
+        let (clean, path) = run(c, &[]);
+        let first = LossPlan::first_of(&clean, &path, &Framing::QUIC).unwrap();
+        let keys = first.link_keys();
+        let (once, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+        let plan = first.then(&once, &path, &Framing::QUIC).unwrap();
+        let keys = plan.link_keys();
+        let (lost, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+        let r = response(&lost, &path, &Framing::QUIC, &plan).unwrap();
+        eprintln!("planted {beta} (iw {iw}, ack every {ack_every}): {r:?}");
+        // what the window grows by in the round trip after the recovery: a packet (the
+        // controller's additive increase), and the rounding of the window to packets
+        let packet = 1200.0 / r.before_bytes as f64;
+        assert!(
+            (r.beta - beta).abs() <= 1.5 * packet + 0.005,
+            "planted {beta} (iw {iw}, ack every {ack_every}): {r:?}"
+        );
+        // a transfer where the packet was not lost is not read as a response
+        assert!(response(&once, &path, &Framing::QUIC, &plan).is_err());
+    }
+}

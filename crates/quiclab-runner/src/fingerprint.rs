@@ -1,0 +1,675 @@
+//! `quiclab fingerprint`: an implementation's choices read from the wire (docs/fingerprint.md).
+//! Each probe is a trial of one GET on a new connection over a path quiclab sets (50 ms each
+//! way; no rate limit for a server, so that nothing but the sender decides when a packet
+//! leaves; 10 Mbit/s for a client, so that its acknowledgements follow its policy), between the
+//! stack under test, in the role asked, and the registry's default stack of the same HTTP
+//! version as its peer. The clean probe's log gives the first flights, the packet sizes, the
+//! initial window, the bursts and the acknowledgement frequency; the jumbo probe (a 9000-byte
+//! link) how far path MTU discovery goes; the first-flights-lost probe, which drops the
+//! server's first flight and the client's first retransmissions, planted from the clean
+//! probe's log, each side's first retransmission timer. A server's congestion response takes
+//! two more: one data packet dropped in the fourth round trip of data (out of slow start), then
+//! that and a second four round trips later, planted from the log of the first, whose window
+//! before and after the wire shows as bytes in flight (its β). Each probe runs `runs` times;
+//! an item whose runs disagree beyond its tolerance says so.
+//!
+//! The analysis is `quiclab_explain::fingerprint`'s (sans-IO, tested in virtual time); this
+//! module makes the probes' plans, runs them through the caller's trial runner and puts the
+//! answers on a card.
+
+use std::path::Path;
+
+use quiclab_explain::fingerprint::{
+    ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossPlan, Response, WireCard,
+    first_timeout, response, wire,
+};
+use quiclab_explain::hello::{self, Hello, TransportParams};
+use quiclab_explain::{LinkLog, PathFacts};
+pub use quiclab_model::fingerprint::{Card, Item, Role, Tolerance};
+use quiclab_model::record::{HttpVersion, Transport};
+use quiclab_store::TrialRecord;
+use serde::Serialize;
+
+use crate::expand::{self, TrialSpec};
+use crate::plan::{self, Plan, Profile};
+use crate::stacks::{self, Capability, Stack};
+use crate::trial::trial_folder;
+
+/// One way: the probes' path has a 100 ms round trip, long enough to tell a flight from the
+/// next and a timer from a round trip.
+pub const ONE_WAY_MS: u64 = 50;
+
+/// The object each probe fetches: many round trips of slow start at 100 ms.
+pub const OBJECT: &str = "1mb";
+
+/// The object of the congestion-response probe for a sender whose first round trip of data
+/// was `initial_window` bytes: 64 of those (slow start to the eighth, the first loss, four
+/// round trips of congestion avoidance, the second loss and two more round trips, with room),
+/// in whole megabytes, from 1 to 8.
+pub fn response_object(initial_window: u64) -> String {
+    let mb = (initial_window * 64).div_ceil(1_000_000).clamp(1, 8);
+    format!("{mb}mb")
+}
+
+/// The object of a congestion-response probe's next attempt when the last one ended too soon:
+/// twice as many megabytes, at most 32.
+pub fn bigger_object(size: &str) -> String {
+    let mb: u64 = size.trim_end_matches("mb").parse().unwrap_or(8);
+    format!("{}mb", (mb * 2).min(32))
+}
+
+/// How many times a probe whose planted event missed is run before its item says why.
+pub const ATTEMPTS: u32 = 2;
+
+/// The MTU of the jumbo probe's link: what path MTU discovery may find.
+pub const JUMBO_MTU: u32 = 9000;
+
+/// The client probes' rate, bits per second.
+const CLIENT_RATE_BPS: u64 = 10_000_000;
+
+/// The stack under test, its role and knobs, and its peer.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub stack: &'static dyn Stack,
+    pub role: Role,
+    /// Knobs of the arm (checked by the plan, as any arm's).
+    pub knobs: Vec<(String, String)>,
+    pub http: HttpVersion,
+    /// The registry's default stack of `http`, at the other end.
+    pub peer: &'static dyn Stack,
+}
+
+impl Subject {
+    /// The subject `name` in `role`, or why it cannot be fingerprinted.
+    pub fn new(name: &str, role: Role, knobs: Vec<(String, String)>) -> Result<Subject, String> {
+        let stack = stacks::find(name)
+            .ok_or_else(|| format!("unknown stack {name:?}; known: {}", stacks::names()))?;
+        let http = [HttpVersion::Http3, HttpVersion::Hq, HttpVersion::Http2]
+            .into_iter()
+            .find(|h| stack.http().contains(h))
+            .ok_or_else(|| {
+                format!(
+                    "stack {name:?} speaks neither HTTP/3, HTTP/0.9 over QUIC nor HTTP/2: a \
+                     fingerprint reads a QUIC or a TLS-over-TCP handshake"
+                )
+            })?;
+        match role {
+            Role::Server if !stack.serves(Capability::GetOne) => {
+                return Err(format!(
+                    "stack {name:?} serves nothing: fingerprint its client (--role client)"
+                ));
+            }
+            Role::Client if !Capability::any_covers(stack.capabilities(), Capability::GetOne) => {
+                return Err(format!("stack {name:?} has no client that GETs an object"));
+            }
+            _ => {}
+        }
+        let peer = stacks::for_http(http)
+            .ok_or_else(|| format!("no stack of the registry speaks {}", http.title()))?;
+        Ok(Subject {
+            stack,
+            role,
+            knobs,
+            http,
+            peer,
+        })
+    }
+
+    /// What the probes' packets carry besides payload, and the handshake's round trips: by the
+    /// HTTP version the probes speak (a stack of both, a browser's, fetches over HTTP/3).
+    pub fn framing(&self) -> Framing {
+        match self.http.transport() {
+            Transport::Quic => Framing::QUIC,
+            _ => Framing::TCP_TLS,
+        }
+    }
+
+    /// The path the probes run over.
+    pub fn path(&self) -> PathFacts {
+        let rate = self.rate().map(|_| CLIENT_RATE_BPS);
+        PathFacts {
+            down_delay_ns: ONE_WAY_MS * 1_000_000,
+            up_delay_ns: ONE_WAY_MS * 1_000_000,
+            down_rate_bps: rate,
+            up_rate_bps: rate,
+        }
+    }
+
+    /// The probes' rate limit: none for a server (nothing but the sender decides when a packet
+    /// leaves); for a client, 10 Mbit/s, so that the data reach it spaced as on a real path
+    /// and its acknowledgements follow its policy rather than how many packets one wake-up
+    /// reads.
+    fn rate(&self) -> Option<&'static str> {
+        (self.role == Role::Client).then_some("10mbit")
+    }
+
+    /// The plan of one probe (`drops`: the link keys it plants), run `run` (its seed, so that
+    /// each run is a trial of its own).
+    pub fn plan_text(&self, probe: &str, drops: &[(&str, String)], run: u32, size: &str) -> String {
+        let (server, client) = match self.role {
+            Role::Server => (self.stack, self.peer),
+            Role::Client => (self.peer, self.stack),
+        };
+        let mut s = format!(
+            "name = \"fingerprint\"\niterations = 1\nseed = {run}\n\
+             [workload]\nkind = \"single-object\"\nsizes = [{size:?}]\n\
+             [network]\ndelay = \"{ONE_WAY_MS}ms\"\n[conditions.{probe:?}]\n"
+        );
+        if let Some(rate) = self.rate() {
+            s += &format!("rate = {rate:?}\n");
+        }
+        for (k, v) in drops {
+            s += &format!("{k} = {v:?}\n");
+        }
+        s += &format!(
+            "[arms.{name:?}]\nhttp = {http:?}\nserver-stack = {server:?}\nclient-stack = {client:?}\n",
+            name = self.stack.name(),
+            http = self.http.name(),
+            server = server.name(),
+            client = client.name(),
+        );
+        for (k, v) in &self.knobs {
+            s += &format!("{k} = {v:?}\n");
+        }
+        s
+    }
+
+    /// A probe's plan, parsed and checked as any plan is, and its one trial.
+    pub fn probe(
+        &self,
+        probe: &str,
+        drops: &[(&str, String)],
+        run: u32,
+        size: &str,
+    ) -> Result<(Plan, TrialSpec), String> {
+        let text = self.plan_text(probe, drops, run, size);
+        let plan = plan::parse(&text, &format!("the {probe} probe"), Profile::Full)
+            .map_err(|e| e.to_string())?;
+        let spec = expand::expand(&plan)
+            .into_iter()
+            .next()
+            .ok_or("the probe's plan has no trial")?;
+        Ok((plan, spec))
+    }
+}
+
+/// One run of the probes: what was read from each, and the trials they were.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunCard {
+    pub wire: WireCard,
+    /// The largest payload the stack sent on the jumbo probe's 9000-byte link.
+    pub jumbo_largest_payload: u32,
+    pub planted: FirstLossPlan,
+    pub first_timeout: FirstTimeout,
+    /// As a server: the losses planted and the window around the second (or why none).
+    pub losses: Option<LossPlan>,
+    pub response: Option<Response>,
+    pub response_why: Option<String>,
+    /// As a client: its ClientHello in the clean probe's capture, or why it could not be read.
+    pub hello: Option<Hello>,
+    pub hello_why: Option<String>,
+    /// The trials' folders, relative to the directory they ran in.
+    pub trials: Vec<String>,
+}
+
+/// Reads a probe trial's link log, or why its trial told nothing.
+fn log_of(dir: &Path, rec: &TrialRecord) -> Result<LinkLog, String> {
+    if let Err(why) = &rec.outcome {
+        return Err(format!("the trial failed: {why}"));
+    }
+    let p = dir.join(trial_folder(&rec.id)).join("events.jsonl");
+    let f = std::fs::File::open(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+    LinkLog::parse(std::io::BufReader::new(f)).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// The ClientHello in a probe trial's capture of the client's side (`capture.pcap`).
+fn hello_of(dir: &Path, rec: &TrialRecord) -> Result<Hello, String> {
+    let p = dir.join(trial_folder(&rec.id)).join("capture.pcap");
+    let bytes = std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+    hello::capture(&bytes)
+        .and_then(|packets| hello::client_hello(&packets))
+        .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// Where a fingerprint is in its work, for the caller's progress line.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    pub run: u32,
+    pub runs: u32,
+    pub probe: &'a str,
+}
+
+/// Runs one probe's trial (in the directory given to [`fingerprint`], writing its link's
+/// events): its record, or why it did not run.
+pub type RunTrial<'a> = dyn FnMut(&Plan, &TrialSpec, Step) -> Result<Box<TrialRecord>, String> + 'a;
+
+/// Runs the probes `runs` times through `run_trial` (which runs one trial in `dir`, writing
+/// its link's events) and makes the card. `Err` says which probe told nothing and why.
+pub fn fingerprint(
+    subject: &Subject,
+    runs: u32,
+    dir: &Path,
+    run_trial: &mut RunTrial,
+) -> Result<Card, String> {
+    let path = subject.path();
+    let framing = subject.framing();
+    let mut cards = Vec::new();
+    for run in 0..runs {
+        let step = |probe| Step {
+            run: run + 1,
+            runs,
+            probe,
+        };
+        let (plan, spec) = subject.probe("clean", &[], run, OBJECT)?;
+        let rec = run_trial(&plan, &spec, step("clean"))?;
+        let clean_log =
+            log_of(dir, &rec).map_err(|e| format!("the clean probe (run {}): {e}", run + 1))?;
+        let clean = wire(&clean_log, &path, &framing)
+            .map_err(|e| format!("the clean probe (run {}): {e}", run + 1))?;
+        let (hello, hello_why) = match subject.role {
+            Role::Client => match hello_of(dir, &rec) {
+                Ok(h) => (Some(h), None),
+                Err(e) => (None, Some(e)),
+            },
+            Role::Server => (None, None),
+        };
+        let mut trials = vec![trial_folder(&rec.id)];
+        // path MTU discovery: the same transfer where the link takes 9000-byte packets
+        let (p, sp) = subject.probe("jumbo", &[("mtu", JUMBO_MTU.to_string())], run, OBJECT)?;
+        let r = run_trial(&p, &sp, step("jumbo"))?;
+        trials.push(trial_folder(&r.id));
+        let jumbo = log_of(dir, &r)
+            .and_then(|log| wire(&log, &path, &framing))
+            .map_err(|e| format!("the jumbo probe (run {}): {e}", run + 1))?;
+        // a probe whose planted event missed (a busy host split a flight the clean probe sent
+        // whole, or the other way round) is run once more, as a seed of its own, planted from
+        // its own first flights
+        let mut planted = FirstLossPlan::of(&clean);
+        let mut timeout = None;
+        for attempt in 0..ATTEMPTS {
+            let (p, sp) = subject.probe(
+                "first flights lost",
+                &planted.link_keys(),
+                run + 100 * attempt,
+                OBJECT,
+            )?;
+            let r = run_trial(&p, &sp, step("first flights lost"))?;
+            trials.push(trial_folder(&r.id));
+            let lost = log_of(dir, &r)
+                .map_err(|e| format!("the first-flights-lost probe (run {}): {e}", run + 1))?;
+            let t = first_timeout(&lost, &planted);
+            let told = match subject.role {
+                Role::Server => t.server_ms.is_some(),
+                Role::Client => t.client_ms.is_some(),
+            };
+            timeout = Some(t);
+            if told {
+                break;
+            }
+            planted = FirstLossPlan::of_log(&lost);
+        }
+        let (mut losses, mut resp, mut response_why) = (None, None, None);
+        if subject.role == Role::Server {
+            let mut size = response_object(clean.first_data_flight.map_or(0, |f| f.bytes));
+            let mut respond = |seed: u32, size: &str| -> Result<Response, String> {
+                let first = LossPlan::first_of(&clean_log, &path, &framing)?;
+                losses = Some(first);
+                let (p, s) = subject.probe("one loss", &first.link_keys(), seed, size)?;
+                let r = run_trial(&p, &s, step("one loss"))?;
+                trials.push(trial_folder(&r.id));
+                let plan = first.then(&log_of(dir, &r)?, &path, &framing)?;
+                losses = Some(plan);
+                let (p, s) = subject.probe("two losses", &plan.link_keys(), seed, size)?;
+                let r = run_trial(&p, &s, step("two losses"))?;
+                trials.push(trial_folder(&r.id));
+                response(&log_of(dir, &r)?, &path, &framing, &plan)
+            };
+            for attempt in 0..ATTEMPTS {
+                match respond(run + 100 * attempt, &size) {
+                    Ok(r) => {
+                        resp = Some(r);
+                        response_why = None;
+                        break;
+                    }
+                    Err(e) => {
+                        // a window that outgrew the object (no cut at the first loss): the
+                        // next attempt fetches twice as much
+                        if e == ENDED_TOO_SOON {
+                            size = bigger_object(&size);
+                        }
+                        response_why = Some(e);
+                    }
+                }
+            }
+        }
+        cards.push(RunCard {
+            jumbo_largest_payload: match subject.role {
+                Role::Server => jumbo.server_largest_payload,
+                Role::Client => jumbo.client_largest_payload,
+            },
+            wire: clean,
+            planted,
+            first_timeout: timeout.expect("at least one attempt"),
+            losses,
+            response: resp,
+            response_why,
+            hello,
+            hello_why,
+            trials,
+        });
+    }
+    Ok(Card {
+        stack: subject.stack.name().to_string(),
+        implementation: subject.stack.implementation().to_string(),
+        role: subject.role,
+        peer: subject.peer.name().to_string(),
+        http: subject.http.title().to_string(),
+        knobs: subject.knobs.clone(),
+        path: match subject.rate() {
+            Some(r) => format!("{ONE_WAY_MS} ms each way, {r}, one GET of {OBJECT}"),
+            None => format!("{ONE_WAY_MS} ms each way, no rate limit, one GET of {OBJECT}"),
+        },
+        items: items(
+            subject.role,
+            subject.http.transport() == Transport::Quic,
+            &cards,
+        ),
+        runs: cards
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap_or_default())
+            .collect(),
+    })
+}
+
+/// The largest datagram on the jumbo probe's link.
+fn jumbo(runs: &[RunCard]) -> Item {
+    Item::new(
+        "jumbo_largest_payload",
+        "largest datagram, 9000-byte link (path MTU discovery)",
+        "bytes",
+        Tolerance::Exact,
+        runs.iter()
+            .map(|r| Some(r.jumbo_largest_payload as f64))
+            .collect(),
+        None,
+    )
+}
+
+/// The card's items for `role` from each run's answers (`quic`: the probes spoke QUIC, whose
+/// hello carries transport parameters).
+fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
+    let each = |f: &dyn Fn(&RunCard) -> Option<f64>| runs.iter().map(f).collect::<Vec<_>>();
+    let why_of =
+        |f: &dyn Fn(&FirstTimeout) -> Option<String>| runs.iter().find_map(|r| f(&r.first_timeout));
+    // what each side shows of itself: its first flight, its first and largest datagrams
+    let own = |r: &RunCard| match role {
+        Role::Server => (
+            r.wire.server_first_flight,
+            r.wire.server_first_payload,
+            r.wire.server_largest_payload,
+        ),
+        Role::Client => (
+            r.wire.client_first_flight,
+            r.wire.client_first_payload,
+            r.wire.client_largest_payload,
+        ),
+    };
+    let packet = runs.iter().map(|r| own(r).2).max().unwrap_or(0) as f64;
+    let flight_label = match role {
+        Role::Server => "first flight",
+        Role::Client => "first flight (hello)",
+    };
+    let mut out = vec![
+        Item::new(
+            "first_flight_packets",
+            flight_label,
+            "packets",
+            Tolerance::Exact,
+            each(&|r| Some(own(r).0.packets as f64)),
+            None,
+        ),
+        Item::new(
+            "first_flight_bytes",
+            flight_label,
+            "bytes",
+            Tolerance::Bytes(packet),
+            each(&|r| Some(own(r).0.bytes as f64)),
+            None,
+        ),
+        Item::new(
+            "first_payload",
+            "first datagram",
+            "bytes",
+            Tolerance::Exact,
+            each(&|r| Some(own(r).1 as f64)),
+            None,
+        ),
+        Item::new(
+            "largest_payload",
+            "largest datagram",
+            "bytes",
+            Tolerance::Exact,
+            each(&|r| Some(own(r).2 as f64)),
+            None,
+        ),
+        jumbo(runs),
+    ];
+    match role {
+        Role::Server => {
+            let flight = |r: &RunCard| r.wire.first_data_flight;
+            out.push(Item::new(
+                "initial_window",
+                "initial window (first round trip of data)",
+                "bytes",
+                Tolerance::Bytes(packet),
+                each(&|r| flight(r).map(|f| f.bytes as f64)),
+                None,
+            ));
+            out.push(Item::new(
+                "first_flight_span",
+                "first round trip of data sent over",
+                "ms",
+                Tolerance::Within(2.0),
+                each(&|r| flight(r).map(|f| f.span_us as f64 / 1000.0)),
+                None,
+            ));
+            out.push(Item::new(
+                "largest_burst",
+                "largest burst (packets written together)",
+                "packets",
+                Tolerance::Share(0.5),
+                each(&|r| r.wire.largest_burst.map(f64::from)),
+                None,
+            ));
+            let resp = |r: &RunCard| r.response;
+            let resp_why = runs.iter().find_map(|r| r.response_why.clone());
+            out.push(Item::new(
+                "window_before_loss",
+                "window when a loss is noticed (congestion avoidance)",
+                "bytes",
+                // where slow start ended moves with the host's timing by a few packets, and
+                // the window four round trips later with it
+                Tolerance::Share(0.2),
+                each(&|r| resp(r).map(|x| x.before_bytes as f64)),
+                resp_why.clone(),
+            ));
+            out.push(Item::new(
+                "beta",
+                "window after the loss / before (β)",
+                "ratio",
+                Tolerance::Within(0.05),
+                each(&|r| resp(r).map(|x| x.beta)),
+                resp_why,
+            ));
+            out.push(Item::new(
+                "first_pto",
+                "first retransmission timer (first flight lost)",
+                "ms",
+                Tolerance::Share(0.1),
+                each(&|r| r.first_timeout.server_ms),
+                why_of(&|t| t.server_why.clone()),
+            ));
+        }
+        Role::Client => {
+            // the hello's key shares and groups: a code per list (equal for equal lists), named
+            let hello_why = runs.iter().find_map(|r| r.hello_why.clone());
+            let lists = |f: &dyn Fn(&Hello) -> &[u16]| -> (Vec<Option<f64>>, Vec<Option<String>>) {
+                runs.iter()
+                    .map(|r| {
+                        r.hello.as_ref().map_or((None, None), |h| {
+                            (
+                                Some(hello::groups_code(f(h))),
+                                Some(hello::group_names(f(h))),
+                            )
+                        })
+                    })
+                    .unzip()
+            };
+            let (codes, names) = lists(&|h| &h.key_shares);
+            out.push(
+                Item::new(
+                    "key_shares",
+                    "key shares offered (ClientHello)",
+                    "groups",
+                    Tolerance::Exact,
+                    codes,
+                    hello_why.clone(),
+                )
+                .with_words(names),
+            );
+            let (codes, names) = lists(&|h| &h.groups);
+            out.push(
+                Item::new(
+                    "groups",
+                    "groups offered (supported_groups)",
+                    "groups",
+                    Tolerance::Exact,
+                    codes,
+                    hello_why.clone(),
+                )
+                .with_words(names),
+            );
+            out.push(Item::new(
+                "hello_bytes",
+                "ClientHello",
+                "bytes",
+                // GREASE and padding extensions may vary it a little between connections
+                Tolerance::Share(0.1),
+                each(&|r| r.hello.as_ref().map(|h| h.bytes as f64)),
+                hello_why.clone(),
+            ));
+            // the limits its hello's transport parameters set on what the server sends (a
+            // QUIC hello without them is no QUIC v1 hello: the item says so)
+            let params_why = hello_why.or_else(|| {
+                runs.iter()
+                    .any(|r| r.hello.as_ref().is_some_and(|h| h.quic.is_none()))
+                    .then(|| "its hello carries no quic_transport_parameters".to_string())
+            });
+            let param = |f: &dyn Fn(&TransportParams) -> u64| {
+                each(&|r| r.hello.as_ref().and_then(|h| h.quic).map(|p| f(&p) as f64))
+            };
+            if quic {
+                for (key, name, unit, f) in [
+                    (
+                        "max_data",
+                        "connection flow-control limit offered (initial_max_data)",
+                        "bytes",
+                        &(|p: &TransportParams| p.max_data) as &dyn Fn(&TransportParams) -> u64,
+                    ),
+                    (
+                        "max_stream_data",
+                        "limit on each response (initial_max_stream_data_bidi_local)",
+                        "bytes",
+                        &|p: &TransportParams| p.max_stream_data_bidi_local,
+                    ),
+                    (
+                        "max_ack_delay",
+                        "max_ack_delay it announces",
+                        "ms",
+                        &|p: &TransportParams| p.max_ack_delay_ms,
+                    ),
+                ] {
+                    out.push(Item::new(
+                        key,
+                        name,
+                        unit,
+                        Tolerance::Exact,
+                        param(f),
+                        params_why.clone(),
+                    ));
+                }
+            }
+            out.push(Item::new(
+                "data_per_ack",
+                "data packets per acknowledgement",
+                "packets",
+                Tolerance::Share(0.2),
+                each(&|r| r.wire.data_per_ack.map(|x| (x * 100.0).round() / 100.0)),
+                None,
+            ));
+            out.push(Item::new(
+                "first_pto",
+                "first retransmission timer (no answer to the hello)",
+                "ms",
+                Tolerance::Share(0.1),
+                each(&|r| r.first_timeout.client_ms),
+                why_of(&|t| t.client_why.clone()),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_probe_that_ended_too_soon_fetches_twice_as_much_up_to_32_mb() {
+        assert_eq!(response_object(12_000), "1mb");
+        assert_eq!(response_object(41_800), "3mb");
+        assert_eq!(bigger_object("3mb"), "6mb");
+        assert_eq!(bigger_object("8mb"), "16mb");
+        assert_eq!(bigger_object("16mb"), "32mb");
+        assert_eq!(bigger_object("32mb"), "32mb");
+    }
+
+    #[test]
+    fn every_registered_stack_with_a_handshake_makes_probes_that_parse() {
+        let mut made = 0;
+        for s in stacks::all() {
+            for role in [Role::Server, Role::Client] {
+                let Ok(subject) = Subject::new(s.name(), role, Vec::new()) else {
+                    continue;
+                };
+                let drops = FirstLossPlan {
+                    server_flight: 3,
+                    client_flight: 2,
+                }
+                .link_keys();
+                let (plan, spec) = subject
+                    .probe("first flights lost", &drops, 1, OBJECT)
+                    .unwrap_or_else(|e| panic!("{} as {}: {e}", s.name(), role.name()));
+                assert_eq!(plan.conditions.len(), 1);
+                let cfg = spec.config(&plan).to_string();
+                assert!(cfg.contains("0-2") && cfg.contains("2-3"), "{cfg}");
+                made += 1;
+            }
+        }
+        // at least the two default stacks, each in both roles
+        assert!(made >= 4, "{made}");
+    }
+
+    #[test]
+    fn a_stack_without_the_role_is_refused_by_name() {
+        let server_only = stacks::all()
+            .into_iter()
+            .find(|s| !s.serves(Capability::GetOne) && s.http().contains(&HttpVersion::Http3));
+        if let Some(s) = server_only {
+            let e = Subject::new(s.name(), Role::Server, Vec::new()).unwrap_err();
+            assert!(e.contains("--role client"), "{e}");
+        }
+        let e = Subject::new("no-such-stack", Role::Server, Vec::new()).unwrap_err();
+        assert!(e.contains("unknown stack \"no-such-stack\""), "{e}");
+    }
+}
