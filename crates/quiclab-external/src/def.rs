@@ -256,6 +256,24 @@ impl Command {
     }
 }
 
+/// A program as a stack file from `source` names it: a relative path (one with a slash, e.g.
+/// `./driver` or `bin/server`) is taken from the stack file's directory, made absolute, so that
+/// it is found wherever quiclab is run from; a bare name is looked up on `PATH` when run
+/// ([`locate_program`]), and an absolute path or a built-in file's program is as given.
+fn beside(source: &Source, program: &str) -> String {
+    match source {
+        Source::File(file) if program.contains('/') && !program.starts_with('/') => {
+            let dir = file.parent().unwrap_or(Path::new(""));
+            let joined = dir.join(program);
+            std::path::absolute(&joined)
+                .unwrap_or(joined)
+                .display()
+                .to_string()
+        }
+        _ => program.to_string(),
+    }
+}
+
 /// Where a program is: the name as given if it has a slash, else the first executable of that
 /// name on `PATH` (and in /usr/sbin and /sbin, where servers often live).
 pub fn locate_program(program: &str) -> Option<PathBuf> {
@@ -607,7 +625,7 @@ impl StackDef {
                 }
             }
             let cmd = Command {
-                program: program.get_ref().clone(),
+                program: beside(&source, program.get_ref()),
                 args,
             };
             if cmd.program.trim().is_empty() {
@@ -1121,6 +1139,28 @@ mod tests {
 
     fn line_of(needle: &str, text: &str) -> usize {
         text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn a_relative_program_path_is_taken_from_the_stack_files_directory() {
+        let text = ngtcp2_text()
+            .replacen("program = \"gtlsserver\"", "program = \"./bin/server\"", 1)
+            .replacen("program = \"gtlsclient\"", "program = \"/opt/x/client\"", 1);
+        let d = StackDef::parse(&text, Source::File("/srv/lab/stacks/mine.toml".into())).unwrap();
+        assert_eq!(d.server.program, "/srv/lab/stacks/bin/server");
+        // an absolute path, and a bare name (looked up on PATH when run), are as given
+        assert_eq!(d.client.program, "/opt/x/client");
+        let d = StackDef::parse(ngtcp2_text(), Source::File("stacks/mine.toml".into())).unwrap();
+        assert_eq!(d.server.program, "gtlsserver");
+        // a file named by a relative path: the program's path is made absolute, so that it
+        // is found from wherever quiclab runs
+        let text = ngtcp2_text().replacen("program = \"gtlsserver\"", "program = \"./s\"", 1);
+        let d = StackDef::parse(&text, Source::File("stacks/mine.toml".into())).unwrap();
+        let want = std::env::current_dir().unwrap().join("stacks/s");
+        assert_eq!(Path::new(&d.server.program), want);
+        // a built-in file's program is never rewritten
+        let d = StackDef::parse(&text, Source::Builtin("ngtcp2.toml")).unwrap();
+        assert_eq!(d.server.program, "./s");
     }
 
     #[test]

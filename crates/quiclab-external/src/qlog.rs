@@ -267,12 +267,7 @@ pub fn timeline(
                 if !streams.is_empty() {
                     sent.insert((space, pn), streams);
                 }
-                st.blocked += frames(data)
-                    .filter(|f| {
-                        f["frame_type"] == "data_blocked"
-                            || f["frame_type"] == "stream_data_blocked"
-                    })
-                    .count() as u64;
+                st.blocked += blocked_frames(data);
             }
             "transport:packet_received" => {
                 let Some(space) = space else { continue };
@@ -353,6 +348,136 @@ pub fn timeline(
     Ok(out)
 }
 
+/// What one connection's qlog gives the sender's timeline, item by item (the module's
+/// contract; `quiclab external check-qlog`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QlogCheck {
+    /// `trace.vantage_point.type` of the header.
+    pub vantage_point: Option<String>,
+    /// Events after the header with a `time` and a `name`.
+    pub events: u64,
+    /// The last event's `time`, ms from the connection's start.
+    pub last_ms: Option<f64>,
+    /// `packet_sent` events carrying a STREAM frame.
+    pub stream_packets_sent: u64,
+    /// ACK frames in `packet_received` events.
+    pub acks_received: u64,
+    /// STREAM bytes those ACK frames acknowledge (the timeline's last `acked_bytes`).
+    pub acked_bytes: u64,
+    /// `recovery:metrics_updated` events with a `congestion_window`, with a `latest_rtt`.
+    pub cwnd_updates: u64,
+    pub rtt_updates: u64,
+    /// `recovery:packet_lost` events, and DATA_BLOCKED / STREAM_DATA_BLOCKED frames sent.
+    pub losses: u64,
+    pub blocked_frames: u64,
+}
+
+impl QlogCheck {
+    /// What the file lacks that a sender's timeline needs, each in words: what is missing and
+    /// what it costs. Losses and flow-control frames may rightly be absent; they are not asked.
+    pub fn missing(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.vantage_point.as_deref() != Some("server") {
+            out.push(format!(
+                "the header's trace.vantage_point.type is {}, not \"server\": quiclab reads a \
+                 server's qlog as the sender's record (and its re-sent bytes from a server's only)",
+                self.vantage_point
+                    .as_deref()
+                    .map_or("absent".to_string(), |v| format!("{v:?}"))
+            ));
+        }
+        if self.events == 0 {
+            out.push("no event with a time and a name after the header".into());
+            return out;
+        }
+        if self.stream_packets_sent == 0 {
+            out.push(
+                "no transport:packet_sent event with a STREAM frame (data.frames[] with \
+                 frame_type \"stream\", stream_id, offset, length, and data.header's \
+                 packet_type and packet_number): nothing sent can be acknowledged"
+                    .into(),
+            );
+        }
+        if self.acks_received == 0 {
+            out.push(
+                "no transport:packet_received event with an ACK frame (frame_type \"ack\", \
+                 acked_ranges): acked_bytes stays 0 and the transfer looks stalled"
+                    .into(),
+            );
+        } else if self.stream_packets_sent > 0 && self.acked_bytes == 0 {
+            out.push(
+                "its ACK frames acknowledge none of the packets that carried STREAM frames \
+                 (acked_ranges must name the packet_number of packet_sent events of the same \
+                 packet_type)"
+                    .into(),
+            );
+        }
+        if self.cwnd_updates == 0 {
+            out.push(
+                "no recovery:metrics_updated event with a congestion_window: the timeline has \
+                 no window (\"cwnd\" of [records] server-qlog cannot be offered)"
+                    .into(),
+            );
+        }
+        if self.rtt_updates == 0 {
+            out.push(
+                "no recovery:metrics_updated event with a latest_rtt: the timeline has no RTT \
+                 (\"rtt\" of [records] server-qlog cannot be offered)"
+                    .into(),
+            );
+        }
+        out
+    }
+}
+
+/// Checks one connection's qlog against the module's contract: [`QlogCheck`].
+pub fn check(text: &[u8]) -> Result<QlogCheck, QlogError> {
+    let (header, records) = header_and_events(text)?;
+    let mut c = QlogCheck {
+        vantage_point: header["trace"]["vantage_point"]["type"]
+            .as_str()
+            .map(str::to_string),
+        ..QlogCheck::default()
+    };
+    for ev in records {
+        let (Some(time), Some(name)) = (ev["time"].as_f64(), name(&ev)) else {
+            continue;
+        };
+        c.events += 1;
+        c.last_ms = Some(c.last_ms.map_or(time, |t: f64| t.max(time)));
+        let data = &ev["data"];
+        match name {
+            "transport:packet_sent" => {
+                if frames(data).any(|f| f["frame_type"] == "stream") {
+                    c.stream_packets_sent += 1;
+                }
+                c.blocked_frames += blocked_frames(data);
+            }
+            "transport:packet_received" => {
+                c.acks_received += frames(data).filter(|f| f["frame_type"] == "ack").count() as u64;
+            }
+            "recovery:metrics_updated" => {
+                c.cwnd_updates += u64::from(data["congestion_window"].is_u64());
+                c.rtt_updates += u64::from(data["latest_rtt"].is_number());
+            }
+            "recovery:packet_lost" => c.losses += 1,
+            _ => {}
+        }
+    }
+    c.acked_bytes = timeline(text, 0, 0, None)?
+        .last()
+        .and_then(|s| s.acked_bytes)
+        .unwrap_or(0);
+    Ok(c)
+}
+
+/// DATA_BLOCKED and STREAM_DATA_BLOCKED frames in one packet's frames.
+fn blocked_frames(data: &Value) -> u64 {
+    frames(data)
+        .filter(|f| f["frame_type"] == "data_blocked" || f["frame_type"] == "stream_data_blocked")
+        .count() as u64
+}
+
 fn frames(data: &Value) -> impl Iterator<Item = &Value> {
     data["frames"].as_array().into_iter().flatten()
 }
@@ -390,6 +515,52 @@ mod tests {
         format!(
             r#"{{"time":{t},"name":"recovery:metrics_updated","data":{{"latest_rtt":{rtt},"congestion_window":{cwnd},"bytes_in_flight":{flight}}}}}"#
         )
+    }
+
+    #[test]
+    fn a_whole_qlog_lacks_nothing_and_one_without_acknowledgements_says_so() {
+        let whole = seq(&[
+            HEADER,
+            &sent(0, 0, 0, 1000),
+            &metrics(1, 14_000, 1000, 0),
+            &ack(50, "[[0]]"),
+            &metrics(50, 16_000, 0, 50),
+        ]);
+        let c = check(&whole).unwrap();
+        assert_eq!(c.vantage_point.as_deref(), Some("server"));
+        assert_eq!(
+            (c.events, c.stream_packets_sent, c.acks_received),
+            (4, 1, 1)
+        );
+        assert_eq!((c.acked_bytes, c.cwnd_updates, c.rtt_updates), (1000, 2, 2));
+        assert_eq!(c.last_ms, Some(50.0));
+        assert!(c.missing().is_empty(), "{:?}", c.missing());
+        // aioquic's first driver: packets sent and metrics, no acknowledgement logged
+        let hollow = seq(&[HEADER, &sent(0, 0, 0, 1000), &metrics(1, 14_000, 1000, 50)]);
+        let m = check(&hollow).unwrap().missing();
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].contains("no transport:packet_received event with an ACK frame"),
+            "{m:?}"
+        );
+        // acknowledgements of packets that carried no STREAM frame the log showed
+        let elsewhere = seq(&[
+            HEADER,
+            &sent(0, 0, 0, 1000),
+            &ack(50, "[[7]]"),
+            &metrics(50, 1, 0, 50),
+        ]);
+        let m = check(&elsewhere).unwrap().missing();
+        assert!(m.len() == 1 && m[0].contains("acknowledge none"), "{m:?}");
+        // a client's log, with only a header: every item named
+        let client = seq(&[&HEADER.replace("\"server\"", "\"client\"")]);
+        let m = check(&client).unwrap().missing();
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(
+            m[0].contains("\"client\", not \"server\"") && m[1].contains("no event"),
+            "{m:?}"
+        );
+        assert_eq!(check(b"not json"), Err(QlogError::NoHeader));
     }
 
     #[test]

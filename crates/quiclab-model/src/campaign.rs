@@ -438,6 +438,11 @@ pub struct Detail {
     /// Why a trial that should have a budget has none (its files did not make one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_error: Option<String>,
+    /// Why the sender's timeline of a completed transfer cannot be trusted (empty where its
+    /// stack offers one, fewer bytes acknowledged than the body, no window or no RTT where its
+    /// stack offers them), one reason each; empty where nothing is in doubt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sender_doubts: Vec<String>,
 }
 
 impl Detail {

@@ -66,6 +66,9 @@ pub struct ArmCell<'a> {
     /// lateness (ms).
     pub emulator_late_trials: usize,
     pub emulator_late_max_ms: f64,
+    /// Successful trials whose sender's record is in doubt, and the first one's reasons.
+    pub doubted_trials: usize,
+    pub doubt: Option<String>,
     /// Distinct failure reasons with their counts, in order of first appearance.
     pub failure_reasons: Vec<(String, usize)>,
     /// The trial whose timeline represents the arm: see [`median_trial`].
@@ -389,6 +392,14 @@ fn arm_cell<'a>(
             .iter()
             .filter_map(|m| m.detail.emulator_late_ms)
             .fold(0.0, f64::max),
+        doubted_trials: ms
+            .iter()
+            .filter(|m| !m.detail.sender_doubts.is_empty())
+            .count(),
+        doubt: ms
+            .iter()
+            .find(|m| !m.detail.sender_doubts.is_empty())
+            .map(|m| m.detail.sender_doubts.join("; ")),
         median_trial: median_trial(ok.iter().copied()),
         failure_reasons,
         summary,

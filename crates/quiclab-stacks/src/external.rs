@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use anyhow::{Context, bail};
 use quiclab_external::client::{self, GetOptions};
@@ -42,6 +42,9 @@ pub struct External {
     name: &'static str,
     /// The name and the first 16 hex digits of the file's SHA-256.
     identity: String,
+    /// The first 16 hex digits of the SHA-256 of its programs' files, read when a trial's
+    /// identity first asks (an endpoint's process never does).
+    builds: OnceLock<String>,
     implementation: &'static str,
     http: &'static [HttpVersion],
     knobs: &'static [&'static Knob],
@@ -152,10 +155,7 @@ impl External {
             })
             .collect();
         let digest = ring::digest::digest(&ring::digest::SHA256, def.text.as_bytes());
-        let hex: String = digest.as_ref()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = hex8(digest.as_ref());
         let modes: Vec<Mode> = def
             .telemetry
             .iter()
@@ -166,6 +166,7 @@ impl External {
         External {
             modes: Box::leak(modes.into_boxed_slice()),
             identity: format!("{} {hex}", def.name),
+            builds: OnceLock::new(),
             name: leak(&def.name),
             implementation: leak(&def.implementation),
             http: Box::leak(def.http.clone().into_boxed_slice()),
@@ -185,6 +186,51 @@ impl External {
             work_dir: Some(work_dir),
         }
     }
+}
+
+/// The first 16 hex digits of the SHA-256 over the files of `def`'s programs (server, client,
+/// telemetry client, each once, in that order; "absent" for one not installed), so that a
+/// rebuilt driver or an upgraded program makes new trials.
+fn builds_digest(def: &StackDef) -> String {
+    use std::io::Read;
+    let mut all = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let commands = [
+        Some(&def.server),
+        Some(&def.client),
+        def.telemetry.as_ref().map(|t| &t.client),
+    ];
+    for cmd in commands.into_iter().flatten() {
+        let Some(path) = cmd.locate() else {
+            all.update(b"absent\0");
+            continue;
+        };
+        if seen.contains(&path) {
+            continue;
+        }
+        let mut one = ring::digest::Context::new(&ring::digest::SHA256);
+        let read = std::fs::File::open(&path).and_then(|mut f| {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = f.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                one.update(&buf[..n]);
+            }
+        });
+        match read {
+            Ok(()) => all.update(one.finish().as_ref()),
+            Err(_) => all.update(b"unreadable\0"),
+        }
+        seen.push(path);
+    }
+    hex8(all.finish().as_ref())
+}
+
+/// The first 8 bytes of a digest in hex.
+fn hex8(digest: &[u8]) -> String {
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The folder a task names for the endpoint's files (a trial always names one).
@@ -381,8 +427,11 @@ impl Stack for External {
         self.def.missing_programs()
     }
 
+    /// Its name, its file's digest and its programs' (a changed file, a rebuilt driver or an
+    /// upgraded program makes new trials).
     fn identity(&self) -> String {
-        self.identity.clone()
+        let builds = self.builds.get_or_init(|| builds_digest(&self.def));
+        format!("{} programs {builds}", self.identity)
     }
 
     fn label(&self, _http: HttpVersion, mode: Option<Mode>, knobs: &[(String, String)]) -> String {
@@ -453,5 +502,55 @@ impl Stack for External {
             timeline.as_deref(),
             task.recording.path_min_rtt_us,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rebuilt_program_changes_the_identity_and_a_missing_one_is_absent() {
+        let dir = std::env::temp_dir().join(format!("quiclab-builds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let program = dir.join("server");
+        let write = |body: &str| {
+            std::fs::write(&program, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(
+                &program,
+                std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            )
+            .unwrap();
+        };
+        let text = quiclab_external::def::BUILTIN
+            .iter()
+            .find(|(f, _)| *f == "ngtcp2.toml")
+            .unwrap()
+            .1
+            .replacen("name = \"ngtcp2\"", "name = \"mine\"", 1)
+            .replacen("program = \"gtlsserver\"", "program = \"./server\"", 1);
+        let file = dir.join("mine.toml");
+        let def = || StackDef::parse(&text, Source::File(file.clone())).unwrap();
+        write("exec true");
+        let first = builds_digest(&def());
+        assert_eq!(first.len(), 16);
+        assert_eq!(
+            builds_digest(&def()),
+            first,
+            "the same files, the same digest"
+        );
+        write("exec false");
+        let rebuilt = builds_digest(&def());
+        assert_ne!(rebuilt, first);
+        // the identity a trial records holds it, after the file's own digest
+        let id = External::new(def()).identity();
+        assert!(
+            id.starts_with("mine ") && id.ends_with(&format!(" programs {rebuilt}")),
+            "{id}"
+        );
+        std::fs::remove_file(&program).unwrap();
+        let absent = builds_digest(&def());
+        assert_ne!(absent, rebuilt);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

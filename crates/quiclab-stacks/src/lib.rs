@@ -177,7 +177,8 @@ pub trait Stack: Sync {
         "https"
     }
     /// What a trial's identity records of it when an arm names it: its name, and for a stack
-    /// described by a file, the file's digest too (a changed file makes new trials).
+    /// described by a file, the file's digest and its programs' too (a changed file, a rebuilt
+    /// driver or an upgraded program makes new trials).
     fn identity(&self) -> String {
         self.name().to_string()
     }

@@ -20,8 +20,10 @@ use crate::usage::{Usage, usage};
 /// and prints quiclab's request records (TTFB, TTLB, handshake, bytes checked against the
 /// pattern). Trials run these in their namespaces; they also work by hand, e.g.
 /// `quiclab external get --stack ngtcp2 --cacert cert.pem https://198.18.0.2/bytes/100000`.
-/// The built-in stacks: aioquic, ngtcp2, quic-go, quiche. --stack also takes a stack file's path. A stack
-/// whose file has a `[telemetry]` section also receives telemetry (`serve --telemetry-log`).
+/// The built-in stacks: aioquic, msquic, ngtcp2, quic-go, quiche, tquic. --stack also takes a
+/// stack file's path. A stack whose file has a `[telemetry]` section also receives telemetry
+/// (`serve --telemetry-log`). `check-qlog` says what a server's qlog file lacks that quiclab's
+/// sender timeline reads (docs/stacks.md, "The qlog a server writes").
 #[derive(Args)]
 pub struct ExternalCmd {
     #[command(subcommand)]
@@ -32,6 +34,20 @@ pub struct ExternalCmd {
 enum What {
     Serve(ServeArgs),
     Get(GetArgs),
+    CheckQlog(CheckQlogArgs),
+}
+
+/// Check server qlog files (JSON-SEQ) against what the sender's timeline reads: each file's
+/// events, STREAM packets sent, ACK frames received, bytes they acknowledge, window and RTT
+/// updates, losses and flow-control frames, and what is missing. Exits 1 if a file lacks
+/// anything a timeline needs.
+#[derive(Args)]
+struct CheckQlogArgs {
+    /// Print one JSON object (`files`: each file's counts and `missing`) instead of text.
+    #[arg(long)]
+    json: bool,
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
 }
 
 /// What both sides take.
@@ -140,7 +156,64 @@ pub fn external(c: ExternalCmd) -> anyhow::Result<i32> {
     match c.what {
         What::Serve(a) => serve(a),
         What::Get(a) => get(a),
+        What::CheckQlog(a) => check_qlog(a),
     }
+}
+
+fn check_qlog(a: CheckQlogArgs) -> anyhow::Result<i32> {
+    let mut files = Vec::new();
+    let mut lacking = 0;
+    for f in &a.files {
+        let text =
+            std::fs::read(f).map_err(|e| Usage(format!("cannot read {}: {e}", f.display())))?;
+        let (counts, missing) = match quiclab_external::qlog::check(&text) {
+            Ok(c) => {
+                let missing = c.missing();
+                let counts = serde_json::json!({
+                    "vantage_point": c.vantage_point,
+                    "events": c.events,
+                    "last_ms": c.last_ms,
+                    "stream_packets_sent": c.stream_packets_sent,
+                    "acks_received": c.acks_received,
+                    "acked_bytes": c.acked_bytes,
+                    "cwnd_updates": c.cwnd_updates,
+                    "rtt_updates": c.rtt_updates,
+                    "losses": c.losses,
+                    "blocked_frames": c.blocked_frames,
+                });
+                (counts, missing)
+            }
+            Err(e) => (serde_json::Value::Null, vec![e.to_string()]),
+        };
+        lacking += usize::from(!missing.is_empty());
+        if !a.json {
+            println!("{}:", f.display());
+            if let Some(o) = counts.as_object() {
+                for (k, v) in o {
+                    println!("  {k}: {v}");
+                }
+            }
+            if missing.is_empty() {
+                println!("  nothing missing: a sender's timeline can be read from it");
+            }
+            for m in &missing {
+                println!("  missing: {m}");
+            }
+        }
+        let mut entry = serde_json::json!({"file": f, "missing": missing});
+        if let Some(o) = counts.as_object() {
+            entry.as_object_mut().expect("an object").extend(o.clone());
+        }
+        files.push(entry);
+    }
+    if a.json {
+        println!("{}", serde_json::json!({ "files": files }));
+    }
+    Ok(if lacking > 0 {
+        crate::usage::FAILED
+    } else {
+        crate::usage::OK
+    })
 }
 
 fn serve(a: ServeArgs) -> anyhow::Result<i32> {

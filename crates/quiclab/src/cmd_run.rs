@@ -1,6 +1,6 @@
 //! `quiclab run`, `quiclab report` and `quiclab export`: campaigns from plans to reports.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -374,6 +374,9 @@ struct Bar {
     done: usize,
     total: usize,
     started: Instant,
+    /// Per arm, the trials of this run whose sender's timeline is in doubt and the first one's
+    /// reasons.
+    doubted: BTreeMap<String, (usize, String)>,
 }
 
 impl Bar {
@@ -385,6 +388,7 @@ impl Bar {
             done: 0,
             total: 0,
             started: Instant::now(),
+            doubted: BTreeMap::new(),
         }
     }
 
@@ -448,12 +452,19 @@ impl Progress for Bar {
     fn trial_done(&mut self, plan: &Plan, spec: &TrialSpec, rec: &TrialRecord) {
         self.running.remove(&spec.id);
         self.done += 1;
-        let late = match &rec.outcome {
+        let mut late = match &rec.outcome {
             Ok(m) => m.detail.emulator_late_ms.map_or(String::new(), |l| {
                 format!(" (the host held the emulator's packets up to {l:.1} ms)")
             }),
             Err(_) => String::new(),
         };
+        if let Ok(m) = &rec.outcome
+            && !m.detail.sender_doubts.is_empty()
+        {
+            let why = m.detail.sender_doubts.join("; ");
+            late += &format!(" (the sender's record is in doubt: {why})");
+            self.doubted.entry(rec.arm.clone()).or_insert((0, why)).0 += 1;
+        }
         let what = match &rec.outcome {
             Ok(m) => match &m.detail.telemetry {
                 Some(d) => {
@@ -748,6 +759,7 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
     let mut bar = Bar::new();
     let result = campaign::run(&plan, &opts, &stop, &mut bar);
     bar.end();
+    let doubted = std::mem::take(&mut bar.doubted);
     let interrupted_by_signal = signals.any();
     stop.store(true, Ordering::Relaxed);
     let _ = watcher.join();
@@ -779,6 +791,13 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
             a.arm, a.failures, a.left_out, a.error
         );
     }
+    for (arm, (n, why)) in &doubted {
+        eprintln!(
+            "quiclab: arm {arm:?}: {n} completed trial{} whose sender's record is in doubt \
+             (its time budget and timeline charts are not to be trusted): {why}",
+            if *n == 1 { "" } else { "s" }
+        );
+    }
     let report = render_held(&held, Store::open_existing(held.path())?)?;
     if c.json {
         let summary = serde_json::json!({
@@ -808,6 +827,11 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
                 "failures": a.failures,
                 "error": a.error,
                 "left_out": a.left_out,
+            })).collect::<Vec<_>>(),
+            "doubted_senders": doubted.iter().map(|(arm, (n, why))| serde_json::json!({
+                "arm": arm,
+                "trials": n,
+                "why": why,
             })).collect::<Vec<_>>(),
             "interrupted": s.interrupted,
             "busy_seconds": s.busy_seconds,

@@ -273,6 +273,124 @@ fn an_arm_failing_the_same_way_in_a_row_is_stopped_and_a_rerun_finishes_it() {
     assert_eq!(s["stopped_arms"].as_array().map(Vec::len), Some(0), "{s}");
 }
 
+/// A server whose qlog lacks the acknowledgements, as aioquic's first driver's did: its
+/// transfers complete, and each is flagged (as it ends, in `--json`, in the trial's detail and
+/// in the report), while ngtcp2's own qlog beside it is not; `external check-qlog` names what
+/// the one lacks and finds nothing missing in the other. The broken driver is a script beside
+/// its stack file, named by a relative path: found from the file's directory, not the one
+/// quiclab runs in.
+#[test]
+fn a_stack_whose_qlog_lacks_acknowledgements_completes_flagged_and_check_qlog_names_it() {
+    let _timed = timed();
+    common::assert_root();
+    let dir = common::TempDir::new("external-hollow");
+    user_stack(&dir, "hollow", |t| {
+        t.replace(
+            "program = \"gtlsserver\"",
+            "program = \"./hollow-server\"",
+        )
+        .replace(
+            "args = [\"-q\", \"--htdocs={htdocs}\", \"--qlog-dir={qlog_dir}\",",
+            "args = [\"{qlog_dir}\", \"-q\", \"--htdocs={htdocs}\", \"--qlog-dir={qlog_dir}-aside\",",
+        )
+    });
+    let stack_file = std::fs::read_to_string(dir.join("stacks/hollow.toml")).unwrap();
+    assert!(stack_file.contains("{qlog_dir}-aside"), "{stack_file}");
+    // ngtcp2's server with its own qlog put aside, and in the qlog directory a connection's
+    // log with a STREAM packet sent, a window and an RTT, and no acknowledgement
+    let script = dir.join("stacks/hollow-server");
+    std::fs::write(
+        &script,
+        concat!(
+            "#!/bin/sh\n",
+            "q=\"$1\"; shift\n",
+            "mkdir -p \"$q-aside\"\n",
+            "printf '\\036{\"qlog_format\":\"JSON-SEQ\",\"qlog_version\":\"0.3\",\"trace\":{\"vantage_point\":{\"type\":\"server\"},\"common_fields\":{\"time_format\":\"relative\"}}}\\n",
+            "\\036{\"time\":1,\"name\":\"transport:packet_sent\",\"data\":{\"header\":{\"packet_type\":\"1RTT\",\"packet_number\":0},\"frames\":[{\"frame_type\":\"stream\",\"stream_id\":0,\"offset\":0,\"length\":1000}]}}\\n",
+            "\\036{\"time\":1,\"name\":\"recovery:metrics_updated\",\"data\":{\"congestion_window\":12000,\"bytes_in_flight\":1040,\"latest_rtt\":50}}\\n' > \"$q/hollow.sqlog\"\n",
+            "exec gtlsserver \"$@\"\n",
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let arms = "[arms.hollow]\nstack = \"hollow\"\n[arms.ngtcp2]\nstack = \"ngtcp2\"\n";
+    std::fs::write(dir.join("plan.toml"), plan("1MB", arms)).unwrap();
+    let out = dir.join("out");
+    let o = common::quiclab()
+        .args(["run", dir.join("plan.toml").to_str().unwrap()])
+        .args(["--jobs", "1", "--keep-artifacts", "--json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    // the transfers themselves completed: nothing failed
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doubted = s["doubted_senders"].as_array().unwrap();
+    assert_eq!(doubted.len(), 1, "{s}");
+    assert_eq!(doubted[0]["arm"], "hollow", "{s}");
+    assert_eq!(doubted[0]["trials"].as_u64(), Some(1), "{s}");
+    let why = doubted[0]["why"].as_str().unwrap();
+    assert!(
+        why.contains("acknowledges 0 of the body's 1000000 bytes (more than a last flight"),
+        "{why}"
+    );
+    assert!(err.contains("the sender's record is in doubt"), "{err}");
+    let trials = Store::open_existing(&out).unwrap().trials().unwrap();
+    let hollow = by_arm(&trials, "hollow");
+    let m = hollow.outcome.as_ref().unwrap();
+    assert_eq!(
+        m.detail.sender_doubts.len(),
+        1,
+        "{:?}",
+        m.detail.sender_doubts
+    );
+    let ngtcp2 = by_arm(&trials, "ngtcp2").outcome.as_ref().unwrap();
+    assert!(
+        ngtcp2.detail.sender_doubts.is_empty(),
+        "{:?}",
+        ngtcp2.detail.sender_doubts
+    );
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(report.contains("Sender's record in doubt:"), "the finding");
+    assert!(
+        report.contains("sender's record in doubt in 1 of 1 trials"),
+        "the cell's flag"
+    );
+    // check-qlog: the hollow log lacks its acknowledgements; ngtcp2's own, put aside by the
+    // script, lacks nothing a timeline reads
+    let server = out.join(hollow.artifacts.as_ref().unwrap()).join("server");
+    let check = |file: &Path| {
+        let o = common::quiclab()
+            .args(["external", "check-qlog", "--json"])
+            .arg(file)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        (o.status.code(), v["files"][0].clone())
+    };
+    let (code, v) = check(&server.join("qlog/hollow.sqlog"));
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["acks_received"].as_u64(), Some(0), "{v}");
+    let missing = v["missing"].as_array().unwrap();
+    assert_eq!(missing.len(), 1, "{v}");
+    assert!(missing[0].as_str().unwrap().contains("ACK frame"), "{v}");
+    let aside: Vec<_> = std::fs::read_dir(server.join("qlog-aside"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let (code, v) = check(&aside[0]);
+    assert_eq!(code, Some(0), "{v}");
+    // all of the body but at most its last flight, whose acknowledgement came with the close
+    assert!(
+        v["acked_bytes"].as_u64().unwrap() >= 1_000_000 - 14_720,
+        "{v}"
+    );
+    assert_eq!(v["missing"].as_array().map(Vec::len), Some(0), "{v}");
+}
+
 #[test]
 fn a_stack_whose_program_is_missing_is_refused_before_anything_runs() {
     let _timed = timed();

@@ -58,6 +58,17 @@ fn every_client_fetches_1mb_byte_exact_from_every_server_of_its_version_at_1_per
         failures.join("\n")
     ); // every pair's time budget adds up
     assert_eq!(common::assert_budgets_add_up(&trials), trials.len());
+    // and no server's own record of its whole transfer is in doubt: every timeline
+    // acknowledges the body, with the window and the RTT its stack offers
+    let doubted: Vec<String> = trials
+        .iter()
+        .filter_map(|t| {
+            let m = t.outcome.as_ref().ok()?;
+            (!m.detail.sender_doubts.is_empty())
+                .then(|| format!("{}: {}", t.arm, m.detail.sender_doubts.join("; ")))
+        })
+        .collect();
+    assert!(doubted.is_empty(), "{}", doubted.join("\n"));
 }
 
 /// quiche's client resumes its session with 0-RTT, as quinn's does: the first request pays the

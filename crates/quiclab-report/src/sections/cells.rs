@@ -456,6 +456,14 @@ fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
                 if a.emulator_late_trials == 1 { "" } else { "s" }
             ));
         }
+        if let Some(why) = &a.doubt {
+            flags.push(format!(
+                "<span class=\"flag\">sender's record in doubt in {} of {} trials: {}</span>",
+                a.doubted_trials,
+                a.ok.len(),
+                esc(why)
+            ));
+        }
         for (reason, n) in &a.failure_reasons {
             flags.push(format!(
                 "<span class=\"flag\">failed: {} ×{n}</span>",

@@ -519,9 +519,12 @@ fn flags(an: &Analysis, out: &mut Vec<Finding>) {
     let camp = an.campaign;
     for (i, arm) in camp.arms.iter().enumerate() {
         let (mut n_ok, mut hrr, mut imp_trials, mut imp_samples) = (0, 0, 0, 0u64);
+        let (mut doubted, mut doubt) = (0, None);
         let mut conds: Vec<String> = Vec::new();
         for cell in an.arm_cells(i) {
             n_ok += cell.ok.len();
+            doubted += cell.doubted_trials;
+            doubt = doubt.or(cell.doubt.as_deref());
             hrr += cell.hello_retries;
             imp_trials += cell.impossible_rtt_trials;
             imp_samples += cell.impossible_rtt_samples;
@@ -529,6 +532,21 @@ fn flags(an: &Analysis, out: &mut Vec<Finding>) {
             if cell.impossible_rtt_trials > 0 && !conds.contains(name) {
                 conds.push(name.clone());
             }
+        }
+        if let Some(why) = doubt {
+            out.push(Finding {
+                tier: TIER_FLAG,
+                weight: doubted as f64 / n_ok.max(1) as f64 + 1.0,
+                html: format!(
+                    "<span class=\"flag\">Sender's record in doubt:</span> {} completed \
+                     {doubted} of {n_ok} transfers whose sender's own record does not add up \
+                     (e.g. {}). Their timelines and time budgets show what the record says, \
+                     not what happened: check the stack's qlog with `quiclab external \
+                     check-qlog`.",
+                    b(&arm.name),
+                    esc(why)
+                ),
+            });
         }
         if imp_trials > 0 {
             let names: Vec<String> = conds.iter().map(|c| esc(c)).collect();

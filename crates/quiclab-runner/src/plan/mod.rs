@@ -1626,15 +1626,15 @@ http = "2"
         .unwrap();
         assert_eq!(p.arms[1].server_stack.name(), "ngtcp2");
         assert_eq!(p.arms[1].label, "HTTP/3 over QUIC (ngtcp2), bbr2");
-        // the trial's identity holds the stack file's digest
+        // the trial's identity holds the stack file's digest and its programs'
         let id = p.arms[1].config()["server-stack"]
             .as_str()
             .unwrap()
             .to_string();
-        assert!(
-            id.starts_with("ngtcp2 ") && id.len() == "ngtcp2 ".len() + 16,
-            "{id}"
-        );
+        let words: Vec<&str> = id.split(' ').collect();
+        assert_eq!(words.len(), 4, "{id}");
+        assert_eq!((words[0], words[2]), ("ngtcp2", "programs"), "{id}");
+        assert!(words[1].len() == 16 && words[3].len() == 16, "{id}");
         // a value one end's stack does not take is refused naming that end
         let e = broken(
             "quic-cc = \"bbr\"\nhttp = \"3\"",

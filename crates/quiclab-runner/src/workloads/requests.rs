@@ -2,6 +2,7 @@
 //! client's records checked against what was asked, and the trial's metrics from them, the
 //! sender's timeline and the link.
 
+use quiclab_model::budget::SenderRecord;
 use quiclab_model::campaign::{Detail, Metrics, RequestMetrics, TimelinePoint};
 use quiclab_model::record::RequestRecord;
 use quiclab_netns::DirectionReport;
@@ -133,6 +134,78 @@ pub(crate) fn budget(
     }
 }
 
+/// The bytes a whole transfer's sender record may leave unacknowledged, at the least: RFC
+/// 9002's initial window (ten 1472-byte datagrams' worth, 14,720 bytes).
+pub(crate) const LAST_FLIGHT_FLOOR: u64 = 14_720;
+
+/// Why the sender's timeline of a download whose bodies came back whole (`body` bytes in all,
+/// over one connection) cannot be trusted: what its stack `offers` is missing from it, or it
+/// acknowledges too little of the body. A stack that offers nothing and wrote nothing is not in
+/// doubt (it never claimed a record); one that wrote a timeline is held to it.
+///
+/// The acknowledged bytes count what the sender sent (HTTP and TLS framing included), but a
+/// sender's own log may end before its last flight's acknowledgement: the client closes once it
+/// has the last byte, and a server may log no ACK that came with the close, or stop first
+/// (ngtcp2's, quiche's, quic-go's, aioquic's and tquic's logs were measured 0.03 to 0.64 % short
+/// of a 1 MB body at 1 % loss). So the record is in doubt only when it is short by more than one
+/// flight: its last congestion window, or [`LAST_FLIGHT_FLOOR`] if that is more (or it has none).
+pub(crate) fn sender_doubts(
+    offers: &[SenderRecord],
+    timeline: &[Sample],
+    body: u64,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if timeline.is_empty() {
+        if !offers.is_empty() {
+            let names: Vec<&str> = offers.iter().map(|r| r.name()).collect();
+            out.push(format!(
+                "the sender's timeline is empty (its stack offers {})",
+                names.join(", ")
+            ));
+        }
+        return out;
+    }
+    let acked = timeline
+        .iter()
+        .filter_map(|s| s.acked_bytes)
+        .max()
+        .unwrap_or(0);
+    let last_window = timeline
+        .iter()
+        .rev()
+        .find_map(|s| s.cwnd_bytes)
+        .unwrap_or(0);
+    let flight = last_window.max(LAST_FLIGHT_FLOOR);
+    if acked + flight < body {
+        out.push(format!(
+            "its sender's timeline acknowledges {acked} of the body's {body} bytes (more than \
+             a last flight of {flight} bytes short)"
+        ));
+    }
+    if offers.contains(&SenderRecord::Cwnd) && !timeline.iter().any(|s| s.cwnd_bytes.is_some()) {
+        out.push("its sender's timeline has no congestion window (its stack offers one)".into());
+    }
+    if offers.contains(&SenderRecord::Rtt) && !timeline.iter().any(|s| s.rtt_ms.is_some()) {
+        out.push("its sender's timeline has no RTT sample (its stack offers them)".into());
+    }
+    out
+}
+
+/// [`sender_doubts`] of a trial whose requests each came back whole on one connection, into
+/// `m`'s detail; a trial of several connections is not judged (its timeline is one of them).
+pub(crate) fn doubt_sender(
+    t: &TrialCtx,
+    records: &[RequestRecord],
+    timeline: &[Sample],
+    m: &mut Metrics,
+) {
+    let connections = records.iter().filter(|r| r.new_connection).count();
+    if connections == 1 {
+        let body = records.iter().map(|r| r.bytes).sum();
+        m.detail.sender_doubts = sender_doubts(t.sender_record, timeline, body);
+    }
+}
+
 /// A trial's metrics from the client's records (at least one, in order), the sender's
 /// timeline and the link's reports. The trial's TTLB runs from the first request's start to the
 /// last request's last byte; its TTFB, handshake and TLS facts are the first request's.
@@ -220,5 +293,83 @@ pub fn detail(records: &[RequestRecord]) -> Detail {
             })
             .collect(),
         ..Detail::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(acked: u64, cwnd: Option<u64>, rtt: Option<f64>) -> Sample {
+        Sample {
+            acked_bytes: Some(acked),
+            cwnd_bytes: cwnd,
+            rtt_ms: rtt,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn a_whole_timeline_of_what_its_stack_offers_is_not_in_doubt() {
+        let t = [
+            sample(0, Some(14_720), None),
+            sample(500_000, Some(40_000), Some(51.0)),
+            sample(1_000_123, Some(60_000), Some(50.5)),
+        ];
+        assert!(sender_doubts(&SenderRecord::ALL, &t, 1_000_000).is_empty());
+        // a stack that offers nothing and wrote nothing claimed nothing
+        assert!(sender_doubts(&[], &[], 1_000_000).is_empty());
+    }
+
+    #[test]
+    fn a_timeline_short_of_the_body_or_without_what_its_stack_offers_is_named() {
+        // aioquic's qlog without acknowledgements: flat lines, nothing acknowledged
+        let flat = [
+            sample(0, Some(14_720), Some(50.0)),
+            sample(0, Some(14_720), Some(50.0)),
+        ];
+        let d = sender_doubts(&SenderRecord::ALL, &flat, 1_000_000);
+        assert_eq!(
+            d,
+            vec![
+                "its sender's timeline acknowledges 0 of the body's 1000000 bytes (more than \
+                 a last flight of 14720 bytes short)"
+                    .to_string()
+            ]
+        );
+        // short by its last window is a log that ended before the last acknowledgement; by a
+        // byte more, in doubt
+        let window = 40_000;
+        let ended = [sample(1_000_000 - window, Some(window), Some(50.0))];
+        assert!(sender_doubts(&SenderRecord::ALL, &ended, 1_000_000).is_empty());
+        let short = [sample(1_000_000 - window - 1, Some(window), Some(50.0))];
+        assert_eq!(
+            sender_doubts(&SenderRecord::ALL, &short, 1_000_000).len(),
+            1
+        );
+        // a small last window still allows an initial window's worth
+        let small = [sample(1_000_000 - 14_720, Some(2_400), Some(50.0))];
+        assert!(sender_doubts(&SenderRecord::ALL, &small, 1_000_000).is_empty());
+        let small = [sample(1_000_000 - 14_721, Some(2_400), Some(50.0))];
+        assert_eq!(
+            sender_doubts(&SenderRecord::ALL, &small, 1_000_000).len(),
+            1
+        );
+        // a window and an RTT the stack offers but no sample carries
+        let bare = [sample(1_000_000, None, None)];
+        let d = sender_doubts(&[SenderRecord::Cwnd, SenderRecord::Rtt], &bare, 1_000_000);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].contains("no congestion window") && d[1].contains("no RTT"),
+            "{d:?}"
+        );
+        // what the stack does not offer is not asked of it
+        assert!(sender_doubts(&[SenderRecord::FlowBlocked], &bare, 1_000_000).is_empty());
+        // an empty timeline where the stack offers one
+        let d = sender_doubts(&[SenderRecord::Cwnd, SenderRecord::Rtt], &[], 10);
+        assert_eq!(
+            d,
+            vec!["the sender's timeline is empty (its stack offers cwnd, rtt)".to_string()]
+        );
     }
 }

@@ -83,6 +83,7 @@ impl WorkloadKind for SingleObject {
         let timeline = requests::timeline(ran, &records);
         let mut m = requests::records_timeline_metrics(t, ran, &records, &timeline);
         requests::budget(t, ran, &records, &timeline, &mut m);
+        requests::doubt_sender(t, &records, &timeline, &mut m);
         Ok(m)
     }
 }
