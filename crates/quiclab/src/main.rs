@@ -6,12 +6,14 @@ mod bench_trials;
 mod cmd_bench;
 mod cmd_browse;
 mod cmd_compare;
+mod cmd_docs;
 mod cmd_endpoint;
 mod cmd_external;
 mod cmd_fingerprint;
 mod cmd_get;
 mod cmd_link;
 mod cmd_page;
+mod cmd_pcapng;
 mod cmd_run;
 mod cmd_selftest;
 mod cmd_serve;
@@ -24,7 +26,7 @@ mod signals;
 mod trustargs;
 mod usage;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// quiclab measures transports (TCP+TLS, QUIC) over an emulated network and explains the
 /// difference.
@@ -67,6 +69,9 @@ enum Cmd {
     Serve(cmd_serve::ServeCmd),
     Telemetry(cmd_telemetry::TelemetryCmd),
     External(cmd_external::ExternalCmd),
+    Pcapng(cmd_pcapng::PcapngCmd),
+    Completions(cmd_docs::CompletionsCmd),
+    Man(cmd_docs::ManCmd),
     #[command(hide = true)]
     Endpoint(cmd_endpoint::EndpointCmd),
     /// Removes what the runs of quiclab process PARENT left once it has ended (started by
@@ -88,6 +93,9 @@ impl Cmd {
                 | Cmd::Merge(_)
                 | Cmd::Compare(_)
                 | Cmd::Clean(_)
+                | Cmd::Pcapng(_)
+                | Cmd::Completions(_)
+                | Cmd::Man(_)
                 | Cmd::Reap { .. }
         )
     }
@@ -189,6 +197,9 @@ fn main() {
         Cmd::Serve(c) => cmd_serve::serve(c),
         Cmd::Telemetry(c) => cmd_telemetry::telemetry(c),
         Cmd::External(c) => cmd_external::external(c),
+        Cmd::Pcapng(c) => cmd_pcapng::pcapng(c),
+        Cmd::Completions(c) => cmd_docs::completions(c, Cli::command()),
+        Cmd::Man(c) => cmd_docs::man(c, Cli::command()),
         Cmd::Endpoint(c) => cmd_endpoint::endpoint(c),
         Cmd::Reap { parent } => reap(parent),
     };

@@ -131,5 +131,28 @@ fn key_logs_qlogs_and_a_capture_that_tshark_decrypts() {
         .join("\n")
     );
     assert!(!tshark(&pcap, Some(&keys), quic_filter, "quic.stream.stream_id").is_empty());
+    // one pcapng with the key log embedded opens decrypted with no key log given: the same
+    // HTTP/2 DATA bytes and the same QUIC stream frames
+    let st = std::process::Command::new(QUICLAB)
+        .args([
+            "pcapng",
+            pcap.to_str().unwrap(),
+            "--keys",
+            keys.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "{st}");
+    let ng = p("link.pcapng");
+    assert_eq!(tshark(&ng, None, h2_filter, "http2.length"), data);
+    assert_eq!(
+        tshark(&ng, None, quic_filter, "quic.stream.stream_id"),
+        tshark(&pcap, Some(&keys), quic_filter, "quic.stream.stream_id")
+    );
+    // its packets keep the capture's times to the nanosecond
+    assert_eq!(
+        tshark(&ng, None, "frame", "frame.time_epoch"),
+        tshark(&pcap, None, "frame", "frame.time_epoch")
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
