@@ -87,7 +87,9 @@ fn chromium_loads_the_real_page_over_the_protocol_asked_for() {
         // the page paints after its render-blocking resources arrived, and is visually
         // complete by its last visible resource plus the frames that decode and raster it
         // (60 per second; on a 2-core VM a fresh browser's first loads took up to 177 ms more
-        // than the model, 11 frames)
+        // than the model, 11 frames), and no sooner than a frame before it: the filmstrip's
+        // times are the compositor's frames and the model's the network stack's last bytes,
+        // two clocks a frame apart at most (a fresh browser's page once read 16.6 ms early)
         let last_byte = res
             .iter()
             .map(|r| r["last_byte_ms"].as_f64().unwrap())
@@ -99,8 +101,9 @@ fn chromium_loads_the_real_page_over_the_protocol_asked_for() {
         );
         let vc = b["visually_complete_ms"].as_f64().unwrap();
         let model_vc = b["model"]["visual_complete_ms"].as_f64().unwrap();
+        const FRAME_MS: f64 = 1000.0 / 60.0;
         assert!(
-            vc >= model_vc - 1.0 && vc <= model_vc + 250.0,
+            vc >= model_vc - FRAME_MS && vc <= model_vc + 250.0,
             "{vc} vs {model_vc}"
         );
         assert!(b["frames"].as_u64().unwrap() >= 3, "{b}");
