@@ -167,8 +167,10 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
         for card in c.iter() {
             for item in card["items"].as_array().unwrap() {
                 let key = item["key"].as_str().unwrap();
-                if ["first_flight_span", "largest_burst"].contains(&key) {
-                    // pacing's answers move with the host's scheduling; shown, not checked
+                if ["first_flight_span", "largest_burst", "window_before_loss"].contains(&key) {
+                    // pacing's answers move with the host's scheduling, and so does where slow
+                    // start ends, and the window four round trips after it (one CI run read
+                    // 66.8 and 84.2 KB): shown, not checked; β, their ratio, is
                     continue;
                 }
                 assert_eq!(item["reproducible"], true, "{item}");
@@ -210,7 +212,14 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
         for role in ["server", "client"] {
             let c = card(&all, s, role);
             for item in c["items"].as_array().unwrap() {
-                assert!(item["runs"][0].is_number(), "{s} as {role}: {item}");
+                // tquic's default, BBR, cuts no window at a loss: its congestion-response
+                // probe may find no window after it to read, and then says why
+                let bbr_response = s == "tquic"
+                    && ["window_before_loss", "beta"].contains(&item["key"].as_str().unwrap());
+                assert!(
+                    item["runs"][0].is_number() || (bbr_response && item["why"].is_string()),
+                    "{s} as {role}: {item}"
+                );
             }
             if s != "tcp" {
                 // RFC 9000 §14.1: a client's datagrams carrying Initial packets are at least
