@@ -302,7 +302,9 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
     let right = 22.0 + spec.right_band;
     let (_, rows) = legend_layout(&spec.legend, spec.width - left - right + 30.0);
     let top = 10.0 + rows as f64 * LEGEND_ROW + if rows > 0 { 6.0 } else { 0.0 };
-    let bottom = 40.0;
+    // Room below the frame for the x ticks' labels (their baseline 18 px down, so the first
+    // clears the lowest y tick's label, centred on the frame's corner) and the axis title.
+    let bottom = 42.0;
     let frame = Frame {
         left,
         top,
@@ -342,7 +344,7 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
             out,
             r#"<text x="{}" y="{}">{}</text>"#,
             c(frame.px(v)),
-            c(frame.bottom() + 14.0),
+            c(frame.bottom() + 18.0),
             esc(&spec.x.label(v))
         );
     }

@@ -22,7 +22,11 @@ struct Tab {
 impl Tab {
     /// A headless Chromium showing `html` (written to a file of a fresh directory), 1200 x 900.
     fn open(html: &str) -> Tab {
-        let dir = std::env::temp_dir().join(format!("quiclab-report-ui-{}", std::process::id()));
+        // one directory per tab: the tests of this file run at once
+        static TABS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = TABS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("quiclab-report-ui-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let page = dir.join("report.html");
@@ -279,4 +283,177 @@ fn a_timeline_reads_under_the_pointer_zooms_on_a_drag_and_restores_on_a_double_c
     tab.mouse("mouseReleased", px, py, false, 2);
     assert_eq!(ticks(&mut tab, "xtick"), static_x);
     assert_eq!(ticks(&mut tab, "ytick"), static_y);
+}
+
+/// The synthetic campaign with every arm renamed to a name of `len` characters (its trials and
+/// comparisons following).
+fn long_arm_names(len: usize) -> quiclab_model::campaign::Campaign {
+    let mut camp = synthetic::campaign(5, 1);
+    let names: Vec<(String, String)> = camp
+        .arms
+        .iter()
+        .map(|a| {
+            let mut long = format!("{}-with-a-long-name-", a.name);
+            while long.chars().count() < len {
+                long.push('x');
+            }
+            let long: String = long.chars().take(len).collect();
+            (a.name.clone(), long)
+        })
+        .collect();
+    let rename = |n: &mut String| {
+        if let Some((_, long)) = names.iter().find(|(old, _)| old == n) {
+            *n = long.clone();
+        }
+    };
+    for a in &mut camp.arms {
+        rename(&mut a.name);
+    }
+    for t in &mut camp.trials {
+        rename(&mut t.arm);
+    }
+    for c in &mut camp.comparisons {
+        rename(&mut c.a);
+        rename(&mut c.b);
+    }
+    assert!(camp.arms.iter().all(|a| a.name.chars().count() == len));
+    camp
+}
+
+/// Every text of every chart on the page (all sections opened), as the browser laid it out:
+/// which chart, the text, and its box.
+const CHART_TEXTS: &str = "(() => {
+  document.querySelectorAll('details').forEach(d => d.open = true);
+  const charts = [];
+  document.querySelectorAll('svg').forEach(svg => {
+    const b = svg.getBoundingClientRect();
+    if (b.width === 0 || svg.parentElement.closest('svg')) return;
+    const title = svg.getAttribute('aria-label') || svg.querySelector('title')?.textContent || '';
+    const texts = [];
+    svg.querySelectorAll('text').forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (r.width === 0 || !t.textContent.trim() || !t.checkVisibility()) return;
+      texts.push({s: t.textContent, l: r.left, r: r.right, t: r.top, b: r.bottom});
+    });
+    charts.push({title, box: {l: b.left, r: b.right, t: b.top, b: b.bottom}, texts});
+  });
+  return charts;
+})()";
+
+#[test]
+fn no_chart_text_overlaps_another_or_leaves_its_chart_at_24_character_arm_names() {
+    let camp = long_arm_names(24);
+    let mut tab = Tab::open(&render(&camp));
+    let charts = tab.eval(CHART_TEXTS);
+    let charts = charts.as_array().unwrap();
+    // every cell's charts, the heatmaps and the rest
+    assert!(charts.len() > 30, "{} charts", charts.len());
+    let rect = |v: &Value| {
+        (
+            v["l"].as_f64().unwrap(),
+            v["r"].as_f64().unwrap(),
+            v["t"].as_f64().unwrap(),
+            v["b"].as_f64().unwrap(),
+        )
+    };
+    let mut problems = Vec::new();
+    let mut texts_seen = 0;
+    let mut long_names_seen = 0;
+    for chart in charts {
+        let title = chart["title"].as_str().unwrap();
+        let (bl, br, bt, bb) = rect(&chart["box"]);
+        let texts = chart["texts"].as_array().unwrap();
+        texts_seen += texts.len();
+        for (i, a) in texts.iter().enumerate() {
+            let (l, r, t, b) = rect(a);
+            let s = a["s"].as_str().unwrap();
+            long_names_seen += camp.arms.iter().any(|arm| s.contains(&arm.name)) as usize;
+            // half a pixel for the glyphs' antialiased edges
+            if l < bl - 0.5 || r > br + 0.5 || t < bt - 0.5 || b > bb + 0.5 {
+                problems.push(format!(
+                    "{title}: {s:?} ({l:.1}..{r:.1} x {t:.1}..{b:.1}) leaves its chart \
+                     ({bl:.1}..{br:.1} x {bt:.1}..{bb:.1})"
+                ));
+            }
+            for o in &texts[i + 1..] {
+                let (ol, or, ot, ob) = rect(o);
+                // overlapping by more than a pixel each way: glyph boxes of neighbouring
+                // rows may touch
+                let w = r.min(or) - l.max(ol);
+                let h = b.min(ob) - t.max(ot);
+                if w > 1.0 && h > 1.0 {
+                    problems.push(format!(
+                        "{title}: {s:?} and {:?} overlap by {w:.1} x {h:.1} px",
+                        o["s"].as_str().unwrap()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(texts_seen > 500, "{texts_seen} texts");
+    assert!(
+        long_names_seen > 20,
+        "{long_names_seen} texts with an arm's name"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn printing_shows_every_condition_open_or_not() {
+    let camp = synthetic::campaign(5, 1);
+    let mut tab = Tab::open(&render(&camp));
+    let conditions = camp.conditions.len();
+    assert!(conditions >= 3);
+    // Each condition's panel and whether its first cell shows: on screen only the first is
+    // open.
+    let shown = |tab: &mut Tab| -> Vec<bool> {
+        serde_json::from_value(tab.eval(
+            "Array.from(document.querySelectorAll('details.condition')).map(d =>
+               d.querySelector('section.cell').checkVisibility())",
+        ))
+        .unwrap()
+    };
+    let on_screen = shown(&mut tab);
+    assert_eq!(on_screen.len(), conditions);
+    assert_eq!(on_screen.iter().filter(|s| **s).count(), 1, "{on_screen:?}");
+    // The print style alone shows them all (a browser that runs no script before printing)
+    tab.call("Emulation.setEmulatedMedia", json!({"media": "print"}));
+    assert_eq!(shown(&mut tab), vec![true; conditions]);
+    tab.call("Emulation.setEmulatedMedia", json!({"media": ""}));
+    assert_eq!(shown(&mut tab), on_screen);
+    // and the script opens them before printing, closing them again after
+    tab.eval("dispatchEvent(new Event('beforeprint'))");
+    let open: Vec<bool> = serde_json::from_value(
+        tab.eval("Array.from(document.querySelectorAll('details')).map(d => d.open)"),
+    )
+    .unwrap();
+    assert!(open.iter().all(|o| *o), "{open:?}");
+    tab.eval("dispatchEvent(new Event('afterprint'))");
+    assert_eq!(shown(&mut tab), on_screen);
+    // The printed document: more pages than a print of the first condition alone
+    let pages = |tab: &mut Tab| {
+        let pdf = tab.call("Page.printToPDF", json!({"printBackground": false}));
+        let data = pdf["data"].as_str().unwrap().to_string();
+        let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &data)
+            .expect("the PDF in base64");
+        // each page object of the PDF: "/Type /Page" not followed by "s"
+        let text = String::from_utf8_lossy(&bytes);
+        text.match_indices("/Type /Page")
+            .filter(|(i, m)| !text[i + m.len()..].starts_with('s'))
+            .count()
+    };
+    let all = pages(&mut tab);
+    tab.eval(
+        "document.querySelectorAll('details.condition').forEach((d, i) => { if (i > 0) d.remove(); })",
+    );
+    let first = pages(&mut tab);
+    assert!(
+        first >= 1 && all > first,
+        "{all} pages printed against {first} of one condition"
+    );
 }

@@ -423,7 +423,7 @@ fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
         let mut flags: Vec<String> = Vec::new();
         if a.hello_retries > 0 {
             flags.push(format!(
-                "<span class=\"flag\">HelloRetryRequest in {} of {}</span>",
+                "<span class=\"flag\">HelloRetryRequest in {} of {} trials</span>",
                 a.hello_retries,
                 a.ok.len()
             ));
@@ -450,7 +450,7 @@ fn arm_table(out: &mut String, an: &Analysis, arms: &[&ArmCell], ci: usize) {
         if a.emulator_late_trials > 0 {
             flags.push(format!(
                 "<span class=\"flag\">the host held the emulator's packets up to {} ms in {} \
-                 trial{}: their times include the host's</span>",
+                 trial{}: their times include that hold as well as the network's</span>",
                 units::number(a.emulator_late_max_ms, 1),
                 a.emulator_late_trials,
                 if a.emulator_late_trials == 1 { "" } else { "s" }

@@ -250,6 +250,13 @@ fn svg(an: &Analysis, cmp: &ComparisonAnalysis) -> String {
 fn legend(out: &mut String, left: f64, top: f64, faster: &str, slower: &str) {
     let step = 24.0;
     let bar_w = 11.0 * step;
+    // Both ends name the arm when they fit over the bar side by side; otherwise the right end
+    // says "slower" alone (read on from the left end's name).
+    let slower = if text_width(faster, 11.0) + text_width(slower, 11.0) + 12.0 > bar_w {
+        "slower \u{2192}"
+    } else {
+        slower
+    };
     let _ = write!(
         out,
         r##"<text x="{}" y="{}" font-size="11">{}</text><text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>"##,
