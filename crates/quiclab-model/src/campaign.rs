@@ -636,6 +636,9 @@ pub struct TimelinePoint {
     /// Cumulative bytes acknowledged by the receiver.
     pub acked_bytes: u64,
     pub cwnd_bytes: Option<u64>,
+    /// Bytes sent and not yet acknowledged or declared lost, as the sender counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_in_flight: Option<u64>,
     pub rtt_ms: Option<f64>,
     /// Sample taken at a congestion event.
     pub congestion_event: bool,

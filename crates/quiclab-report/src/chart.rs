@@ -109,6 +109,8 @@ impl Ticks {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Mark {
     Line,
+    /// A dashed line, for a second quantity in an arm's colour.
+    Dashed,
     Dot,
     /// A hollow circle, for events on a curve.
     Ring,
@@ -166,6 +168,16 @@ fn draw_legend(out: &mut String, entries: &[LegendEntry], left: f64, top: f64, w
                 let _ = write!(
                     out,
                     r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{col}" stroke-width="2.5"/>"#,
+                    c(x),
+                    c(y),
+                    c(x + 16.0),
+                    c(y)
+                );
+            }
+            Mark::Dashed => {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{col}" stroke-width="1.5" stroke-dasharray="{DASH}"/>"#,
                     c(x),
                     c(y),
                     c(x + 16.0),
@@ -390,16 +402,61 @@ pub fn svg_close(out: &mut String) {
 
 /// A polyline through `points` (already in pixels).
 pub fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str, width: f64) {
+    styled_line(out, points, colour, width, LineStyle::default());
+}
+
+/// The dash pattern of [`Mark::Dashed`] and [`LineStyle::dashed`].
+pub const DASH: &str = "5 3";
+
+/// How a line is drawn beyond its colour and width.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineStyle {
+    pub dashed: bool,
+    /// 1 opaque; less for lines behind others (every iteration behind the median one).
+    pub opacity: f64,
+}
+
+impl Default for LineStyle {
+    fn default() -> Self {
+        LineStyle {
+            dashed: false,
+            opacity: 1.0,
+        }
+    }
+}
+
+/// A polyline through `points` (already in pixels), dashed or faint as `style` says. Points
+/// that print the same as the one before are left out.
+pub fn styled_line(
+    out: &mut String,
+    points: &[(f64, f64)],
+    colour: &str,
+    width: f64,
+    style: LineStyle,
+) {
     if points.is_empty() {
         return;
     }
     let mut d = String::with_capacity(points.len() * 12);
+    let mut last = (String::new(), String::new());
     for (i, (x, y)) in points.iter().enumerate() {
-        let _ = write!(d, "{}{} {}", if i == 0 { "M" } else { "L" }, c(*x), c(*y));
+        let here = (c(*x), c(*y));
+        if i > 0 && here == last {
+            continue;
+        }
+        let _ = write!(d, "{}{} {}", if i == 0 { "M" } else { "L" }, here.0, here.1);
+        last = here;
+    }
+    let mut extra = String::new();
+    if style.dashed {
+        let _ = write!(extra, r#" stroke-dasharray="{DASH}""#);
+    }
+    if style.opacity < 1.0 {
+        let _ = write!(extra, r#" stroke-opacity="{}""#, style.opacity);
     }
     let _ = write!(
         out,
-        r#"<path d="{d}" fill="none" stroke="{}" stroke-width="{}" stroke-linejoin="round"/>"#,
+        r#"<path d="{d}" fill="none" stroke="{}" stroke-width="{}" stroke-linejoin="round"{extra}/>"#,
         esc(colour),
         c(width)
     );

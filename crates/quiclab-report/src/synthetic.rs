@@ -205,6 +205,7 @@ fn simulate(arm: &ArmModel, rtt: f64, loss: f64, size: u64, trial_seed: u64) -> 
         t_ms: round1(t),
         acked_bytes: 0,
         cwnd_bytes: Some(cwnd as u64),
+        bytes_in_flight: Some(0),
         rtt_ms: Some(rtt),
         congestion_event: false,
     }];
@@ -242,6 +243,8 @@ fn simulate(arm: &ArmModel, rtt: f64, loss: f64, size: u64, trial_seed: u64) -> 
             t_ms: round1(t),
             acked_bytes: acked as u64,
             cwnd_bytes: Some(cwnd as u64),
+            // what a round trip at this rate holds, within the window and what is left
+            bytes_in_flight: Some((per_ms * rtt).min(cwnd).min(total - acked) as u64),
             rtt_ms: Some(rtt + (per_ms / rate) * 4.0),
             congestion_event: event,
         });

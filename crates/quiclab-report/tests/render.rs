@@ -24,6 +24,7 @@ fn timeline(ttlb: f64, size: u64) -> Vec<TimelinePoint> {
             t_ms: ttlb * k as f64 / 10.0,
             acked_bytes: size * k / 10,
             cwnd_bytes: None,
+            bytes_in_flight: None,
             rtt_ms: None,
             congestion_event: k == 5,
         })
@@ -193,10 +194,10 @@ fn every_svg_is_well_formed_and_every_chart_is_there() {
     let c = synthetic::campaign(10, 3);
     let html = render(&c);
     let blocks = svg_blocks(&html);
-    // One heatmap per comparison, three charts per (condition, size) cell.
+    // One heatmap per comparison, five charts per (condition, size) cell.
     assert_eq!(
         blocks.len(),
-        c.comparisons.len() + 3 * c.conditions.len() * c.sizes.len()
+        c.comparisons.len() + 5 * c.conditions.len() * c.sizes.len()
     );
     for b in &blocks {
         let doc = roxmltree::Document::parse(b).unwrap_or_else(|e| panic!("{e}: {b:.300}"));
@@ -875,4 +876,65 @@ fn figure_6_gives_each_arm_s_rank_correlation_with_its_interval() {
     }
     // the base condition's trials re-sent nothing: no correlation is made up for them
     assert!(html.contains("a: too few trials with a retransmission (0) for a correlation"));
+}
+
+/// The paths of the chart whose label starts with `title` (its first on the page): each path's
+/// attributes and number of points.
+fn chart_paths(html: &str, title: &str) -> Vec<(Option<String>, Option<String>, usize)> {
+    let block = svg_blocks(html)
+        .into_iter()
+        .find(|b| b.contains(&format!("aria-label=\"{title}")))
+        .unwrap_or_else(|| panic!("no chart {title:?}"));
+    let doc = roxmltree::Document::parse(block).unwrap();
+    doc.descendants()
+        .filter(|n| n.tag_name().name() == "path" && n.attribute("fill") == Some("none"))
+        // the frame's axes are one grey path
+        .filter(|n| n.attribute("stroke") != Some("#555"))
+        .map(|n| {
+            (
+                n.attribute("stroke-dasharray").map(str::to_string),
+                n.attribute("stroke-opacity").map(str::to_string),
+                n.attribute("d").unwrap().matches(['M', 'L']).count(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_cell_draws_its_median_trials_window_and_flight_and_every_iteration() {
+    let c = synthetic::campaign(10, 3);
+    let html = render(&c);
+    let cell = format!("{} · 1 MB", c.conditions[0].name);
+    // a window (solid) and a flight (dashed) line per arm, each through the timeline's samples
+    let window = chart_paths(
+        &html,
+        &format!("Congestion window and bytes in flight, {cell}"),
+    );
+    let dashed = window.iter().filter(|p| p.0.is_some()).count();
+    assert_eq!(dashed, c.arms.len(), "{window:?}");
+    assert_eq!(window.len(), 2 * c.arms.len(), "{window:?}");
+    assert!(window.iter().all(|p| p.2 > 10), "{window:?}");
+    // every successful iteration (faint), and each arm's median over them
+    let ok = c
+        .trials
+        .iter()
+        .filter(|t| t.condition == c.conditions[0].name && t.size == 1_000_000)
+        .filter(|t| t.outcome.as_ref().is_ok_and(|m| !m.timeline.is_empty()))
+        .count();
+    let every = chart_paths(&html, &format!("ACKed bytes of every iteration, {cell}"));
+    let faint = every.iter().filter(|p| p.1.is_some()).count();
+    assert_eq!(every.len(), ok, "{every:?}");
+    assert_eq!(faint, ok - c.arms.len(), "{every:?}");
+    // an arm's legend names its iterations
+    let arm = &c.arms[0].name;
+    let n = c
+        .trials
+        .iter()
+        .filter(|t| t.arm == *arm && t.condition == c.conditions[0].name && t.size == 1_000_000)
+        .filter(|t| t.outcome.is_ok())
+        .count();
+    assert!(
+        html.contains(&format!("{arm} ({n} iterations)")),
+        "{arm} ({n} iterations)"
+    );
 }

@@ -245,6 +245,7 @@ mod tests {
             t_ms,
             acked_bytes: None,
             cwnd_bytes: Some(12_000),
+            bytes_in_flight: Some(6_000),
             rtt_ms: Some(20.5),
             congestion_event: true,
             retransmits: None,

@@ -27,7 +27,7 @@ pub const DB_FILE: &str = "results.db";
 /// condition, the condition whose run follows it (reported as [`Trial::before`]).
 pub const CONFIG_BEFORE: &str = "before";
 /// Version of the schema below; a database of another version is refused.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -183,7 +183,8 @@ CREATE TABLE IF NOT EXISTS timeline (
     acked_bytes INTEGER NOT NULL,
     cwnd_bytes INTEGER,
     rtt_ms REAL,
-    congestion_event INTEGER NOT NULL
+    congestion_event INTEGER NOT NULL,
+    bytes_in_flight INTEGER
 );
 CREATE INDEX IF NOT EXISTS timeline_trial ON timeline(trial_id);
 ";
@@ -322,6 +323,18 @@ impl Store {
                 )
                 .map_err(sql)?;
             }
+        }
+        let in_flight: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('timeline') WHERE name = 'bytes_in_flight'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(sql)?;
+        if (1..=6).contains(&found) && in_flight == 0 {
+            // versions 1 to 6 kept no bytes in flight: unknown for their trials
+            conn.execute_batch("ALTER TABLE timeline ADD COLUMN bytes_in_flight INTEGER")
+                .map_err(sql)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(sql)?;
@@ -541,7 +554,7 @@ impl Store {
             let mut st = tx
                 .prepare(
                     "INSERT INTO timeline (trial_id, t_ms, acked_bytes, cwnd_bytes, rtt_ms,
-                        congestion_event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        congestion_event, bytes_in_flight) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
                 .map_err(sql)?;
             for p in &m.timeline {
@@ -551,7 +564,8 @@ impl Store {
                     p.acked_bytes as i64,
                     p.cwnd_bytes.map(|v| v as i64),
                     p.rtt_ms,
-                    p.congestion_event
+                    p.congestion_event,
+                    p.bytes_in_flight.map(|v| v as i64)
                 ])
                 .map_err(sql)?;
             }
@@ -661,7 +675,8 @@ impl Store {
         let mut st = self
             .conn
             .prepare(
-                "SELECT trial_id, t_ms, acked_bytes, cwnd_bytes, rtt_ms, congestion_event
+                "SELECT trial_id, t_ms, acked_bytes, cwnd_bytes, rtt_ms, congestion_event,
+                   bytes_in_flight
                  FROM timeline ORDER BY trial_id, rowid",
             )
             .map_err(self.sql())?;
@@ -675,6 +690,7 @@ impl Store {
                         cwnd_bytes: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
                         rtt_ms: r.get(4)?,
                         congestion_event: r.get(5)?,
+                        bytes_in_flight: r.get::<_, Option<i64>>(6)?.map(|v| v as u64),
                     },
                 ))
             })
@@ -839,7 +855,7 @@ impl Store {
         let lpath = out.join("timeline.csv");
         tables::write_csv(
             &lpath,
-            "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event",
+            "trial_id,arm,condition,size_bytes,iteration,t_ms,acked_bytes,cwnd_bytes,rtt_ms,congestion_event,bytes_in_flight",
             trials.iter().flat_map(|t| {
                 let points = t.outcome.as_ref().map_or(&[][..], |m| &m.timeline[..]);
                 points.iter().map(move |p| {
@@ -850,6 +866,7 @@ impl Store {
                         int(p.cwnd_bytes),
                         num(p.rtt_ms),
                         p.congestion_event.to_string(),
+                        int(p.bytes_in_flight),
                     ]);
                     row
                 })
@@ -1079,6 +1096,11 @@ pub(crate) mod tests {
                     t_ms: i as f64 * 5.0,
                     acked_bytes: i as u64 * 1000,
                     cwnd_bytes: Some(14_600),
+                    bytes_in_flight: if i % 3 == 0 {
+                        None
+                    } else {
+                        Some(i as u64 * 700)
+                    },
                     rtt_ms: if i % 2 == 0 { Some(20.5) } else { None },
                     congestion_event: i == 3,
                 })
@@ -1193,8 +1215,10 @@ pub(crate) mod tests {
                      bytes_resent INTEGER",
                     "",
                 )
-                .replace("packets_lost", "retransmissions");
+                .replace("packets_lost", "retransmissions")
+                .replace(",\n    bytes_in_flight INTEGER", "");
             assert_ne!(schema, SCHEMA);
+            assert!(!schema.contains("bytes_in_flight"));
             let conn = Connection::open(d.join(DB_FILE)).unwrap();
             conn.execute_batch(&schema).unwrap();
             conn.pragma_update(None, "user_version", 1).unwrap();
@@ -1211,6 +1235,7 @@ pub(crate) mod tests {
         let old = s.trials().unwrap();
         assert_eq!(old.len(), 1);
         assert_eq!(old[0].outcome.as_ref().unwrap().ttlb_ms, 42.0);
+
         assert!(old[0].outcome.as_ref().unwrap().detail.is_empty());
         // its build and host are unknown, and no build is named for it
         assert_eq!(
@@ -1218,7 +1243,7 @@ pub(crate) mod tests {
             (&None, &None, &None)
         );
         assert!(s.builds().unwrap().is_empty());
-        let mut new = trial("new", 1, Ok(metrics(10.0, 1)));
+        let mut new = trial("new", 1, Ok(metrics(10.0, 5)));
         new.shard = Some("2/4".into());
         s.record(&new).unwrap();
         assert_eq!(s.builds().unwrap(), ["0.1.0 (commit abc)"]);
@@ -1226,6 +1251,16 @@ pub(crate) mod tests {
         assert_eq!(all[1].host.as_deref(), Some("lab-1"));
         assert_eq!(all[1].shard.as_deref(), Some("2/4"));
         assert_eq!(all[1].outcome.as_ref().unwrap().detail.requests.len(), 2);
+        // the timeline gained its bytes in flight, and keeps them
+        assert_eq!(
+            all[1].outcome.as_ref().unwrap().timeline,
+            metrics(10.0, 5).timeline
+        );
+        assert!(
+            all[1].outcome.as_ref().unwrap().timeline[1]
+                .bytes_in_flight
+                .is_some()
+        );
         let v: i64 = s
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))

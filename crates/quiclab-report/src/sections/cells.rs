@@ -1,12 +1,13 @@
 //! Every (condition, size) cell in detail, grouped under its condition in a `<details>` (the
-//! first open): the ACKed bytes over time of each arm's median trial (the study's Figures 5/7),
-//! the TTLB CDF of each arm, TTLB against the offset of the first retransmission (Figure 6), and
+//! first open): the ACKed bytes over time of each arm's median trial (the study's Figures 5/7)
+//! with its congestion window and bytes in flight beside it, every iteration's ACKed bytes, the
+//! TTLB CDF of each arm, TTLB against the offset of the first retransmission (Figure 6), and
 //! tables of per-arm statistics and of the comparisons in that cell.
 
 use crate::analysis::{Analysis, ArmCell, metrics};
 use crate::chart::{
-    LegendEntry, Mark, Series, Ticks, XySpec, Zoom, ZoomLine, arm_colour, c, cdf, empty_chart,
-    svg_close, xy_frame, zoomable,
+    LegendEntry, LineStyle, Mark, Series, Ticks, XySpec, Zoom, ZoomLine, arm_colour, c, cdf,
+    empty_chart, styled_line, svg_close, xy_frame, zoomable,
 };
 use crate::html::esc;
 use crate::stats;
@@ -62,6 +63,10 @@ fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
     );
     let arms: Vec<&ArmCell> = (0..camp.arms.len()).map(|a| an.cell(ci, s, a)).collect();
     let (svg, caption) = acked_chart(an, &arms, &title);
+    figure(out, &svg, &caption);
+    let (svg, caption) = window_chart(an, &arms, &title);
+    figure(out, &svg, &caption);
+    let (svg, caption) = iterations_chart(an, &arms, &title);
     figure(out, &svg, &caption);
     let budgets: Vec<(&str, usize, &quiclab_model::budget::Budget)> = arms
         .iter()
@@ -217,6 +222,226 @@ fn acked_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String
         let _ = write!(caption, " No timeline for {}.", esc(&missing.join(", ")));
     }
     (out, caption)
+}
+
+/// The congestion window (solid) and bytes in flight (dashed) of each arm's median trial, on
+/// the time axis of the ACKed-bytes chart beside it.
+pub(crate) fn window_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) {
+    let chart_title = format!("Congestion window and bytes in flight, {title}");
+    let timelines: Vec<(&ArmCell, &crate::model::Trial)> = arms
+        .iter()
+        .filter_map(|a| a.median_trial.map(|t| (*a, t)))
+        .filter(|(_, t)| {
+            metrics(t).is_some_and(|m| {
+                m.timeline
+                    .iter()
+                    .any(|p| p.cwnd_bytes.is_some() || p.bytes_in_flight.is_some())
+            })
+        })
+        .collect();
+    if timelines.is_empty() {
+        return (
+            empty_chart(&chart_title, W, H, "no window or bytes in flight recorded"),
+            "Congestion window and bytes in flight: no median trial's sender recorded them.".into(),
+        );
+    }
+    let x_max = timelines
+        .iter()
+        .flat_map(|(_, t)| points(t).iter().map(|p| p.t_ms))
+        .fold(0.0, f64::max);
+    let y_max = timelines
+        .iter()
+        .flat_map(|(_, t)| {
+            points(t)
+                .iter()
+                .flat_map(|p| [p.cwnd_bytes, p.bytes_in_flight])
+                .flatten()
+        })
+        .fold(0.0, |m, v| f64::max(m, v as f64));
+    let (div, unit) = units::byte_unit(y_max);
+    let mut legend: Vec<LegendEntry> = timelines
+        .iter()
+        .map(|(a, _)| LegendEntry {
+            label: an.campaign.arms[a.arm].name.clone(),
+            colour: arm_colour(a.arm).to_string(),
+            mark: Mark::Line,
+        })
+        .collect();
+    legend.push(LegendEntry {
+        label: "window".into(),
+        colour: "#333333".into(),
+        mark: Mark::Line,
+    });
+    legend.push(LegendEntry {
+        label: "in flight".into(),
+        colour: "#333333".into(),
+        mark: Mark::Dashed,
+    });
+    let spec = XySpec {
+        width: W,
+        height: H,
+        title: chart_title,
+        x_label: "time since the client's first packet (ms)".into(),
+        y_label: format!("bytes ({unit})"),
+        x: Ticks::new(0.0, x_max, 5),
+        y: Ticks::new(0.0, y_max / div, 5),
+        legend,
+        right_band: 0.0,
+    };
+    let mut out = String::new();
+    let frame = xy_frame(&mut out, &spec);
+    for (a, t) in &timelines {
+        let colour = arm_colour(a.arm);
+        let series = |f: fn(&crate::model::TimelinePoint) -> Option<u64>| -> Vec<(f64, f64)> {
+            points(t)
+                .iter()
+                .filter_map(|p| Some((frame.px(p.t_ms), frame.py(f(p)? as f64 / div))))
+                .collect()
+        };
+        styled_line(
+            &mut out,
+            &series(|p| p.cwnd_bytes),
+            colour,
+            2.0,
+            LineStyle::default(),
+        );
+        styled_line(
+            &mut out,
+            &series(|p| p.bytes_in_flight),
+            colour,
+            1.5,
+            LineStyle {
+                dashed: true,
+                ..LineStyle::default()
+            },
+        );
+    }
+    svg_close(&mut out);
+    let missing: Vec<&str> = arms
+        .iter()
+        .filter(|a| !timelines.iter().any(|(b, _)| b.arm == a.arm))
+        .map(|a| an.campaign.arms[a.arm].name.as_str())
+        .collect();
+    let mut caption = "The sender's congestion window (solid) and the bytes it had in flight \
+                       (dashed: sent, neither acknowledged nor declared lost), in the same \
+                       median trials as the ACKed bytes beside it. Flight below the window is \
+                       a sender held back by something else: pacing, flow control, or the \
+                       application."
+        .to_string();
+    if !missing.is_empty() {
+        let _ = write!(
+            caption,
+            " No window or flight recorded for {}.",
+            esc(&missing.join(", "))
+        );
+    }
+    (out, caption)
+}
+
+/// A trial's timeline (none for a failed one).
+fn points(t: &crate::model::Trial) -> &[crate::model::TimelinePoint] {
+    metrics(t).map(|m| &m.timeline[..]).unwrap_or(&[])
+}
+
+/// Every successful iteration's ACKed bytes, faint, each arm's median trial drawn over them.
+pub(crate) fn iterations_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) {
+    let chart_title = format!("ACKed bytes of every iteration, {title}");
+    let with_timeline: Vec<(&ArmCell, Vec<&crate::model::Trial>)> = arms
+        .iter()
+        .map(|a| {
+            let ts: Vec<&crate::model::Trial> =
+                a.ok.iter()
+                    .copied()
+                    .filter(|t| metrics(t).is_some_and(|m| !m.timeline.is_empty()))
+                    .collect();
+            (*a, ts)
+        })
+        .filter(|(_, ts)| !ts.is_empty())
+        .collect();
+    if with_timeline.is_empty() {
+        return (
+            empty_chart(&chart_title, W, H, "no sender timeline recorded"),
+            "ACKed bytes of every iteration: no successful trial kept a timeline.".into(),
+        );
+    }
+    let all = || {
+        with_timeline
+            .iter()
+            .flat_map(|(_, ts)| ts.iter())
+            .flat_map(|t| metrics(t).map(|m| &m.timeline[..]).unwrap_or(&[]))
+    };
+    let x_max = all().map(|p| p.t_ms).fold(0.0, f64::max);
+    let y_max = all().map(|p| p.acked_bytes as f64).fold(0.0, f64::max);
+    let (div, unit) = units::byte_unit(y_max);
+    let legend: Vec<LegendEntry> = with_timeline
+        .iter()
+        .map(|(a, ts)| LegendEntry {
+            label: format!(
+                "{} ({} iteration{})",
+                an.campaign.arms[a.arm].name,
+                ts.len(),
+                if ts.len() == 1 { "" } else { "s" }
+            ),
+            colour: arm_colour(a.arm).to_string(),
+            mark: Mark::Line,
+        })
+        .collect();
+    let spec = XySpec {
+        width: W,
+        height: H,
+        title: chart_title,
+        x_label: "time since the client's first packet (ms)".into(),
+        y_label: format!("ACKed data ({unit})"),
+        x: Ticks::new(0.0, x_max, 5),
+        y: Ticks::new(0.0, y_max / div, 5),
+        legend,
+        right_band: 0.0,
+    };
+    let mut out = String::new();
+    let frame = xy_frame(&mut out, &spec);
+    let line = |t: &crate::model::Trial| -> Vec<(f64, f64)> {
+        metrics(t)
+            .map(|m| &m.timeline[..])
+            .unwrap_or(&[])
+            .iter()
+            .map(|p| (frame.px(p.t_ms), frame.py(p.acked_bytes as f64 / div)))
+            .collect()
+    };
+    for (a, ts) in &with_timeline {
+        for t in ts
+            .iter()
+            .filter(|t| a.median_trial.map(|m| m.id.as_str()) != Some(&t.id))
+        {
+            styled_line(
+                &mut out,
+                &line(t),
+                arm_colour(a.arm),
+                1.0,
+                LineStyle {
+                    opacity: 0.35,
+                    ..LineStyle::default()
+                },
+            );
+        }
+    }
+    for (a, _) in &with_timeline {
+        if let Some(m) = a.median_trial {
+            styled_line(
+                &mut out,
+                &line(m),
+                arm_colour(a.arm),
+                2.0,
+                LineStyle::default(),
+            );
+        }
+    }
+    svg_close(&mut out);
+    (
+        out,
+        "Cumulative bytes acknowledged in every successful iteration with a timeline (faint), \
+         each arm's median trial drawn over them: how far the median stands for the rest."
+            .into(),
+    )
 }
 
 /// Step curves of the TTLB distribution per arm.

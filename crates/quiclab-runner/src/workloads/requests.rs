@@ -257,6 +257,7 @@ pub fn metrics(
                     t_ms: s.t_ms,
                     acked_bytes: s.acked_bytes?,
                     cwnd_bytes: s.cwnd_bytes,
+                    bytes_in_flight: s.bytes_in_flight,
                     rtt_ms: s.rtt_ms,
                     congestion_event: s.congestion_event,
                 })
