@@ -1,7 +1,7 @@
 //! quiclab's shared vocabulary: what a campaign is made of ([`campaign`]: arms, conditions,
 //! workloads, trials and their metrics), what endpoints write ([`record`]: one request record
 //! per request, timeline samples of the sending side), what a page load stores ([`page`]), where a transfer's time went ([`budget`]), how
-//! numbers are written for people ([`units`]), what a trial asks of its client ([`task`]), and
+//! numbers are written for people ([`units`]) and tables as CSV ([`csv`]), what a trial asks of its client ([`task`]), and
 //! how the files a user hands quiclab are read
 //! ([`input`]: regular files only, each within a stated size).
 //!
@@ -12,6 +12,7 @@
 
 pub mod budget;
 pub mod campaign;
+pub mod csv;
 pub mod fingerprint;
 pub mod input;
 pub mod page;

@@ -17,6 +17,7 @@ pub mod analysis;
 mod chart;
 pub mod compare;
 pub mod explain;
+pub mod figures;
 pub mod fingerprints;
 mod html;
 pub mod playback;

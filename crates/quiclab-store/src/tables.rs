@@ -9,16 +9,6 @@ use quiclab_model::campaign::{Campaign, Metrics};
 
 use crate::{Result, TrialRecord, output, pairs};
 
-/// A field as CSV writes it (RFC 4180): in double quotes, its own doubled, when it holds a
-/// comma, a quote or a line break; as it is otherwise.
-fn quoted(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\"")).into()
-    } else {
-        s.into()
-    }
-}
-
 /// The one CSV writer of the export: `header`, then each row's fields, quoted where they need
 /// to be, one line each; the file written whole or not at all (see [`output::write_atomic`]).
 /// Rows are written as they come, never all held at once.
@@ -36,7 +26,7 @@ pub(crate) fn write_csv(
                     w.write_all(b",")?;
                 }
                 first = false;
-                w.write_all(quoted(field).as_bytes())?;
+                w.write_all(quiclab_model::csv::field(field).as_bytes())?;
             }
             w.write_all(b"\n")?;
         }

@@ -9,6 +9,7 @@ mod cmd_compare;
 mod cmd_docs;
 mod cmd_endpoint;
 mod cmd_external;
+mod cmd_figure;
 mod cmd_fingerprint;
 mod cmd_get;
 mod cmd_link;
@@ -55,6 +56,7 @@ struct Cli {
 enum Cmd {
     Run(cmd_run::RunCmd),
     Report(cmd_run::ReportCmd),
+    Figure(cmd_figure::FigureCmd),
     Export(cmd_run::ExportCmd),
     Merge(cmd_run::MergeCmd),
     Compare(cmd_compare::CompareCmd),
@@ -89,6 +91,7 @@ impl Cmd {
         !matches!(
             self,
             Cmd::Report(_)
+                | Cmd::Figure(_)
                 | Cmd::Export(_)
                 | Cmd::Merge(_)
                 | Cmd::Compare(_)
@@ -183,6 +186,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Run(c) => cmd_run::run(c),
         Cmd::Report(c) => cmd_run::report(c),
+        Cmd::Figure(c) => cmd_figure::figure(c),
         Cmd::Export(c) => cmd_run::export(c),
         Cmd::Merge(c) => cmd_run::merge(c),
         Cmd::Compare(c) => cmd_compare::compare(c),

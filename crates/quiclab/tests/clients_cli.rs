@@ -179,10 +179,12 @@ fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clien
                     let why = format!("{arm} / {cond} / {size}: TTLB {total:+.1} ms, {named:?}");
                     // the retry is one round trip, and its two hellos' serialisation (2 ms at
                     // 10 Mbit/s) is overhead: the handshake's part is that round trip and the
-                    // endpoints' processing of a second hello (a few ms)
+                    // endpoints' processing of a second hello (a few ms). A busy host moves the
+                    // control's handshake as well, either way by a few ms (16.7 ms read at 20 ms
+                    // once beside a compiler on both cores)
                     let hs = of(Some(Component::Handshake));
                     assert!(
-                        hs > 0.9 * rtt_ms && hs < rtt_ms + 15.0,
+                        hs > rtt_ms - 5.0 && hs < rtt_ms + 15.0,
                         "{why}: handshake {hs:+.1} ms for one round trip of {rtt_ms} ms"
                     );
                     // the retry also hands the server an RTT sample before its first data: a

@@ -197,6 +197,83 @@ fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
     assert!(exp.status.success());
     let csv = std::fs::read_to_string(out_dir.join("export/trials.csv")).unwrap();
     assert_eq!(csv.lines().count(), 11);
+    // both senders say what they had in flight (TCP's tcp_info, quinn's path statistics)
+    let tl = std::fs::read_to_string(out_dir.join("export/timeline.csv")).unwrap();
+    let mut lines = tl.lines();
+    assert!(lines.next().unwrap().ends_with(",bytes_in_flight"));
+    for arm in ["h2", "h3"] {
+        let flights: Vec<&str> = lines
+            .clone()
+            .filter(|l| l.split(',').nth(1) == Some(arm))
+            .map(|l| l.rsplit(',').next().unwrap())
+            .collect();
+        assert!(!flights.is_empty(), "{arm}: no timeline");
+        assert!(
+            flights
+                .iter()
+                .any(|f| f.parse::<u64>().is_ok_and(|v| v > 0)),
+            "{arm}: nothing in flight recorded"
+        );
+    }
+
+    // figures: each as SVG (the report's own), PNG, CSV and caption
+    let fig = quiclab()
+        .args(["figure", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        fig.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fig.stderr)
+    );
+    let fig_dir = out_dir.join("figures");
+    assert_eq!(
+        String::from_utf8_lossy(&fig.stdout).trim(),
+        fig_dir.display().to_string()
+    );
+    let list = quiclab()
+        .args(["figure", out_dir.to_str().unwrap(), "--list"])
+        .output()
+        .unwrap();
+    let names: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    // one cell: its ACKed bytes, window, every iteration, CDF and retransmissions, and the
+    // time budgets' spans where the median trials have them
+    assert!((5..=6).contains(&names.len()), "{names:?}");
+    for n in &names {
+        let svg = std::fs::read_to_string(fig_dir.join(format!("{n}.svg"))).unwrap();
+        assert!(html.contains(&svg), "{n}.svg is not the report's");
+        let png = std::fs::read(fig_dir.join(format!("{n}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{n}.png");
+        let csv = std::fs::read_to_string(fig_dir.join(format!("{n}.csv"))).unwrap();
+        assert!(csv.lines().count() > 1, "{n}.csv: {csv}");
+        assert!(fig_dir.join(format!("{n}.txt")).is_file());
+    }
+    let every = names.iter().find(|n| n.ends_with("-iterations")).unwrap();
+    let csv = std::fs::read_to_string(fig_dir.join(format!("{every}.csv"))).unwrap();
+    let drawn: std::collections::HashSet<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(2).unwrap())
+        .collect();
+    assert_eq!(drawn.len(), 10, "every trial's timeline: {drawn:?}");
+    let none = quiclab()
+        .args([
+            "figure",
+            out_dir.to_str().unwrap(),
+            "--only",
+            "no-such-figure",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success());
+    assert!(
+        err.contains("no figure's name contains \"no-such-figure\"") && err.contains(&names[0]),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,9 +9,11 @@ use crate::chart::{
     LegendEntry, LineStyle, Mark, Series, Ticks, XySpec, Zoom, ZoomLine, arm_colour, c, cdf,
     empty_chart, styled_line, svg_close, xy_frame, zoomable,
 };
+use crate::figures::{Figure, slug};
 use crate::html::esc;
 use crate::stats;
 use crate::units;
+use quiclab_model::csv::Table;
 use std::fmt::Write;
 
 const W: f64 = 400.0;
@@ -61,13 +63,59 @@ fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
         "<section class=\"cell\" id=\"cell-{ci}-{s}\">\n<h4>{}</h4>\n<div class=\"charts\">\n",
         esc(&title)
     );
+    for f in figures(an, ci, s, false) {
+        figure(out, &f.svg, &f.caption);
+    }
     let arms: Vec<&ArmCell> = (0..camp.arms.len()).map(|a| an.cell(ci, s, a)).collect();
+    out.push_str("</div>\n");
+    arm_table(out, an, &arms, ci);
+    comparison_table(out, an, ci, s);
+    out.push_str("</section>\n");
+}
+
+/// The figures of the cell under condition `ci` at size `s`, in the report's order, with their
+/// data as CSV when `with_csv` (the export's; the page needs none).
+pub(crate) fn figures(an: &Analysis, ci: usize, s: usize, with_csv: bool) -> Vec<Figure> {
+    let camp = an.campaign;
+    let title = format!(
+        "{} · {}",
+        camp.conditions[ci].name,
+        super::size_label(camp, camp.sizes[s])
+    );
+    let arms: Vec<&ArmCell> = (0..camp.arms.len()).map(|a| an.cell(ci, s, a)).collect();
+    let name = |kind: &str| {
+        format!(
+            "{}-{}-{kind}",
+            slug(&camp.conditions[ci].name),
+            slug(&super::size_label(camp, camp.sizes[s]))
+        )
+    };
+    let csv = |make: &dyn Fn() -> Table| with_csv.then(|| make().into_string());
+    let mut out = Vec::new();
     let (svg, caption) = acked_chart(an, &arms, &title);
-    figure(out, &svg, &caption);
+    out.push(Figure {
+        name: name("acked"),
+        title: format!("ACKed bytes over time, {title}"),
+        svg,
+        caption,
+        csv: csv(&|| timeline_csv(an, &arms, false)),
+    });
     let (svg, caption) = window_chart(an, &arms, &title);
-    figure(out, &svg, &caption);
+    out.push(Figure {
+        name: name("window"),
+        title: format!("Congestion window and bytes in flight, {title}"),
+        svg,
+        caption,
+        csv: csv(&|| timeline_csv(an, &arms, false)),
+    });
     let (svg, caption) = iterations_chart(an, &arms, &title);
-    figure(out, &svg, &caption);
+    out.push(Figure {
+        name: name("iterations"),
+        title: format!("ACKed bytes of every iteration, {title}"),
+        svg,
+        caption,
+        csv: csv(&|| timeline_csv(an, &arms, true)),
+    });
     let budgets: Vec<(&str, usize, &quiclab_model::budget::Budget)> = arms
         .iter()
         .filter_map(|a| {
@@ -76,22 +124,139 @@ fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
         })
         .collect();
     if let Some(svg) = super::why::spans_chart(&title, &budgets, 0.0) {
-        figure(
-            out,
-            &svg,
-            "When each arm's median trial lost its time beyond the floor: the intervals its \
-             time budget charged, shaded in their component's colour (the legend is in \
-             <a href=\"#why\">Why</a>; point at one to read it); the grey outline is the TTLB.",
-        );
+        out.push(Figure {
+            name: name("spans"),
+            title: format!("When the time went, {title}"),
+            svg,
+            caption: "When each arm's median trial lost its time beyond the floor: the \
+                      intervals its time budget charged, shaded in their component's colour \
+                      (the legend is in <a href=\"#why\">Why</a>; point at one to read it); \
+                      the grey outline is the TTLB."
+                .into(),
+            csv: csv(&|| {
+                let mut t = Table::new(&["arm", "ttlb_ms", "component", "from_ms", "to_ms"]);
+                for (arm, _, b) in &budgets {
+                    for ch in &b.charges {
+                        let component = serde_json::to_value(ch.component)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        for sp in &ch.spans {
+                            t.row(&[
+                                arm.to_string(),
+                                b.ttlb_ms.to_string(),
+                                component.clone(),
+                                sp[0].to_string(),
+                                sp[1].to_string(),
+                            ]);
+                        }
+                    }
+                }
+                t
+            }),
+        });
     }
     let (svg, caption) = cdf_chart(an, &arms, &title);
-    figure(out, &svg, &caption);
+    out.push(Figure {
+        name: name("cdf"),
+        title: format!("TTLB CDF, {title}"),
+        svg,
+        caption,
+        csv: csv(&|| {
+            let mut t = Table::new(&["arm", "ttlb_ms", "fraction_finished"]);
+            for a in &arms {
+                let n = a.ttlb_ms.len();
+                for (k, v) in a.ttlb_ms.iter().enumerate() {
+                    t.row(&[
+                        camp.arms[a.arm].name.clone(),
+                        v.to_string(),
+                        ((k + 1) as f64 / n as f64).to_string(),
+                    ]);
+                }
+            }
+            t
+        }),
+    });
     let (svg, caption) = retransmit_chart(an, &arms, &title, camp.sizes[s]);
-    figure(out, &svg, &caption);
-    out.push_str("</div>\n");
-    arm_table(out, an, &arms, ci);
-    comparison_table(out, an, ci, s);
-    out.push_str("</section>\n");
+    out.push(Figure {
+        name: name("retransmit"),
+        title: format!("TTLB against first retransmission offset, {title}"),
+        svg,
+        caption,
+        csv: csv(&|| {
+            let mut t = Table::new(&[
+                "arm",
+                "iteration",
+                "trial_id",
+                "ttlb_ms",
+                "first_retransmit_offset",
+                "bytes_resent",
+                "packets_lost",
+            ]);
+            for a in &arms {
+                for tr in &a.ok {
+                    let Some(m) = metrics(tr) else { continue };
+                    t.row(&[
+                        camp.arms[a.arm].name.clone(),
+                        tr.iteration.to_string(),
+                        tr.id.clone(),
+                        m.ttlb_ms.to_string(),
+                        opt(m.first_retransmit_offset),
+                        opt(m.bytes_resent),
+                        opt(m.packets_lost),
+                    ]);
+                }
+            }
+            t
+        }),
+    });
+    out
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The timelines a cell's figures draw: each arm's median trial, or every successful trial
+/// with `every` (a `median` column says which is the median).
+fn timeline_csv(an: &Analysis, arms: &[&ArmCell], every: bool) -> Table {
+    let mut t = Table::new(&[
+        "arm",
+        "iteration",
+        "trial_id",
+        "median",
+        "t_ms",
+        "acked_bytes",
+        "cwnd_bytes",
+        "bytes_in_flight",
+        "rtt_ms",
+        "congestion_event",
+    ]);
+    for a in arms {
+        let median = a.median_trial.map(|m| m.id.as_str());
+        let trials: Vec<&crate::model::Trial> = if every {
+            a.ok.clone()
+        } else {
+            a.median_trial.into_iter().collect()
+        };
+        for tr in trials {
+            for p in points(tr) {
+                t.row(&[
+                    an.campaign.arms[a.arm].name.clone(),
+                    tr.iteration.to_string(),
+                    tr.id.clone(),
+                    (median == Some(tr.id.as_str())).to_string(),
+                    p.t_ms.to_string(),
+                    p.acked_bytes.to_string(),
+                    opt(p.cwnd_bytes),
+                    opt(p.bytes_in_flight),
+                    opt(p.rtt_ms),
+                    p.congestion_event.to_string(),
+                ]);
+            }
+        }
+    }
+    t
 }
 
 fn figure(out: &mut String, svg: &str, caption: &str) {

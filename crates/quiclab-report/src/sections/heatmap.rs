@@ -316,3 +316,78 @@ fn legend(out: &mut String, left: f64, top: f64, faster: &str, slower: &str) {
         c(y2 + 25.0),
     );
 }
+
+/// Each comparison's map as a figure, with the change in every cell as CSV when `with_csv`.
+pub(crate) fn figures(an: &Analysis, with_csv: bool) -> Vec<crate::figures::Figure> {
+    let c = an.campaign;
+    if !c.workload.is_requests() || c.conditions.is_empty() || c.sizes.is_empty() {
+        return Vec::new();
+    }
+    let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    an.comparisons
+        .iter()
+        .map(|cmp| {
+            let (a, b) = (&c.arms[cmp.a].name, &c.arms[cmp.b].name);
+            let csv = with_csv.then(|| {
+                let mut t = quiclab_model::csv::Table::new(&[
+                    "a",
+                    "b",
+                    "condition",
+                    "size_bytes",
+                    "trials_a",
+                    "trials_b",
+                    "pairs",
+                    "median_a_ms",
+                    "median_b_ms",
+                    "diff_ms",
+                    "diff_rtts",
+                    "change",
+                    "ci_low",
+                    "ci_high",
+                    "p",
+                    "p_adjusted",
+                    "significant",
+                ]);
+                for cell in &cmp.cells {
+                    let ch = cell.change.as_ref();
+                    t.row(&[
+                        a.clone(),
+                        b.clone(),
+                        c.conditions[cell.condition].name.clone(),
+                        c.sizes[cell.size].to_string(),
+                        cell.n_a.to_string(),
+                        cell.n_b.to_string(),
+                        ch.map(|ch| ch.pairs.to_string()).unwrap_or_default(),
+                        num(ch.map(|ch| ch.median_a_ms)),
+                        num(ch.map(|ch| ch.median_b_ms)),
+                        num(ch.map(|ch| ch.diff_ms)),
+                        num(ch.and_then(|ch| ch.diff_rtts)),
+                        num(ch.map(|ch| ch.rel)),
+                        num(ch.and_then(|ch| ch.ci.map(|i| i.lo))),
+                        num(ch.and_then(|ch| ch.ci.map(|i| i.hi))),
+                        num(ch.and_then(|ch| ch.p)),
+                        num(ch.and_then(|ch| ch.p_adjusted)),
+                        ch.map(|ch| ch.significant.to_string()).unwrap_or_default(),
+                    ]);
+                }
+                t.into_string()
+            });
+            crate::figures::Figure {
+                name: format!(
+                    "heatmap-{}-{}",
+                    crate::figures::slug(b),
+                    crate::figures::slug(a)
+                ),
+                title: format!("Median TTLB change of {b} relative to {a}"),
+                svg: svg(an, cmp),
+                caption: format!(
+                    "b = {}, a = {}: blue where {} was faster.",
+                    esc(b),
+                    esc(a),
+                    esc(b)
+                ),
+                csv,
+            }
+        })
+        .collect()
+}

@@ -188,19 +188,28 @@ fn legend() -> String {
     out
 }
 
+/// Room left of the bars for the arms' names: a swatch, the longest name at the charts' 11 px,
+/// and a gap; at least `min` px.
+fn label_room<'a>(names: impl Iterator<Item = &'a str>, min: f64) -> f64 {
+    names
+        .map(|n| 14.0 + chart::text_width(n, 11.0) + 8.0)
+        .fold(min, f64::max)
+}
+
 /// Horizontal stacked bars, one per arm, on one scale.
 fn stacked(title: &str, bars: &[(&str, usize, &Budget)]) -> String {
-    const LABEL: f64 = 150.0;
-    const WIDTH: f64 = 560.0;
     const ROW: f64 = 22.0;
     let max = bars
         .iter()
         .map(|(_, _, b)| b.ttlb_ms.max(b.accounted_ms()))
         .fold(1.0, f64::max);
-    let scale = (WIDTH - LABEL - 70.0) / max;
+    let label = label_room(bars.iter().map(|b| b.0), 150.0);
+    // 340 px of bars and 70 for the TTLB written after them
+    let width = label + 410.0;
+    let scale = 340.0 / max;
     let height = ROW * bars.len() as f64 + 8.0;
     let mut out = String::new();
-    chart::svg_open(&mut out, WIDTH, height, &format!("time budgets: {title}"));
+    chart::svg_open(&mut out, width, height, &format!("time budgets: {title}"));
     for (row, (name, arm, b)) in bars.iter().enumerate() {
         let y = 4.0 + row as f64 * ROW;
         let _ = write!(
@@ -211,7 +220,7 @@ fn stacked(title: &str, bars: &[(&str, usize, &Budget)]) -> String {
             chart::c(y + 14.0),
             esc(name)
         );
-        let mut x = LABEL;
+        let mut x = label;
         for p in Part::ALL {
             let ms = p.ms(b);
             if ms <= 0.0 {
@@ -251,8 +260,8 @@ pub(crate) fn spans_chart(
     rows: &[(&str, usize, &Budget)],
     x_max: f64,
 ) -> Option<String> {
-    const LABEL: f64 = 110.0;
-    const WIDTH: f64 = 400.0;
+    // the time axis' length, and room right of it for half of its last label ("1,500")
+    const PLOT: f64 = 280.0;
     const ROW: f64 = 18.0;
     if rows
         .iter()
@@ -266,13 +275,15 @@ pub(crate) fn spans_chart(
         .fold(x_max, f64::max)
         .max(1.0);
     let ticks = chart::Ticks::new(0.0, x_max, 5);
-    let scale = (WIDTH - LABEL - 10.0) / ticks.hi;
+    let label = label_room(rows.iter().map(|r| r.0), 110.0);
+    let width = label + PLOT + 22.0;
+    let scale = PLOT / ticks.hi;
     let axis = 6.0 + ROW * rows.len() as f64;
     let height = axis + 30.0;
     let mut out = String::new();
     chart::svg_open(
         &mut out,
-        WIDTH,
+        width,
         height,
         &format!("when the time went: {title}"),
     );
@@ -285,7 +296,7 @@ pub(crate) fn spans_chart(
             chart::arm_colour(*arm),
             chart::c(y + 11.0),
             esc(name),
-            chart::c(LABEL),
+            chart::c(label),
             chart::c(y),
             chart::c(b.ttlb_ms * scale)
         );
@@ -296,7 +307,7 @@ pub(crate) fn spans_chart(
                 let _ = write!(
                     out,
                     r#"<rect x="{}" y="{}" width="{}" height="12" fill="{}"><title>{}: {} to {} ms</title></rect>"#,
-                    chart::c(LABEL + s[0] * scale),
+                    chart::c(label + s[0] * scale),
                     chart::c(y),
                     chart::c(w),
                     colour(p),
@@ -308,7 +319,7 @@ pub(crate) fn spans_chart(
         }
     }
     for v in &ticks.values {
-        let x = LABEL + v * scale;
+        let x = label + v * scale;
         let _ = write!(
             out,
             r##"<line x1="{x}" y1="{axis}" x2="{x}" y2="{}" stroke="#888"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
@@ -322,7 +333,7 @@ pub(crate) fn spans_chart(
     let _ = write!(
         out,
         r#"<text x="{}" y="{}" text-anchor="middle">time since the client's first packet (ms)</text>"#,
-        chart::c(LABEL + (WIDTH - LABEL) / 2.0),
+        chart::c(label + PLOT / 2.0),
         chart::c(axis + 27.0)
     );
     chart::svg_close(&mut out);
