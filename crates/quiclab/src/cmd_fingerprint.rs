@@ -122,6 +122,22 @@ fn subjects(c: &FingerprintCmd, out: &Out) -> anyhow::Result<Vec<Subject>> {
 pub fn fingerprint(c: FingerprintCmd) -> anyhow::Result<i32> {
     let out = Out::new(c.json);
     let subjects = subjects(&c, &out)?;
+    // The endpoints' timing is part of what the wire shows: a client that wakes late reads
+    // several packets at once and acknowledges them together (quinn's client: 2.4 data packets
+    // per acknowledgement on an idle host whose CPUs sleep, 1.85 with them kept awake). Idle
+    // CPUs are kept awake for the probes, as `run --keep-cpus-awake` does, where the kernel
+    // allows it.
+    let _awake = match quiclab_netns::sys::CpusAwake::hold() {
+        Ok(a) => Some(a),
+        Err(e) => {
+            out.line(format!(
+                "note: idle CPUs may sleep during the probes ({}: {e}): how many packets an \
+                 acknowledgement covers then moves with how soon they wake",
+                quiclab_netns::sys::CPU_WAKE_LATENCY_DEV
+            ));
+            None
+        }
+    };
     let mut bench = crate::cmd_bench::TrialBench::for_command("fingerprint", c.keep.as_deref())?;
     bench.record_events(true);
     let mut cards = Vec::new();

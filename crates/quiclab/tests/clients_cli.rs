@@ -19,6 +19,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[test]
 fn a_hello_retry_costs_every_client_one_round_trip_and_the_report_compares_clients_per_server() {
     common::assert_root();
+    common::keep_cpus_awake();
     let dir = common::TempDir::new("clients-quick");
     let out = dir.join("out");
     let st = common::quiclab()

@@ -464,12 +464,15 @@ fn ngtcp2_resumes_with_0rtt_against_both_servers_and_saves_a_round_trip() {
             t.arm,
             reqs[0]
         );
-        // the later ones resume and send the request in 0-RTT: one round trip to the first byte
+        // the later ones resume and send the request in 0-RTT: one round trip to the first byte,
+        // and the 20 ms the first connection is allowed for a new client process's start and
+        // the host's scheduling (ngtcp2's read 65.9 ms once on a busy host): still one round
+        // trip, not two
         for r in &reqs[1..] {
             assert!(r["error"].is_null(), "{}: {r}", t.arm);
             assert_eq!(r["handshake"]["zero_rtt_accepted"], true, "{}: {r}", t.arm);
             assert!(
-                (50.0..65.0 + late).contains(&ttfb(r)),
+                (50.0..70.0 + late).contains(&ttfb(r)),
                 "{}: {r} (host held packets up to {late} ms)",
                 t.arm
             );

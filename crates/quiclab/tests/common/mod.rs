@@ -12,6 +12,19 @@ pub fn quiclab() -> Command {
     Command::new(QUICLAB)
 }
 
+/// From its first call the test process keeps idle CPUs awake until it exits (the request
+/// `run --keep-cpus-awake` makes: a PM QoS bound of 0 µs, dropped by the kernel when the
+/// process ends). Tests that time handshakes to the millisecond call it: a CPU woken from an
+/// idle state adds its wake-up to them (quinn's client read handshakes of 60.1 and 65.6 ms for
+/// a 50 ms round trip in 2 of 4 runs of `external_cli` on an idle host, none in 4 runs with the
+/// CPUs kept awake). Not in a test binary that checks the request itself (`run_cli`). Without
+/// root (the tests refuse to run then) there is none.
+pub fn keep_cpus_awake() {
+    static AWAKE: std::sync::OnceLock<Option<quiclab_netns::sys::CpusAwake>> =
+        std::sync::OnceLock::new();
+    AWAKE.get_or_init(|| quiclab_netns::sys::CpusAwake::hold().ok());
+}
+
 /// These tests create network namespaces: they must run as root, and fail (never skip) if not.
 pub fn assert_root() {
     assert!(
@@ -140,6 +153,7 @@ pub fn run_plan(name: &str, plan: &str, args: &[&str]) -> (TempDir, PathBuf) {
 
 /// [`run_plan`], expecting `quiclab run` to exit with `code` (1: a trial failed).
 pub fn run_plan_ending(name: &str, plan: &str, args: &[&str], code: i32) -> (TempDir, PathBuf) {
+    keep_cpus_awake();
     let dir = TempDir::new(name);
     let file = dir.join("plan.toml");
     std::fs::write(&file, plan).unwrap();
