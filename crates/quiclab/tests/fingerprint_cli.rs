@@ -167,12 +167,19 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
         for card in c.iter() {
             for item in card["items"].as_array().unwrap() {
                 let key = item["key"].as_str().unwrap();
-                if ["first_flight_span", "largest_burst", "window_before_loss"].contains(&key) {
-                    // pacing's answers move with the host's scheduling, and so do the bursts
-                    // the acknowledgements let out later (the first round trip's, the sender's
-                    // own, is checked), where slow start ends, and the window four round trips
-                    // after it (one CI run read 66.8 and 84.2 KB): shown, not checked; β, their
-                    // ratio, is
+                if [
+                    "first_flight_span",
+                    "first_burst",
+                    "largest_burst",
+                    "window_before_loss",
+                ]
+                .contains(&key)
+                {
+                    // pacing's answers move with the host's scheduling, and so do its bursts
+                    // (quinn's first round trip with a 20 KB window read 14 and 10 packets on a
+                    // loaded host, 8 and 8 with its default window on an idle one), where slow
+                    // start ends, and the window four round trips after it (one CI run read
+                    // 66.8 and 84.2 KB): shown, not checked; β, their ratio, is
                     continue;
                 }
                 assert_eq!(item["reproducible"], true, "{item}");
