@@ -6,8 +6,8 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::ns::{self, NETNS_DIR, PREFIX};
-use crate::topology::LOCK_DIR;
+use crate::ns::{self, PREFIX, netns_dir};
+use crate::topology::lock_dir;
 
 /// What `clean` removed.
 #[derive(Debug, Default)]
@@ -30,7 +30,7 @@ enum RunState {
 }
 
 fn run_state(id: &str) -> RunState {
-    let Ok(f) = File::open(format!("{LOCK_DIR}/{id}.lock")) else {
+    let Ok(f) = File::open(format!("{}/{id}.lock", lock_dir())) else {
         return RunState::Dead(None);
     };
     // SAFETY: flock on a file we opened; if we get the lock, nobody else holds it. It is
@@ -44,7 +44,7 @@ fn run_state(id: &str) -> RunState {
 
 /// Namespaces with quiclab's prefix.
 pub fn namespaces() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(NETNS_DIR)
+    let mut v: Vec<String> = std::fs::read_dir(netns_dir())
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -62,12 +62,12 @@ pub fn namespaces() -> Vec<String> {
 /// removed them). Holding this lock, a remover sees only live runs' locks held. `None` when
 /// the lock directory cannot be made (the pass then goes on unserialised).
 fn one_remover_at_a_time() -> Option<File> {
-    std::fs::create_dir_all(LOCK_DIR).ok()?;
+    std::fs::create_dir_all(lock_dir()).ok()?;
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(format!("{LOCK_DIR}/{REMOVER_LOCK}"))
+        .open(format!("{}/{REMOVER_LOCK}", lock_dir()))
         .ok()?;
     // SAFETY: a blocking flock on a file we opened; released when `f` is dropped. A pass takes
     // milliseconds, so a second remover waits that long.
@@ -130,7 +130,7 @@ fn remove_namespaces_where(
         match ns::destroy(&name) {
             Ok(()) => out.namespaces.push(name),
             // a run that ended between our listing and now removed it itself
-            Err(_) if !Path::new(NETNS_DIR).join(&name).exists() => {}
+            Err(_) if !Path::new(netns_dir()).join(&name).exists() => {}
             Err(e) => return Err(e),
         }
     }
@@ -142,7 +142,7 @@ fn remove_locks(force: bool) {
 }
 
 fn remove_locks_where(force: bool, which: &dyn Fn(&str) -> bool) {
-    if let Ok(dir) = std::fs::read_dir(LOCK_DIR) {
+    if let Ok(dir) = std::fs::read_dir(lock_dir()) {
         for e in dir.filter_map(|e| e.ok()) {
             let file = e.file_name().to_string_lossy().into_owned();
             let Some(id) = file.strip_suffix(".lock").filter(|id| which(id)) else {
@@ -177,8 +177,8 @@ mod tests {
         let name = format!("{PREFIX}{id}-client");
         let _ = ns::destroy(&name);
         std::mem::forget(ns::Netns::create(&name).unwrap());
-        std::fs::create_dir_all(LOCK_DIR).unwrap();
-        std::fs::write(format!("{LOCK_DIR}/{id}.lock"), b"").unwrap();
+        std::fs::create_dir_all(lock_dir()).unwrap();
+        std::fs::write(format!("{}/{id}.lock", lock_dir()), b"").unwrap();
         let (tested, testing) = std::sync::mpsc::channel();
         let reaper = std::thread::spawn(move || {
             let _one = one_remover_at_a_time();
@@ -190,7 +190,7 @@ mod tests {
         });
         testing.recv().unwrap();
         let cleaned = clean(false).unwrap();
-        let left = Path::new(NETNS_DIR).join(&name).exists();
+        let left = Path::new(netns_dir()).join(&name).exists();
         reaper.join().unwrap();
         let _ = ns::destroy(&name);
         assert!(!left, "clean left {name}: {cleaned:?}");

@@ -15,6 +15,7 @@ pub mod pcap;
 pub mod probe;
 pub mod process;
 pub mod reaper;
+pub mod rootless;
 mod rtnl;
 mod segments;
 pub mod selftest;

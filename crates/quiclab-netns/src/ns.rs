@@ -13,8 +13,11 @@ use crate::sys;
 
 /// Every namespace quiclab creates starts with this; `quiclab clean` looks for nothing else.
 pub const PREFIX: &str = "quiclab-";
-/// Where `ip netns` keeps its namespace handles.
-pub const NETNS_DIR: &str = "/run/netns";
+/// Where this process's namespace handles are: `ip netns`'s /run/netns, or a run's private
+/// directory inside a user namespace ([`crate::rootless`]).
+pub fn netns_dir() -> &'static str {
+    crate::rootless::netns_dir()
+}
 
 /// Runs a command to completion; returns its stdout, or an error with its stderr.
 pub fn run(prog: &str, args: &[&str]) -> Result<String> {
@@ -57,11 +60,11 @@ fn cvt(r: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// Makes [`NETNS_DIR`] a shared mount point, as `ip netns add` does, so that a namespace
+/// Makes [`netns_dir`] a shared mount point, as `ip netns add` does, so that a namespace
 /// unmounted there is unmounted in every mount namespace (and so freed).
 fn share_netns_dir() -> std::io::Result<()> {
-    std::fs::create_dir_all(NETNS_DIR)?;
-    let dir = c_path(NETNS_DIR)?;
+    std::fs::create_dir_all(netns_dir())?;
+    let dir = c_path(netns_dir())?;
     let none = c_path("none")?;
     let shared = || {
         // SAFETY: valid C strings; no data argument.
@@ -131,9 +134,9 @@ impl Netns {
         if !sys::is_root() {
             return Err(Error::NotRoot);
         }
-        let path = format!("{NETNS_DIR}/{name}");
+        let path = format!("{}/{name}", netns_dir());
         let what = || format!("cannot create namespace {name}");
-        share_netns_dir().context(|| format!("cannot share {NETNS_DIR}"))?;
+        share_netns_dir().context(|| format!("cannot share {}", netns_dir()))?;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -156,7 +159,7 @@ impl Netns {
     }
 
     pub fn path(&self) -> String {
-        format!("{NETNS_DIR}/{}", self.name)
+        format!("{}/{}", netns_dir(), self.name)
     }
 
     /// The namespace's netlink socket.
@@ -188,7 +191,7 @@ impl Netns {
 /// Pids of the processes inside namespace `name` (as `ip netns pids` finds them: those whose
 /// network namespace is the one the file holds).
 pub fn pids_in(name: &str) -> Vec<i32> {
-    let Ok(ns) = std::fs::metadata(format!("{NETNS_DIR}/{name}")) else {
+    let Ok(ns) = std::fs::metadata(format!("{}/{name}", netns_dir())) else {
         return Vec::new();
     };
     let Ok(procs) = std::fs::read_dir("/proc") else {
@@ -230,7 +233,7 @@ pub fn destroy(name: &str) -> Result<()> {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    remove(&format!("{NETNS_DIR}/{name}")).context(|| format!("cannot remove namespace {name}"))
+    remove(&format!("{}/{name}", netns_dir())).context(|| format!("cannot remove namespace {name}"))
 }
 
 impl Drop for Netns {

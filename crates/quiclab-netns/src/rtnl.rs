@@ -104,6 +104,16 @@ impl Rtnl {
         self.request(RouteNetlinkMessage::SetLink(m), 0).map(drop)
     }
 
+    /// Sets the transmit queue length of device `index`. Through netlink, which asks for
+    /// CAP_NET_ADMIN in the device's namespace's owner, where the SIOCSIFTXQLEN ioctl asks for
+    /// it in the host's: a user namespace's root may set it here.
+    pub(crate) fn set_tx_queue_len(&mut self, index: u32, len: u32) -> io::Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.attributes.push(LinkAttribute::TxQueueLen(len));
+        self.request(RouteNetlinkMessage::SetLink(m), 0).map(drop)
+    }
+
     /// Gives device `index` the address `addr/prefix`, without duplicate address detection
     /// (which would delay an IPv6 address's use).
     pub(crate) fn add_address(&mut self, index: u32, addr: IpAddr, prefix: u8) -> io::Result<()> {

@@ -38,7 +38,9 @@ pub const TUN_NAME: &str = "quiclab0";
 /// normally keeps this one empty).
 const TUN_QUEUE: u32 = 1000;
 /// Where run lock files live.
-pub const LOCK_DIR: &str = "/run/quiclab";
+pub fn lock_dir() -> &'static str {
+    crate::rootless::lock_dir()
+}
 
 /// How to build a topology.
 #[derive(Default)]
@@ -89,7 +91,7 @@ pub fn next_id() -> String {
 /// exists".
 fn create_ns(name: &str) -> Result<Netns> {
     crate::reaper::ensure();
-    if std::path::Path::new(crate::ns::NETNS_DIR)
+    if std::path::Path::new(crate::ns::netns_dir())
         .join(name)
         .exists()
     {
@@ -106,8 +108,9 @@ pub(crate) struct RunLock {
 
 impl RunLock {
     pub(crate) fn take(id: &str) -> Result<Self> {
-        std::fs::create_dir_all(LOCK_DIR).context(|| format!("cannot create {LOCK_DIR}"))?;
-        let path = format!("{LOCK_DIR}/{id}.lock");
+        let dir = lock_dir();
+        std::fs::create_dir_all(dir).context(|| format!("cannot create {dir}"))?;
+        let path = format!("{dir}/{id}.lock");
         // `clean` unlinks a lock file only while holding its lock; if that happened between our
         // open and our flock, we hold a lock on a file nobody can find: start again.
         loop {
@@ -211,6 +214,7 @@ impl Topology {
         offloads: bool,
         start: impl FnOnce([SyncDevice; 2]) -> std::io::Result<Forwarder>,
     ) -> Result<Self> {
+        crate::rootless::tun_accessible()?;
         let id = new_id();
         let lock = RunLock::take(&id)?;
         let client = create_ns(&format!("{PREFIX}{id}-client"))?;
@@ -352,7 +356,6 @@ fn make_tun(
         DeviceBuilder::new()
             .name(TUN_NAME)
             .mtu(mtu16)
-            .tx_queue_len(TUN_QUEUE)
             // segmentation offloads: the kernel hands over super-packets, which the emulator
             // splits into wire-size segments (see forward.rs)
             .offload(offloads)
@@ -371,6 +374,12 @@ fn make_tun(
         }
         Ok(())
     })?;
+    {
+        let mut rtnl = ns.rtnl();
+        let what = || format!("setting {TUN_NAME}'s queue length in {}", ns.name());
+        let index = rtnl.index(TUN_NAME).context(what)?;
+        rtnl.set_tx_queue_len(index, TUN_QUEUE).context(what)?;
+    }
     address(ns, TUN_NAME, v4, v6)?;
     Ok(dev)
 }

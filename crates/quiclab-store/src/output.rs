@@ -84,6 +84,27 @@ fn me() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Whether `uid` owns directories as root does here: root, or, inside a user namespace that maps
+/// only some of the host's users (a run without root), the overflow user that stands for every
+/// unmapped one. Inside such a namespace root's directories (`/`, `/home`, `/tmp`) show that
+/// owner, and so do other users' whom quiclab cannot tell from root there: they are taken as
+/// root's, where no one but their owner may change them (see `check_ancestors`).
+fn root_like(uid: u32) -> bool {
+    static OVERFLOW: std::sync::LazyLock<Option<u32>> = std::sync::LazyLock::new(|| {
+        let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+        let identity = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+        if identity {
+            return None;
+        }
+        std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    });
+    uid == 0 || Some(uid) == *OVERFLOW
+}
+
 /// Refuses an output directory another user controls (see the module's contract).
 pub fn check_dir(dir: &Path) -> Result<(), OutputError> {
     check_ancestors(dir)?;
@@ -106,7 +127,7 @@ fn check_meta(dir: &Path, meta: &std::fs::Metadata) -> Result<(), OutputError> {
     let me = me();
     // root's directory is safe to write into for another user (only root placed what is in
     // it, or the group it was shared with)
-    if meta.uid() != me && meta.uid() != 0 {
+    if meta.uid() != me && !root_like(meta.uid()) {
         return Err(OutputError::OtherOwner {
             path: dir.to_path_buf(),
             owner: meta.uid(),
@@ -231,9 +252,9 @@ fn check_ancestors(dir: &Path) -> Result<(), OutputError> {
             // shares a results directory with (`share_with_group`)
             let own_group = meta.gid() == my_group() || Some(meta.gid()) == invoking_group();
             let writers = if own_group { 0o002 } else { 0o022 };
-            let why = if meta.uid() != me && meta.uid() != 0 {
+            let why = if meta.uid() != me && !root_like(meta.uid()) {
                 Some(format!("belongs to user {}", meta.uid()))
-            } else if mode & writers != 0 && !(meta.uid() == 0 && mode & 0o1000 != 0) {
+            } else if mode & writers != 0 && !(root_like(meta.uid()) && mode & 0o1000 != 0) {
                 Some(format!(
                     "may be written by {} without the sticky bit",
                     if mode & 0o002 != 0 {

@@ -95,6 +95,17 @@ pub struct CleanCmd {
 }
 
 pub fn clean(c: CleanCmd) -> anyhow::Result<i32> {
+    if !quiclab_netns::sys::is_root() {
+        // a run without root leaves no namespace: its user namespace ends with it
+        for d in quiclab_netns::rootless::clean_stale() {
+            println!("removed {}", d.display());
+        }
+        println!(
+            "0 namespace(s) removed: runs without root keep their namespaces in a user \
+             namespace of their own, which ends with them (root's are root's to clean)"
+        );
+        return Ok(0);
+    }
     let r = quiclab_netns::clean::clean(c.force)?;
     for n in &r.namespaces {
         println!("removed namespace {n}");

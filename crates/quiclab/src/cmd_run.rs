@@ -37,6 +37,10 @@ use quiclab_runner::plan::BUILT_IN;
 /// Artifacts (TLS keys, sender timelines, packet events, logs) are kept for the median trial of
 /// each cell and for failed trials.
 ///
+/// As root, the namespaces are the host's; as another user, quiclab makes them inside a user
+/// namespace of its own (unprivileged user namespaces enabled, /dev/net/tun mode 0666), and
+/// the report's provenance says what that run went without (real-time priority, ...).
+///
 /// Examples:
 ///   quiclab run                                # quick www21, report in results/www21
 ///   quiclab run plans/www21.toml --jobs 4      # the full study (40 iterations)
@@ -93,6 +97,13 @@ pub struct RunCmd {
     /// virtual machine, in its own CPU time). The report's provenance records it.
     #[arg(long)]
     keep_cpus_awake: bool,
+}
+
+impl RunCmd {
+    /// `--dry-run`: nothing runs, no namespace is made.
+    pub(crate) fn dry_run(&self) -> bool {
+        self.dry_run
+    }
 }
 
 /// Render a campaign's report: DIR/report.html, self-contained (inline SVG, no network).
@@ -331,6 +342,7 @@ fn provenance(jobs: &Jobs, cpus_awake: bool) -> Vec<(String, String)> {
         ("cpus".into(), campaign::cores().to_string()),
         ("jobs".into(), jobs.to_string()),
         ("load average".into(), read("/proc/loadavg")),
+        ("privileges".into(), quiclab_netns::rootless::privileges()),
         (
             "idle CPUs".into(),
             if cpus_awake {
@@ -723,6 +735,15 @@ pub fn run(c: RunCmd) -> anyhow::Result<i32> {
                 format!("{} Mbit/s", max_rate / 1_000_000)
             }
         );
+    }
+    if quiclab_netns::rootless::active() {
+        eprintln!(
+            "quiclab: note: not run as root: the lab runs in a user namespace of its own \
+             (the report's provenance says what it goes without)"
+        );
+        for l in quiclab_netns::rootless::limits() {
+            eprintln!("quiclab: note: {l}");
+        }
     }
     // held until the run ends (the kernel drops the request at exit, whatever ends it)
     let _awake = keep_cpus_awake(c.keep_cpus_awake)?;

@@ -87,6 +87,16 @@ enum Cmd {
 impl Cmd {
     /// Whether the command times something (a trial, a link, an endpoint), so that its code
     /// must not wait on the disk mid-run.
+    /// Whether the command makes network namespaces: run by a user other than root, it runs
+    /// inside a user namespace of its own (`quiclab_netns::rootless`).
+    fn makes_namespaces(&self) -> bool {
+        match self {
+            Cmd::Run(c) => !c.dry_run(),
+            Cmd::Link(_) | Cmd::Selftest(_) | Cmd::Bench(_) | Cmd::Fingerprint(_) => true,
+            _ => false,
+        }
+    }
+
     fn measures(&self) -> bool {
         !matches!(
             self,
@@ -167,6 +177,22 @@ fn main() {
     if let Ok(exe) = std::env::current_exe() {
         // namespaces a kill leaves are removed by a reaper: this program, with this command
         quiclab_netns::reaper::set_program(exe, &["__reap"]);
+    }
+    if cli.cmd.makes_namespaces() {
+        // Before any thread starts: a new user namespace takes a process of one thread.
+        if let Some(inside) = quiclab_netns::rootless::run_inside() {
+            match inside {
+                Ok(code) => std::process::exit(code),
+                Err(e) => {
+                    eprintln!("quiclab: error: {}", chain(&e.into()));
+                    std::process::exit(usage::USAGE);
+                }
+            }
+        }
+        if let Err(e) = quiclab_netns::rootless::enter() {
+            eprintln!("quiclab: error: {}", chain(&e.into()));
+            std::process::exit(usage::USAGE);
+        }
     }
     if cli.cmd.measures() {
         // Before any thread starts: see keep_freed_memory and keep_program_resident for why.

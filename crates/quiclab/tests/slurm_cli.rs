@@ -53,7 +53,8 @@ impl Cluster {
         let mode = |p: &Path, m: u32| {
             std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap()
         };
-        mode(&dir, 0o700);
+        // as a node has it: the spool, where slurmd puts a job's script, reached by its user
+        mode(&dir, 0o755);
         mode(&dir.join("munge"), 0o711);
         // munge's shared key: 1 KiB of randomness, readable by root only
         let key = dir.join("munge/munge.key");
@@ -193,18 +194,21 @@ impl Cluster {
 
     /// Submits the job array `array` of deploy/slurm/quiclab.sbatch with `env`; its job id.
     fn submit(&mut self, array: &str, env: &str) -> u64 {
+        let log = self.dir.join("log");
+        self.submit_with(array, env, &log, &[])
+    }
+
+    /// [`submit`](Self::submit) with more `sbatch` options, the tasks' output in `log`.
+    fn submit_with(&mut self, array: &str, env: &str, log: &Path, more: &[&str]) -> u64 {
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/slurm/quiclab.sbatch");
-        let out = self.output(
-            "sbatch",
-            &[
-                "--parsable",
-                &format!("--array={array}"),
-                &format!("--output={}/log/job-%A_%a.out", self.dir.display()),
-                &format!("--export=ALL,{env}"),
-                script.to_str().unwrap(),
-            ],
-        );
+        let array = format!("--array={array}");
+        let output = format!("--output={}/job-%A_%a.out", log.display());
+        let export = format!("--export=ALL,{env}");
+        let mut args = vec!["--parsable", &array, &output, &export];
+        args.extend_from_slice(more);
+        args.push(script.to_str().unwrap());
+        let out = self.output("sbatch", &args);
         let id: u64 = out.trim().split(';').next().unwrap().parse().unwrap();
         self.jobs.push(id);
         id
@@ -458,6 +462,55 @@ fn a_plan_sharded_over_a_slurm_job_array_merges_into_the_whole_campaign() {
             "{cell:?}: the two medians' 95 % intervals, widened by 3 ms, overlap"
         );
     }
+
+    // The same deployment for a user who is not root: the tasks run as that user, and
+    // quiclab in a user namespace of its own (/dev/net/tun at 0666, as most nodes have it).
+    let user = common::TestUser::ensure();
+    let (uid, gid) = user.ids();
+    let (bin, home) = common::user_files(&dir, uid, gid);
+    let user_plan = home.join("plan.toml");
+    common::write_plan(
+        &user_plan,
+        "name = \"slurm-user\"\niterations = 3\nseed = 11\n[workload]\n\
+         kind = \"single-object\"\nsizes = [\"300kb\"]\n[network]\nrate = \"10mbit\"\n\
+         delay = \"5ms\"\n[arms.h2]\nhttp = \"2\"\n[arms.h3]\nhttp = \"3\"\n",
+    );
+    let _tun = common::TunMode::set(0o666);
+    let user_results = home.join("results");
+    let env = format!(
+        "QUICLAB_PLAN={},QUICLAB_SHARDS=2,QUICLAB_RESULTS={},QUICLAB={},QUICLAB_ARGS=--jobs 1",
+        user_plan.display(),
+        user_results.display(),
+        bin.display()
+    );
+    let (uid_arg, gid_arg) = (format!("--uid={uid}"), format!("--gid={gid}"));
+    let job = cluster.submit_with("1-2", &env, &home, &[&uid_arg, &gid_arg]);
+    cluster.wait(job, Duration::from_secs(180));
+    let mut user_trials = 0;
+    for k in 1..=2 {
+        let shard = user_results.join(format!("shard-{k}-of-2"));
+        let log =
+            std::fs::read_to_string(home.join(format!("job-{job}_{k}.out"))).unwrap_or_default();
+        assert_eq!(
+            cluster.state(job, k),
+            "COMPLETED",
+            "the user's task {k}: {log}\n{}",
+            cluster.logs()
+        );
+        assert!(
+            log.contains("not run as root: the lab runs in a user namespace of its own"),
+            "{log}"
+        );
+        let report = std::fs::read_to_string(shard.join("report.html")).unwrap();
+        assert!(
+            report.contains(&format!("a user namespace of user {uid} (not root)")),
+            "shard {k}'s report names the user namespace"
+        );
+        let meta = std::fs::metadata(shard.join("results.db")).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), uid);
+        user_trials += trial_count(&shard);
+    }
+    assert_eq!(user_trials, 6, "the user's shards ran the plan's 6 trials");
 }
 
 #[test]

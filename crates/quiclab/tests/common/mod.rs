@@ -2,6 +2,7 @@
 // Each test binary uses its own subset of these.
 #![allow(dead_code)]
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -388,3 +389,107 @@ pub fn assert_cause_named(
 /// (`guest_halt_poll_ns` 2 ms) did not change it.
 pub const LAB_PATH_P50_MS: f64 = 1.5;
 pub const LAB_PATH_P98_MS: f64 = 3.0;
+
+/// The unprivileged user tests run quiclab as (`rootless_cli`, `slurm_cli`); made by the test
+/// when missing, and removed at its end when the test made it.
+pub const USER: &str = "quiclab-unprivileged";
+pub const TUN: &str = "/dev/net/tun";
+
+pub struct TestUser {
+    made: bool,
+}
+
+impl TestUser {
+    pub fn ensure() -> TestUser {
+        let exists = std::process::Command::new("id")
+            .arg(USER)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        if !exists {
+            let st = std::process::Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    USER,
+                ])
+                .status()
+                .expect("useradd (passwd) is installed");
+            assert!(st.success(), "useradd {USER}: {st}");
+        }
+        TestUser { made: !exists }
+    }
+
+    pub fn ids(&self) -> (u32, u32) {
+        let id = |flag: &str| -> u32 {
+            let o = std::process::Command::new("id")
+                .args([flag, USER])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+        };
+        (id("-u"), id("-g"))
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        if self.made {
+            let _ = std::process::Command::new("userdel").arg(USER).status();
+        }
+    }
+}
+
+/// `/dev/net/tun` at a mode for as long as this lives; its mode before, restored when dropped.
+pub struct TunMode(u32);
+
+impl TunMode {
+    pub fn set(mode: u32) -> TunMode {
+        let before = std::fs::metadata(TUN).unwrap().permissions().mode() & 0o7777;
+        std::fs::set_permissions(TUN, std::fs::Permissions::from_mode(mode)).unwrap();
+        TunMode(before)
+    }
+}
+
+impl Drop for TunMode {
+    fn drop(&mut self) {
+        let _ = std::fs::set_permissions(TUN, std::fs::Permissions::from_mode(self.0));
+    }
+}
+
+/// quiclab (the copy at `bin`) as the test's user (`setpriv`, which runs it in its own
+/// process: the child's pid is quiclab's), with an empty environment but the path.
+pub fn as_user(bin: &std::path::Path, uid: u32, gid: u32, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new("setpriv");
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args(["--clear-groups", "--", "env", "-i"])
+        .arg(format!(
+            "PATH={}",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
+        ))
+        .arg(bin)
+        .args(args);
+    c
+}
+
+/// For the test's user, in the test's directory `dir`: a copy of quiclab it may run, whatever
+/// the checkout's directories allow, and a directory of its own (`dir/user`). Returns both.
+pub fn user_files(dir: &std::path::Path, uid: u32, gid: u32) -> (PathBuf, PathBuf) {
+    let bin = dir.join("quiclab");
+    std::fs::copy(QUICLAB, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = dir.join("user");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(uid), Some(gid)).unwrap();
+    (bin, home)
+}
+
+/// Writes a plan the test's user may read.
+pub fn write_plan(path: &std::path::Path, plan: &str) {
+    std::fs::write(path, plan).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
