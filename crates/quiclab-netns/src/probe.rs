@@ -735,7 +735,19 @@ fn udp_in_errors() -> io::Result<u64> {
 /// datagrams, so a slow reader cannot cause losses.
 const LOSS_RCVBUF: usize = 32 << 20;
 
+/// A receive buffer of `bytes`: past net.core.rmem_max where permitted (SO_RCVBUFFORCE, root's
+/// on the host), else up to it (a run without root: the probe's receiver-drop count still
+/// tells a loss the buffer caused from the link's).
 fn force_rcvbuf(sock: &UdpSocket, bytes: usize) -> io::Result<()> {
+    match forced_rcvbuf(sock, bytes) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            socket2::SockRef::from(sock).set_recv_buffer_size(bytes)
+        }
+        r => r,
+    }
+}
+
+fn forced_rcvbuf(sock: &UdpSocket, bytes: usize) -> io::Result<()> {
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     // SAFETY: setsockopt with a c_int option value that lives for the call. SO_RCVBUFFORCE
     // (root only) ignores net.core.rmem_max.

@@ -124,6 +124,15 @@ fn a_user_s_campaign_runs_in_a_user_namespace_and_matches_root_s() {
     }
 
     let _mode = TunMode::set(0o666);
+    // the emulator's own checks as the user: the seeded loss patterns and the MTU are exact
+    // whatever the priority (the round trips' lateness is shown, not judged here)
+    let o = as_user(bin_p, uid, gid, &["selftest"]).output().unwrap();
+    let t = text(&o);
+    eprintln!("{t}");
+    for row in ["loss, i.i.d.", "loss, Gilbert-Elliott", "MTU enforcement"] {
+        let line = t.lines().find(|l| l.starts_with(row)).unwrap_or_default();
+        assert!(line.ends_with("PASS"), "{row}: {t}");
+    }
     let user_out = home.join("out");
     let o = as_user(
         bin_p,
