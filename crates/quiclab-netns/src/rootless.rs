@@ -10,16 +10,17 @@
 //! (`/dev/net/tun` at mode 0600).
 //!
 //! How: a command that makes namespaces, started by a user other than root, runs itself again
-//! ([`run_inside`]) in a new process group with [`DIR_VAR`] naming a fresh directory of its
-//! own. That process, before any thread starts, makes a user namespace and a mount namespace
+//! ([`run_inside`]) with [`DIR_VAR`] naming a fresh directory of its own. That process, before any thread starts, makes a user namespace and a mount namespace
 //! ([`enter`]), maps the user to root inside, and mounts a private tmpfs on the directory, in
 //! which its named network namespaces ([`netns_dir`]) and run locks ([`lock_dir`]) live: the
 //! host sees neither, and both vanish with the last process of the lab. The outer process
-//! passes on the signals it gets, waits, removes the directory, and exits as the inner did; the
-//! inner gets SIGTERM when the outer dies, and cleans up as on Ctrl-C.
+//! passes on the signals sent to it alone (a terminal's reach both), waits, removes the
+//! directory, and exits as the inner did; the inner gets SIGTERM when the outer dies, and
+//! cleans up as on Ctrl-C.
 
 use std::ffi::{CString, OsString};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -229,6 +230,8 @@ fn new_private_dir() -> Result<PathBuf, RootlessError> {
 
 fn outer() -> Result<i32, RootlessError> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    use signal_hook::iterator::exfiltrator::WithOrigin;
+    use signal_hook::low_level::siginfo::Cause;
     let dir = new_private_dir()?;
     let removed = Removed(&dir);
     let exe = std::env::current_exe().map_err(|source| RootlessError::Io {
@@ -236,20 +239,30 @@ fn outer() -> Result<i32, RootlessError> {
         source,
     })?;
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    // the signals this process gets go to the inner one, once each: it is in a process group
-    // of its own, so a terminal's Ctrl-C reaches it only through here
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
-        .map_err(|source| RootlessError::Io {
+    // The inner process stays in this one's process group, so that it and what it starts (an
+    // interactive shell in `quiclab link`) keep the terminal. A terminal's signal (Ctrl-C,
+    // Ctrl-\, a hang-up: sent by the kernel to the whole group) reaches it directly; a signal
+    // another process sends to this pid alone (kill, a scheduler) is passed on.
+    let mut signals =
+        signal_hook::iterator::SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+            .map_err(|source| RootlessError::Io {
             what: "cannot catch signals".into(),
             source,
         })?;
     let mut cmd = std::process::Command::new(&exe);
     cmd.args(&args).env(DIR_VAR, &dir);
-    // SAFETY: only async-signal-safe calls (setpgid, prctl, getppid) between fork and exec.
+    // A pipe whose write end the inner process and everything it starts without closing it
+    // (its reaper, which removes what a killed run leaves) inherit: it reads as ended once the
+    // lab's last such process is gone, and only then is the directory removed (removed
+    // earlier, a reaper still at work would make it again on the host).
+    let (lab_alive, lab_end) = lab_pipe()?;
+    let end_fd = lab_end.as_raw_fd();
+    // SAFETY: only async-signal-safe calls (prctl, getppid, fcntl) between fork and exec.
     unsafe {
         let parent = libc::getpid();
         cmd.pre_exec(move || {
-            cvt(libc::setpgid(0, 0))?;
+            // kept across exec (it was made close-on-exec for every other child)
+            cvt(libc::fcntl(end_fd, libc::F_SETFD, 0))?;
             cvt(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0))?;
             // the parent died before the request took: end as it would have made us
             if libc::getppid() != parent {
@@ -258,16 +271,21 @@ fn outer() -> Result<i32, RootlessError> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|source| RootlessError::Io {
+    let spawned = cmd.spawn();
+    drop(lab_end);
+    let mut child = spawned.map_err(|source| RootlessError::Io {
         what: format!("cannot start {}", exe.display()),
         source,
     })?;
     let pid = child.id() as libc::pid_t;
     let handle = signals.handle();
     let forwarder = std::thread::spawn(move || {
-        for sig in signals.forever() {
+        for origin in signals.forever() {
+            if matches!(origin.cause, Cause::Kernel) {
+                continue;
+            }
             // SAFETY: a signal to the process we started, by its pid.
-            unsafe { libc::kill(pid, sig) };
+            unsafe { libc::kill(pid, origin.signal) };
         }
     });
     let status = child.wait().map_err(|source| RootlessError::Io {
@@ -276,12 +294,71 @@ fn outer() -> Result<i32, RootlessError> {
     });
     handle.close();
     let _ = forwarder.join();
-    drop(removed);
+    if wait_for_end(&lab_alive, LAB_END_WAIT) {
+        drop(removed);
+    } else {
+        std::mem::forget(removed);
+        eprintln!(
+            "quiclab: warning: a process of the run was still alive {} s after it ended; {} is \
+             left for `quiclab clean`",
+            LAB_END_WAIT.as_secs(),
+            dir.display()
+        );
+    }
     let status = status?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// How long after the inner process's end the outer waits for the rest of the lab (a reaper
+/// gives its parent's run locks 5 s to be released).
+const LAB_END_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A pipe, both ends close-on-exec: (read end, write end).
+fn lab_pipe() -> Result<(std::fs::File, std::os::fd::OwnedFd), RootlessError> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills two descriptors on success.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }).map_err(|source| {
+        RootlessError::Io {
+            what: "cannot make a pipe".into(),
+            source,
+        }
+    })?;
+    // SAFETY: both are open and ours alone.
+    unsafe {
+        Ok((
+            std::fs::File::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        ))
+    }
+}
+
+/// Whether the pipe's every writer is gone within `limit` (its read end reads 0 bytes).
+fn wait_for_end(read: &std::fs::File, limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd {
+            fd: read.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n > 0 {
+            let mut b = [0u8; 16];
+            // nobody writes: readable means ended (0 bytes)
+            return matches!(std::io::Read::read(&mut &*read, &mut b), Ok(0) | Err(_));
+        }
+        if n == 0 || left.is_zero() {
+            return false;
+        }
+        // interrupted by a signal (passed on): poll again
+    }
 }
 
 /// Removes the private directories of runs without root whose outer process is gone (killed
