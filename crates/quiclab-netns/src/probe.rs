@@ -747,7 +747,8 @@ fn force_rcvbuf(sock: &UdpSocket, bytes: usize) -> io::Result<()> {
     }
 }
 
-fn forced_rcvbuf(sock: &UdpSocket, bytes: usize) -> io::Result<()> {
+/// SO_RCVBUFFORCE alone: refused (EPERM) without the host's CAP_NET_ADMIN.
+pub(crate) fn forced_rcvbuf(sock: &UdpSocket, bytes: usize) -> io::Result<()> {
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     // SAFETY: setsockopt with a c_int option value that lives for the call. SO_RCVBUFFORCE
     // (root only) ignores net.core.rmem_max.

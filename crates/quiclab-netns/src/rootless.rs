@@ -460,20 +460,8 @@ pub fn limits() -> Vec<String> {
                 .to_string()
         });
     }
-    let forced = std::net::UdpSocket::bind("127.0.0.1:0").is_ok_and(|s| {
-        use std::os::fd::AsRawFd;
-        let value: libc::c_int = 1 << 20;
-        // SAFETY: setsockopt on an open descriptor with a c_int that lives for the call.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            ) == 0
-        }
-    });
+    let forced = std::net::UdpSocket::bind("127.0.0.1:0")
+        .is_ok_and(|s| crate::probe::forced_rcvbuf(&s, 1 << 20).is_ok());
     if !forced {
         let max = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
             .map(|s| s.trim().to_string())
