@@ -190,7 +190,8 @@ impl Forwarder {
     /// Starts forwarding `client -> up -> server` and `server -> down -> client`. With `events`,
     /// every packet event is written there as a JSON line. With `pcap`, a capture as the client
     /// sees it is written there: uplink packets as they leave the client (dropped ones too),
-    /// downlink packets as they reach it, stamped with the real-time clock.
+    /// downlink packets as they reach it (taken just before they are written, so that nothing
+    /// the client sends in answer comes first in the file), stamped with the real-time clock.
     /// `class`: how the threads are scheduled.
     pub(crate) fn start(
         [client, server]: [SyncDevice; 2],
@@ -631,10 +632,13 @@ impl Way {
             let Frame::Bytes(data) = frame else {
                 unreachable!("super-packets come only from devices with offloads")
             };
+            // taken before it is written: the client's answer to it, read by the other
+            // direction's thread, must not reach the capture first
+            if let Some(c) = &self.capture_write {
+                c.take(data.clone());
+            }
             if self.tx.send(&data).is_err() {
                 self.write_errors += 1;
-            } else if let Some(c) = &self.capture_write {
-                c.take(data);
             }
         }
     }
