@@ -9,6 +9,7 @@
 use crate::html::esc;
 use crate::model::Campaign;
 use crate::units;
+use quiclab_model::csv::Table;
 use std::fmt::Write;
 
 /// Font stack of charts and page alike: fonts every system has, nothing downloaded.
@@ -380,12 +381,20 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
 }
 
 /// A message in the middle of a chart that has no data to show.
+/// The frame of an [`empty_chart`], which no other chart draws.
+const EMPTY_FILL: &str = r##"fill="#fafafa" stroke="#ddd""##;
+
+/// Whether `svg` is an [`empty_chart`]: a message where the data would be.
+pub fn is_empty_chart(svg: &str) -> bool {
+    svg.contains(EMPTY_FILL)
+}
+
 pub fn empty_chart(title: &str, width: f64, height: f64, message: &str) -> String {
     let mut out = String::new();
     svg_open(&mut out, width, height, title);
     let _ = write!(
         out,
-        r##"<rect x="0.5" y="0.5" width="{}" height="{}" fill="#fafafa" stroke="#ddd"/><text x="{}" y="{}" text-anchor="middle" fill="{MUTED_TEXT}">{}</text>"##,
+        r##"<rect x="0.5" y="0.5" width="{}" height="{}" {EMPTY_FILL}/><text x="{}" y="{}" text-anchor="middle" fill="{MUTED_TEXT}">{}</text>"##,
         c(width - 1.0),
         c(height - 1.0),
         c(width / 2.0),
@@ -625,6 +634,26 @@ pub fn cdf(title: &str, width: f64, height: f64, x_label: &str, series: &[Series
     out
 }
 
+/// The values a [`cdf`] of `series` draws, for a figure's CSV: a row per value, in order within
+/// each series, with the fraction of its series at or below it (the last of each is 1).
+/// Columns: `series_column`, `value_column`, `fraction`.
+pub fn cdf_csv(series: &[Series], series_column: &str, value_column: &str) -> Table {
+    let mut t = Table::new(&[series_column, value_column, "fraction"]);
+    for s in series {
+        let mut v = s.values.clone();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        for (k, x) in v.iter().enumerate() {
+            t.row(&[
+                s.label.clone(),
+                x.to_string(),
+                ((k + 1) as f64 / n as f64).to_string(),
+            ]);
+        }
+    }
+    t
+}
+
 /// A dashed horizontal line across the frame at `y` (data units) with a label at its right end,
 /// e.g. a link's rate; nothing when `y` is outside the axis.
 pub fn reference_line(out: &mut String, frame: &Frame, y: f64, colour: &str, label: &str) {
@@ -678,6 +707,31 @@ pub struct BarSpec {
     pub legend: Vec<LegendEntry>,
     /// Dashed lines across the chart: (value, colour, label).
     pub references: Vec<(f64, String, String)>,
+}
+
+impl BarSpec {
+    /// The values the chart draws, for a figure's CSV: a row per bar with a value, as
+    /// `group_column` (the group's label), `series_column` (the legend's label at the bar's
+    /// place, the arm for charts of arms), the value named by the y axis, and the whisker's
+    /// ends where there is one.
+    pub fn csv(&self, group_column: &str, series_column: &str) -> Table {
+        let value = format!("value ({})", self.y_label);
+        let mut t = Table::new(&[group_column, series_column, &value, "low", "high"]);
+        for g in &self.groups {
+            for (i, b) in g.bars.iter().enumerate() {
+                let Some(v) = b.value else { continue };
+                let series = self
+                    .legend
+                    .get(i)
+                    .map_or(i.to_string(), |l| l.label.clone());
+                let (lo, hi) = b.whisker.map_or((String::new(), String::new()), |(l, h)| {
+                    (l.to_string(), h.to_string())
+                });
+                t.row(&[g.label.clone(), series, v.to_string(), lo, hi]);
+            }
+        }
+        t
+    }
 }
 
 /// `label` in one line if it fits `width` px, else in two, broken at the space that makes the

@@ -2,13 +2,15 @@
 //! shows, with its caption and the data it draws as CSV. `quiclab figure` writes them out (and
 //! a PNG of each).
 //!
-//! Contract: [`figures`] gives the figures of the sections that compare arms on requests (each
-//! comparison's heatmap, then every cell's charts in the page's order); a name is unique within
-//! a campaign and made only of lower-case letters, digits and `-`, so it is a file name on any
-//! system. The SVG is byte for byte the page's.
+//! Contract: [`figures`] gives every chart of the page, section by section in the page's order
+//! (repeated requests, segments, page waterfalls, telemetry, bulk goodput, the heatmaps, the
+//! time budgets, then every cell's charts); a name is unique within a campaign and made only of
+//! lower-case letters, digits and `-`, so it is a file name on any system. The SVG is byte for
+//! byte the page's, and each figure's CSV holds the values it draws.
 
 use crate::analysis::Analysis;
 use crate::model::Campaign;
+use quiclab_model::csv::Table;
 
 /// One figure of the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,10 +26,37 @@ pub struct Figure {
     pub csv: Option<String>,
 }
 
+impl Figure {
+    /// The figure as the page shows it: its SVG over its caption.
+    pub fn html(&self) -> String {
+        format!(
+            "<figure>{}<figcaption>{}</figcaption></figure>\n",
+            self.svg, self.caption
+        )
+    }
+}
+
+/// `make`'s table as CSV when `with_csv` (the export's; the page needs none).
+pub(crate) fn csv_if(with_csv: bool, make: impl FnOnce() -> Table) -> Option<String> {
+    with_csv.then(|| make().into_string())
+}
+
 /// Every figure of `campaign`'s report that [`Figure`] covers, with its data as CSV.
 pub fn figures(campaign: &Campaign) -> Vec<Figure> {
     let an = Analysis::new(campaign);
-    let mut out = crate::sections::heatmap::figures(&an, true);
+    use crate::sections::*;
+    let mut out = Vec::new();
+    for section in [
+        repeat::figures,
+        segments::figures,
+        pages::figures,
+        telemetry::figures,
+        bulk::figures,
+        heatmap::figures,
+        why::figures,
+    ] {
+        out.extend(section(&an, true));
+    }
     if campaign.workload.is_requests() {
         for ci in 0..campaign.conditions.len() {
             for s in 0..campaign.sizes.len() {
@@ -65,6 +94,56 @@ pub fn slug(s: &str) -> String {
     if out.is_empty() { "x".into() } else { out }
 }
 
+/// Checks the contract on `campaign`: every chart of its page is one exported figure (its SVG
+/// byte for byte, once), names are unique file names, and every CSV is a rectangular table
+/// with data wherever the chart drew some. Returns the figures.
+#[cfg(test)]
+pub(crate) fn assert_exported(campaign: &Campaign) -> Vec<Figure> {
+    let figs = figures(campaign);
+    let page = crate::render(campaign);
+    assert_eq!(
+        page.matches("<svg").count(),
+        figs.len(),
+        "the page's charts against the figures {:?}",
+        figs.iter().map(|f| &f.name).collect::<Vec<_>>()
+    );
+    let mut names = std::collections::HashSet::new();
+    for f in &figs {
+        assert!(names.insert(f.name.clone()), "{} twice", f.name);
+        assert!(
+            f.name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+            "{}",
+            f.name
+        );
+        assert!(page.contains(&f.svg), "{} is not the page's", f.name);
+        assert!(
+            page.contains(&f.caption),
+            "{}: its caption is not the page's",
+            f.name
+        );
+        let csv = f
+            .csv
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no CSV", f.name));
+        let mut lines = csv.lines();
+        let columns = lines.next().expect("a header").split(',').count();
+        let rows: Vec<&str> = lines.collect();
+        assert!(
+            crate::chart::is_empty_chart(&f.svg) || !rows.is_empty(),
+            "{}: no data",
+            f.name
+        );
+        assert!(
+            rows.iter().all(|r| r.split(',').count() == columns),
+            "{}: rows of other widths than {columns}",
+            f.name
+        );
+    }
+    figs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,34 +160,10 @@ mod tests {
     #[test]
     fn every_figure_of_the_page_is_there_once_with_its_data() {
         let camp = crate::synthetic::campaign(5, 1);
-        let figs = figures(&camp);
-        let page = crate::render(&camp);
+        let figs = assert_exported(&camp);
         let cells = camp.conditions.len() * camp.sizes.len();
         // a heatmap per comparison and five charts per cell (no budgets in the synthetic data)
         assert_eq!(figs.len(), camp.comparisons.len() + 5 * cells);
-        let mut names = std::collections::HashSet::new();
-        for f in &figs {
-            assert!(names.insert(f.name.clone()), "{} twice", f.name);
-            assert!(
-                f.name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
-                "{}",
-                f.name
-            );
-            // the page's SVG, byte for byte
-            assert!(page.contains(&f.svg), "{} is not the page's", f.name);
-            let csv = f.csv.as_ref().unwrap();
-            let mut lines = csv.lines();
-            let columns = lines.next().unwrap().split(',').count();
-            let rows: Vec<&str> = lines.collect();
-            assert!(!rows.is_empty(), "{}: no data", f.name);
-            assert!(
-                rows.iter().all(|r| r.split(',').count() == columns),
-                "{}",
-                f.name
-            );
-        }
         // the CDF's data: every successful trial of the cell once, each arm ending at 1
         let cdf = figs
             .iter()

@@ -202,6 +202,47 @@ fn pooled(c: &Campaign, cond: &str, arm: &str) -> Vec<f64> {
         .collect()
 }
 
+/// Every chart of a telemetry report is exported, its SVG the page's: per condition the
+/// scatter (every unit of the median trials) and the CDF (the quantiles drawn, the model's too).
+#[test]
+fn every_chart_is_exported_with_its_data() {
+    let c = campaign(0.0);
+    let html = render(&c);
+    let figs = quiclab_report::figures::figures(&c);
+    assert_eq!(html.matches("<svg").count(), figs.len());
+    assert_eq!(figs.len(), 2 * c.conditions.len());
+    for f in &figs {
+        assert!(html.contains(&f.svg), "{}", f.name);
+        let csv = f.csv.as_ref().unwrap();
+        let header = csv.lines().next().unwrap();
+        if f.name.ends_with("-latency") {
+            assert_eq!(header, "arm,trial_id,unit,generated_s,latency_ms,model_ms");
+            // each arm's median trial, every unit of it
+            let units = c.trials[0]
+                .outcome
+                .as_ref()
+                .unwrap()
+                .detail
+                .telemetry
+                .as_ref()
+                .unwrap()
+                .latency_us
+                .len();
+            assert_eq!(csv.lines().count() - 1, c.arms.len() * units, "{}", f.name);
+        } else {
+            assert!(f.name.ends_with("-cdf"), "{}", f.name);
+            assert_eq!(header, "series,fraction,latency_ms");
+            let series: std::collections::BTreeSet<&str> = csv
+                .lines()
+                .skip(1)
+                .map(|l| l.split(',').next().unwrap())
+                .collect();
+            assert_eq!(series.len(), c.arms.len() + 1, "{series:?}");
+            assert!(series.contains("model"));
+        }
+    }
+}
+
 #[test]
 fn the_section_shows_the_study_s_table_charts_and_sentences_and_nothing_of_ttlb() {
     let c = campaign(0.0);

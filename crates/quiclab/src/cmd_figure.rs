@@ -12,12 +12,20 @@ use resvg::{tiny_skia, usvg};
 /// Write the report's figures one by one: each as SVG (the page's own, byte for byte), as PNG,
 /// and the data it draws as CSV, with its caption in NAME.txt.
 ///
-/// The figures are those of the comparisons of requests: each comparison's heatmap
-/// (heatmap-B-A) and every condition and size's charts (CONDITION-SIZE-KIND: acked, window,
-/// iterations, spans, cdf, retransmit). Other sections' charts are in the report only. The
-/// CSV holds the values drawn (for timelines every sample of the trials drawn; a `median`
-/// column marks each arm's median trial), not pixels. PNGs are drawn from the SVG with the
-/// system's fonts (DejaVu Sans or Liberation Sans where the charts' fonts are missing).
+/// Every chart of the report is a figure, named after its section, in the report's order:
+///   repeat-SIZE-throughput, repeat-SIZE-CONDITION-ttfb-cdf / -ttlb-cdf   (repeated requests)
+///   segments-throughput, segments-drop, segments-CONDITION-series        (segments)
+///   pages-CONDITION-PAGE-ARM-waterfall                                   (web pages)
+///   telemetry-CONDITION-latency, telemetry-CONDITION-cdf                 (telemetry)
+///   bulk-CONDITION-goodput                                               (bulk throughput)
+///   heatmap-B-A                                      (each comparison's median TTLB change)
+///   budgets-CONDITION-SIZE                           (why: each cell's time budgets)
+///   CONDITION-SIZE-KIND   (each cell: acked, window, iterations, spans, cdf, retransmit)
+/// The CSV holds the values drawn, not pixels: for timelines every sample of the trials drawn
+/// (a `median` column marks each arm's median trial), for waterfalls every resource's times,
+/// for bars each bar's value and whisker, for CDFs each value with its fraction. PNGs are drawn
+/// from the SVG with the system's fonts (DejaVu Sans or Liberation Sans where the charts'
+/// fonts are missing).
 ///
 /// Examples:
 ///   quiclab figure results/www21                     # into results/www21/figures
@@ -61,9 +69,10 @@ pub fn figure(c: FigureCmd) -> anyhow::Result<i32> {
     let all = figures(&campaign);
     if all.is_empty() {
         bail!(
-            "{}: this campaign's report has no figure to export (its workload is {}: only \
-             comparisons of requests have exportable figures; its charts are in the report)",
+            "{}: this campaign's report has no chart to export (its {} trials give none: \
+             no successful trial, or nothing its {} sections draw)",
             c.dir.display(),
+            campaign.trials.len(),
             campaign.workload.kind()
         );
     }

@@ -116,6 +116,13 @@ fn path_mtu_discovery_finds_the_jumbo_payload_and_beats_a_fixed_small_one() {
 
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Bulk throughput and packet size"));
+    let names = common::assert_figures_exported(&out);
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("bulk-") && n.ends_with("-goodput")),
+        "{names:?}"
+    );
     assert!(html.contains("server CPU s/GB") && html.contains("QUIC/TCP"));
     assert!(html.contains("path MTU discovery: pmtud settled on"));
     assert!(!html.contains("Median TTLB change"));

@@ -82,6 +82,9 @@ b = "h3-fifo"
     }
 
     let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    // every chart exported, the waterfalls among them
+    let names = common::assert_figures_exported(&out_dir);
+    assert!(names.iter().any(|n| n.ends_with("-waterfall")), "{names:?}");
     let section = &html[html.find("id=\"pages\"").expect("a pages section")..];
     assert!(section.contains("small (18 resources"), "page labels");
     // a waterfall per arm for the one condition and page

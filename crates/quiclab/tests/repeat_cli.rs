@@ -94,6 +94,15 @@ tfo = true
     }
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Repeated requests"));
+    // every chart exported: the throughput bars and the later requests' CDFs
+    let names = common::assert_figures_exported(&out);
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("repeat-") && n.ends_with("-throughput"))
+            && names.iter().any(|n| n.ends_with("-ttlb-cdf")),
+        "{names:?}"
+    );
     assert!(html.contains("15 sent their request as 0-RTT data and 15 of those were accepted"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -216,41 +216,12 @@ fn an_interrupted_or_killed_campaign_resumes_without_redoing_finished_trials() {
         );
     }
 
-    // figures: each as SVG (the report's own), PNG, CSV and caption
-    let fig = quiclab()
-        .args(["figure", out_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        fig.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fig.stderr)
-    );
+    // figures: each as SVG (the report's own), PNG, CSV and caption; one cell: its ACKed
+    // bytes, window, every iteration, CDF and retransmissions, and where the median trials have
+    // time budgets, their spans and the budgets' bars
+    let names = common::assert_figures_exported(&out_dir);
+    assert!((5..=7).contains(&names.len()), "{names:?}");
     let fig_dir = out_dir.join("figures");
-    assert_eq!(
-        String::from_utf8_lossy(&fig.stdout).trim(),
-        fig_dir.display().to_string()
-    );
-    let list = quiclab()
-        .args(["figure", out_dir.to_str().unwrap(), "--list"])
-        .output()
-        .unwrap();
-    let names: Vec<String> = String::from_utf8_lossy(&list.stdout)
-        .lines()
-        .map(|l| l.split('\t').next().unwrap().to_string())
-        .collect();
-    // one cell: its ACKed bytes, window, every iteration, CDF and retransmissions, and the
-    // time budgets' spans where the median trials have them
-    assert!((5..=6).contains(&names.len()), "{names:?}");
-    for n in &names {
-        let svg = std::fs::read_to_string(fig_dir.join(format!("{n}.svg"))).unwrap();
-        assert!(html.contains(&svg), "{n}.svg is not the report's");
-        let png = std::fs::read(fig_dir.join(format!("{n}.png"))).unwrap();
-        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{n}.png");
-        let csv = std::fs::read_to_string(fig_dir.join(format!("{n}.csv"))).unwrap();
-        assert!(csv.lines().count() > 1, "{n}.csv: {csv}");
-        assert!(fig_dir.join(format!("{n}.txt")).is_file());
-    }
     let every = names.iter().find(|n| n.ends_with("-iterations")).unwrap();
     let csv = std::fs::read_to_string(fig_dir.join(format!("{every}.csv"))).unwrap();
     let drawn: std::collections::HashSet<&str> = csv
@@ -701,6 +672,10 @@ b = "h3"
     // the report's table: the pattern for both arms, with a positive drop
     let report = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let html = std::fs::read_to_string(&report).unwrap();
+    let names = common::assert_figures_exported(std::path::Path::new(&report).parent().unwrap());
+    for n in ["segments-throughput", "segments-drop"] {
+        assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
+    }
     let rows = table_rows(&html, "segments-detail");
     assert_eq!(rows.len(), 2, "{rows:?}");
     for (row, arm) in rows.iter().zip(["h1", "h3"]) {

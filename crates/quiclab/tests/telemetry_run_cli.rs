@@ -216,6 +216,17 @@ fn the_study_s_conditions_meet_the_model_and_only_single_streams_block_at_2_perc
     // The report has the section and says it in words; the TTLB sections stay away.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Telemetry: unit latency and head-of-line blocking"));
+    // every chart exported: per condition, the latency scatter and the CDF
+    let names = common::assert_figures_exported(&out);
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("telemetry-") && n.ends_with("-latency"))
+            && names
+                .iter()
+                .any(|n| n.starts_with("telemetry-") && n.ends_with("-cdf")),
+        "{names:?}"
+    );
     assert!(html.contains("Latency percentiles (ms)"));
     assert!(html.contains("Stalls of the median trials"));
     // the report's claim of the model (within 1.0 ms) holds exactly when it is true, and an

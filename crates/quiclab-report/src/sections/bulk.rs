@@ -12,6 +12,7 @@
 
 use crate::analysis::{Analysis, metrics};
 use crate::chart::{Bar, BarGroup, BarSpec, Mark, Ticks, arm_colour, arm_legend, grouped_bars};
+use crate::figures::{Figure, csv_if, slug};
 use crate::html::esc;
 use crate::model::Workload;
 use crate::stats;
@@ -122,7 +123,7 @@ pub fn render(an: &Analysis) -> Option<String> {
     );
     for (ci, cond) in camp.conditions.iter().enumerate() {
         let _ = writeln!(out, "<h3>{}</h3>", esc(&cond.name));
-        let _ = writeln!(out, "{}", chart(an, &cells, ci));
+        out.push_str(&chart(an, &cells, ci, false).html());
         table(&mut out, an, &cells, ci, tcp);
     }
     Some(out)
@@ -195,7 +196,19 @@ pub fn sentences(an: &Analysis) -> Vec<String> {
     items
 }
 
-fn chart(an: &Analysis, cells: &[Vec<Vec<BulkCell>>], ci: usize) -> String {
+/// Each condition's goodput chart, with the values drawn as CSV when `with_csv`.
+pub(crate) fn figures(an: &Analysis, with_csv: bool) -> Vec<Figure> {
+    let camp = an.campaign;
+    if !matches!(camp.workload, Workload::Bulk { .. }) || camp.arms.is_empty() {
+        return Vec::new();
+    }
+    let cells = cells(an);
+    (0..camp.conditions.len())
+        .map(|ci| chart(an, &cells, ci, with_csv))
+        .collect()
+}
+
+fn chart(an: &Analysis, cells: &[Vec<Vec<BulkCell>>], ci: usize, with_csv: bool) -> Figure {
     let camp = an.campaign;
     let groups: Vec<BarGroup> = camp
         .sizes
@@ -239,7 +252,7 @@ fn chart(an: &Analysis, cells: &[Vec<Vec<BulkCell>>], ci: usize) -> String {
                 .flat_map(|b| b.value.into_iter().chain(b.whisker.map(|w| w.1)))
         })
         .fold(0.0, f64::max);
-    grouped_bars(&BarSpec {
+    let spec = BarSpec {
         width: W,
         height: H,
         title: format!("Goodput, {}", camp.conditions[ci].name),
@@ -252,7 +265,16 @@ fn chart(an: &Analysis, cells: &[Vec<Vec<BulkCell>>], ci: usize) -> String {
             .map(|r| (r as f64 / 1e9, "#888".to_string(), "link rate".to_string()))
             .into_iter()
             .collect(),
-    })
+    };
+    Figure {
+        name: format!("bulk-{}-goodput", slug(&camp.conditions[ci].name)),
+        title: spec.title.clone(),
+        svg: grouped_bars(&spec),
+        caption: "Median goodput of each arm over its iterations, by number of connections; \
+                  the whisker spans the iterations' lowest to highest."
+            .into(),
+        csv: csv_if(with_csv, || spec.csv("connections", "arm")),
+    }
 }
 
 fn table(

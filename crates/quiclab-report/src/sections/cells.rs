@@ -64,7 +64,7 @@ fn cell(out: &mut String, an: &Analysis, ci: usize, s: usize) {
         esc(&title)
     );
     for f in figures(an, ci, s, false) {
-        figure(out, &f.svg, &f.caption);
+        out.push_str(&f.html());
     }
     let arms: Vec<&ArmCell> = (0..camp.arms.len()).map(|a| an.cell(ci, s, a)).collect();
     out.push_str("</div>\n");
@@ -257,13 +257,6 @@ fn timeline_csv(an: &Analysis, arms: &[&ArmCell], every: bool) -> Table {
         }
     }
     t
-}
-
-fn figure(out: &mut String, svg: &str, caption: &str) {
-    let _ = writeln!(
-        out,
-        "<figure>{svg}<figcaption>{caption}</figcaption></figure>"
-    );
 }
 
 fn arm_legend(

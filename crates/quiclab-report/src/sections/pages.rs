@@ -10,8 +10,11 @@
 
 use std::fmt::Write;
 
+use quiclab_model::csv::Table;
+
 use crate::analysis::{Analysis, metrics};
 use crate::chart::{Ticks, arm_colour, c, svg_close, svg_open};
+use crate::figures::{Figure, csv_if, slug};
 use crate::html::esc;
 use crate::model::{PageDetail, PageInfo, Trial, Workload};
 use crate::stats;
@@ -262,32 +265,17 @@ pub fn render(an: &Analysis) -> Option<String> {
             esc(&cond.name)
         );
         for (si, &size) in camp.sizes.iter().enumerate() {
-            let chosen: Vec<(usize, &PageDetail, &Trial)> = (0..camp.arms.len())
-                .filter_map(|ai| {
-                    let t = median_page_trial(&an.cell(ci, si, ai).ok)?;
-                    Some((ai, page_of(t)?, t))
-                })
-                .collect();
-            if chosen.is_empty() {
+            let figs = waterfalls(an, ci, si, false);
+            if figs.is_empty() {
                 continue;
             }
-            let span = chosen.iter().map(|(_, d, _)| d.plt_ms).fold(0.0, f64::max);
             let _ = write!(
                 out,
                 "<h4>{}</h4>\n<div class=\"charts\">\n",
                 esc(&label(pages, size))
             );
-            for (ai, d, t) in chosen {
-                let title = format!("{} — iteration {}", camp.arms[ai].name, t.iteration);
-                let _ = writeln!(
-                    out,
-                    "<figure>{}<figcaption>{}: the median trial (page load {}, main image \
-                     {}).</figcaption></figure>",
-                    waterfall(&title, d, span),
-                    esc(&camp.arms[ai].name),
-                    units::ms(d.plt_ms),
-                    opt_ms(d.main_image_ms)
-                );
+            for f in figs {
+                out.push_str(&f.html());
             }
             out.push_str("</div>\n");
         }
@@ -300,6 +288,88 @@ pub fn render(an: &Analysis) -> Option<String> {
         );
     }
     Some(out)
+}
+
+/// The waterfalls of each arm's median trial under condition `ci` for page `si`, on one time
+/// scale, with every resource's times as CSV when `with_csv`.
+fn waterfalls(an: &Analysis, ci: usize, si: usize, with_csv: bool) -> Vec<Figure> {
+    let camp = an.campaign;
+    let Workload::Pages { pages } = &camp.workload else {
+        return Vec::new();
+    };
+    let chosen: Vec<(usize, &PageDetail, &Trial)> = (0..camp.arms.len())
+        .filter_map(|ai| {
+            let t = median_page_trial(&an.cell(ci, si, ai).ok)?;
+            Some((ai, page_of(t)?, t))
+        })
+        .collect();
+    let span = chosen.iter().map(|(_, d, _)| d.plt_ms).fold(0.0, f64::max);
+    let page = label(pages, camp.sizes[si]);
+    chosen
+        .into_iter()
+        .map(|(ai, d, t)| {
+            let arm = &camp.arms[ai].name;
+            let title = format!("{arm} — iteration {}", t.iteration);
+            Figure {
+                name: format!(
+                    "pages-{}-{}-{}-waterfall",
+                    slug(&camp.conditions[ci].name),
+                    slug(&page),
+                    slug(arm)
+                ),
+                svg: waterfall(&title, d, span),
+                title: format!("Waterfall of {page}, {arm}, {}", camp.conditions[ci].name),
+                caption: format!(
+                    "{}: the median trial (page load {}, main image {}).",
+                    esc(arm),
+                    units::ms(d.plt_ms),
+                    opt_ms(d.main_image_ms)
+                ),
+                csv: csv_if(with_csv, || {
+                    let mut tab = Table::new(&[
+                        "trial_id",
+                        "resource",
+                        "kind",
+                        "bytes",
+                        "urgency",
+                        "incremental",
+                        "critical",
+                        "main_image",
+                        "connection",
+                        "start_ms",
+                        "first_byte_ms",
+                        "last_byte_ms",
+                    ]);
+                    for r in &d.resources {
+                        tab.row(&[
+                            t.id.clone(),
+                            r.id.clone(),
+                            r.kind.clone(),
+                            r.bytes.to_string(),
+                            r.urgency.to_string(),
+                            r.incremental.to_string(),
+                            r.critical.to_string(),
+                            r.main_image.to_string(),
+                            r.connection.to_string(),
+                            r.start_ms.to_string(),
+                            r.first_byte_ms.to_string(),
+                            r.last_byte_ms.to_string(),
+                        ]);
+                    }
+                    tab
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Every waterfall of the section, in the page's order.
+pub(crate) fn figures(an: &Analysis, with_csv: bool) -> Vec<Figure> {
+    let camp = an.campaign;
+    (0..camp.conditions.len())
+        .flat_map(|ci| (0..camp.sizes.len()).map(move |si| (ci, si)))
+        .flat_map(|(ci, si)| waterfalls(an, ci, si, with_csv))
+        .collect()
 }
 
 /// Colour of a resource type.
@@ -535,6 +605,22 @@ mod tests {
         // one waterfall per arm, each of its median trial
         assert_eq!(html.matches("<svg").count(), 2);
         assert!(html.contains("h2 — iteration 1") && html.contains("h3 — iteration 1"));
+        // every chart of the page exported; each waterfall's CSV holds its trial's resources
+        let figs = crate::figures::assert_exported(&camp);
+        let falls: Vec<_> = figs
+            .iter()
+            .filter(|f| f.name.ends_with("-waterfall"))
+            .collect();
+        assert_eq!(falls.len(), 2);
+        for (f, trial) in falls.iter().zip(["h2-1", "h3-1"]) {
+            let csv = f.csv.as_ref().unwrap();
+            let rows: Vec<&str> = csv.lines().skip(1).collect();
+            assert_eq!(rows.len(), detail().resources.len(), "{csv}");
+            assert!(
+                rows.iter().all(|r| r.starts_with(&format!("{trial},"))),
+                "{csv}"
+            );
+        }
         // other workloads: nothing
         let other = Campaign {
             workload: Workload::default(),

@@ -13,8 +13,9 @@
 
 use crate::analysis::{Analysis, metrics};
 use crate::chart::{
-    Bar, BarGroup, BarSpec, Mark, Series, Ticks, arm_colour, arm_legend, cdf, grouped_bars,
+    Bar, BarGroup, BarSpec, Mark, Series, Ticks, arm_colour, arm_legend, cdf, cdf_csv, grouped_bars,
 };
+use crate::figures::{Figure, csv_if, slug};
 use crate::html::esc;
 use crate::model::{RequestMetrics, Workload};
 use crate::stats;
@@ -118,76 +119,89 @@ pub fn render(an: &Analysis) -> Option<String> {
     findings(&mut out, an, &cells);
     for (si, &size) in camp.sizes.iter().enumerate() {
         let _ = writeln!(out, "<h3>{} per request</h3>", esc(&units::size(size)));
-        let groups: Vec<BarGroup> = camp
-            .conditions
-            .iter()
-            .enumerate()
-            .map(|(ci, cond)| BarGroup {
-                label: cond.name.clone(),
-                bars: camp
-                    .arms
-                    .iter()
-                    .enumerate()
-                    .map(|(ai, arm)| {
-                        let cell = &cells[ci][si][ai];
-                        let mean = cell.mean_throughput();
-                        Bar {
-                            value: mean,
-                            colour: arm_colour(ai).to_string(),
-                            hollow: false,
-                            whisker: None,
-                            title: format!(
-                                "{}, {}: {}",
-                                arm.name,
-                                cond.name,
-                                mean.map_or("no request".into(), |m| format!(
-                                    "{} Mbit/s mean over {} requests",
-                                    units::number(m, 2),
-                                    cell.throughput_mbps.len()
-                                ))
-                            ),
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
-        let max = groups
-            .iter()
-            .flat_map(|g| g.bars.iter().filter_map(|b| b.value))
-            .fold(0.0, f64::max);
-        let spec = BarSpec {
-            width: W,
-            height: H,
-            title: format!("Mean throughput per request, {}", units::size(size)),
-            y_label: "Mbit/s".into(),
-            y: Ticks::new(0.0, max.max(1e-3) * 1.05, 5),
-            groups,
-            legend: arm_legend(camp, Mark::Dot),
-            references: camp.conditions[0]
-                .rate_bps
-                .filter(|&r| camp.conditions.iter().all(|c| c.rate_bps == Some(r)))
-                .map(|r| {
-                    (
-                        r as f64 / 1e6,
-                        "#888888".to_string(),
-                        "link rate".to_string(),
-                    )
-                })
-                .into_iter()
-                .collect(),
-        };
-        let _ = writeln!(
-            out,
-            "<figure>{}<figcaption>Mean throughput of a request (body bits over TTLB) per \
-             condition and arm.</figcaption></figure>",
-            grouped_bars(&spec)
-        );
+        out.push_str(&throughput_figure(an, &cells, si, false).html());
         throughput_table(&mut out, an, &cells, si);
         handshake_table(&mut out, an, &cells, si);
         ttlb_cdfs(&mut out, an, &cells, si);
     }
     wins_and_losses(&mut out, an, &cells);
     Some(out)
+}
+
+/// The chart of the mean throughput per request at size `si`, by condition and arm.
+fn throughput_figure(
+    an: &Analysis,
+    cells: &[Vec<Vec<RepeatCell>>],
+    si: usize,
+    with_csv: bool,
+) -> Figure {
+    let camp = an.campaign;
+    let size = camp.sizes[si];
+    let groups: Vec<BarGroup> = camp
+        .conditions
+        .iter()
+        .enumerate()
+        .map(|(ci, cond)| BarGroup {
+            label: cond.name.clone(),
+            bars: camp
+                .arms
+                .iter()
+                .enumerate()
+                .map(|(ai, arm)| {
+                    let cell = &cells[ci][si][ai];
+                    let mean = cell.mean_throughput();
+                    Bar {
+                        value: mean,
+                        colour: arm_colour(ai).to_string(),
+                        hollow: false,
+                        whisker: None,
+                        title: format!(
+                            "{}, {}: {}",
+                            arm.name,
+                            cond.name,
+                            mean.map_or("no request".into(), |m| format!(
+                                "{} Mbit/s mean over {} requests",
+                                units::number(m, 2),
+                                cell.throughput_mbps.len()
+                            ))
+                        ),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let max = groups
+        .iter()
+        .flat_map(|g| g.bars.iter().filter_map(|b| b.value))
+        .fold(0.0, f64::max);
+    let spec = BarSpec {
+        width: W,
+        height: H,
+        title: format!("Mean throughput per request, {}", units::size(size)),
+        y_label: "Mbit/s".into(),
+        y: Ticks::new(0.0, max.max(1e-3) * 1.05, 5),
+        groups,
+        legend: arm_legend(camp, Mark::Dot),
+        references: camp.conditions[0]
+            .rate_bps
+            .filter(|&r| camp.conditions.iter().all(|c| c.rate_bps == Some(r)))
+            .map(|r| {
+                (
+                    r as f64 / 1e6,
+                    "#888888".to_string(),
+                    "link rate".to_string(),
+                )
+            })
+            .into_iter()
+            .collect(),
+    };
+    Figure {
+        name: format!("repeat-{}-throughput", slug(&units::size(size))),
+        title: spec.title.clone(),
+        svg: grouped_bars(&spec),
+        caption: "Mean throughput of a request (body bits over TTLB) per condition and arm.".into(),
+        csv: csv_if(with_csv, || spec.csv("condition", "arm")),
+    }
 }
 
 /// How arm b's requests compare with arm a's in one cell.
@@ -381,12 +395,36 @@ fn ttlb_cdfs(out: &mut String, an: &Analysis, cells: &[Vec<Vec<RepeatCell>>], si
             esc(&cond.name),
             esc(&cond.label)
         );
-        type Pick = fn(&RepeatCell) -> &Vec<f64>;
-        let charts: [(&str, &str, Pick); 2] = [
-            ("TTFB", "time to first byte (ms)", |c| &c.later_ttfb_ms),
-            ("TTLB", "time to last byte (ms)", |c| &c.later_ttlb_ms),
-        ];
-        for (what, x_label, pick) in charts {
+        for f in cdf_figures(an, cells, ci, si, false) {
+            out.push_str(&f.html());
+        }
+        out.push_str("</div>\n");
+    }
+    out.push_str("</details>\n");
+}
+
+/// The TTFB and TTLB CDFs of the later requests under condition `ci` at size `si`.
+fn cdf_figures(
+    an: &Analysis,
+    cells: &[Vec<Vec<RepeatCell>>],
+    ci: usize,
+    si: usize,
+    with_csv: bool,
+) -> Vec<Figure> {
+    let camp = an.campaign;
+    let cond = &camp.conditions[ci];
+    type Pick = fn(&RepeatCell) -> &Vec<f64>;
+    let charts: [(&str, &str, &str, Pick); 2] = [
+        ("TTFB", "time to first byte (ms)", "ttfb_ms", |c| {
+            &c.later_ttfb_ms
+        }),
+        ("TTLB", "time to last byte (ms)", "ttlb_ms", |c| {
+            &c.later_ttlb_ms
+        }),
+    ];
+    charts
+        .into_iter()
+        .map(|(what, x_label, column, pick)| {
             let series: Vec<Series> = cells[ci][si]
                 .iter()
                 .enumerate()
@@ -397,16 +435,43 @@ fn ttlb_cdfs(out: &mut String, an: &Analysis, cells: &[Vec<Vec<RepeatCell>>], si
                 })
                 .collect();
             let title = format!("{what} CDF, {}", cond.name);
-            let _ = writeln!(
-                out,
-                "<figure>{}<figcaption>{what} of the requests after the first: the fraction \
-                 finished by each time.</figcaption></figure>",
-                cdf(&title, 400.0, 260.0, x_label, &series),
-            );
-        }
-        out.push_str("</div>\n");
+            Figure {
+                name: format!(
+                    "repeat-{}-{}-{}-cdf",
+                    slug(&units::size(camp.sizes[si])),
+                    slug(&cond.name),
+                    what.to_lowercase()
+                ),
+                svg: cdf(&title, 400.0, 260.0, x_label, &series),
+                title: format!("{title}, {}", units::size(camp.sizes[si])),
+                caption: format!(
+                    "{what} of the requests after the first: the fraction finished by each time."
+                ),
+                csv: csv_if(with_csv, || cdf_csv(&series, "arm", column)),
+            }
+        })
+        .collect()
+}
+
+/// Every chart of the section, in the page's order, with the values drawn as CSV when
+/// `with_csv`.
+pub(crate) fn figures(an: &Analysis, with_csv: bool) -> Vec<Figure> {
+    let camp = an.campaign;
+    if !matches!(camp.workload, Workload::Repeat { .. })
+        || camp.arms.is_empty()
+        || camp.conditions.is_empty()
+    {
+        return Vec::new();
     }
-    out.push_str("</details>\n");
+    let cells = cells(an);
+    let mut out = Vec::new();
+    for si in 0..camp.sizes.len() {
+        out.push(throughput_figure(an, &cells, si, with_csv));
+        for ci in 0..camp.conditions.len() {
+            out.extend(cdf_figures(an, &cells, ci, si, with_csv));
+        }
+    }
+    out
 }
 
 /// Sentences: per arm, how many later requests resumed and went 0-RTT, and how much earlier

@@ -15,11 +15,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use quiclab_model::csv::Table;
+
 use crate::analysis::{Analysis, MIN_TRIALS, metrics};
 use crate::chart::{
     self, Bar, BarGroup, BarSpec, LegendEntry, Mark, Ticks, XySpec, arm_colour, arm_legend, c,
     empty_chart, polyline, reference_line, svg_close, xy_frame,
 };
+use crate::figures::{Figure, csv_if, slug};
 use crate::html::esc;
 use crate::model::{Campaign, Trial, Workload};
 use crate::playback::{self, Arrival, Playback};
@@ -290,28 +293,59 @@ pub fn render(an: &Analysis) -> Option<String> {
         return Some(out);
     }
     study_table(&mut out, an, &rows);
+    let mut figs = figures_of(an, &rows, base, stream_rate_bps, false).into_iter();
     out.push_str("<div class=\"charts\">\n");
-    let (svg, cap) = throughput_chart(an, &rows);
-    figure(&mut out, &svg, &cap);
-    let (svg, cap) = drop_chart(an, &rows);
-    figure(&mut out, &svg, &cap);
+    for f in figs.by_ref().take(2) {
+        out.push_str(&f.html());
+    }
     out.push_str("</div>\n");
     detail_table(&mut out, an, &rows);
     out.push_str("<h3>Throughput per segment</h3>\n<div class=\"charts\">\n");
-    for ci in std::iter::once(base).chain((0..camp.conditions.len()).filter(|&c| c != base)) {
-        let (svg, cap) = series_chart(an, ci, base, stream_rate_bps);
-        figure(&mut out, &svg, &cap);
+    for f in figs {
+        out.push_str(&f.html());
     }
     out.push_str("</div>\n");
     playback_table(&mut out, an, base, stream_rate_bps, player_buffer_ms);
     Some(out)
 }
 
-fn figure(out: &mut String, svg: &str, caption: &str) {
-    let _ = writeln!(
-        out,
-        "<figure>{svg}<figcaption>{caption}</figcaption></figure>"
-    );
+/// Every chart of the section, in the page's order, with the values drawn as CSV when
+/// `with_csv`; none when the section is not shown or has no impaired pattern.
+pub(crate) fn figures(an: &Analysis, with_csv: bool) -> Vec<Figure> {
+    let camp = an.campaign;
+    let Workload::Segments {
+        stream_rate_bps, ..
+    } = camp.workload
+    else {
+        return Vec::new();
+    };
+    let Some(base) = baseline(camp) else {
+        return Vec::new();
+    };
+    let rows = rows(an);
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    figures_of(an, &rows, base, stream_rate_bps, with_csv)
+}
+
+/// The throughput and drop charts, then each condition's series (normal first).
+fn figures_of(
+    an: &Analysis,
+    rows: &[PatternRow],
+    base: usize,
+    stream_rate_bps: u64,
+    with_csv: bool,
+) -> Vec<Figure> {
+    let camp = an.campaign;
+    let mut out = vec![
+        throughput_chart(an, rows, with_csv),
+        drop_chart(an, rows, with_csv),
+    ];
+    for ci in std::iter::once(base).chain((0..camp.conditions.len()).filter(|&c| c != base)) {
+        out.push(series_chart(an, ci, base, stream_rate_bps, with_csv));
+    }
+    out
 }
 
 fn row_for<'r, 'a>(
@@ -454,7 +488,7 @@ fn link_mbps(camp: &Campaign) -> Option<f64> {
         .map(|r| r as f64 / 1e6)
 }
 
-fn throughput_chart(an: &Analysis, rows: &[PatternRow]) -> (String, String) {
+fn throughput_chart(an: &Analysis, rows: &[PatternRow], with_csv: bool) -> Figure {
     let camp = an.campaign;
     let pats = patterns(rows);
     let top = rows
@@ -520,15 +554,35 @@ fn throughput_chart(an: &Analysis, rows: &[PatternRow]) -> (String, String) {
         legend: arm_legend(camp, Mark::Dot),
         references,
     };
-    (
-        chart::grouped_bars(&spec),
-        "Mean throughput per segment per pattern: for each arm its normal runs (pale) and its \
-         impaired runs (solid); dashed, the link's rate."
+    Figure {
+        name: "segments-throughput".into(),
+        title: spec.title.clone(),
+        svg: chart::grouped_bars(&spec),
+        caption: "Mean throughput per segment per pattern: for each arm its normal runs (pale) \
+                  and its impaired runs (solid); dashed, the link's rate."
             .into(),
-    )
+        csv: csv_if(with_csv, || {
+            let mut t = Table::new(&["pattern", "arm", "normal_mbps", "impaired_mbps"]);
+            for &ci in &pats {
+                for (arm, a) in camp.arms.iter().enumerate() {
+                    let Some(r) = row_for(rows, ci, arm) else {
+                        continue;
+                    };
+                    let v = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+                    t.row(&[
+                        camp.conditions[ci].name.clone(),
+                        a.name.clone(),
+                        v(r.normal_mbps),
+                        v(r.impaired_mbps),
+                    ]);
+                }
+            }
+            t
+        }),
+    }
 }
 
-fn drop_chart(an: &Analysis, rows: &[PatternRow]) -> (String, String) {
+fn drop_chart(an: &Analysis, rows: &[PatternRow], with_csv: bool) -> Figure {
     let camp = an.campaign;
     let pats = patterns(rows);
     let ends = rows.iter().flat_map(|r| {
@@ -578,12 +632,16 @@ fn drop_chart(an: &Analysis, rows: &[PatternRow]) -> (String, String) {
         legend: arm_legend(camp, Mark::Dot),
         references: Vec::new(),
     };
-    (
-        chart::grouped_bars(&spec),
-        "Drop ratio per pattern and arm (the study's table as bars); whiskers: the 95 % interval \
-         over rounds, or the range of single rounds' drops when there are too few for one."
+    Figure {
+        name: "segments-drop".into(),
+        title: spec.title.clone(),
+        svg: chart::grouped_bars(&spec),
+        caption: "Drop ratio per pattern and arm (the study's table as bars); whiskers: the 95 % \
+                  interval over rounds, or the range of single rounds' drops when there are too \
+                  few for one."
             .into(),
-    )
+        csv: csv_if(with_csv, || spec.csv("pattern", "arm")),
+    }
 }
 
 /// An axis from segment 1 to segment `n` with ticks on whole segments, at most about 8.
@@ -604,10 +662,17 @@ fn segment_ticks(n: usize) -> Ticks {
 }
 
 /// Throughput per segment index of each arm's median trial under one condition.
-fn series_chart(an: &Analysis, ci: usize, base: usize, stream_rate_bps: u64) -> (String, String) {
+fn series_chart(
+    an: &Analysis,
+    ci: usize,
+    base: usize,
+    stream_rate_bps: u64,
+    with_csv: bool,
+) -> Figure {
     let camp = an.campaign;
     let cond = &camp.conditions[ci];
     let title = format!("Throughput per segment, {}", cond.name);
+    let name = format!("segments-{}-series", slug(&cond.name));
     let chosen: Vec<(usize, Vec<Segments>)> = (0..camp.arms.len())
         .map(|arm| (arm, trials_of(an, ci, arm)))
         .collect();
@@ -615,11 +680,29 @@ fn series_chart(an: &Analysis, ci: usize, base: usize, stream_rate_bps: u64) -> 
         .iter()
         .filter_map(|(arm, ts)| median_trial(ts).map(|m| (*arm, m)))
         .collect();
+    let csv = csv_if(with_csv, || {
+        let mut t = Table::new(&["arm", "iteration", "trial_id", "segment", "mbps"]);
+        for (arm, m) in &medians {
+            for (i, v) in m.mbps.iter().enumerate() {
+                t.row(&[
+                    camp.arms[*arm].name.clone(),
+                    m.trial.iteration.to_string(),
+                    m.trial.id.clone(),
+                    (i + 1).to_string(),
+                    v.to_string(),
+                ]);
+            }
+        }
+        t
+    });
     if medians.is_empty() {
-        return (
-            empty_chart(&title, W, H, "no successful trial"),
-            format!("{}: no successful trial.", esc(&cond.name)),
-        );
+        return Figure {
+            name,
+            svg: empty_chart(&title, W, H, "no successful trial"),
+            title,
+            caption: format!("{}: no successful trial.", esc(&cond.name)),
+            csv,
+        };
     }
     let n = medians.iter().map(|(_, m)| m.mbps.len()).max().unwrap_or(1);
     let top = medians
@@ -691,14 +774,17 @@ fn series_chart(an: &Analysis, ci: usize, base: usize, stream_rate_bps: u64) -> 
     } else {
         ""
     };
-    (
-        out,
-        format!(
+    Figure {
+        name,
+        title,
+        svg: out,
+        caption: format!(
             "{}{which}: throughput of each segment in each arm's median trial (by mean \
              throughput); dashed, the link's rate and the stream's.",
             esc(&cond.name)
         ),
-    )
+        csv,
+    }
 }
 
 /// The playback estimate of every trial, summarised per condition and arm.
@@ -905,6 +991,29 @@ mod tests {
             "drops are printed"
         );
         assert_eq!(render(&an), Some(html), "deterministic");
+        // every chart exported: the drop chart's values are the table's, in per cent
+        let figs = crate::figures::assert_exported(&c);
+        let drop = figs.iter().find(|f| f.name == "segments-drop").unwrap();
+        let csv = drop.csv.as_ref().unwrap();
+        let row = csv
+            .lines()
+            .find(|l| l.starts_with("in loss,tcp,"))
+            .unwrap_or_else(|| panic!("{csv}"));
+        let v: f64 = row.split(',').nth(2).unwrap().parse().unwrap();
+        assert!((v - 80.0).abs() < 1e-9, "{row}");
+        let series: Vec<&str> = figs
+            .iter()
+            .filter(|f| f.name.ends_with("-series"))
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(
+            series,
+            [
+                "segments-normal-series",
+                "segments-in-loss-series",
+                "segments-out-delay-series"
+            ]
+        );
     }
 
     #[test]

@@ -25,10 +25,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use quiclab_model::csv::Table;
+
 use crate::analysis::{Analysis, metrics};
 use crate::chart::{
     LegendEntry, Mark, Ticks, XySpec, arm_colour, c, empty_chart, polyline, svg_close, xy_frame,
 };
+use crate::figures::{Figure, csv_if, slug};
 use crate::html::esc;
 use crate::model::{TelemetryDetail, Trial, Workload};
 use crate::stats;
@@ -475,19 +478,9 @@ pub fn render(an: &Analysis) -> Option<String> {
             continue;
         };
         out.push_str("<div class=\"charts\">");
-        let _ = write!(
-            out,
-            "<figure>{}<figcaption>Latency of every unit of each arm's median trial against \
-             when it was generated. Grey band: the model (one-way delay plus the wait in the \
-             flush).</figcaption></figure>",
-            scatter(an, &tables, ci, facts, units_per_second)
-        );
-        let _ = write!(
-            out,
-            "<figure>{}<figcaption>Latency CDF of every unit of every trial; the dashed line \
-             is the model.</figcaption></figure>",
-            cdf(an, &tables, ci, facts)
-        );
+        for f in charts(an, &tables, ci, facts, units_per_second, false) {
+            out.push_str(&f.html());
+        }
         out.push_str("</div>\n");
         stall_table(&mut out, an, &tables, ci);
         out.push_str("</details>\n");
@@ -747,18 +740,96 @@ fn study_table(out: &mut String, an: &Analysis, tables: &Tables) {
 }
 
 /// Unit latencies of each arm's median trial over time, arms overlaid in plan order.
+/// Every chart of the section, in the page's order, with the values drawn as CSV when
+/// `with_csv`.
+pub(crate) fn figures(an: &Analysis, with_csv: bool) -> Vec<Figure> {
+    let camp = an.campaign;
+    let Workload::Telemetry {
+        units_per_second, ..
+    } = camp.workload
+    else {
+        return Vec::new();
+    };
+    if camp.arms.is_empty() {
+        return Vec::new();
+    }
+    let tables = Tables::new(an);
+    (0..camp.conditions.len())
+        .filter_map(|ci| Some((ci, tables.facts[ci].as_ref()?)))
+        .flat_map(|(ci, facts)| charts(an, &tables, ci, facts, units_per_second, with_csv))
+        .collect()
+}
+
+/// The scatter and the CDF of condition `ci`.
+fn charts(
+    an: &Analysis,
+    tables: &Tables,
+    ci: usize,
+    facts: &ConditionFacts,
+    units_per_second: u32,
+    with_csv: bool,
+) -> [Figure; 2] {
+    let cond = slug(&an.campaign.conditions[ci].name);
+    let (title, svg, csv) = scatter(an, tables, ci, facts, units_per_second, with_csv);
+    let scatter = Figure {
+        name: format!("telemetry-{cond}-latency"),
+        title,
+        svg,
+        caption: "Latency of every unit of each arm's median trial against when it was \
+                  generated. Grey band: the model (one-way delay plus the wait in the flush)."
+            .into(),
+        csv,
+    };
+    let (title, svg, csv) = cdf(an, tables, ci, facts, with_csv);
+    let cdf = Figure {
+        name: format!("telemetry-{cond}-cdf"),
+        title,
+        svg,
+        caption: "Latency CDF of every unit of every trial; the dashed line is the model.".into(),
+        csv,
+    };
+    [scatter, cdf]
+}
+
+/// (title, SVG, CSV when `with_csv`: every unit of the trials drawn, lost ones with no latency).
 fn scatter(
     an: &Analysis,
     tables: &Tables,
     ci: usize,
     facts: &ConditionFacts,
     units_per_second: u32,
-) -> String {
+    with_csv: bool,
+) -> (String, String, Option<String>) {
     let camp = an.campaign;
     let title = format!("Unit latency over time, {}", camp.conditions[ci].name);
     let drawn: Vec<(usize, &TelemetryDetail)> = (0..camp.arms.len())
         .filter_map(|ai| Some((ai, detail(tables.cells[ci][ai].median?)?)))
         .collect();
+    let csv = csv_if(with_csv, || {
+        let mut t = Table::new(&[
+            "arm",
+            "trial_id",
+            "unit",
+            "generated_s",
+            "latency_ms",
+            "model_ms",
+        ]);
+        for &(ai, d) in &drawn {
+            let id = tables.cells[ci][ai].median.map_or("", |t| t.id.as_str());
+            for (i, l) in d.latency_us.iter().enumerate() {
+                t.row(&[
+                    camp.arms[ai].name.clone(),
+                    id.to_string(),
+                    i.to_string(),
+                    (i as f64 / f64::from(d.units_per_second.max(1))).to_string(),
+                    l.map(|l| (f64::from(l) / 1000.0).to_string())
+                        .unwrap_or_default(),
+                    d.model_ms(i).to_string(),
+                ]);
+            }
+        }
+        t
+    });
     let max_units = drawn
         .iter()
         .map(|(_, d)| d.latency_us.len())
@@ -769,7 +840,8 @@ fn scatter(
         .flat_map(|(_, d)| d.latencies_ms())
         .fold(f64::NEG_INFINITY, f64::max);
     if drawn.is_empty() || max_units == 0 || !max_ms.is_finite() {
-        return empty_chart(&title, W, H, "no successful trial");
+        let svg = empty_chart(&title, W, H, "no successful trial");
+        return (title, svg, csv);
     }
     let seconds = max_units as f64 / f64::from(units_per_second.max(1));
     let spec = XySpec {
@@ -842,12 +914,18 @@ fn scatter(
         );
     }
     svg_close(&mut out);
-    out
+    (title, out, csv)
 }
 
 /// Quantile curves of every arm's pooled latencies (a CDF), thinned to a few hundred points,
-/// finer in the tail.
-fn cdf(an: &Analysis, tables: &Tables, ci: usize, facts: &ConditionFacts) -> String {
+/// finer in the tail: (title, SVG, CSV of the quantiles drawn, the model's as series "model").
+fn cdf(
+    an: &Analysis,
+    tables: &Tables,
+    ci: usize,
+    facts: &ConditionFacts,
+    with_csv: bool,
+) -> (String, String, Option<String>) {
     let camp = an.campaign;
     let title = format!("Latency CDF, {}", camp.conditions[ci].name);
     let drawn: Vec<usize> = (0..camp.arms.len())
@@ -859,8 +937,33 @@ fn cdf(an: &Analysis, tables: &Tables, ci: usize, facts: &ConditionFacts) -> Str
             .flat_map(|&ai| tables.cells[ci][ai].latency_ms.iter().copied())
             .chain(facts.model_ms.iter().copied())
     };
+    let fractions: Vec<f64> = (0..=400)
+        .map(|k| f64::from(k) / 400.0 * 0.95)
+        .chain((1..=250).map(|k| 0.95 + f64::from(k) / 250.0 * 0.05))
+        .collect();
+    let csv = csv_if(with_csv, || {
+        let mut t = Table::new(&["series", "fraction", "latency_ms"]);
+        let curves = drawn
+            .iter()
+            .map(|&ai| {
+                (
+                    camp.arms[ai].name.as_str(),
+                    &tables.cells[ci][ai].latency_ms,
+                )
+            })
+            .chain(std::iter::once(("model", &facts.model_ms)));
+        for (name, sorted) in curves {
+            for &f in &fractions {
+                if let Some(v) = stats::quantile_sorted(sorted, f) {
+                    t.row(&[name.to_string(), f.to_string(), v.to_string()]);
+                }
+            }
+        }
+        t
+    });
     let (Some(lo), Some(hi)) = (all().reduce(f64::min), all().reduce(f64::max)) else {
-        return empty_chart(&title, CDF_W, H, "no successful trial");
+        let svg = empty_chart(&title, CDF_W, H, "no successful trial");
+        return (title, svg, csv);
     };
     let spec = XySpec {
         width: CDF_W,
@@ -882,10 +985,6 @@ fn cdf(an: &Analysis, tables: &Tables, ci: usize, facts: &ConditionFacts) -> Str
     };
     let mut out = String::new();
     let frame = xy_frame(&mut out, &spec);
-    let fractions: Vec<f64> = (0..=400)
-        .map(|k| f64::from(k) / 400.0 * 0.95)
-        .chain((1..=250).map(|k| 0.95 + f64::from(k) / 250.0 * 0.05))
-        .collect();
     let curve = |sorted: &[f64]| -> Vec<(f64, f64)> {
         fractions
             .iter()
@@ -913,7 +1012,7 @@ fn cdf(an: &Analysis, tables: &Tables, ci: usize, facts: &ConditionFacts) -> Str
         );
     }
     svg_close(&mut out);
-    out
+    (title, out, csv)
 }
 
 /// The stalls of every arm's median trial (the trials the scatter shows).

@@ -6,9 +6,12 @@
 use crate::analysis::{Analysis, Change};
 use crate::chart;
 use crate::explain::{self, ACCOUNTS, Explanation, Part};
+use crate::figures::{Figure, csv_if, slug};
 use crate::html::esc;
+use crate::model::Trial;
 use crate::units;
 use quiclab_model::budget::Budget;
+use quiclab_model::csv::Table;
 use std::fmt::Write;
 
 /// Colours of the parts, in [`Part::ALL`]'s order.
@@ -87,23 +90,73 @@ pub fn render(an: &Analysis) -> Option<String> {
         "<details><summary>The budgets of each arm's median trial, cell by cell</summary>\n",
     );
     out.push_str(&legend());
-    for (ci, cond) in c.conditions.iter().enumerate() {
-        for (si, &size) in c.sizes.iter().enumerate() {
-            let bars: Vec<(&str, usize, &Budget)> = (0..c.arms.len())
-                .filter_map(|arm| {
-                    let t = an.cell(ci, si, arm).median_trial?;
-                    let b = t.outcome.as_ref().ok()?.detail.budget.as_ref()?;
-                    Some((c.arms[arm].name.as_str(), arm, b))
-                })
-                .collect();
-            if !bars.is_empty() {
-                let title = format!("{} / {}", cond.name, units::size(size));
-                let _ = write!(out, "<h4>{}</h4>{}", esc(&title), stacked(&title, &bars));
-            }
-        }
+    for (title, f) in budget_figures(an, false) {
+        let _ = write!(out, "<h4>{}</h4>{}", esc(&title), f.html());
     }
     out.push_str("</details>\n");
     Some(out)
+}
+
+/// Every cell's budgets chart (the cells whose median trials have budgets), with the cell's
+/// title, in the page's order; each with its parts as CSV when `with_csv`.
+fn budget_figures(an: &Analysis, with_csv: bool) -> Vec<(String, Figure)> {
+    let c = an.campaign;
+    let mut out = Vec::new();
+    for (ci, cond) in c.conditions.iter().enumerate() {
+        for (si, &size) in c.sizes.iter().enumerate() {
+            let bars: Vec<(&str, usize, &Trial, &Budget)> = (0..c.arms.len())
+                .filter_map(|arm| {
+                    let t = an.cell(ci, si, arm).median_trial?;
+                    let b = t.outcome.as_ref().ok()?.detail.budget.as_ref()?;
+                    Some((c.arms[arm].name.as_str(), arm, t, b))
+                })
+                .collect();
+            if bars.is_empty() {
+                continue;
+            }
+            let title = format!("{} / {}", cond.name, units::size(size));
+            let drawn: Vec<(&str, usize, &Budget)> =
+                bars.iter().map(|&(n, a, _, b)| (n, a, b)).collect();
+            let figure = Figure {
+                name: format!(
+                    "budgets-{}-{}",
+                    slug(&cond.name),
+                    slug(&super::size_label(c, size))
+                ),
+                title: format!("Time budgets, {title}"),
+                svg: stacked(&title, &drawn),
+                caption: "Each arm's median trial: its TTLB split into the floor and the \
+                          components it was charged to (colours as in the legend above), the \
+                          TTLB written after the bar."
+                    .into(),
+                csv: csv_if(with_csv, || {
+                    let mut t = Table::new(&["arm", "trial_id", "ttlb_ms", "part", "ms"]);
+                    for (name, _, trial, b) in &bars {
+                        for p in Part::ALL {
+                            t.row(&[
+                                name.to_string(),
+                                trial.id.clone(),
+                                b.ttlb_ms.to_string(),
+                                p.title().to_string(),
+                                p.ms(b).to_string(),
+                            ]);
+                        }
+                    }
+                    t
+                }),
+            };
+            out.push((title, figure));
+        }
+    }
+    out
+}
+
+/// Every cell's budgets chart, in the page's order.
+pub(crate) fn figures(an: &Analysis, with_csv: bool) -> Vec<Figure> {
+    budget_figures(an, with_csv)
+        .into_iter()
+        .map(|(_, f)| f)
+        .collect()
 }
 
 /// One significant cell's sentence: how much b differs from a, and why.

@@ -493,3 +493,49 @@ pub fn write_plan(path: &std::path::Path, plan: &str) {
     std::fs::write(path, plan).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
 }
+
+/// Runs `quiclab figure` on the campaign `out` (its report already written) into `out/figures`
+/// and checks what it wrote: a figure for every chart of the report (its SVG the report's own,
+/// byte for byte), each with a PNG, a caption and its data as a CSV of at least one row.
+/// Returns the figures' names, in the report's order.
+pub fn assert_figures_exported(out: &std::path::Path) -> Vec<String> {
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let fig = quiclab()
+        .args(["figure", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        fig.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fig.stderr)
+    );
+    let dir = out.join("figures");
+    assert_eq!(
+        String::from_utf8_lossy(&fig.stdout).trim(),
+        dir.display().to_string()
+    );
+    let list = quiclab()
+        .args(["figure", out.to_str().unwrap(), "--list"])
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    let names: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        html.matches("<svg").count(),
+        names.len(),
+        "the report's charts against the figures {names:?}"
+    );
+    for n in &names {
+        let svg = std::fs::read_to_string(dir.join(format!("{n}.svg"))).unwrap();
+        assert!(html.contains(&svg), "{n}.svg is not the report's");
+        let png = std::fs::read(dir.join(format!("{n}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{n}.png");
+        let csv = std::fs::read_to_string(dir.join(format!("{n}.csv"))).unwrap();
+        assert!(csv.lines().count() > 1, "{n}.csv: {csv}");
+        assert!(dir.join(format!("{n}.txt")).is_file());
+    }
+    names
+}
