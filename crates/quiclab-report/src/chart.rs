@@ -385,7 +385,8 @@ pub fn xy_frame(out: &mut String, spec: &XySpec) -> Frame {
 const EMPTY_FILL: &str = r##"fill="#fafafa" stroke="#ddd""##;
 
 /// Whether `svg` is an [`empty_chart`]: a message where the data would be.
-pub fn is_empty_chart(svg: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn is_empty_chart(svg: &str) -> bool {
     svg.contains(EMPTY_FILL)
 }
 
