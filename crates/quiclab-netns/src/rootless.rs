@@ -441,8 +441,14 @@ pub fn privileges() -> String {
 
 /// What a run inside a user namespace goes without, for the report's provenance and the
 /// run's first lines: a real-time priority for the emulator's threads, buffers past the
-/// system's maximum, the PM QoS device. Each is tried, not assumed.
-pub fn limits() -> Vec<String> {
+/// system's maximum, the PM QoS device. Each is tried, not assumed, once per process: the
+/// answer does not change within a run, and the run's notes and its provenance share it.
+pub fn limits() -> &'static [String] {
+    static LIMITS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    LIMITS.get_or_init(try_limits)
+}
+
+fn try_limits() -> Vec<String> {
     let mut v = Vec::new();
     let realtime = std::thread::spawn(|| crate::sys::realtime_priority(1))
         .join()

@@ -7,7 +7,7 @@
 use crate::analysis::{Analysis, ArmCell, metrics};
 use crate::chart::{
     LegendEntry, LineStyle, Mark, Series, Ticks, XySpec, Zoom, ZoomLine, arm_colour, c, cdf,
-    empty_chart, styled_line, svg_close, xy_frame, zoomable,
+    cdf_csv, empty_chart, styled_line, svg_close, xy_frame, zoomable,
 };
 use crate::figures::{Figure, slug};
 use crate::html::esc;
@@ -91,31 +91,37 @@ pub(crate) fn figures(an: &Analysis, ci: usize, s: usize, with_csv: bool) -> Vec
         )
     };
     let csv = |make: &dyn Fn() -> Table| with_csv.then(|| make().into_string());
-    let mut out = Vec::new();
-    let (svg, caption) = acked_chart(an, &arms, &title);
-    out.push(Figure {
-        name: name("acked"),
-        title: format!("ACKed bytes over time, {title}"),
-        svg,
-        caption,
-        csv: csv(&|| timeline_csv(an, &arms, false)),
-    });
-    let (svg, caption) = window_chart(an, &arms, &title);
-    out.push(Figure {
-        name: name("window"),
-        title: format!("Congestion window and bytes in flight, {title}"),
-        svg,
-        caption,
-        csv: csv(&|| timeline_csv(an, &arms, false)),
-    });
-    let (svg, caption) = iterations_chart(an, &arms, &title);
-    out.push(Figure {
-        name: name("iterations"),
-        title: format!("ACKed bytes of every iteration, {title}"),
-        svg,
-        caption,
-        csv: csv(&|| timeline_csv(an, &arms, true)),
-    });
+    // a figure of this cell: its file name's kind, its title's head, the chart and its data
+    let fig =
+        |kind: &str, head: &str, (svg, caption): (String, String), csv: Option<String>| Figure {
+            name: name(kind),
+            title: format!("{head}, {title}"),
+            svg,
+            caption,
+            csv,
+        };
+    // the median trials' timelines: the data of both the ACKed-bytes and the window chart
+    let medians = csv(&|| timeline_csv(an, &arms, false));
+    let mut out = vec![
+        fig(
+            "acked",
+            "ACKed bytes over time",
+            acked_chart(an, &arms, &title),
+            medians.clone(),
+        ),
+        fig(
+            "window",
+            "Congestion window and bytes in flight",
+            window_chart(an, &arms, &title),
+            medians,
+        ),
+        fig(
+            "iterations",
+            "ACKed bytes of every iteration",
+            iterations_chart(an, &arms, &title),
+            csv(&|| timeline_csv(an, &arms, true)),
+        ),
+    ];
     let budgets: Vec<(&str, usize, &quiclab_model::budget::Budget)> = arms
         .iter()
         .filter_map(|a| {
@@ -124,92 +130,76 @@ pub(crate) fn figures(an: &Analysis, ci: usize, s: usize, with_csv: bool) -> Vec
         })
         .collect();
     if let Some(svg) = super::why::spans_chart(&title, &budgets, 0.0) {
-        out.push(Figure {
-            name: name("spans"),
-            title: format!("When the time went, {title}"),
-            svg,
-            caption: "When each arm's median trial lost its time beyond the floor: the \
-                      intervals its time budget charged, shaded in their component's colour \
-                      (the legend is in <a href=\"#why\">Why</a>; point at one to read it); \
-                      the grey outline is the TTLB."
-                .into(),
-            csv: csv(&|| {
-                let mut t = Table::new(&["arm", "ttlb_ms", "component", "from_ms", "to_ms"]);
-                for (arm, _, b) in &budgets {
-                    for ch in &b.charges {
-                        let component = serde_json::to_value(ch.component)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default();
-                        for sp in &ch.spans {
-                            t.row(&[
-                                arm.to_string(),
-                                b.ttlb_ms.to_string(),
-                                component.clone(),
-                                sp[0].to_string(),
-                                sp[1].to_string(),
-                            ]);
-                        }
+        let caption = "When each arm's median trial lost its time beyond the floor: the \
+                       intervals its time budget charged, shaded in their component's colour \
+                       (the legend is in <a href=\"#why\">Why</a>; point at one to read it); \
+                       the grey outline is the TTLB.";
+        let spans = csv(&|| {
+            let mut t = Table::new(&["arm", "ttlb_ms", "component", "from_ms", "to_ms"]);
+            for (arm, _, b) in &budgets {
+                for ch in &b.charges {
+                    let component = serde_json::to_value(ch.component)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    for sp in &ch.spans {
+                        t.row(&[
+                            arm.to_string(),
+                            b.ttlb_ms.to_string(),
+                            component.clone(),
+                            sp[0].to_string(),
+                            sp[1].to_string(),
+                        ]);
                     }
                 }
-                t
-            }),
+            }
+            t
         });
+        out.push(fig(
+            "spans",
+            "When the time went",
+            (svg, caption.into()),
+            spans,
+        ));
     }
-    let (svg, caption) = cdf_chart(an, &arms, &title);
-    out.push(Figure {
-        name: name("cdf"),
-        title: format!("TTLB CDF, {title}"),
-        svg,
-        caption,
-        csv: csv(&|| {
-            let mut t = Table::new(&["arm", "ttlb_ms", "fraction_finished"]);
-            for a in &arms {
-                let n = a.ttlb_ms.len();
-                for (k, v) in a.ttlb_ms.iter().enumerate() {
-                    t.row(&[
-                        camp.arms[a.arm].name.clone(),
-                        v.to_string(),
-                        ((k + 1) as f64 / n as f64).to_string(),
-                    ]);
-                }
+    out.push(fig(
+        "cdf",
+        "TTLB CDF",
+        cdf_chart(an, &arms, &title),
+        csv(&|| cdf_csv(&ttlb_series(an, &arms), "arm", "ttlb_ms")),
+    ));
+    let retransmits = csv(&|| {
+        let mut t = Table::new(&[
+            "arm",
+            "iteration",
+            "trial_id",
+            "ttlb_ms",
+            "first_retransmit_offset",
+            "bytes_resent",
+            "packets_lost",
+        ]);
+        for a in &arms {
+            for tr in &a.ok {
+                let Some(m) = metrics(tr) else { continue };
+                t.row(&[
+                    camp.arms[a.arm].name.clone(),
+                    tr.iteration.to_string(),
+                    tr.id.clone(),
+                    m.ttlb_ms.to_string(),
+                    opt(m.first_retransmit_offset),
+                    opt(m.bytes_resent),
+                    opt(m.packets_lost),
+                ]);
             }
-            t
-        }),
+        }
+        t
     });
-    let (svg, caption) = retransmit_chart(an, &arms, &title, camp.sizes[s]);
-    out.push(Figure {
-        name: name("retransmit"),
-        title: format!("TTLB against first retransmission offset, {title}"),
-        svg,
-        caption,
-        csv: csv(&|| {
-            let mut t = Table::new(&[
-                "arm",
-                "iteration",
-                "trial_id",
-                "ttlb_ms",
-                "first_retransmit_offset",
-                "bytes_resent",
-                "packets_lost",
-            ]);
-            for a in &arms {
-                for tr in &a.ok {
-                    let Some(m) = metrics(tr) else { continue };
-                    t.row(&[
-                        camp.arms[a.arm].name.clone(),
-                        tr.iteration.to_string(),
-                        tr.id.clone(),
-                        m.ttlb_ms.to_string(),
-                        opt(m.first_retransmit_offset),
-                        opt(m.bytes_resent),
-                        opt(m.packets_lost),
-                    ]);
-                }
-            }
-            t
-        }),
-    });
+    out.push(fig(
+        "retransmit",
+        "TTLB against first retransmission offset",
+        retransmit_chart(an, &arms, &title, camp.sizes[s]),
+        retransmits,
+    ));
     out
 }
 
@@ -602,6 +592,17 @@ pub(crate) fn iterations_chart(an: &Analysis, arms: &[&ArmCell], title: &str) ->
     )
 }
 
+/// Each arm's successful TTLBs as a series: what the CDF draws and its CSV holds.
+fn ttlb_series(an: &Analysis, arms: &[&ArmCell]) -> Vec<Series<'static>> {
+    arms.iter()
+        .map(|a| Series {
+            label: an.campaign.arms[a.arm].name.clone(),
+            colour: arm_colour(a.arm),
+            values: a.ttlb_ms.clone(),
+        })
+        .collect()
+}
+
 /// Step curves of the TTLB distribution per arm.
 fn cdf_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) {
     let chart_title = format!("TTLB CDF, {title}");
@@ -611,16 +612,14 @@ fn cdf_chart(an: &Analysis, arms: &[&ArmCell], title: &str) -> (String, String) 
             "TTLB CDF: no successful trial.".into(),
         );
     }
-    let series: Vec<Series> = arms
-        .iter()
-        .map(|a| Series {
-            label: an.campaign.arms[a.arm].name.clone(),
-            colour: arm_colour(a.arm),
-            values: a.ttlb_ms.clone(),
-        })
-        .collect();
     (
-        cdf(&chart_title, W, H, "time to last byte (ms)", &series),
+        cdf(
+            &chart_title,
+            W,
+            H,
+            "time to last byte (ms)",
+            &ttlb_series(an, arms),
+        ),
         "Distribution of the time to last byte per arm: the fraction of successful trials that \
          had finished by each time (the dashed line marks the median)."
             .into(),
