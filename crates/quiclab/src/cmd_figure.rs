@@ -1,5 +1,6 @@
 //! `quiclab figure`: the report's figures as files, for a paper.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -111,6 +112,8 @@ pub fn figure(c: FigureCmd) -> anyhow::Result<i32> {
         quiclab_store::output::write_atomic(&p, bytes)
             .with_context(|| format!("writing {}", p.display()))
     };
+    // a count that rewrites itself on a terminal; a log gets the total once
+    let progress = std::io::stderr().is_terminal();
     for (i, f) in chosen.iter().enumerate() {
         write(&format!("{}.svg", f.name), f.svg.as_bytes())?;
         write(&format!("{}.png", f.name), &png(&f.svg, c.scale, &fonts)?)?;
@@ -121,9 +124,15 @@ pub fn figure(c: FigureCmd) -> anyhow::Result<i32> {
             &format!("{}.txt", f.name),
             format!("{}\n\n{}\n", f.title, plain(&f.caption)).as_bytes(),
         )?;
-        eprint!("\rquiclab: {} of {} figures", i + 1, chosen.len());
+        if progress {
+            eprint!("\rquiclab: {} of {} figures", i + 1, chosen.len());
+        }
     }
-    eprintln!();
+    if progress {
+        eprintln!();
+    } else {
+        eprintln!("quiclab: {} figures", chosen.len());
+    }
     println!("{}", out.display());
     Ok(0)
 }

@@ -280,6 +280,12 @@ fn stacked(title: &str, bars: &[(&str, usize, &Budget)]) -> String {
                 continue;
             }
             let w = ms * scale;
+            // a part narrower than the coordinates' tenth of a pixel would be written as
+            // width 0, which SVG renderers reject (resvg skips it with a warning)
+            if w < 0.05 {
+                x += w;
+                continue;
+            }
             let _ = write!(
                 out,
                 r#"<rect x="{}" y="{}" width="{}" height="16" fill="{}"><title>{}: {} ms</title></rect>"#,
@@ -477,4 +483,62 @@ fn planted(an: &Analysis) -> String {
     }
     out.push_str("</tbody></table>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiclab_model::budget::{Charge, Component, Floor};
+
+    #[test]
+    fn a_part_too_narrow_to_draw_leaves_no_rectangle_of_width_zero() {
+        // 1000 ms on 340 px: 0.1 ms is 0.034 px, written as width 0 if it were drawn; 50 ms
+        // is 17 px
+        let budget = Budget {
+            ttlb_ms: 1000.0,
+            floor: Floor {
+                handshake_ms: 20.0,
+                request_ms: 20.0,
+                serialisation_ms: 909.9,
+            },
+            charges: vec![
+                Charge {
+                    component: Component::Handshake,
+                    ms: 0.1,
+                    spans: Vec::new(),
+                },
+                Charge {
+                    component: Component::RampUp,
+                    ms: 50.0,
+                    spans: Vec::new(),
+                },
+            ],
+            residual_ms: 0.0,
+            overhead_bytes: 0,
+            drops_to_client: 0,
+            congestion_events: None,
+            reads: Vec::new(),
+            unread: Vec::new(),
+        };
+        let svg = stacked("t", &[("arm", 0, &budget)]);
+        let widths: Vec<&str> = svg
+            .split("<rect ")
+            .skip(1)
+            .filter_map(|r| r.split("width=\"").nth(1)?.split('"').next())
+            .filter(|w| !w.ends_with('%'))
+            .collect();
+        assert!(!widths.is_empty(), "{svg}");
+        assert!(
+            widths
+                .iter()
+                .all(|w| w.parse::<f64>().is_ok_and(|w| w > 0.0)),
+            "{widths:?}: {svg}"
+        );
+        // the drawn parts still line up: the ramp-up's 50 ms (17 px) right after the floor's
+        // 949.9 ms (323 px from the labels' 150)
+        assert!(
+            svg.contains(r##"<rect x="473" y="5" width="17" height="16" fill="#1f77b4"><title>ramp-up: 50.0 ms</title>"##),
+            "{svg}"
+        );
+    }
 }

@@ -509,6 +509,11 @@ pub fn assert_figures_exported(out: &std::path::Path) -> Vec<String> {
         "{}",
         String::from_utf8_lossy(&fig.stderr)
     );
+    // the PNG renderer warns of what it cannot draw (e.g. a rectangle of width 0), and the
+    // count of figures is said once to a log
+    let said = String::from_utf8_lossy(&fig.stderr);
+    assert!(!said.contains("warn"), "{said}");
+    assert!(said.trim_end().ends_with(" figures"), "{said}");
     let dir = out.join("figures");
     assert_eq!(
         String::from_utf8_lossy(&fig.stdout).trim(),
