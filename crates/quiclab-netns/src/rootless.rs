@@ -440,8 +440,8 @@ pub fn privileges() -> String {
 }
 
 /// What a run inside a user namespace goes without, for the report's provenance and the
-/// run's first lines: a real-time priority for the emulator's threads, buffers past the
-/// system's maximum, the PM QoS device. Each is tried, not assumed, once per process: the
+/// run's first lines: a real-time priority (or nice -20) for the emulator's threads, and
+/// buffers past the system's maximum. Each is tried, not assumed, once per process: the
 /// answer does not change within a run, and the run's notes and its provenance share it.
 pub fn limits() -> &'static [String] {
     static LIMITS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
