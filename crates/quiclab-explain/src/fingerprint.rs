@@ -498,3 +498,228 @@ pub fn response(
         beta: (after as f64 / before.max(1) as f64 * 1000.0).round() / 1000.0,
     })
 }
+
+/// The data packets at the end of a clean probe's transfer that the tail probe loses: few
+/// enough to lie in its last flight, enough that a sender probing with one or two packets
+/// probes for lost data.
+pub const TAIL_PACKETS: usize = 5;
+
+/// How long the tail's blackout lasts: longer than a gap within a flight (a receiver's
+/// acknowledgement delay, 25 ms by default, is the longest), shorter than any retransmission
+/// timer (at least the round trip), so that the tail is lost whole and the timer's probe passes.
+pub fn tail_blackout_ns(path: &PathFacts) -> u64 {
+    path.rtt_ns() * 3 / 5
+}
+
+/// The tail probe's plan, made from a clean probe's log: the server's downlink is blacked out
+/// for [`tail_blackout_ns`] from the byte its last [`TAIL_PACKETS`] data packets start at (fewer
+/// when its last flight, the packets after its last silence that long, holds fewer, or when they
+/// spread over more than half the blackout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TailPlan {
+    /// IP bytes of the downlink packets before the tail.
+    pub after_bytes: u64,
+    /// The data packets planted as the tail.
+    pub packets: u32,
+    /// Payload bytes the clean probe's server sent until its last data packet and what followed
+    /// it within the blackout's length (what the tail probe must have sent by the blackout's
+    /// end: a TCP stream's bytes exactly, QUIC's with its packets' own framing).
+    pub bytes: u64,
+    /// The blackout's length, ns.
+    pub length_ns: u64,
+}
+
+impl TailPlan {
+    pub fn of(clean: &LinkLog, path: &PathFacts, f: &Framing) -> Result<TailPlan, String> {
+        let down = &clean.down;
+        let length_ns = tail_blackout_ns(path);
+        let is_data = bulk(down, f);
+        let last = down
+            .iter()
+            .rposition(&is_data)
+            .ok_or("the clean probe's server sent no data")?;
+        // the last flight: the packets after the last silence before the last data packet
+        let flight_start = (1..=last)
+            .rev()
+            .find(|&i| down[i].arrive_ns - down[i - 1].arrive_ns >= length_ns)
+            .unwrap_or(0);
+        let end = down[last].arrive_ns;
+        let data: Vec<usize> = (flight_start..=last)
+            .filter(|&i| is_data(&down[i]))
+            .filter(|&i| end - down[i].arrive_ns < length_ns / 2)
+            .collect();
+        let tail = &data[data.len().saturating_sub(TAIL_PACKETS)..];
+        Ok(TailPlan {
+            after_bytes: down[..tail[0]].iter().map(|p| u64::from(p.size)).sum(),
+            packets: tail.len() as u32,
+            bytes: down
+                .iter()
+                .take_while(|p| p.arrive_ns < end + length_ns)
+                .map(|p| u64::from(f.payload(p)))
+                .sum(),
+            length_ns,
+        })
+    }
+
+    /// The link key that plants it (`down-blackout`).
+    pub fn link_keys(&self) -> [(&'static str, String); 1] {
+        [(
+            "down-blackout",
+            format!("{}b/{}us", self.after_bytes, self.length_ns / 1000),
+        )]
+    }
+}
+
+/// The downlink's bulk data: packets at least [`DATA_PAYLOAD`] and at most the payload its data
+/// packets carry most often. A larger one is a path-MTU probe (quic-go's 1394-byte ones come
+/// after its transfer), no part of the transfer's tail.
+fn bulk(down: &[Packet], f: &Framing) -> impl Fn(&Packet) -> bool + use<> {
+    let mut counts = std::collections::BTreeMap::new();
+    for p in down.iter().filter(|p| f.payload(p) >= DATA_PAYLOAD) {
+        *counts.entry(f.payload(p)).or_insert(0u32) += 1;
+    }
+    // the most frequent payload; of equally frequent ones, the largest
+    let modal = counts
+        .iter()
+        .max_by_key(|&(size, n)| (*n, *size))
+        .map_or(u32::MAX, |(&size, _)| size);
+    let f = *f;
+    move |p| (DATA_PAYLOAD..=modal).contains(&f.payload(p))
+}
+
+/// A probe is answered at once (an ack-eliciting packet after a gap in packet numbers): the
+/// client's next packet reaches the link within this of the probe's delivery.
+pub const ANSWER_NS: u64 = 5_000_000;
+
+/// When the server's timer fired with its tail lost: from the last data packet of the blackout
+/// (the last the server sent before falling silent; an acknowledgement of the client's packets
+/// may follow it, and arms no timer) to its next packet that is a probe (data, or a packet the
+/// client answers at once, as quinn's IMMEDIATE_ACK probes are; an acknowledgement is neither,
+/// nor is a path-MTU probe, larger than the data's packets, on a timer of its own).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TailTimeout {
+    pub ms: Option<f64>,
+    pub why: Option<String>,
+    /// Downlink packets the blackout dropped.
+    pub dropped: u32,
+}
+
+/// Reads the tail probe's log, planted as `plan` says.
+pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout {
+    let down = &log.down;
+    let dropped_at: Vec<usize> = (0..down.len())
+        .filter(|&i| matches!(down[i].fate, Fate::Dropped(_)))
+        .collect();
+    let out = |ms, why: Option<String>| TailTimeout {
+        ms,
+        why,
+        dropped: dropped_at.len() as u32,
+    };
+    // the timer runs from the last data packet lost (an acknowledgement the blackout caught
+    // after it arms no timer)
+    let is_data = bulk(down, f);
+    let Some(&j) = dropped_at.iter().rev().find(|&&i| is_data(&down[i])) else {
+        return out(
+            None,
+            Some(format!(
+                "no data was dropped: the server sent no more than the {} bytes before the tail",
+                plan.after_bytes
+            )),
+        );
+    };
+    // the blackout must have held the transfer's end, not ended before its last round trip of
+    // data (a last flight later or longer than the clean probe's): by its end the server had
+    // sent what the clean transfer held, less at most three packets' difference in framing
+    // (QUIC's acknowledgements and packing vary a little between runs)
+    let last_dropped = dropped_at[dropped_at.len() - 1];
+    let sent: u64 = down[..=last_dropped]
+        .iter()
+        .map(|p| u64::from(f.payload(p)))
+        .sum();
+    let largest = down.iter().map(|p| f.payload(p)).max().unwrap_or(0);
+    if sent + 3 * u64::from(largest) < plan.bytes {
+        return out(
+            None,
+            Some(format!(
+                "the blackout ended before the transfer's end ({sent} of its {} bytes sent by \
+                 then): it held a flight before the last, not the tail",
+                plan.bytes
+            )),
+        );
+    }
+    let answered = |p: &Packet| {
+        delivered(p).is_some_and(|t| {
+            log.up
+                .iter()
+                .any(|u| u.arrive_ns >= t && u.arrive_ns <= t + ANSWER_NS)
+        })
+    };
+    // a datagram larger than the data's is a path-MTU probe, sent on a timer of its own
+    let mtu_probe = |p: &Packet| f.payload(p) >= DATA_PAYLOAD && !is_data(p);
+    match down[j + 1..]
+        .iter()
+        .filter(|p| !mtu_probe(p))
+        .find(|p| is_data(p) || answered(p))
+    {
+        Some(probe) => out(Some(ms(probe.arrive_ns - down[j].arrive_ns)), None),
+        None => out(
+            None,
+            Some("the server sent no probe after its tail was lost".into()),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn packet(at_ms: u64, size: u32, fate: Fate) -> Packet {
+        Packet {
+            arrive_ns: at_ms * MS,
+            size,
+            fate,
+        }
+    }
+
+    #[test]
+    fn the_tails_timer_runs_from_its_last_data_to_a_probe_the_client_answers() {
+        // quinn's tail as a probe showed it: data until 100 ms (the last two lost), an
+        // acknowledgement of the client's caught 20 ms later, another delivered at 150 ms that
+        // the client does not answer, and two small probes at 228 ms it answers at once
+        let sent = |t| Fate::Departed(t * MS + 50 * MS);
+        let lost = |t| Fate::Dropped(t * MS);
+        let down = vec![
+            packet(0, 1480, sent(0)),
+            packet(98, 1480, sent(98)),
+            packet(99, 1480, lost(99)),
+            packet(100, 1480, lost(100)),
+            packet(120, 69, lost(120)),
+            packet(150, 66, sent(150)),
+            packet(228, 58, sent(228)),
+            packet(228, 58, sent(228)),
+        ];
+        let up = vec![
+            packet(60, 68, Fate::Departed(110 * MS)),
+            packet(279, 66, Fate::Departed(329 * MS)),
+        ];
+        let log = LinkLog { down, up };
+        let plan = TailPlan {
+            after_bytes: 2960,
+            packets: 2,
+            bytes: 4 * 1452 + 41,
+            length_ns: 60 * MS,
+        };
+        let t = tail_timeout(&log, &plan, &Framing::QUIC);
+        assert_eq!(t.ms, Some(128.0), "{t:?}");
+        assert_eq!(t.dropped, 3);
+        // unanswered, the small packets are no probe
+        let log = LinkLog {
+            up: log.up[..1].to_vec(),
+            ..log
+        };
+        let t = tail_timeout(&log, &plan, &Framing::QUIC);
+        assert!(t.ms.is_none() && t.why.is_some(), "{t:?}");
+    }
+}

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use quiclab_explain::fingerprint::{
-    FirstLossPlan, Framing, LossPlan, first_timeout, response, wire,
+    FirstLossPlan, Framing, LossPlan, TAIL_PACKETS, TailPlan, first_timeout, response,
+    tail_timeout, wire,
 };
 use quiclab_explain::{LinkLog, PathFacts};
 use quiclab_link::config::LinkConfig;
@@ -55,6 +56,9 @@ struct Choices {
     body: u32,
     /// The window's factor when a loss is declared (three later packets acknowledged).
     beta: f64,
+    /// The server's retransmission timer once data flows, from its last data packet (doubling
+    /// each time it fires unanswered): on it, the server sends again what the client lacks.
+    data_pto: Option<Duration>,
 }
 
 const QUIC_LIKE: Choices = Choices {
@@ -69,6 +73,7 @@ const QUIC_LIKE: Choices = Choices {
     ack_every: 2,
     body: 400,
     beta: 0.5,
+    data_pto: None,
 };
 
 fn ns(d: Duration) -> u64 {
@@ -104,6 +109,7 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
     let mut declared = std::collections::BTreeSet::new();
     let mut recovery_until = 0u32;
     let mut next_send = 0u64;
+    let (mut last_data, mut data_backoff) = (0u64, 1u64);
     // packets in flight: sent, less acknowledged, less declared lost
     let can_send = |sent: u32, acked: u32, lost: u32, cwnd: f64, resend: Option<u32>| {
         (resend.is_some() || sent < c.body) && ((sent - acked - lost) as f64) < cwnd.floor()
@@ -123,6 +129,7 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
                 sent += 1;
             }
             next_send = now + ns(c.pace);
+            last_data = now;
         }
         while let Some(d) = up.poll_transmit(t(now)) {
             match d.data.0 {
@@ -150,6 +157,9 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
                 }
                 Msg::Ack(n, largest) => {
                     let newly = n.saturating_sub(acked) as f64;
+                    if newly > 0.0 {
+                        data_backoff = 1;
+                    }
                     acked = acked.max(n);
                     // no growth in recovery: until what was sent before the reduction is
                     // acknowledged
@@ -217,7 +227,20 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
             server_backoff *= 2;
             server_timer = Some(now + server_backoff * ns(c.server_pto));
         }
+        let data_timer = c
+            .data_pto
+            .filter(|_| sending && acked < sent)
+            .map(|pto| last_data + data_backoff * ns(pto));
+        if data_timer.is_some_and(|x| x <= now) {
+            for seq in (0..sent).filter(|s| !received.contains(s)) {
+                down.push(t(now), Wire(Msg::Data(seq), c.data));
+            }
+            last_data = now;
+            data_backoff *= 2;
+            continue;
+        }
         let next = [
+            data_timer,
             up.poll_timeout().map(ns),
             down.poll_timeout().map(ns),
             client_timer,
@@ -381,4 +404,58 @@ fn the_window_after_one_planted_loss_gives_the_multiplicative_decrease() {
         // a transfer where the packet was not lost is not read as a response
         assert!(response(&once, &path, &Framing::QUIC, &plan).is_err());
     }
+}
+
+#[test]
+fn the_timer_with_the_tail_lost_is_read_from_the_last_packet_to_the_probe() {
+    // a burst sender whose timer is quinn's on this path (100 ms + 25 ms + 1 ms), and a paced
+    // one whose timer is twice the round trip (TCP's tail-loss probe)
+    for (pace, pto, body) in [(1, 126, 400), (2_000, 200, 400), (1, 126, 403)] {
+        let c = Choices {
+            pace: Duration::from_micros(pace),
+            data_pto: Some(Duration::from_millis(pto)),
+            body,
+            ..QUIC_LIKE
+        };
+        let (clean, path) = run(c, &[]);
+        let plan = TailPlan::of(&clean, &path, &Framing::QUIC).unwrap();
+        assert_eq!(plan.packets as usize, TAIL_PACKETS, "{plan:?}");
+        // every payload until the last data packet: the hello's answer (two datagrams) and
+        // the body's
+        assert_eq!(plan.bytes, u64::from(body + 2) * 1200, "{plan:?}");
+        // nothing dropped on the clean probe: no reading
+        let none = tail_timeout(&clean, &plan, &Framing::QUIC);
+        assert!(none.ms.is_none() && none.why.is_some(), "{none:?}");
+        let keys = plan.link_keys();
+        let (lost, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+        let t = tail_timeout(&lost, &plan, &Framing::QUIC);
+        eprintln!("pace {pace} us, timer {pto} ms, {body} packets: {plan:?} {t:?}");
+        assert_eq!(t.dropped as usize, TAIL_PACKETS, "{t:?}");
+        assert_eq!(t.ms, Some(pto as f64), "{t:?}");
+    }
+}
+
+#[test]
+fn a_blackout_that_ended_before_the_last_round_trip_is_not_read_as_the_tails_timer() {
+    // an unpaced sender falls silent between its round trips: a blackout planted a flight
+    // before the last ends in that silence, and the next round trip's data is no timer's
+    let c = Choices {
+        data_pto: Some(Duration::from_millis(126)),
+        ..QUIC_LIKE
+    };
+    let (clean, path) = run(c, &[]);
+    let mut plan = TailPlan::of(&clean, &path, &Framing::QUIC).unwrap();
+    plan.after_bytes /= 2;
+    let keys = plan.link_keys();
+    let (lost, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+    let t = tail_timeout(&lost, &plan, &Framing::QUIC);
+    assert!(t.dropped > 0, "{t:?}");
+    assert!(t.ms.is_none(), "{t:?}");
+    assert!(
+        t.why
+            .as_deref()
+            .unwrap()
+            .contains("before the transfer's end"),
+        "{t:?}"
+    );
 }

@@ -90,6 +90,12 @@ pub const KEYS: &[Key] = &[
         "drop these packet indices (0-based, per direction), e.g. 3,7,10-12",
     ),
     key(
+        "blackout",
+        "BYTES/LENGTH",
+        "from the packet that takes the direction past BYTES, drop every packet for LENGTH: a \
+         transfer's tail, whatever its packet count, e.g. 990kb/60ms",
+    ),
+    key(
         "loss",
         "PERCENT",
         "packet loss rate, e.g. 1% (i.i.d. unless --loss-burst is given)",
@@ -168,6 +174,9 @@ pub struct DirectionConfig {
     pub mtu: Option<u32>,
     pub outages: Vec<(Duration, Duration)>,
     pub drop_packets: Vec<u64>,
+    /// A tail's blackout: from the packet that takes the bytes the direction was offered past
+    /// the first value, every packet is dropped for the second.
+    pub blackout: Option<(u64, Duration)>,
     /// Loss probability (i.i.d., or the long-run rate of the burst model).
     pub loss: f64,
     pub loss_burst: Option<f64>,
@@ -292,6 +301,18 @@ impl DirectionConfig {
                 self.outages.sort();
             }
             "drop-packets" => self.drop_packets = parse_index_list(key, value)?,
+            "blackout" => {
+                let allowed = "allowed: BYTES/LENGTH, e.g. 990kb/60ms (a length above zero)";
+                let (b, q) = value
+                    .split_once('/')
+                    .ok_or_else(|| ConfigError::new(key, value, allowed))?;
+                let bytes = units::parse_bytes(b).map_err(unit)?;
+                let length = units::parse_duration(q).map_err(unit)?;
+                if length.is_zero() {
+                    return Err(ConfigError::new(key, value, allowed));
+                }
+                self.blackout = Some((bytes, length));
+            }
             "loss" => self.loss = units::parse_percent(value).map_err(unit)?,
             "loss-burst" => {
                 let b: f64 = value
@@ -506,6 +527,17 @@ mod tests {
         let mut c = DirectionConfig::default();
         c.set("drop-packets", "7, 3,10-12,3", &no_files).unwrap();
         assert_eq!(c.drop_packets, vec![3, 7, 10, 11, 12]);
+    }
+
+    #[test]
+    fn a_blackout_takes_bytes_and_a_length() {
+        let mut c = DirectionConfig::default();
+        c.set("blackout", "990kb/60ms", &no_files).unwrap();
+        assert_eq!(c.blackout, Some((990_000, Duration::from_millis(60))));
+        for bad in ["990kb", "990kb/0ms", "lots/30ms", "990kb/soon"] {
+            let e = c.set("blackout", bad, &no_files).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("blackout = \"{bad}\"")), "{e}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub enum DropReason {
     Mtu,
     /// Scheduled outage (blackhole).
     Outage,
-    /// Listed explicitly by index.
+    /// Planted: listed explicitly by index, or in a tail's blackout.
     Listed,
     /// Independent (Bernoulli) loss.
     Random,

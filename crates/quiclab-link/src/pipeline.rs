@@ -34,7 +34,7 @@ pub struct Pipeline<D: Payload = Vec<u8>> {
 
 impl<D: Payload> Pipeline<D> {
     /// Builds the stages that `cfg` asks for, in the order they act: MTU, outages, listed drops,
-    /// loss (i.i.d. or bursts), duplication, bottleneck (rate or trace, with its queue), delay.
+    /// a blackout, loss (i.i.d. or bursts), duplication, bottleneck (rate or trace, with its queue), delay.
     /// `log` turns the per-packet event log on.
     pub fn new(
         dir: Direction,
@@ -52,6 +52,9 @@ impl<D: Payload> Pipeline<D> {
         }
         if !cfg.drop_packets.is_empty() {
             filters.push(Box::new(filter::Listed(cfg.drop_packets.clone())));
+        }
+        if let Some((after, length)) = cfg.blackout {
+            filters.push(Box::new(filter::Blackout::new(after, length)));
         }
         match cfg.burst() {
             Some(model) => filters.push(Box::new(filter::GilbertElliott::new(seed, dir, model))),

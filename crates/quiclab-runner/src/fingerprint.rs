@@ -10,7 +10,10 @@
 //! probe's log, each side's first retransmission timer. A server's congestion response takes
 //! two more: one data packet dropped in the fourth round trip of data (out of slow start), then
 //! that and a second four round trips later, planted from the log of the first, whose window
-//! before and after the wire shows as bytes in flight (its β). Each probe runs `runs` times;
+//! before and after the wire shows as bytes in flight (its β), and the tail probe loses the
+//! clean transfer's last data packets (a blackout of 0.6 RTT from the byte they start at) for
+//! its retransmission timer once it has measured the path. Each probe runs
+//! `runs` times;
 //! an item whose runs disagree beyond its tolerance says so.
 //!
 //! The analysis is `quiclab_explain::fingerprint`'s (sans-IO, tested in virtual time); this
@@ -20,8 +23,8 @@
 use std::path::Path;
 
 use quiclab_explain::fingerprint::{
-    ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossPlan, Response, WireCard,
-    first_timeout, response, wire,
+    ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossPlan, Response, TailPlan,
+    TailTimeout, WireCard, first_timeout, response, tail_timeout, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::{LinkLog, PathFacts};
@@ -205,6 +208,9 @@ pub struct RunCard {
     pub losses: Option<LossPlan>,
     pub response: Option<Response>,
     pub response_why: Option<String>,
+    /// As a server: the tail planted and its timer read (or why none).
+    pub tail: Option<TailPlan>,
+    pub tail_timeout: Option<TailTimeout>,
     /// As a client: its ClientHello in the clean probe's capture, or why it could not be read.
     pub hello: Option<Hello>,
     pub hello_why: Option<String>,
@@ -309,7 +315,27 @@ pub fn fingerprint(
             planted = FirstLossPlan::of_log(&lost);
         }
         let (mut losses, mut resp, mut response_why) = (None, None, None);
+        let (mut tail, mut tail_read) = (None, None);
         if subject.role == Role::Server {
+            // the tail: a probe whose last flight came out later or longer than the clean
+            // probe's (its blackout ended before the transfer's end) runs once more
+            let plan = TailPlan::of(&clean_log, &path, &framing)
+                .map_err(|e| format!("the tail probe (run {}): {e}", run + 1))?;
+            tail = Some(plan);
+            for attempt in 0..ATTEMPTS {
+                let (p, sp) =
+                    subject.probe("tail lost", &plan.link_keys(), run + 100 * attempt, OBJECT)?;
+                let r = run_trial(&p, &sp, step("tail lost"))?;
+                trials.push(trial_folder(&r.id));
+                let t = log_of(dir, &r)
+                    .map(|log| tail_timeout(&log, &plan, &framing))
+                    .map_err(|e| format!("the tail-lost probe (run {}): {e}", run + 1))?;
+                let told = t.ms.is_some();
+                tail_read = Some(t);
+                if told {
+                    break;
+                }
+            }
             let mut size = response_object(clean.first_data_flight.map_or(0, |f| f.bytes));
             let mut respond = |seed: u32, size: &str| -> Result<Response, String> {
                 let first = LossPlan::first_of(&clean_log, &path, &framing)?;
@@ -353,6 +379,8 @@ pub fn fingerprint(
             losses,
             response: resp,
             response_why,
+            tail,
+            tail_timeout: tail_read,
             hello,
             hello_why,
             trials,
@@ -520,6 +548,18 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 Tolerance::Share(0.1),
                 each(&|r| r.first_timeout.server_ms),
                 why_of(&|t| t.server_why.clone()),
+            ));
+            fn tail(r: &RunCard) -> Option<&TailTimeout> {
+                r.tail_timeout.as_ref()
+            }
+            out.push(Item::new(
+                "tail_pto",
+                "tail lost whole: to its first probe or retransmission",
+                "ms",
+                Tolerance::Share(0.1),
+                each(&|r| tail(r).and_then(|t| t.ms)),
+                runs.iter()
+                    .find_map(|r| tail(r).and_then(|t| t.why.clone())),
             ));
         }
         Role::Client => {

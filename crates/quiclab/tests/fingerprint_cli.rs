@@ -100,6 +100,10 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     assert_each_within(server, "first_pto", 999.0, 99.9);
     // its Cubic's multiplicative decrease
     assert_each_within(server, "beta", 0.7, 0.05);
+    // with its tail lost, RFC 9002's timer once the path is measured: the smoothed RTT (the
+    // path's 100 ms), max(4 × its variance, 1 ms) and the peer's max_ack_delay (25 ms), within
+    // 10 % (the variance is a fraction of a millisecond after a transfer's samples)
+    assert_each_within(server, "tail_pto", 126.0, 12.6);
     let client = card(&plain, "quinn", "client");
     assert_each_within(client, "first_payload", 1200.0, 0.0);
     assert_each_within(client, "first_flight_packets", 1.0, 0.0);
@@ -160,6 +164,8 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     assert_each_within(server, "largest_payload", 1350.0, 0.0);
     assert_each_within(server, "jumbo_largest_payload", 1350.0, 0.0);
     assert_each_within(server, "beta", 0.5, 0.05);
+    // the initial RTT no longer counts once the path is measured
+    assert_each_within(server, "tail_pto", 126.0, 12.6);
     let client = card(&knobs, "quinn", "client");
     assert_each_within(client, "first_pto", 150.0, 15.0);
     // the same answers twice, within each item's tolerance, for every item the check rests on

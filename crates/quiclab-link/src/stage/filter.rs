@@ -61,6 +61,47 @@ impl Filter for Listed {
     }
 }
 
+/// A tail's blackout: from the packet that takes the bytes offered past `after`, every packet
+/// is dropped for `length`; all later pass. Whatever a transfer's packet count, its last flight
+/// is lost whole if it leaves within `length`, and the first packet the sender writes after its
+/// timer (longer than `length`) gets through. Counted with the listed drops: both are planted.
+pub struct Blackout {
+    after: u64,
+    length: Duration,
+    offered: u64,
+    until: Option<Duration>,
+}
+
+impl Blackout {
+    pub fn new(after: u64, length: Duration) -> Blackout {
+        Blackout {
+            after,
+            length,
+            offered: 0,
+            until: None,
+        }
+    }
+}
+
+impl Filter for Blackout {
+    fn decide(&mut self, at: Duration, _: u64, size: usize) -> Verdict {
+        if let Some(until) = self.until {
+            return if at < until {
+                Verdict::Drop(DropReason::Listed)
+            } else {
+                Verdict::Pass
+            };
+        }
+        self.offered += size as u64;
+        if self.offered > self.after {
+            self.until = Some(at + self.length);
+            Verdict::Drop(DropReason::Listed)
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
 /// Independent (Bernoulli) loss.
 pub struct Random {
     draws: Draws,
@@ -153,5 +194,26 @@ impl Filter for Duplicate {
         } else {
             Verdict::Pass
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blackout_drops_from_its_byte_for_its_length() {
+        let ms = Duration::from_millis;
+        let mut b = Blackout::new(3000, ms(60));
+        // 1000-byte packets 1 ms apart: the third ends at 3000 bytes and passes, the fourth
+        // takes the direction past them and starts 60 ms of drops
+        let fates: Vec<Verdict> = (0..6).map(|i| b.decide(ms(i), i, 1000)).collect();
+        assert_eq!(&fates[..3], &[Verdict::Pass; 3]);
+        assert_eq!(&fates[3..], &[Verdict::Drop(DropReason::Listed); 3]);
+        // small packets inside it are dropped too; the first at 3 + 60 ms passes
+        assert_eq!(b.decide(ms(62), 6, 60), Verdict::Drop(DropReason::Listed));
+        assert_eq!(b.decide(ms(63), 7, 60), Verdict::Pass);
+        // and it never starts again
+        assert_eq!(b.decide(ms(64), 8, 1000), Verdict::Pass);
     }
 }

@@ -159,8 +159,8 @@ pub(super) fn resolve_condition(
 }
 
 /// Link keys that impair a path rather than make it (in either direction): loss, extra delay,
-/// jitter, reordering, duplicates, outages, listed drops.
-pub(super) const IMPAIRMENTS: [&str; 10] = [
+/// jitter, reordering, duplicates, outages, listed drops, a tail's blackout.
+pub(super) const IMPAIRMENTS: [&str; 11] = [
     "loss",
     "loss-burst",
     "duplicate",
@@ -171,6 +171,7 @@ pub(super) const IMPAIRMENTS: [&str; 10] = [
     "reorder-delay",
     "outage",
     "drop-packets",
+    "blackout",
 ];
 
 /// Each condition's base: the first other condition of the same path (the same keys other than
