@@ -599,6 +599,11 @@ pub const ANSWER_NS: u64 = 5_000_000;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TailTimeout {
     pub ms: Option<f64>,
+    /// From the last of the client's packets that reached the server before the probe: a timer
+    /// re-armed at each acknowledgement (Linux TCP's tail-loss probe) reads the same here
+    /// whenever the client's last acknowledgement came; one armed at the last packet sent (RFC
+    /// 9002's) reads what the acknowledgements' delay left of it.
+    pub after_ack_ms: Option<f64>,
     pub why: Option<String>,
     /// Downlink packets the blackout dropped.
     pub dropped: u32,
@@ -612,6 +617,7 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
         .collect();
     let out = |ms, why: Option<String>| TailTimeout {
         ms,
+        after_ack_ms: None,
         why,
         dropped: dropped_at.len() as u32,
     };
@@ -661,7 +667,16 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
         .filter(|p| !mtu_probe(p))
         .find(|p| is_data(p) || answered(p))
     {
-        Some(probe) => out(Some(ms(probe.arrive_ns - down[j].arrive_ns)), None),
+        Some(probe) => TailTimeout {
+            after_ack_ms: log
+                .up
+                .iter()
+                .filter_map(delivered)
+                .filter(|&t| t <= probe.arrive_ns)
+                .max()
+                .map(|t| ms(probe.arrive_ns - t)),
+            ..out(Some(ms(probe.arrive_ns - down[j].arrive_ns)), None)
+        },
         None => out(
             None,
             Some("the server sent no probe after its tail was lost".into()),
@@ -713,6 +728,8 @@ mod tests {
         };
         let t = tail_timeout(&log, &plan, &Framing::QUIC);
         assert_eq!(t.ms, Some(128.0), "{t:?}");
+        // the client's packet that reached the server last before the probe: at 110 ms
+        assert_eq!(t.after_ack_ms, Some(118.0), "{t:?}");
         assert_eq!(t.dropped, 3);
         // unanswered, the small packets are no probe
         let log = LinkLog {
@@ -722,4 +739,33 @@ mod tests {
         let t = tail_timeout(&log, &plan, &Framing::QUIC);
         assert!(t.ms.is_none() && t.why.is_some(), "{t:?}");
     }
+}
+
+/// What a sender does to a deep drop-tail queue in slow start: the most queueing delay its
+/// packets met before the queue's first overflow (over the whole transfer when it never
+/// overflowed), and the packets the queue dropped. A sender without a delay-based exit from slow
+/// start (HyStart) fills the queue to its limit; one with it leaves slow start once the queue
+/// adds a few milliseconds to its RTT, and builds far less.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DeepQueue {
+    /// Queueing (and the packet's own serialisation) before the first drop, ms.
+    pub peak_ms: f64,
+    /// Downlink packets dropped.
+    pub lost: u32,
+}
+
+/// Reads the deep-queue probe's log (its only drops are the queue's).
+pub fn deep_queue(log: &LinkLog, path: &PathFacts) -> Result<DeepQueue, String> {
+    let down = &log.down;
+    let dropped = |p: &Packet| matches!(p.fate, Fate::Dropped(_));
+    let upto = down.iter().position(dropped).unwrap_or(down.len());
+    let peak = down[..upto]
+        .iter()
+        .filter_map(|p| delivered(p).map(|d| d.saturating_sub(p.arrive_ns + path.down_delay_ns)))
+        .max()
+        .ok_or("no packet crossed the link before its first drop")?;
+    Ok(DeepQueue {
+        peak_ms: ms(peak),
+        lost: down.iter().filter(|p| dropped(p)).count() as u32,
+    })
 }

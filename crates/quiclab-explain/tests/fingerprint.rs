@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use quiclab_explain::fingerprint::{
-    FirstLossPlan, Framing, LossPlan, TAIL_PACKETS, TailPlan, first_timeout, response,
+    FirstLossPlan, Framing, LossPlan, TAIL_PACKETS, TailPlan, deep_queue, first_timeout, response,
     tail_timeout, wire,
 };
 use quiclab_explain::{LinkLog, PathFacts};
@@ -59,6 +59,9 @@ struct Choices {
     /// The server's retransmission timer once data flows, from its last data packet (doubling
     /// each time it fires unanswered): on it, the server sends again what the client lacks.
     data_pto: Option<Duration>,
+    /// A delay-based exit from slow start (HyStart's): once an acknowledgement's RTT exceeds
+    /// the least seen by this much, the window stops doubling.
+    ss_exit_delay: Option<Duration>,
 }
 
 const QUIC_LIKE: Choices = Choices {
@@ -74,6 +77,7 @@ const QUIC_LIKE: Choices = Choices {
     body: 400,
     beta: 0.5,
     data_pto: None,
+    ss_exit_delay: None,
 };
 
 fn ns(d: Duration) -> u64 {
@@ -110,6 +114,8 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
     let mut recovery_until = 0u32;
     let mut next_send = 0u64;
     let (mut last_data, mut data_backoff) = (0u64, 1u64);
+    let mut sent_at = vec![0u64; c.body as usize];
+    let mut min_rtt = u64::MAX;
     // packets in flight: sent, less acknowledged, less declared lost
     let can_send = |sent: u32, acked: u32, lost: u32, cwnd: f64, resend: Option<u32>| {
         (resend.is_some() || sent < c.body) && ((sent - acked - lost) as f64) < cwnd.floor()
@@ -125,6 +131,7 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
                 None => sent,
             };
             down.push(t(now), Wire(Msg::Data(seq), c.data));
+            sent_at[seq as usize] = now;
             if seq == sent {
                 sent += 1;
             }
@@ -159,6 +166,14 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
                     let newly = n.saturating_sub(acked) as f64;
                     if newly > 0.0 {
                         data_backoff = 1;
+                    }
+                    let rtt = now - sent_at[largest as usize];
+                    min_rtt = min_rtt.min(rtt);
+                    if let Some(d) = c.ss_exit_delay
+                        && cwnd < ssthresh
+                        && rtt >= min_rtt + ns(d)
+                    {
+                        ssthresh = cwnd;
                     }
                     acked = acked.max(n);
                     // no growth in recovery: until what was sent before the reduction is
@@ -458,4 +473,33 @@ fn a_blackout_that_ended_before_the_last_round_trip_is_not_read_as_the_tails_tim
             .contains("before the transfer's end"),
         "{t:?}"
     );
+}
+
+#[test]
+fn a_deep_queue_is_filled_by_slow_start_and_spared_by_a_delay_based_exit() {
+    // 20 Mbit/s with a 200 ms drop-tail queue: 500 kB of queue on a 250 kB path. Slow start
+    // without an exit doubles its window into it until it overflows; queueing then reaches the
+    // queue's limit (less what is in serialisation: a 1228-byte packet takes 0.49 ms)
+    let keys = [("down-rate", "20mbit"), ("down-queue", "200ms")];
+    let c = Choices {
+        body: 3000,
+        data_pto: Some(Duration::from_millis(400)),
+        ..QUIC_LIKE
+    };
+    let (filled, path) = run(c, &keys);
+    let q = deep_queue(&filled, &path).unwrap();
+    eprintln!("no exit: {q:?}");
+    assert!((q.peak_ms - 200.0).abs() <= 1.0, "{q:?}");
+    assert!(q.lost > 0, "{q:?}");
+    // leaving slow start at 10 ms of extra RTT, it keeps its queue far below the limit (the
+    // window grew for one more round trip before the delay reached it) and loses nothing
+    let c = Choices {
+        ss_exit_delay: Some(Duration::from_millis(10)),
+        ..c
+    };
+    let (spared, path) = run(c, &keys);
+    let q = deep_queue(&spared, &path).unwrap();
+    eprintln!("exit at 10 ms: {q:?}");
+    assert!(q.peak_ms < 100.0, "{q:?}");
+    assert_eq!(q.lost, 0, "{q:?}");
 }

@@ -12,7 +12,9 @@
 //! that and a second four round trips later, planted from the log of the first, whose window
 //! before and after the wire shows as bytes in flight (its β), and the tail probe loses the
 //! clean transfer's last data packets (a blackout of 0.6 RTT from the byte they start at) for
-//! its retransmission timer once it has measured the path. Each probe runs
+//! its retransmission timer once it has measured the path; the deep-queue probe (20 Mbit/s into
+//! a 200 ms drop-tail queue) shows whether its slow start fills the queue or leaves it early.
+//! Each probe runs
 //! `runs` times;
 //! an item whose runs disagree beyond its tolerance says so.
 //!
@@ -23,8 +25,8 @@
 use std::path::Path;
 
 use quiclab_explain::fingerprint::{
-    ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossPlan, Response, TailPlan,
-    TailTimeout, WireCard, first_timeout, response, tail_timeout, wire,
+    DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossPlan, Response, TailPlan,
+    TailTimeout, WireCard, deep_queue, first_timeout, response, tail_timeout, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::{LinkLog, PathFacts};
@@ -196,6 +198,12 @@ impl Subject {
     }
 }
 
+/// The deep-queue probe's bottleneck, queue and object: slow start into 500 kB of queue on a
+/// 250 kB path (a window of 750 kB overflows it, reached after about 1.5 MB of slow start).
+pub const DEEP_RATE: &str = "20mbit";
+pub const DEEP_QUEUE_MS: u64 = 200;
+pub const DEEP_OBJECT: &str = "3mb";
+
 /// One run of the probes: what was read from each, and the trials they were.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunCard {
@@ -211,6 +219,9 @@ pub struct RunCard {
     /// As a server: the tail planted and its timer read (or why none).
     pub tail: Option<TailPlan>,
     pub tail_timeout: Option<TailTimeout>,
+    /// As a server: the deep-queue probe's queueing (or why none).
+    pub deep_queue: Option<DeepQueue>,
+    pub deep_queue_why: Option<String>,
     /// As a client: its ClientHello in the clean probe's capture, or why it could not be read.
     pub hello: Option<Hello>,
     pub hello_why: Option<String>,
@@ -316,7 +327,19 @@ pub fn fingerprint(
         }
         let (mut losses, mut resp, mut response_why) = (None, None, None);
         let (mut tail, mut tail_read) = (None, None);
+        let (mut deep, mut deep_why) = (None, None);
         if subject.role == Role::Server {
+            let keys = [
+                ("down-rate", DEEP_RATE.to_string()),
+                ("down-queue", format!("{DEEP_QUEUE_MS}ms")),
+            ];
+            let (p, sp) = subject.probe("deep queue", &keys, run, DEEP_OBJECT)?;
+            let r = run_trial(&p, &sp, step("deep queue"))?;
+            trials.push(trial_folder(&r.id));
+            match log_of(dir, &r).and_then(|log| deep_queue(&log, &path)) {
+                Ok(q) => deep = Some(q),
+                Err(e) => deep_why = Some(e),
+            }
             // the tail: a probe whose last flight came out later or longer than the clean
             // probe's (its blackout ended before the transfer's end) runs once more
             let plan = TailPlan::of(&clean_log, &path, &framing)
@@ -381,6 +404,8 @@ pub fn fingerprint(
             response_why,
             tail,
             tail_timeout: tail_read,
+            deep_queue: deep,
+            deep_queue_why: deep_why,
             hello,
             hello_why,
             trials,
@@ -549,6 +574,14 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.first_timeout.server_ms),
                 why_of(&|t| t.server_why.clone()),
             ));
+            out.push(Item::new(
+                "deep_queue_peak",
+                "queueing it builds before its first loss (20 Mbit/s, 200 ms queue: slow start's exit)",
+                "ms",
+                Tolerance::Share(0.2),
+                each(&|r| r.deep_queue.map(|q| q.peak_ms)),
+                runs.iter().find_map(|r| r.deep_queue_why.clone()),
+            ));
             fn tail(r: &RunCard) -> Option<&TailTimeout> {
                 r.tail_timeout.as_ref()
             }
@@ -558,6 +591,15 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 "ms",
                 Tolerance::Share(0.1),
                 each(&|r| tail(r).and_then(|t| t.ms)),
+                runs.iter()
+                    .find_map(|r| tail(r).and_then(|t| t.why.clone())),
+            ));
+            out.push(Item::new(
+                "tail_pto_after_ack",
+                "tail lost whole: from the last acknowledgement reaching it to the probe",
+                "ms",
+                Tolerance::Within(10.0),
+                each(&|r| tail(r).and_then(|t| t.after_ack_ms)),
                 runs.iter()
                     .find_map(|r| tail(r).and_then(|t| t.why.clone())),
             ));

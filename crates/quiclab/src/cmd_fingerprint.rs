@@ -24,7 +24,8 @@ use crate::out::Out;
 /// (pacing), its window before and after a loss planted in congestion avoidance (β), its
 /// first retransmission timer (its first flight dropped on purpose), and its timer once the
 /// path is measured (its transfer's last flight dropped whole: the time to its first probe or
-/// retransmission).
+/// retransmission), and the queueing its slow start builds in a deep queue (20 Mbit/s, 200 ms):
+/// the whole queue without a delay-based exit (HyStart), far less with one.
 ///
 /// As a client (10 Mbit/s): its hello (its size on the link, and its key shares, groups and
 /// length read from the capture: QUIC Initial packets are opened with the keys RFC 9001 derives
@@ -35,7 +36,7 @@ use crate::out::Out;
 /// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked.
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
-/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes six trials
+/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes seven trials
 /// per run, a client card three (one or two more where a planted event missed). Runs as root (the
 /// trials make namespaces).
 #[derive(Args)]
