@@ -582,26 +582,25 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.deep_queue.map(|q| q.peak_ms)),
                 runs.iter().find_map(|r| r.deep_queue_why.clone()),
             ));
-            fn tail(r: &RunCard) -> Option<&TailTimeout> {
-                r.tail_timeout.as_ref()
-            }
+            // both readings of the tail probe, and why it told nothing
+            let tail_why = runs
+                .iter()
+                .find_map(|r| r.tail_timeout.as_ref().and_then(|t| t.why.clone()));
             out.push(Item::new(
                 "tail_pto",
                 "tail lost whole: to its first probe or retransmission",
                 "ms",
                 Tolerance::Share(0.1),
-                each(&|r| tail(r).and_then(|t| t.ms)),
-                runs.iter()
-                    .find_map(|r| tail(r).and_then(|t| t.why.clone())),
+                each(&|r| r.tail_timeout.as_ref().and_then(|t| t.ms)),
+                tail_why.clone(),
             ));
             out.push(Item::new(
                 "tail_pto_after_ack",
                 "tail lost whole: from the last acknowledgement reaching it to the probe",
                 "ms",
                 Tolerance::Within(10.0),
-                each(&|r| tail(r).and_then(|t| t.after_ack_ms)),
-                runs.iter()
-                    .find_map(|r| tail(r).and_then(|t| t.why.clone())),
+                each(&|r| r.tail_timeout.as_ref().and_then(|t| t.after_ack_ms)),
+                tail_why,
             ));
         }
         Role::Client => {
