@@ -45,6 +45,9 @@ pub struct Hello {
     pub bytes: usize,
     /// Over QUIC: the transport parameters it carries (RFC 9000 §18).
     pub quic: Option<TransportParams>,
+    /// Its random: what names its connection's secrets in a key log.
+    #[serde(skip)]
+    pub random: [u8; 32],
 }
 
 /// The transport parameters of a QUIC ClientHello that bound what its peer may send, each as
@@ -56,12 +59,18 @@ pub struct TransportParams {
     /// initial_max_stream_data_bidi_local: the limit on each stream it opens, i.e. on each
     /// response to its requests, bytes.
     pub max_stream_data_bidi_local: u64,
-    /// initial_max_streams_bidi: how many streams the server may open.
+    /// initial_max_stream_data_bidi_remote: the limit on each stream its peer opens, bytes (a
+    /// server's: on each request, its body included).
+    pub max_stream_data_bidi_remote: u64,
+    /// initial_max_streams_bidi: how many streams its peer may open (a server's: how many
+    /// requests a client may have open at once).
     pub max_streams_bidi: u64,
     /// max_ack_delay, ms (25 when absent).
     pub max_ack_delay_ms: u64,
     /// max_idle_timeout, ms (0: none).
     pub idle_timeout_ms: u64,
+    /// max_udp_payload_size: the largest UDP payload it takes, bytes (65527 when absent).
+    pub max_udp_payload: u64,
 }
 
 impl TransportParams {
@@ -70,9 +79,11 @@ impl TransportParams {
         let mut p = TransportParams {
             max_data: 0,
             max_stream_data_bidi_local: 0,
+            max_stream_data_bidi_remote: 0,
             max_streams_bidi: 0,
             max_ack_delay_ms: 25,
             idle_timeout_ms: 0,
+            max_udp_payload: 65527,
         };
         let mut at = 0;
         while at < b.len() {
@@ -85,7 +96,9 @@ impl TransportParams {
             let field = match id {
                 0x01 => &mut p.idle_timeout_ms,
                 0x04 => &mut p.max_data,
+                0x03 => &mut p.max_udp_payload,
                 0x05 => &mut p.max_stream_data_bidi_local,
+                0x06 => &mut p.max_stream_data_bidi_remote,
                 0x08 => &mut p.max_streams_bidi,
                 0x0b => &mut p.max_ack_delay_ms,
                 _ => continue,
@@ -141,13 +154,13 @@ pub fn groups_code(codes: &[u16]) -> f64 {
     f64::from(h)
 }
 
-fn be16(b: &[u8], at: usize) -> Result<u16, String> {
+pub(crate) fn be16(b: &[u8], at: usize) -> Result<u16, String> {
     b.get(at..at + 2)
         .map(|s| u16::from_be_bytes([s[0], s[1]]))
         .ok_or_else(|| format!("truncated at byte {at}"))
 }
 
-fn be32(b: &[u8], at: usize) -> Result<u32, String> {
+pub(crate) fn be32(b: &[u8], at: usize) -> Result<u32, String> {
     b.get(at..at + 4)
         .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
         .ok_or_else(|| format!("truncated at byte {at}"))
@@ -260,32 +273,40 @@ pub fn client_hello(packets: &[Captured]) -> Result<Hello, String> {
                 .collect();
             from_quic(&flight)
         }
-        _ => {
-            // the client's stream from its SYN's sequence number on, in order
-            let syn = packets
-                .iter()
-                .filter(from_client)
-                .find(|p| p.syn)
-                .ok_or("the capture holds no SYN from the client")?;
-            let base = syn.seq.wrapping_add(1);
-            let mut segments: BTreeMap<u32, &[u8]> = BTreeMap::new();
-            for p in packets.iter().filter(from_client) {
-                if !p.payload.is_empty() {
-                    segments
-                        .entry(p.seq.wrapping_sub(base))
-                        .or_insert(p.payload.as_slice());
-                }
-            }
-            from_tls(&contiguous(
-                segments.into_iter().map(|(off, d)| (u64::from(off), d)),
-            ))
+        _ => from_tls(&tcp_stream(packets, &client, &server)?),
+    }
+}
+
+/// The bytes one end of a capture's TCP connection sent, from its SYN's sequence number on,
+/// in order and without a gap (a retransmitted segment is read once).
+pub(crate) fn tcp_stream(
+    packets: &[Captured],
+    src: &(Vec<u8>, u16),
+    dst: &(Vec<u8>, u16),
+) -> Result<Vec<u8>, String> {
+    let from = |p: &&Captured| &p.src == src && &p.dst == dst;
+    let syn = packets
+        .iter()
+        .filter(from)
+        .find(|p| p.syn)
+        .ok_or("the capture holds no SYN of the connection")?;
+    let base = syn.seq.wrapping_add(1);
+    let mut segments: BTreeMap<u32, &[u8]> = BTreeMap::new();
+    for p in packets.iter().filter(from) {
+        if !p.payload.is_empty() {
+            segments
+                .entry(p.seq.wrapping_sub(base))
+                .or_insert(p.payload.as_slice());
         }
     }
+    Ok(contiguous(
+        segments.into_iter().map(|(off, d)| (u64::from(off), d)),
+    ))
 }
 
 /// The bytes from offset 0 that `pieces` (offset, bytes; in offset order, overlapping or
 /// repeated) hold without a gap.
-fn contiguous<'a>(pieces: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+pub(crate) fn contiguous<'a>(pieces: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
     let mut stream: Vec<u8> = Vec::new();
     for (off, data) in pieces {
         let off = off as usize;
@@ -332,12 +353,14 @@ pub fn from_quic(datagrams: &[&[u8]]) -> Result<Hello, String> {
             if packet[0] & 0x80 == 0 {
                 break; // a short header: the rest of the datagram is one packet
             }
-            let (len, payload) = open_long(packet)?;
-            if let Some(plain) = payload {
+            let long = open_long(packet, &|kind, dcid| {
+                (kind == 0).then(|| Keys::initial(dcid, false))
+            })?;
+            if let Some(plain) = long.plain {
                 initials += 1;
                 crypto_frames(&plain, &mut crypto)?;
             }
-            at += len;
+            at += long.len;
         }
     }
     if initials == 0 {
@@ -349,7 +372,7 @@ pub fn from_quic(datagrams: &[&[u8]]) -> Result<Hello, String> {
 }
 
 /// A QUIC variable-length integer at `*at`, advancing it.
-fn varint(b: &[u8], at: &mut usize) -> Result<u64, String> {
+pub(crate) fn varint(b: &[u8], at: &mut usize) -> Result<u64, String> {
     let first = *b.get(*at).ok_or("a truncated variable-length integer")?;
     let len = 1usize << (first >> 6);
     let bytes = b
@@ -377,7 +400,7 @@ impl hkdf::KeyType for Len {
     }
 }
 
-/// HKDF-Expand-Label (RFC 8446 §7.1) with an empty context.
+/// HKDF-Expand-Label (RFC 8446 §7.1) with an empty context, over HKDF-SHA256.
 fn expand_label(prk: &hkdf::Prk, label: &[u8], len: usize) -> Vec<u8> {
     let full_len = (6 + label.len()) as u8;
     let info = [
@@ -390,14 +413,24 @@ fn expand_label(prk: &hkdf::Prk, label: &[u8], len: usize) -> Vec<u8> {
     let mut out = vec![0; len];
     prk.expand(&info, Len(len))
         .and_then(|okm| okm.fill(&mut out))
-        .expect("lengths HKDF-SHA256 allows");
+        .expect("lengths HKDF allows");
     out
+}
+
+fn initial_secret(dcid: &[u8], label: &[u8]) -> Vec<u8> {
+    let initial = hkdf::Salt::new(hkdf::HKDF_SHA256, &INITIAL_SALT_V1).extract(dcid);
+    expand_label(&initial, label, 32)
 }
 
 /// The client's Initial secret for a Destination Connection ID (RFC 9001 §5.2).
 pub fn client_initial_secret(dcid: &[u8]) -> Vec<u8> {
-    let initial = hkdf::Salt::new(hkdf::HKDF_SHA256, &INITIAL_SALT_V1).extract(dcid);
-    expand_label(&initial, b"client in", 32)
+    initial_secret(dcid, b"client in")
+}
+
+/// The server's Initial secret for the Destination Connection ID of the client's Initial
+/// packets (RFC 9001 §5.2).
+pub fn server_initial_secret(dcid: &[u8]) -> Vec<u8> {
+    initial_secret(dcid, b"server in")
 }
 
 /// The AEAD key, IV and header-protection key of a secret (RFC 9001 §5.1, AES-128-GCM).
@@ -410,23 +443,170 @@ pub fn packet_keys(secret: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     )
 }
 
-/// One long-header packet at the start of `p`: its length, and its plaintext payload when it
-/// is a QUIC v1 Initial (other long-header packets are skipped).
-fn open_long(p: &[u8]) -> Result<(usize, Option<Vec<u8>>), String> {
+/// The keys that open one packet number space's packets of one direction.
+pub(crate) struct Keys {
+    aead: aead::LessSafeKey,
+    iv: [u8; 12],
+    hp: aead::quic::HeaderProtectionKey,
+}
+
+impl Keys {
+    /// The keys of a traffic secret under a TLS 1.3 cipher suite (RFC 9001 §5.1).
+    pub(crate) fn of(secret: &[u8], suite: u16) -> Result<Keys, String> {
+        let (hash, aead_alg, hp_alg, len) = match suite {
+            0x1301 => (
+                hkdf::HKDF_SHA256,
+                &aead::AES_128_GCM,
+                &aead::quic::AES_128,
+                16,
+            ),
+            0x1302 => (
+                hkdf::HKDF_SHA384,
+                &aead::AES_256_GCM,
+                &aead::quic::AES_256,
+                32,
+            ),
+            0x1303 => (
+                hkdf::HKDF_SHA256,
+                &aead::CHACHA20_POLY1305,
+                &aead::quic::CHACHA20,
+                32,
+            ),
+            other => {
+                return Err(format!(
+                    "cipher suite 0x{other:04x}, which QUIC does not use"
+                ));
+            }
+        };
+        let prk = hkdf::Prk::new_less_safe(hash, secret);
+        let mut iv = [0u8; 12];
+        iv.copy_from_slice(&expand_label(&prk, b"quic iv", 12));
+        Ok(Keys {
+            aead: aead::LessSafeKey::new(
+                aead::UnboundKey::new(aead_alg, &expand_label(&prk, b"quic key", len))
+                    .map_err(|_| "an AEAD key")?,
+            ),
+            iv,
+            hp: aead::quic::HeaderProtectionKey::new(hp_alg, &expand_label(&prk, b"quic hp", len))
+                .map_err(|_| "a header-protection key")?,
+        })
+    }
+
+    /// Opens the packet at the start of `p` whose packet number starts at byte `pn_at` and
+    /// whose protected payload ends at `end`: its packet number (the full one, from the
+    /// largest opened before in its space, RFC 9000 §A.3) and plaintext; `Err` when it does not
+    /// open. A long header protects the first byte's low four bits, a short one five.
+    pub(crate) fn open(
+        &self,
+        p: &[u8],
+        pn_at: usize,
+        end: usize,
+        largest: Option<u64>,
+    ) -> Result<(u64, Vec<u8>), ()> {
+        // header protection: a sample 4 bytes after the packet number's start
+        let sample = p.get(pn_at + 4..pn_at + 20).ok_or(())?;
+        let mask = self.hp.new_mask(sample).map_err(|_| ())?;
+        let mut header = p.get(..pn_at).ok_or(())?.to_vec();
+        header[0] ^= mask[0] & if header[0] & 0x80 != 0 { 0x0f } else { 0x1f };
+        let pn_len = usize::from(header[0] & 0x03) + 1;
+        let mut truncated: u64 = 0;
+        for i in 0..pn_len {
+            let b = p.get(pn_at + i).ok_or(())? ^ mask[1 + i];
+            header.push(b);
+            truncated = (truncated << 8) | u64::from(b);
+        }
+        let pn = full_packet_number(largest, truncated, pn_len);
+        let mut nonce = self.iv;
+        for (n, b) in nonce[4..].iter_mut().zip(pn.to_be_bytes()) {
+            *n ^= b;
+        }
+        let mut payload = p.get(pn_at + pn_len..end).ok_or(())?.to_vec();
+        let plain = self
+            .aead
+            .open_in_place(
+                aead::Nonce::assume_unique_for_key(nonce),
+                aead::Aad::from(&header),
+                &mut payload,
+            )
+            .map_err(|_| ())?;
+        Ok((pn, plain.to_vec()))
+    }
+
+    /// The first byte of the packet at the start of `p` with its header protection removed
+    /// (its packet number starting at byte `pn_at`).
+    pub(crate) fn first_byte(&self, p: &[u8], pn_at: usize) -> Option<u8> {
+        let mask = self.hp.new_mask(p.get(pn_at + 4..pn_at + 20)?).ok()?;
+        let b = *p.first()?;
+        Some(b ^ (mask[0] & if b & 0x80 != 0 { 0x0f } else { 0x1f }))
+    }
+
+    /// The Initial keys of a direction: the client's, or the server's, for the Destination
+    /// Connection ID the client's Initial packets carry.
+    pub(crate) fn initial(dcid: &[u8], server: bool) -> Keys {
+        let secret = if server {
+            server_initial_secret(dcid)
+        } else {
+            client_initial_secret(dcid)
+        };
+        Keys::of(&secret, 0x1301).expect("AES-128-GCM")
+    }
+}
+
+/// The packet number whose low `len` bytes are `truncated`, nearest the one after `largest`
+/// (RFC 9000 §A.3).
+fn full_packet_number(largest: Option<u64>, truncated: u64, len: usize) -> u64 {
+    let expected = largest.map_or(0, |l| l + 1);
+    let win = 1u64 << (8 * len);
+    let half = win / 2;
+    let candidate = (expected & !(win - 1)) | truncated;
+    if candidate + half <= expected && candidate < (1 << 62) - win {
+        candidate + win
+    } else if candidate > expected + half && candidate >= win {
+        candidate - win
+    } else {
+        candidate
+    }
+}
+
+/// One long-header packet read: its length in the datagram, its type (0 Initial, 1 0-RTT,
+/// 2 Handshake, 3 Retry), its Destination Connection ID and, where keys were given for it, its plaintext.
+pub(crate) struct Long {
+    pub len: usize,
+    pub kind: u8,
+    pub dcid: Vec<u8>,
+    pub plain: Option<Vec<u8>>,
+}
+
+/// The QUIC v1 long-header packet at the start of `p`, opened with the keys `keys` gives for
+/// its type and Destination Connection ID (none: it is skipped).
+pub(crate) fn open_long(
+    p: &[u8],
+    keys: &dyn Fn(u8, &[u8]) -> Option<Keys>,
+) -> Result<Long, String> {
     let version = be32(p, 1)?;
     let mut at = 5;
     let dcid_len = usize::from(*p.get(at).ok_or("a truncated long header")?);
     let dcid = p
         .get(at + 1..at + 1 + dcid_len)
-        .ok_or("a truncated long header")?;
+        .ok_or("a truncated long header")?
+        .to_vec();
     at += 1 + dcid_len;
     let scid_len = usize::from(*p.get(at).ok_or("a truncated long header")?);
     at += 1 + scid_len;
     let kind = (p[0] & 0x30) >> 4;
     if version != 1 {
         return Err(format!(
-            "QUIC version 0x{version:08x}: only version 1's Initial packets are read"
+            "QUIC version 0x{version:08x}: only version 1's long-header packets are read"
         ));
+    }
+    if kind == 3 {
+        // Retry: the rest of the datagram (a token and its integrity tag)
+        return Ok(Long {
+            len: p.len(),
+            kind,
+            dcid,
+            plain: None,
+        });
     }
     if kind == 0 {
         let token = varint(p, &mut at)? as usize;
@@ -440,51 +620,31 @@ fn open_long(p: &[u8]) -> Result<(usize, Option<Vec<u8>>), String> {
             p.len() - at
         ));
     }
-    if kind != 0 {
-        return Ok((end, None));
-    }
-    let (key, iv, hp) = packet_keys(&client_initial_secret(dcid));
-    // header protection: a sample 4 bytes after the packet number's start
-    let sample = p
-        .get(at + 4..at + 20)
-        .ok_or("an Initial packet too short to sample")?;
-    let hp = aead::quic::HeaderProtectionKey::new(&aead::quic::AES_128, &hp)
-        .map_err(|_| "a header-protection key")?;
-    let mask = hp
-        .new_mask(sample)
-        .map_err(|_| "a header-protection mask")?;
-    let mut header = p[..at].to_vec();
-    header[0] ^= mask[0] & 0x0f;
-    let pn_len = usize::from(header[0] & 0x03) + 1;
-    let mut pn: u64 = 0;
-    for i in 0..pn_len {
-        let b = p[at + i] ^ mask[1 + i];
-        header.push(b);
-        pn = (pn << 8) | u64::from(b);
-    }
-    let mut nonce = [0u8; 12];
-    nonce.copy_from_slice(&iv);
-    for (n, b) in nonce[4..].iter_mut().zip(pn.to_be_bytes()) {
-        *n ^= b;
-    }
-    let key = aead::LessSafeKey::new(
-        aead::UnboundKey::new(&aead::AES_128_GCM, &key).map_err(|_| "an AEAD key")?,
-    );
-    let mut payload = p[at + pn_len..end].to_vec();
-    let plain = key
-        .open_in_place(
-            aead::Nonce::assume_unique_for_key(nonce),
-            aead::Aad::from(&header),
-            &mut payload,
-        )
-        .map_err(|_| {
+    let Some(keys) = keys(kind, &dcid) else {
+        return Ok(Long {
+            len: end,
+            kind,
+            dcid,
+            plain: None,
+        });
+    };
+    let (_, plain) = keys.open(p, at, end, None).map_err(|()| {
+        if kind == 0 {
             "an Initial packet that its Destination Connection ID's keys do not open".to_string()
-        })?;
-    Ok((end, Some(plain.to_vec())))
+        } else {
+            "a Handshake packet that the key log's secret does not open".to_string()
+        }
+    })?;
+    Ok(Long {
+        len: end,
+        kind,
+        dcid,
+        plain: Some(plain),
+    })
 }
 
 /// The CRYPTO frames of an Initial packet's payload, by offset.
-fn crypto_frames(b: &[u8], out: &mut BTreeMap<u64, Vec<u8>>) -> Result<(), String> {
+pub(crate) fn crypto_frames(b: &[u8], out: &mut BTreeMap<u64, Vec<u8>>) -> Result<(), String> {
     let mut at = 0;
     while at < b.len() {
         let kind = varint(b, &mut at)?;
@@ -514,10 +674,12 @@ fn crypto_frames(b: &[u8], out: &mut BTreeMap<u64, Vec<u8>>) -> Result<(), Strin
             }
             0x1c => {
                 // CONNECTION_CLOSE: the client gave up before its hello was read
-                return Err("the client's Initial closes the connection".into());
+                return Err("a CONNECTION_CLOSE before the handshake was read".into());
             }
             other => {
-                return Err(format!("frame type 0x{other:x} in an Initial packet"));
+                return Err(format!(
+                    "frame type 0x{other:x} in an Initial or Handshake packet"
+                ));
             }
         }
     }
@@ -554,6 +716,10 @@ fn parse_client_hello(b: &[u8]) -> Result<Hello, String> {
         groups: Vec::new(),
         bytes: 4 + len,
         quic: None,
+        random: body
+            .get(2..34)
+            .and_then(|r| r.try_into().ok())
+            .ok_or("a truncated ClientHello")?,
     };
     while at + 4 <= ext_end.min(body.len()) {
         let (kind, len) = (be16(body, at)?, usize::from(be16(body, at + 2)?));
@@ -615,6 +781,17 @@ mod tests {
         assert_eq!(TransportParams::parse(&[]).unwrap().max_ack_delay_ms, 25);
         let e = TransportParams::parse(&b[..b.len() - 1]).unwrap_err();
         assert!(e.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn packet_numbers_are_decoded_as_rfc_9000s_appendix_a3_does() {
+        // its example: the largest 0xa82f30ea, two bytes 0x9b32 received
+        assert_eq!(full_packet_number(Some(0xa82f30ea), 0x9b32, 2), 0xa82f9b32);
+        // the first packet, and one byte past a wrap of its window
+        assert_eq!(full_packet_number(None, 0, 1), 0);
+        assert_eq!(full_packet_number(Some(0xff), 0x01, 1), 0x101);
+        // a late packet from before the window's start
+        assert_eq!(full_packet_number(Some(0x101), 0xfe, 1), 0xfe);
     }
 
     #[test]

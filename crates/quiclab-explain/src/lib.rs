@@ -35,6 +35,8 @@
 pub mod fingerprint;
 pub mod hello;
 pub mod link_log;
+pub mod one_rtt;
+pub mod server_hello;
 
 use quiclab_model::budget::{Budget, Charge, Component, Floor};
 

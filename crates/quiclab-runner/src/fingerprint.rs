@@ -29,6 +29,7 @@ use quiclab_explain::fingerprint::{
     TailTimeout, WireCard, deep_queue, first_timeout, response, tail_timeout, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
+use quiclab_explain::server_hello::{self, ServerHandshake};
 use quiclab_explain::{LinkLog, PathFacts};
 pub use quiclab_model::fingerprint::{Card, Item, Role, Tolerance};
 use quiclab_model::record::{HttpVersion, Transport};
@@ -225,6 +226,10 @@ pub struct RunCard {
     /// As a client: its ClientHello in the clean probe's capture, or why it could not be read.
     pub hello: Option<Hello>,
     pub hello_why: Option<String>,
+    /// As a server: its side of the handshake in the clean probe's capture (opened with the
+    /// trial's key log), or why it could not be read.
+    pub server_hello: Option<ServerHandshake>,
+    pub server_hello_why: Option<String>,
     /// The trials' folders, relative to the directory they ran in.
     pub trials: Vec<String>,
 }
@@ -245,6 +250,18 @@ fn hello_of(dir: &Path, rec: &TrialRecord) -> Result<Hello, String> {
     let bytes = std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
     hello::capture(&bytes)
         .and_then(|packets| hello::client_hello(&packets))
+        .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// The server's handshake in a probe trial's capture, opened with the trial's key log
+/// (`keys.log`; without one, the transport parameters are said not read).
+fn server_hello_of(dir: &Path, rec: &TrialRecord) -> Result<ServerHandshake, String> {
+    let folder = dir.join(trial_folder(&rec.id));
+    let p = folder.join("capture.pcap");
+    let bytes = std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+    let keylog = std::fs::read(folder.join("keys.log")).unwrap_or_default();
+    hello::capture(&bytes)
+        .and_then(|packets| server_hello::server_hello(&packets, &keylog))
         .map_err(|e| format!("{}: {e}", p.display()))
 }
 
@@ -289,6 +306,13 @@ pub fn fingerprint(
                 Err(e) => (None, Some(e)),
             },
             Role::Server => (None, None),
+        };
+        let (server_hello, server_hello_why) = match subject.role {
+            Role::Server => match server_hello_of(dir, &rec) {
+                Ok(h) => (Some(h), None),
+                Err(e) => (None, Some(e)),
+            },
+            Role::Client => (None, None),
         };
         let mut trials = vec![trial_folder(&rec.id)];
         // path MTU discovery: the same transfer where the link takes 9000-byte packets
@@ -408,6 +432,8 @@ pub fn fingerprint(
             deep_queue_why: deep_why,
             hello,
             hello_why,
+            server_hello,
+            server_hello_why,
             trials,
         });
     }
@@ -446,6 +472,142 @@ fn jumbo(runs: &[RunCard]) -> Item {
             .collect(),
         None,
     )
+}
+
+/// A transport parameter's card item: its key, label, unit and where it is in the parameters.
+type Param = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&TransportParams) -> u64,
+);
+
+/// Items of transport parameters, each run's read by `get` (`why`: why a run has none).
+fn param_items(
+    runs: &[RunCard],
+    get: &dyn Fn(&RunCard) -> Option<TransportParams>,
+    why: Option<String>,
+    params: &[Param],
+) -> Vec<Item> {
+    params
+        .iter()
+        .map(|(key, label, unit, f)| {
+            Item::new(
+                key,
+                label,
+                unit,
+                Tolerance::Exact,
+                runs.iter().map(|r| get(r).map(|p| f(&p) as f64)).collect(),
+                why.clone(),
+            )
+        })
+        .collect()
+}
+
+/// A server's handshake items, from its ServerHello (and over QUIC its transport parameters):
+/// each named list is a code per answer (equal for equal answers), with its words.
+fn server_handshake_items(runs: &[RunCard], quic: bool) -> Vec<Item> {
+    let why = runs.iter().find_map(|r| r.server_hello_why.clone());
+    let named =
+        |f: &dyn Fn(&ServerHandshake) -> (f64, String)| -> (Vec<Option<f64>>, Vec<Option<String>>) {
+            runs.iter()
+                .map(|r| {
+                    r.server_hello
+                        .as_ref()
+                        .map(f)
+                        .map_or((None, None), |(c, w)| (Some(c), Some(w)))
+                })
+                .unzip()
+        };
+    let mut out = Vec::new();
+    let (codes, words) = named(&|h| (f64::from(h.group), hello::group_name(h.group)));
+    out.push(
+        Item::new(
+            "server_group",
+            "key-exchange group it chose (ServerHello; offered: the peer's default)",
+            "group",
+            Tolerance::Exact,
+            codes,
+            why.clone(),
+        )
+        .with_words(words),
+    );
+    let (codes, words) = named(&|h| match h.retry_group {
+        Some(g) => (f64::from(g), format!("asks for {}", hello::group_name(g))),
+        None => (0.0, "none".to_string()),
+    });
+    out.push(
+        Item::new(
+            "hello_retry",
+            "HelloRetryRequest to the peer's first share",
+            "group",
+            Tolerance::Exact,
+            codes,
+            why.clone(),
+        )
+        .with_words(words),
+    );
+    let (codes, words) = named(&|h| {
+        (
+            f64::from(h.cipher_suite),
+            server_hello::suite_name(h.cipher_suite),
+        )
+    });
+    out.push(
+        Item::new(
+            "cipher_suite",
+            "cipher suite it chose",
+            "suite",
+            Tolerance::Exact,
+            codes,
+            why.clone(),
+        )
+        .with_words(words),
+    );
+    if quic {
+        let params_why = why.or_else(|| {
+            runs.iter()
+                .find_map(|r| r.server_hello.as_ref().and_then(|h| h.quic_why.clone()))
+        });
+        out.extend(param_items(
+            runs,
+            &|r| r.server_hello.as_ref().and_then(|h| h.quic),
+            params_why,
+            &[
+                (
+                    "max_data",
+                    "connection flow-control limit on what the client sends (initial_max_data)",
+                    "bytes",
+                    |p| p.max_data,
+                ),
+                (
+                    "max_stream_data",
+                    "limit on each request the client sends (initial_max_stream_data_bidi_remote)",
+                    "bytes",
+                    |p| p.max_stream_data_bidi_remote,
+                ),
+                (
+                    "max_streams_bidi",
+                    "requests a client may have open at once (initial_max_streams_bidi)",
+                    "streams",
+                    |p| p.max_streams_bidi,
+                ),
+                (
+                    "max_ack_delay",
+                    "max_ack_delay it announces (the client's PTO adds it)",
+                    "ms",
+                    |p| p.max_ack_delay_ms,
+                ),
+                (
+                    "idle_timeout",
+                    "idle timeout it announces (0: none)",
+                    "ms",
+                    |p| p.idle_timeout_ms,
+                ),
+            ],
+        ));
+    }
+    out
 }
 
 /// The card's items for `role` from each run's answers (`quic`: the probes spoke QUIC, whose
@@ -602,6 +764,7 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.tail_timeout.as_ref().and_then(|t| t.after_ack_ms)),
                 tail_why,
             ));
+            out.extend(server_handshake_items(runs, quic));
         }
         Role::Client => {
             // the hello's key shares and groups: a code per list (equal for equal lists), named
@@ -658,39 +821,29 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                     .any(|r| r.hello.as_ref().is_some_and(|h| h.quic.is_none()))
                     .then(|| "its hello carries no quic_transport_parameters".to_string())
             });
-            let param = |f: &dyn Fn(&TransportParams) -> u64| {
-                each(&|r| r.hello.as_ref().and_then(|h| h.quic).map(|p| f(&p) as f64))
-            };
             if quic {
-                for (key, name, unit, f) in [
-                    (
-                        "max_data",
-                        "connection flow-control limit offered (initial_max_data)",
-                        "bytes",
-                        &(|p: &TransportParams| p.max_data) as &dyn Fn(&TransportParams) -> u64,
-                    ),
-                    (
-                        "max_stream_data",
-                        "limit on each response (initial_max_stream_data_bidi_local)",
-                        "bytes",
-                        &|p: &TransportParams| p.max_stream_data_bidi_local,
-                    ),
-                    (
-                        "max_ack_delay",
-                        "max_ack_delay it announces",
-                        "ms",
-                        &|p: &TransportParams| p.max_ack_delay_ms,
-                    ),
-                ] {
-                    out.push(Item::new(
-                        key,
-                        name,
-                        unit,
-                        Tolerance::Exact,
-                        param(f),
-                        params_why.clone(),
-                    ));
-                }
+                out.extend(param_items(
+                    runs,
+                    &|r| r.hello.as_ref().and_then(|h| h.quic),
+                    params_why,
+                    &[
+                        (
+                            "max_data",
+                            "connection flow-control limit offered (initial_max_data)",
+                            "bytes",
+                            |p| p.max_data,
+                        ),
+                        (
+                            "max_stream_data",
+                            "limit on each response (initial_max_stream_data_bidi_local)",
+                            "bytes",
+                            |p| p.max_stream_data_bidi_local,
+                        ),
+                        ("max_ack_delay", "max_ack_delay it announces", "ms", |p| {
+                            p.max_ack_delay_ms
+                        }),
+                    ],
+                ));
             }
             out.push(Item::new(
                 "data_per_ack",

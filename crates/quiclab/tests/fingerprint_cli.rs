@@ -104,6 +104,20 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     // path's 100 ms), max(4 × its variance, 1 ms) and the peer's max_ack_delay (25 ms), within
     // 10 % (the variance is a fraction of a millisecond after a transfer's samples)
     assert_each_within(server, "tail_pto", 126.0, 12.6);
+    // its side of the handshake, from the clean probe's capture: rustls takes the client's
+    // x25519 share without a HelloRetryRequest and its first suite (AES-256-GCM, the ring
+    // provider's first); its Handshake packets, opened with the trial's key log, carry
+    // quiclab's stream window (1.25 MB) on each request, quinn's unlimited connection window,
+    // quinn's defaults of 100 concurrent requests and a 30 s idle timeout, and no
+    // max_ack_delay (25 ms)
+    assert_words(server, "server_group", "x25519");
+    assert_words(server, "hello_retry", "none");
+    assert_words(server, "cipher_suite", "TLS_AES_256_GCM_SHA384");
+    assert_each_within(server, "max_stream_data", 1_250_000.0, 0.0);
+    assert_each_within(server, "max_data", ((1u64 << 62) - 1) as f64, 0.0);
+    assert_each_within(server, "max_streams_bidi", 100.0, 0.0);
+    assert_each_within(server, "max_ack_delay", 25.0, 0.0);
+    assert_each_within(server, "idle_timeout", 30_000.0, 0.0);
     let client = card(&plain, "quinn", "client");
     assert_each_within(client, "first_payload", 1200.0, 0.0);
     assert_each_within(client, "first_flight_packets", 1.0, 0.0);

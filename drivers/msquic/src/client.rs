@@ -29,6 +29,90 @@ pub struct Args {
     url: String,
 }
 
+/// The connection's TLS secrets, which msquic fills in during the handshake: written to the
+/// key log SSLKEYLOGFILE names (NSS's format, as other stacks write it) once it completes.
+struct Secrets(Box<msquic::QuicTlsSecrets>);
+
+impl Secrets {
+    fn new() -> Secrets {
+        // SAFETY: a plain C struct of integers and byte arrays; all zeros is "nothing set"
+        Secrets(Box::new(unsafe { std::mem::zeroed() }))
+    }
+
+    /// Has msquic fill them in for `conn` (before it starts).
+    fn attach(&self, conn: &Connection) -> Result<(), String> {
+        // SAFETY: the buffer lives in a Box that outlives the connection (it is dropped after
+        // the connection is), and is of the size msquic expects for this parameter
+        unsafe {
+            msquic::Api::set_param(
+                conn.as_raw(),
+                msquic::PARAM_CONN_TLS_SECRETS,
+                std::mem::size_of::<msquic::QuicTlsSecrets>() as u32,
+                &*self.0 as *const msquic::QuicTlsSecrets as *const std::ffi::c_void,
+            )
+        }
+        .map_err(|e| format!("asking msquic for the TLS secrets: {e}"))
+    }
+
+    /// The key log's lines for the secrets set so far.
+    fn lines(s: &msquic::QuicTlsSecrets) -> String {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let len = usize::from(s.secret_length).min(msquic::QUIC_TLS_SECRETS_MAX_SECRET_LEN);
+        // the flags' bits, from the lowest: client random, client early, client handshake,
+        // server handshake, client 1-RTT, server 1-RTT
+        if s.flags & 1 == 0 {
+            return String::new();
+        }
+        [
+            (
+                2,
+                "CLIENT_EARLY_TRAFFIC_SECRET",
+                &s.client_early_traffic_secret,
+            ),
+            (
+                4,
+                "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+                &s.client_handshake_traffic_secret,
+            ),
+            (
+                8,
+                "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                &s.server_handshake_traffic_secret,
+            ),
+            (16, "CLIENT_TRAFFIC_SECRET_0", &s.client_traffic_secret0),
+            (32, "SERVER_TRAFFIC_SECRET_0", &s.server_traffic_secret0),
+        ]
+        .into_iter()
+        .filter(|(bit, _, _)| s.flags & bit != 0)
+        .map(|(_, label, secret)| {
+            format!(
+                "{label} {} {}\n",
+                hex(&s.client_random),
+                hex(&secret[..len])
+            )
+        })
+        .collect()
+    }
+}
+
+/// Appends the secrets' lines to the key log SSLKEYLOGFILE names, if it names one.
+fn write_key_log(secrets: *const msquic::QuicTlsSecrets) {
+    let Some(path) = std::env::var_os("SSLKEYLOGFILE") else {
+        return;
+    };
+    // SAFETY: the pointer is the Secrets box's, alive until after the connection is closed;
+    // msquic wrote it on this same connection's worker, before the event that calls this
+    let text = Secrets::lines(unsafe { &*secrets });
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("key log {}: {e}", std::path::Path::new(&path).display());
+    }
+}
+
 /// Prints an event line at once (quiclab stamps it when it reads it).
 fn event(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -72,6 +156,9 @@ pub fn run(a: Args) -> Result<(), String> {
         )
         .map_err(|e| format!("{}: {e}", a.cacert.display()))?;
     let (done, outcome) = channel::<Outcome>();
+    let secrets = Secrets::new();
+    // a raw address: the handler must be 'static, and the box outlives the connection
+    let secrets_at = &*secrets.0 as *const msquic::QuicTlsSecrets as usize;
     let on_conn = {
         let done = done.clone();
         let mut body = Some(body);
@@ -80,6 +167,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 ConnectionEvent::Connected {
                     negotiated_alpn, ..
                 } => {
+                    write_key_log(secrets_at as *const msquic::QuicTlsSecrets);
                     event(&format!(
                         "handshake complete alpn={}",
                         String::from_utf8_lossy(negotiated_alpn)
@@ -109,6 +197,7 @@ pub fn run(a: Args) -> Result<(), String> {
         }
     };
     let conn = Connection::open(&reg, on_conn).map_err(|e| format!("msquic connection: {e}"))?;
+    secrets.attach(&conn)?;
     event("start");
     conn.start(&config, &host, port)
         .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
@@ -119,6 +208,7 @@ pub fn run(a: Args) -> Result<(), String> {
     conn.shutdown(ConnectionShutdownFlags::NONE, 0);
     // the connection's close goes out before the process ends
     drop(conn);
+    drop(secrets);
     drop(config);
     reg.shutdown();
     result.map(|_| ())
