@@ -408,27 +408,12 @@ pub struct Response {
     pub beta: f64,
 }
 
-/// Reads the congestion-response probe's log, planted as `plan` says (both losses): the window
-/// before and after the second.
-pub fn response(
-    log: &LinkLog,
-    path: &PathFacts,
-    f: &Framing,
-    plan: &LossPlan,
-) -> Result<Response, String> {
-    let i = plan.second.ok_or("the plan has no second loss")? as usize;
-    let lost = log.down.get(i).ok_or("the planted packet was never sent")?;
-    if !matches!(lost.fate, Fate::Dropped(_)) {
-        return Err("the planted packet was not dropped".into());
-    }
-    if f.payload(lost) < DATA_PAYLOAD {
-        return Err(format!(
-            "the planted loss fell on a {}-byte packet, not data (the probe's packets were not \
-             the same as its plan's)",
-            f.payload(lost)
-        ));
-    }
-    let rtt = path.rtt_ns();
+/// The bytes in flight just after each downlink packet the sender sent, as the sender sees
+/// them: what it sent (dropped packets left out, but for `counted`, which stays in flight) less
+/// the most the client had seen delivered when it sent the acknowledgements that had reached
+/// the sender by then. One sample (the packet's index in the log, its arrival at the link, the
+/// flight) per packet counted.
+fn in_flight(log: &LinkLog, f: &Framing, counted: Option<usize>) -> Vec<(usize, u64, u64)> {
     // what the client had seen delivered when it sent each of its packets, in the order they
     // reach the sender
     let mut deliveries: Vec<(u64, u64)> = log
@@ -457,13 +442,10 @@ pub fn response(
     acks.sort_unstable();
     // the most the sender has seen acknowledged, as the acknowledgements reach it in turn
     let (mut best, mut reached) = (0, 0);
-    // the bytes in flight just after each packet the sender sent; the packet planted counts
-    // as in flight, as the sender sees it, until it is noticed (below); earlier drops (the
-    // first planted loss) were noticed long before
     let mut sent = 0u64;
     let mut samples = Vec::new();
     for (j, p) in log.down.iter().enumerate() {
-        if j != i && matches!(p.fate, Fate::Dropped(_)) {
+        if Some(j) != counted && matches!(p.fate, Fate::Dropped(_)) {
             continue;
         }
         sent += f.payload(p) as u64;
@@ -471,8 +453,38 @@ pub fn response(
             best = best.max(seen);
             reached += 1;
         }
-        samples.push((p.arrive_ns, sent.saturating_sub(best)));
+        samples.push((j, p.arrive_ns, sent.saturating_sub(best)));
     }
+    samples
+}
+
+/// Reads the congestion-response probe's log, planted as `plan` says (both losses): the window
+/// before and after the second.
+pub fn response(
+    log: &LinkLog,
+    path: &PathFacts,
+    f: &Framing,
+    plan: &LossPlan,
+) -> Result<Response, String> {
+    let i = plan.second.ok_or("the plan has no second loss")? as usize;
+    let lost = log.down.get(i).ok_or("the planted packet was never sent")?;
+    if !matches!(lost.fate, Fate::Dropped(_)) {
+        return Err("the planted packet was not dropped".into());
+    }
+    if f.payload(lost) < DATA_PAYLOAD {
+        return Err(format!(
+            "the planted loss fell on a {}-byte packet, not data (the probe's packets were not \
+             the same as its plan's)",
+            f.payload(lost)
+        ));
+    }
+    let rtt = path.rtt_ns();
+    // the packet planted counts as in flight, as the sender sees it, until it is noticed
+    // (below); earlier drops (the first planted loss) were noticed long before
+    let samples: Vec<(u64, u64)> = in_flight(log, f, Some(i))
+        .into_iter()
+        .map(|(_, t, b)| (t, b))
+        .collect();
     let last = samples.last().map_or(0, |s| s.0);
     let (peak_t, before) = samples
         .iter()
@@ -688,6 +700,70 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
 mod tests {
     use super::*;
 
+    /// Twenty 1000-byte data packets 1 ms apart over 50 ms each way, the sixth dropped, each
+    /// acknowledged 0.1 ms after its delivery, and the lost bytes sent again at `retx_ns`.
+    fn one_loss(retx_ns: u64) -> (LinkLog, Vec<Vec<crate::one_rtt::Span>>) {
+        let mut log = LinkLog::default();
+        let mut carried = Vec::new();
+        for i in 0..20u64 {
+            let fate = if i == 5 {
+                Fate::Dropped(i * MS)
+            } else {
+                Fate::Departed(i * MS + 50 * MS)
+            };
+            log.down.push(Packet {
+                arrive_ns: i * MS,
+                size: 1028,
+                fate,
+            });
+            if i != 5 {
+                carried.push(vec![(0, i * 1000, 1000)]);
+                let t = i * MS + 50 * MS + MS / 10;
+                log.up.push(Packet {
+                    arrive_ns: t,
+                    size: 60,
+                    fate: Fate::Departed(t + 50 * MS),
+                });
+            }
+        }
+        log.down.push(Packet {
+            arrive_ns: retx_ns,
+            size: 1028,
+            fate: Fate::Departed(retx_ns + 50 * MS),
+        });
+        carried.push(vec![(0, 5000, 1000)]);
+        (log, carried)
+    }
+
+    #[test]
+    fn a_loss_declared_on_the_third_packets_acknowledgement_reads_zero_after_it() {
+        // the ACK sent after packet 8 (the third behind) reaches the server at 108.1 ms
+        let (log, carried) = one_loss(108_100_000);
+        let d = loss_detection(&log, 5, &carried).unwrap();
+        assert!((d.ms - 103.1).abs() < 1e-9, "{d:?}");
+        assert!(d.after_third_ms.is_some_and(|a| a.abs() < 1e-9), "{d:?}");
+        assert_eq!(d.sent_between, 14);
+        // a time threshold of 9/8 of the 100 ms RTT from the sending: 9.4 ms after that ACK
+        let (log, carried) = one_loss(117_500_000);
+        let d = loss_detection(&log, 5, &carried).unwrap();
+        assert!((d.ms - 112.5).abs() < 1e-9, "{d:?}");
+        assert!(
+            d.after_third_ms.is_some_and(|a| (a - 9.4).abs() < 1e-9),
+            "{d:?}"
+        );
+        // a capture that does not match the link's log is refused, and so is a loss that
+        // was delivered
+        let e = loss_detection(&log, 5, &carried[1..]).unwrap_err();
+        assert!(e.contains("the link delivered 20"), "{e}");
+        let e = loss_detection(&log, 4, &carried).unwrap_err();
+        assert!(e.contains("was delivered"), "{e}");
+        // bytes never sent again
+        let mut none = carried.clone();
+        none.last_mut().unwrap()[0] = (0, 20_000, 1000);
+        let e = loss_detection(&log, 5, &none).unwrap_err();
+        assert!(e.contains("never sent again"), "{e}");
+    }
+
     const MS: u64 = 1_000_000;
 
     fn packet(at_ms: u64, size: u32, fate: Fate) -> Packet {
@@ -741,31 +817,199 @@ mod tests {
     }
 }
 
-/// What a sender does to a deep drop-tail queue in slow start: the most queueing delay its
-/// packets met before the queue's first overflow (over the whole transfer when it never
-/// overflowed), and the packets the queue dropped. A sender without a delay-based exit from slow
-/// start (HyStart) fills the queue to its limit; one with it leaves slow start once the queue
-/// adds a few milliseconds to its RTT, and builds far less.
+/// A round trip of data "grew as slow start grows" when its flight was at least this many times
+/// the round before's: slow start doubles it each round trip (a little less with delayed
+/// acknowledgements and a window counted in whole packets); once a sender leaves it, its flight
+/// grows by a packet a round trip (Reno), 5 % (Linux's Cubic before any loss), a quarter
+/// (HyStart++'s conservative slow start), or shrinks (BBR's drain).
+pub const SLOW_START_GROWTH: f64 = 1.5;
+
+/// What a sender does to a deep drop-tail queue in slow start: the queueing delay its packets
+/// met by the time its slow start ended, the round trip it ended in, and the packets the queue
+/// dropped. The transfer is cut into round trips of data as a sender counts them: one ends when
+/// the acknowledgement of its first packet can reach the sender. Slow start ends with the first
+/// round trip whose flight grew less than [`SLOW_START_GROWTH`] times the one before's, or with
+/// the queue's first overflow. A sender without a delay-based exit (HyStart) fills the queue to
+/// its limit; one with it leaves slow start once the queue adds a few milliseconds to its RTT:
+/// at worst one round trip later, with its window doubled once more. What the queue meets after
+/// the exit (a window growing in congestion avoidance over the rest of the transfer) is not
+/// counted.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct DeepQueue {
-    /// Queueing (and the packet's own serialisation) before the first drop, ms.
+    /// The most queueing (and the packet's own serialisation) a downlink packet met up to the
+    /// end of the round trip slow start ended in, ms.
     pub peak_ms: f64,
-    /// Downlink packets dropped.
+    /// How slow start ended.
+    pub ended: SlowStartEnd,
+    /// The round trip of data (0: the first) it ended in.
+    pub round: u32,
+    /// Downlink packets dropped over the whole transfer.
     pub lost: u32,
 }
 
+/// How a sender's slow start ended on the deep queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlowStartEnd {
+    /// Its flight stopped growing as slow start grows it before the queue overflowed.
+    Left,
+    /// The queue overflowed while it still grew so.
+    Overflow,
+    /// The transfer ended while it still grew so, the queue never full.
+    TransferEnded,
+}
+
 /// Reads the deep-queue probe's log (its only drops are the queue's).
-pub fn deep_queue(log: &LinkLog, path: &PathFacts) -> Result<DeepQueue, String> {
+pub fn deep_queue(log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<DeepQueue, String> {
     let down = &log.down;
     let dropped = |p: &Packet| matches!(p.fate, Fate::Dropped(_));
-    let upto = down.iter().position(dropped).unwrap_or(down.len());
-    let peak = down[..upto]
+    let first_drop = down.iter().position(dropped).unwrap_or(down.len());
+    let start = down[..first_drop]
         .iter()
-        .filter_map(|p| delivered(p).map(|d| d.saturating_sub(p.arrive_ns + path.down_delay_ns)))
-        .max()
-        .ok_or("no packet crossed the link before its first drop")?;
+        .position(|p| f.payload(p) >= DATA_PAYLOAD)
+        .ok_or("no data packet crossed the link before its first drop")?;
+    // per round trip of data: the most bytes in flight, the most queueing
+    let mut rounds: Vec<(u64, u64)> = Vec::new();
+    let mut ends = 0u64;
+    for (j, t, flight) in in_flight(log, f, None) {
+        if j < start || j >= first_drop {
+            continue;
+        }
+        let p = &down[j];
+        let Some(d) = delivered(p) else { continue };
+        if rounds.is_empty() || t >= ends {
+            rounds.push((0, 0));
+            ends = d + path.up_delay_ns;
+        }
+        let r = rounds.last_mut().expect("a round was pushed");
+        r.0 = r.0.max(flight);
+        r.1 = r.1.max(d.saturating_sub(p.arrive_ns + path.down_delay_ns));
+    }
+    let overflow = first_drop < down.len();
+    // the round a drop cut short is no measure of growth
+    let whole = if overflow {
+        rounds.len().saturating_sub(1)
+    } else {
+        rounds.len()
+    };
+    let exit =
+        (1..whole).find(|&k| (rounds[k].0 as f64) < SLOW_START_GROWTH * rounds[k - 1].0 as f64);
+    let (ended, round) = match exit {
+        Some(k) => (SlowStartEnd::Left, k),
+        None if overflow => (SlowStartEnd::Overflow, rounds.len() - 1),
+        None => (SlowStartEnd::TransferEnded, rounds.len() - 1),
+    };
+    let peak = rounds[..=round].iter().map(|r| r.1).max().unwrap_or(0);
     Ok(DeepQueue {
         peak_ms: ms(peak),
+        ended,
+        round: round as u32,
         lost: down.iter().filter(|p| dropped(p)).count() as u32,
+    })
+}
+
+/// When a server sent one lost data packet's bytes again (the one-loss probe's loss), told from
+/// the wire with its 1-RTT packets opened: the first packet after it that carries a byte of the
+/// hole it left in the response's stream is its retransmission. Once the loss is declared, the
+/// retransmission waits for the window the cut left, so this is the loss's repair time, which
+/// the detection threshold starts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LossDetection {
+    /// From the lost packet's sending to its retransmission's, ms.
+    pub ms: f64,
+    /// From the moment the server had the client's first acknowledgement sent after the third
+    /// packet behind the lost one reached it (RFC 9002's packet threshold, 3) to the
+    /// retransmission, ms: about 0 for a sender that declares the loss on that acknowledgement
+    /// and has room in its window, more for one that waits for its time threshold (9/8 of an
+    /// RTT from the sending) or for its window,
+    /// negative for one that declared it earlier.
+    pub after_third_ms: Option<f64>,
+    /// Packets the server sent between the lost one and its retransmission.
+    pub sent_between: u32,
+}
+
+/// Reads a one-loss probe: `lost`, the downlink packet the link dropped (0-based); `carried`,
+/// the stream bytes of each packet the link delivered to the client, in the order it delivered
+/// them (the capture of the client's side, [`crate::one_rtt::server_stream_data`]).
+pub fn loss_detection(
+    log: &LinkLog,
+    lost: usize,
+    carried: &[Vec<crate::one_rtt::Span>],
+) -> Result<LossDetection, String> {
+    let dropped = log
+        .down
+        .get(lost)
+        .ok_or("the planted loss was never sent")?;
+    if delivered(dropped).is_some() {
+        return Err("the planted loss was delivered".into());
+    }
+    // the delivered packets in the order they left the link, beside what each carried
+    let mut order: Vec<(u64, usize)> = log
+        .down
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| delivered(p).map(|t| (t, i)))
+        .collect();
+    order.sort();
+    if order.len() != carried.len() {
+        return Err(format!(
+            "the capture holds {} of the server's datagrams, the link delivered {}",
+            carried.len(),
+            order.len()
+        ));
+    }
+    // the response: the stream that carried the most bytes
+    let mut per_stream = std::collections::BTreeMap::<u64, u64>::new();
+    for &(s, _, l) in carried.iter().flatten() {
+        *per_stream.entry(s).or_default() += l;
+    }
+    let stream = per_stream
+        .iter()
+        .max_by_key(|(_, b)| **b)
+        .map(|(s, _)| *s)
+        .ok_or("the server's packets carry no stream data")?;
+    let spans = |k: usize| carried[k].iter().filter(move |sp| sp.0 == stream);
+    // the hole: from the end of what was sent before the loss to the start of what came next
+    let before_end = order
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, i))| *i < lost)
+        .flat_map(|(k, _)| spans(k).map(|&(_, o, l)| o + l))
+        .max()
+        .unwrap_or(0);
+    let next_start = order
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, i))| *i > lost)
+        .find_map(|(k, _)| spans(k).map(|&(_, o, _)| o).min())
+        .ok_or("no stream data after the planted loss")?;
+    if next_start <= before_end {
+        return Err("the planted loss carried none of the response's bytes".into());
+    }
+    // the retransmission: the first packet after the loss with a byte of the hole
+    let retx = order
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, i))| *i > lost)
+        .find(|(k, _)| spans(*k).any(|&(_, o, l)| o < next_start && o + l > before_end))
+        .map(|(_, &(_, i))| i)
+        .ok_or("the lost bytes were never sent again")?;
+    let sent = log.down[retx].arrive_ns;
+    // the third packet delivered behind the lost one, and the client's first packet after it
+    let after: Vec<usize> = order
+        .iter()
+        .map(|&(_, i)| i)
+        .filter(|&i| i > lost)
+        .collect();
+    let after_third_ms = after.get(2).and_then(|&third| {
+        let t3 = delivered(&log.down[third])?;
+        let ack = log.up.iter().find(|p| p.arrive_ns >= t3)?;
+        let heard = delivered(ack)?;
+        Some((sent as f64 - heard as f64) / 1e6)
+    });
+    Ok(LossDetection {
+        ms: (sent - dropped.arrive_ns) as f64 / 1e6,
+        after_third_ms,
+        sent_between: (retx - lost - 1) as u32,
     })
 }

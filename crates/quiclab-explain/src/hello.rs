@@ -503,9 +503,22 @@ impl Keys {
         end: usize,
         largest: Option<u64>,
     ) -> Result<(u64, Vec<u8>), ()> {
+        self.open_as(self, p, pn_at, end, largest)
+    }
+
+    /// [`Keys::open`] with the header protection of `hp` (after a key update, the first
+    /// generation's: RFC 9001 §6 leaves it unchanged).
+    pub(crate) fn open_as(
+        &self,
+        hp: &Keys,
+        p: &[u8],
+        pn_at: usize,
+        end: usize,
+        largest: Option<u64>,
+    ) -> Result<(u64, Vec<u8>), ()> {
         // header protection: a sample 4 bytes after the packet number's start
         let sample = p.get(pn_at + 4..pn_at + 20).ok_or(())?;
-        let mask = self.hp.new_mask(sample).map_err(|_| ())?;
+        let mask = hp.hp.new_mask(sample).map_err(|_| ())?;
         let mut header = p.get(..pn_at).ok_or(())?.to_vec();
         header[0] ^= mask[0] & if header[0] & 0x80 != 0 { 0x0f } else { 0x1f };
         let pn_len = usize::from(header[0] & 0x03) + 1;
@@ -530,6 +543,20 @@ impl Keys {
             )
             .map_err(|_| ())?;
         Ok((pn, plain.to_vec()))
+    }
+
+    /// The secret of the next key phase (RFC 9001 §6.1: "quic ku", with the suite's hash).
+    pub(crate) fn next_secret(secret: &[u8], suite: u16) -> Vec<u8> {
+        let hash = if suite == 0x1302 {
+            hkdf::HKDF_SHA384
+        } else {
+            hkdf::HKDF_SHA256
+        };
+        expand_label(
+            &hkdf::Prk::new_less_safe(hash, secret),
+            b"quic ku",
+            secret.len(),
+        )
     }
 
     /// The first byte of the packet at the start of `p` with its header protection removed

@@ -5,7 +5,8 @@
 //! opened with the `SERVER_TRAFFIC_SECRET_0` an endpoint wrote to the key log (SSLKEYLOGFILE's
 //! format) for the connection's ClientHello random, under the suite its ServerHello chose;
 //! their Destination Connection ID is as long as the Source Connection ID of the client's
-//! first Initial. A key update (a packet of the next key phase) is refused by name.
+//! first Initial. Key updates (RFC 9001 §6) are followed: a packet of the other key phase opens
+//! with the next generation's keys, or with the previous one's if it was sent before the update.
 
 use crate::hello::{Captured, Keys, client_hello, open_long, varint};
 use crate::server_hello::{logged_secret, server_hello};
@@ -105,13 +106,18 @@ pub fn server_stream_data(packets: &[Captured], keylog: &[u8]) -> Result<Vec<Vec
         "the key log holds no SERVER_TRAFFIC_SECRET_0 for the connection: its 1-RTT packets \
          stay closed",
     )?;
-    let keys = Keys::of(&secret, suite)?;
+    // the first generation's keys (whose header protection every generation keeps), the
+    // current generation's and its key phase bit, and the one before it (a packet sent before
+    // the update may arrive after the first of the next phase)
+    let first_keys = Keys::of(&secret, suite)?;
+    let mut current = (Keys::of(&secret, suite)?, secret);
+    let mut previous: Option<Keys> = None;
+    let mut phase = 0u8;
     // the server addresses the client by the Source Connection ID of its first Initial
     let p = &first.payload;
     let dcid_len = usize::from(*p.get(5).ok_or("a truncated first Initial")?);
     let cid_len = usize::from(*p.get(6 + dcid_len).ok_or("a truncated first Initial")?);
     let mut largest = None;
-    let mut phase = None;
     let mut out = Vec::new();
     for d in packets
         .iter()
@@ -123,24 +129,37 @@ pub fn server_stream_data(packets: &[Captured], keylog: &[u8]) -> Result<Vec<Vec
         while at < d.len() && d[at] & 0x80 != 0 {
             at += open_long(&d[at..], &|_, _| None)?.len;
         }
-        if at < d.len() {
+        // what follows the long packets: a 1-RTT packet, or zeros a sender padded its datagram
+        // with (quiche pads its Initial and Handshake datagrams to 1200 bytes so)
+        if d[at..].iter().any(|&b| b != 0) {
             let short = &d[at..];
-            let key_phase = keys
+            let key_phase = first_keys
                 .first_byte(short, 1 + cid_len)
                 .ok_or("a 1-RTT packet too short to sample")?
                 & 0x04;
-            if *phase.get_or_insert(key_phase) != key_phase {
-                return Err(
-                    "the server updated its keys (RFC 9001 §6): its later packets are not read"
-                        .into(),
-                );
-            }
-            let (pn, plain) = keys
-                .open(short, 1 + cid_len, short.len(), largest)
-                .map_err(|()| {
-                    "a 1-RTT packet that the key log's SERVER_TRAFFIC_SECRET_0 does not open"
-                        .to_string()
-                })?;
+            let open = |k: &Keys| k.open_as(&first_keys, short, 1 + cid_len, short.len(), largest);
+            let opened = if key_phase == phase {
+                open(&current.0)
+            } else {
+                // the next phase (a key update, RFC 9001 §6), or a late packet of the one before
+                match previous.as_ref().and_then(|k| open(k).ok()) {
+                    Some(o) => Ok(o),
+                    None => {
+                        let next = Keys::next_secret(&current.1, suite);
+                        let keys = Keys::of(&next, suite)?;
+                        let o = open(&keys);
+                        if o.is_ok() {
+                            previous = Some(std::mem::replace(&mut current, (keys, next)).0);
+                            phase = key_phase;
+                        }
+                        o
+                    }
+                }
+            };
+            let (pn, plain) = opened.map_err(|()| {
+                "a 1-RTT packet that the key log's SERVER_TRAFFIC_SECRET_0 (or its updates) does not open"
+                    .to_string()
+            })?;
             largest = Some(largest.map_or(pn, |l: u64| l.max(pn)));
             spans = stream_frames(&plain)?;
         }

@@ -10,7 +10,9 @@
 //! probe's log, each side's first retransmission timer. A server's congestion response takes
 //! two more: one data packet dropped in the fourth round trip of data (out of slow start), then
 //! that and a second four round trips later, planted from the log of the first, whose window
-//! before and after the wire shows as bytes in flight (its β), and the tail probe loses the
+//! before and after the wire shows as bytes in flight (its β); over QUIC the one-loss probe's
+//! capture, opened with its key log, shows when the lost bytes went out again. The clean probe's
+//! capture gives a server's ServerHello and transport parameters. The tail probe loses the
 //! clean transfer's last data packets (a blackout of 0.6 RTT from the byte they start at) for
 //! its retransmission timer once it has measured the path; the deep-queue probe (20 Mbit/s into
 //! a 200 ms drop-tail queue) shows whether its slow start fills the queue or leaves it early.
@@ -25,10 +27,12 @@
 use std::path::Path;
 
 use quiclab_explain::fingerprint::{
-    DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossPlan, Response, TailPlan,
-    TailTimeout, WireCard, deep_queue, first_timeout, response, tail_timeout, wire,
+    DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossDetection, LossPlan,
+    Response, SlowStartEnd, TailPlan, TailTimeout, WireCard, deep_queue, first_timeout,
+    loss_detection, response, tail_timeout, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
+use quiclab_explain::one_rtt;
 use quiclab_explain::server_hello::{self, ServerHandshake};
 use quiclab_explain::{LinkLog, PathFacts};
 pub use quiclab_model::fingerprint::{Card, Item, Role, Tolerance};
@@ -217,6 +221,10 @@ pub struct RunCard {
     pub losses: Option<LossPlan>,
     pub response: Option<Response>,
     pub response_why: Option<String>,
+    /// As a QUIC server: when it sent the one-loss probe's lost bytes again (or why that could
+    /// not be read).
+    pub loss_detection: Option<LossDetection>,
+    pub loss_detection_why: Option<String>,
     /// As a server: the tail planted and its timer read (or why none).
     pub tail: Option<TailPlan>,
     pub tail_timeout: Option<TailTimeout>,
@@ -263,6 +271,20 @@ fn server_hello_of(dir: &Path, rec: &TrialRecord) -> Result<ServerHandshake, Str
     hello::capture(&bytes)
         .and_then(|packets| server_hello::server_hello(&packets, &keylog))
         .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// How the server found the one-loss probe's planted loss: its trial's log, and its capture
+/// opened with its key log.
+fn loss_detection_of(dir: &Path, rec: &TrialRecord, lost: u32) -> Result<LossDetection, String> {
+    let log = log_of(dir, rec)?;
+    let folder = dir.join(trial_folder(&rec.id));
+    let p = folder.join("capture.pcap");
+    let bytes = std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+    let keylog = std::fs::read(folder.join("keys.log")).unwrap_or_default();
+    let carried = hello::capture(&bytes)
+        .and_then(|packets| one_rtt::server_stream_data(&packets, &keylog))
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    loss_detection(&log, lost as usize, &carried)
 }
 
 /// Where a fingerprint is in its work, for the caller's progress line.
@@ -350,6 +372,8 @@ pub fn fingerprint(
             planted = FirstLossPlan::of_log(&lost);
         }
         let (mut losses, mut resp, mut response_why) = (None, None, None);
+        let quic = subject.http.transport() == Transport::Quic;
+        let mut detected = None;
         let (mut tail, mut tail_read) = (None, None);
         let (mut deep, mut deep_why) = (None, None);
         if subject.role == Role::Server {
@@ -360,7 +384,7 @@ pub fn fingerprint(
             let (p, sp) = subject.probe("deep queue", &keys, run, DEEP_OBJECT)?;
             let r = run_trial(&p, &sp, step("deep queue"))?;
             trials.push(trial_folder(&r.id));
-            match log_of(dir, &r).and_then(|log| deep_queue(&log, &path)) {
+            match log_of(dir, &r).and_then(|log| deep_queue(&log, &path, &framing)) {
                 Ok(q) => deep = Some(q),
                 Err(e) => deep_why = Some(e),
             }
@@ -390,6 +414,9 @@ pub fn fingerprint(
                 let (p, s) = subject.probe("one loss", &first.link_keys(), seed, size)?;
                 let r = run_trial(&p, &s, step("one loss"))?;
                 trials.push(trial_folder(&r.id));
+                if quic {
+                    detected = Some(loss_detection_of(dir, &r, first.first));
+                }
                 let plan = first.then(&log_of(dir, &r)?, &path, &framing)?;
                 losses = Some(plan);
                 let (p, s) = subject.probe("two losses", &plan.link_keys(), seed, size)?;
@@ -426,6 +453,8 @@ pub fn fingerprint(
             losses,
             response: resp,
             response_why,
+            loss_detection: detected.as_ref().and_then(|d| d.as_ref().ok().copied()),
+            loss_detection_why: detected.and_then(|d| d.err()),
             tail,
             tail_timeout: tail_read,
             deep_queue: deep,
@@ -736,9 +765,37 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.first_timeout.server_ms),
                 why_of(&|t| t.server_why.clone()),
             ));
+            let (left, words): (Vec<Option<f64>>, Vec<Option<String>>) = runs
+                .iter()
+                .map(|r| match r.deep_queue {
+                    Some(q) => {
+                        let (yes, how) = match q.ended {
+                            SlowStartEnd::Left => (1.0, "yes: its flight stopped doubling"),
+                            SlowStartEnd::Overflow => (0.0, "no: the queue overflowed"),
+                            SlowStartEnd::TransferEnded => (0.0, "no: the transfer ended first"),
+                        };
+                        (
+                            Some(yes),
+                            Some(format!("{how} in round trip {}", q.round + 1)),
+                        )
+                    }
+                    None => (None, None),
+                })
+                .unzip();
+            out.push(
+                Item::new(
+                    "slow_start_exit",
+                    "left slow start before the deep queue overflowed (HyStart-like)",
+                    "yes/no",
+                    Tolerance::Exact,
+                    left,
+                    runs.iter().find_map(|r| r.deep_queue_why.clone()),
+                )
+                .with_words(words),
+            );
             out.push(Item::new(
-                "deep_queue_peak",
-                "queueing it builds before its first loss (20 Mbit/s, 200 ms queue: slow start's exit)",
+                "deep_queue_exit",
+                "queueing when its slow start ended (20 Mbit/s, 200 ms queue: all of it without a delay-based exit)",
                 "ms",
                 Tolerance::Share(0.2),
                 each(&|r| r.deep_queue.map(|q| q.peak_ms)),
@@ -764,6 +821,26 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.tail_timeout.as_ref().and_then(|t| t.after_ack_ms)),
                 tail_why,
             ));
+            if quic {
+                let why = runs.iter().find_map(|r| r.loss_detection_why.clone());
+                let detection = |r: &RunCard| r.loss_detection;
+                out.push(Item::new(
+                    "loss_retransmit",
+                    "one loss: from the lost packet to its bytes sent again (its repair; the window after the cut paces it)",
+                    "ms",
+                    Tolerance::Share(0.2),
+                    each(&|r| detection(r).map(|d| d.ms)),
+                    why.clone(),
+                ));
+                out.push(Item::new(
+                    "loss_after_third_ack",
+                    "one loss: from the acknowledgement showing three packets behind it (RFC 9002's packet threshold) to its bytes sent again",
+                    "ms",
+                    Tolerance::Within(20.0),
+                    each(&|r| detection(r).and_then(|d| d.after_third_ms)),
+                    why,
+                ));
+            }
             out.extend(server_handshake_items(runs, quic));
         }
         Role::Client => {

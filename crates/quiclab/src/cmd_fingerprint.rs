@@ -21,11 +21,15 @@ use crate::out::Out;
 /// As a server (no rate limit): its first flight, its first and largest datagram (and the
 /// largest on a 9000-byte link: path MTU discovery), its initial window (what it sends in the
 /// first round trip of data), over how long it sends that window and its largest burst
-/// (pacing), its window before and after a loss planted in congestion avoidance (β), its
-/// first retransmission timer (its first flight dropped on purpose), and its timer once the
-/// path is measured (its transfer's last flight dropped whole: the time to its first probe or
-/// retransmission), and the queueing its slow start builds in a deep queue (20 Mbit/s, 200 ms):
-/// the whole queue without a delay-based exit (HyStart), far less with one.
+/// (pacing), its window before and after a loss planted in congestion avoidance (β) and, over
+/// QUIC, when it sent that loss's bytes again (its 1-RTT packets opened with the trial's key
+/// log), its first retransmission timer (its first flight dropped on purpose), and its timer
+/// once the path is measured (its transfer's last flight dropped whole: the time to its first
+/// probe or retransmission), whether its slow start ends before a deep queue (20 Mbit/s, 200
+/// ms) overflows and how much queueing it built by then: the whole queue without a delay-based
+/// exit (HyStart), far less with one; and its ServerHello (group, suite, HelloRetryRequest)
+/// and, over QUIC, its transport parameters (flow-control limits, streams, max_ack_delay, idle
+/// timeout).
 ///
 /// As a client (10 Mbit/s): its hello (its size on the link, and its key shares, groups and
 /// length read from the capture: QUIC Initial packets are opened with the keys RFC 9001 derives

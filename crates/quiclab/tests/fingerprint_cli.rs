@@ -118,6 +118,22 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     assert_each_within(server, "max_streams_bidi", 100.0, 0.0);
     assert_each_within(server, "max_ack_delay", 25.0, 0.0);
     assert_each_within(server, "idle_timeout", 30_000.0, 0.0);
+    // the one-loss probe's lost bytes, found again in its opened 1-RTT packets: no sender can
+    // learn of a loss sooner than a round trip (100 ms) after it sent the packet, and quinn,
+    // whose packet threshold is 3, not before the acknowledgement that shows three packets
+    // behind it (1 ms for the host's scheduling)
+    for got in runs(server, "loss_retransmit") {
+        assert!(
+            got >= 100.0,
+            "quinn's retransmission {got} ms after the loss"
+        );
+    }
+    for got in runs(server, "loss_after_third_ack") {
+        assert!(
+            got >= -1.0,
+            "quinn's retransmission {got} ms after the ACK of the third"
+        );
+    }
     let client = card(&plain, "quinn", "client");
     assert_each_within(client, "first_payload", 1200.0, 0.0);
     assert_each_within(client, "first_flight_packets", 1.0, 0.0);
@@ -182,7 +198,8 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     assert_each_within(server, "tail_pto", 126.0, 12.6);
     // and slow start fills the deep queue: quinn has no delay-based exit (HyStart), so its
     // packets meet the 200 ms queue's whole length before it overflows
-    assert_each_within(server, "deep_queue_peak", 200.0, 20.0);
+    assert_each_within(server, "slow_start_exit", 0.0, 0.0);
+    assert_each_within(server, "deep_queue_exit", 200.0, 20.0);
     let client = card(&knobs, "quinn", "client");
     assert_each_within(client, "first_pto", 150.0, 15.0);
     // the same answers twice, within each item's tolerance, for every item the check rests on
@@ -196,6 +213,8 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
                     "largest_burst",
                     "window_before_loss",
                     "tail_pto_after_ack",
+                    "loss_retransmit",
+                    "loss_after_third_ack",
                 ]
                 .contains(&key)
                 {
@@ -205,7 +224,10 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
                     // start ends, and the window four round trips after it (one CI run read
                     // 66.8 and 84.2 KB): shown, not checked; β, their ratio, is. So is the
                     // time from the last acknowledgement to quinn's tail probe, which its
-                    // timer does not count from: it moves with the client's last ACK's delay
+                    // timer does not count from: it moves with the client's last ACK's delay.
+                    // And when the lost bytes go out again: after the loss is declared, the
+                    // retransmission waits for the window the cut left (119 and 165 ms in two
+                    // runs), which moves with where slow start ended
                     continue;
                 }
                 assert_eq!(item["reproducible"], true, "{item}");
@@ -240,12 +262,22 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
     // kernel TCP with Cubic (the host's default is BBR, which cuts no window at a loss); its β
     // is not checked: the client's receive window, not the sender's, holds its flight near
     // 85-90 KB at the second loss, so what the wire shows is 0.68 to 0.88 (docs/fingerprint.md)
-    let tcp = cards(&["tcp", "--runs", "1", "--knob", "tcp-cc=cubic"]);
-    // Linux's Cubic leaves slow start on delay (HyStart) before the deep queue overflows:
-    // where quinn, without it, fills all 200 ms, its packets meet well under three quarters
+    let tcp = cards(&["tcp", "--runs", "2", "--knob", "tcp-cc=cubic"]);
+    // Linux's Cubic leaves slow start on delay (HyStart) before the deep queue overflows, where
+    // quinn, without it, fills all 200 ms. Its delay signal, the least of a round trip's first
+    // eight RTT samples, can miss the queue's growth for a round trip, and the window doubles
+    // once more (2 of 16 runs here, some on a busy host: 155 and 156 ms queued by then, against
+    // 54.6 ms in the 14 others; all 16 left before the overflow): of two runs one at least
+    // leaves, well short of the limit. The other items are checked on the first run, as every
+    // stack's are
+    let tcp_server = card(&tcp, "tcp", "server");
+    let left = runs(tcp_server, "slow_start_exit");
+    let queued = runs(tcp_server, "deep_queue_exit");
     assert!(
-        runs(card(&tcp, "tcp", "server"), "deep_queue_peak")[0] < 150.0,
-        "{tcp:?}"
+        left.iter()
+            .zip(&queued)
+            .any(|(l, q)| *l == 1.0 && *q < 180.0),
+        "{tcp_server}"
     );
     all.extend(tcp);
     for s in stacks.iter().chain(&["tcp"]) {
