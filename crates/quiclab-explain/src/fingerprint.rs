@@ -324,12 +324,32 @@ pub const LOSS_ROUND: u64 = 3;
 /// Round trips from the first planted loss to the second.
 pub const SETTLE_ROUNDS: u64 = 4;
 
-/// The first data packet arriving at or after `at`, from `from` on.
+/// The data packets on either side of a planted loss that must be data of its size.
+const PLANT_MARGIN: usize = 2;
+
+/// The first data packet arriving at or after `at`, from `from` on, with [`PLANT_MARGIN`] data
+/// packets of its own size on either side: the trials a plan is planted in send the same
+/// packets, but one may shift them by an acknowledgement or two, and a round trip's first packet
+/// may be no data of the transfer's at all (msquic sends its path-MTU probes there, each larger
+/// than the packets before it, and a lost probe is no congestion signal). Without such a
+/// packet, the first data packet from `at` on.
 fn data_at(log: &LinkLog, f: &Framing, from: usize, at: u64) -> Option<usize> {
-    log.down[from..]
-        .iter()
-        .position(|p| p.arrive_ns >= at && f.payload(p) >= DATA_PAYLOAD)
-        .map(|i| from + i)
+    let down = &log.down;
+    let data = |i: usize| {
+        down.get(i)
+            .filter(|p| f.payload(p) >= DATA_PAYLOAD)
+            .map(|p| p.size)
+    };
+    let candidates = (from..down.len()).filter(|&i| down[i].arrive_ns >= at);
+    candidates
+        .clone()
+        .find(|&i| {
+            i >= from + PLANT_MARGIN
+                && data(i).is_some_and(|size| {
+                    (i - PLANT_MARGIN..=i + PLANT_MARGIN).all(|j| data(j) == Some(size))
+                })
+        })
+        .or_else(|| candidates.into_iter().find(|&i| data(i).is_some()))
 }
 
 impl LossPlan {
@@ -733,6 +753,32 @@ mod tests {
         });
         carried.push(vec![(0, 5000, 1000)]);
         (log, carried)
+    }
+
+    #[test]
+    fn a_loss_is_planted_among_data_packets_of_one_size_not_on_a_probe() {
+        // 1 ms apart: an acknowledgement-sized packet, a larger packet (a path-MTU probe), then
+        // data of one size
+        let sizes = [1028u32, 1028, 60, 1228, 1100, 1100, 1100, 1100, 1100, 1100];
+        let log = LinkLog {
+            down: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| Packet {
+                    arrive_ns: i as u64 * MS,
+                    size,
+                    fate: Fate::Departed(i as u64 * MS + 50 * MS),
+                })
+                .collect(),
+            ..LinkLog::default()
+        };
+        let f = Framing::QUIC;
+        // from 2 ms: not the probe at 3, nor the first data packets after it (a shift of one
+        // or two would plant the loss on the probe), but the first two deep into the run
+        assert_eq!(data_at(&log, &f, 0, 2 * MS), Some(6));
+        // where no packet has such neighbours, the first data packet from `at` on
+        assert_eq!(data_at(&log, &f, 0, 8 * MS), Some(8));
+        assert_eq!(data_at(&log, &f, 0, 10 * MS), None);
     }
 
     #[test]

@@ -12,13 +12,13 @@
 //! that and a second four round trips later, planted from the log of the first, whose window
 //! before and after the wire shows as bytes in flight (its β); over QUIC the one-loss probe's
 //! capture, opened with its key log, shows when the lost bytes went out again. The clean probe's
-//! capture gives a server's ServerHello and transport parameters. The tail probe loses the
-//! clean transfer's last data packets (a blackout of 0.6 RTT from the byte they start at) for
-//! its retransmission timer once it has measured the path; the deep-queue probe (20 Mbit/s into
-//! a 200 ms drop-tail queue) shows whether its slow start fills the queue or leaves it early.
-//! Each probe runs
-//! `runs` times;
-//! an item whose runs disagree beyond its tolerance says so.
+//! capture gives a server's ServerHello and transport parameters, and the retry probe's (its
+//! peer's one key share P-256, x25519 listed second) whether it asks for x25519. The tail probe
+//! loses the clean transfer's last data packets (a blackout of 0.6 RTT from the byte they start
+//! at) for its retransmission timer once it has measured the path; the deep-queue probe (20
+//! Mbit/s into a 200 ms drop-tail queue) shows whether its slow start ends before the queue
+//! overflows, and what it had queued by then. Each probe runs `runs` times; an item whose runs
+//! disagree beyond its tolerance says so.
 //!
 //! The analysis is `quiclab_explain::fingerprint`'s (sans-IO, tested in virtual time); this
 //! module makes the probes' plans, runs them through the caller's trial runner and puts the
@@ -203,6 +203,13 @@ impl Subject {
     }
 }
 
+/// The retry probe's peer: a key share for P-256 only, x25519 listed after it. A server that
+/// prefers x25519 strongly enough asks for it (a HelloRetryRequest, a round trip more); one
+/// that takes any share it supports answers P-256.
+pub const RETRY_PROBE_GROUPS: &str = "p256,x25519";
+/// The retry probe's object: the handshake is what it reads.
+pub const RETRY_PROBE_OBJECT: &str = "10kb";
+
 /// The deep-queue probe's bottleneck, queue and object: slow start into 500 kB of queue on a
 /// 250 kB path (a window of 750 kB overflows it, reached after about 1.5 MB of slow start).
 pub const DEEP_RATE: &str = "20mbit";
@@ -238,6 +245,10 @@ pub struct RunCard {
     /// trial's key log), or why it could not be read.
     pub server_hello: Option<ServerHandshake>,
     pub server_hello_why: Option<String>,
+    /// As a server: its side of the handshake when the peer's one key share is P-256
+    /// ([`RETRY_PROBE_GROUPS`]), or why it could not be read.
+    pub retry_probe: Option<ServerHandshake>,
+    pub retry_probe_why: Option<String>,
     /// The trials' folders, relative to the directory they ran in.
     pub trials: Vec<String>,
 }
@@ -337,6 +348,27 @@ pub fn fingerprint(
             Role::Client => (None, None),
         };
         let mut trials = vec![trial_folder(&rec.id)];
+        // the retry probe: the peer's one key share is P-256, x25519 listed after it
+        let (mut retry_probe, mut retry_probe_why) = (None, None);
+        let peer_sets_groups = subject.peer.knobs().iter().any(|k| k.key == "groups");
+        if subject.role == Role::Server && !peer_sets_groups {
+            retry_probe_why = Some(format!(
+                "its peer here, {}, takes no key-exchange groups to offer",
+                subject.peer.name()
+            ));
+        } else if subject.role == Role::Server {
+            let mut peer = subject.clone();
+            peer.knobs.retain(|(k, _)| k != "groups");
+            peer.knobs
+                .push(("groups".into(), RETRY_PROBE_GROUPS.into()));
+            let (p, sp) = peer.probe("p256 share", &[], run, RETRY_PROBE_OBJECT)?;
+            let r = run_trial(&p, &sp, step("p256 share"))?;
+            trials.push(trial_folder(&r.id));
+            match server_hello_of(dir, &r) {
+                Ok(h) => retry_probe = Some(h),
+                Err(e) => retry_probe_why = Some(e),
+            }
+        }
         // path MTU discovery: the same transfer where the link takes 9000-byte packets
         let (p, sp) = subject.probe("jumbo", &[("mtu", JUMBO_MTU.to_string())], run, OBJECT)?;
         let r = run_trial(&p, &sp, step("jumbo"))?;
@@ -463,6 +495,8 @@ pub fn fingerprint(
             hello_why,
             server_hello,
             server_hello_why,
+            retry_probe,
+            retry_probe_why,
             trials,
         });
     }
@@ -590,6 +624,35 @@ fn server_handshake_items(runs: &[RunCard], quic: bool) -> Vec<Item> {
             Tolerance::Exact,
             codes,
             why.clone(),
+        )
+        .with_words(words),
+    );
+    // the retry probe: what the server does with a P-256 share when it could have x25519
+    let retry_why = runs.iter().find_map(|r| r.retry_probe_why.clone());
+    let (codes, words): (Vec<Option<f64>>, Vec<Option<String>>) = runs
+        .iter()
+        .map(|r| match &r.retry_probe {
+            Some(h) => match h.retry_group {
+                Some(g) => (
+                    Some(f64::from(g)),
+                    Some(format!("asks for {}", hello::group_name(g))),
+                ),
+                None => (
+                    Some(f64::from(h.group)),
+                    Some(format!("takes {}", hello::group_name(h.group))),
+                ),
+            },
+            None => (None, None),
+        })
+        .unzip();
+    out.push(
+        Item::new(
+            "retry_to_p256",
+            "to a P-256 share, x25519 listed second: the group it takes, or asks for (HelloRetryRequest)",
+            "group",
+            Tolerance::Exact,
+            codes,
+            retry_why,
         )
         .with_words(words),
     );

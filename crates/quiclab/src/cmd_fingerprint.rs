@@ -27,8 +27,9 @@ use crate::out::Out;
 /// once the path is measured (its transfer's last flight dropped whole: the time to its first
 /// probe or retransmission), whether its slow start ends before a deep queue (20 Mbit/s, 200
 /// ms) overflows and how much queueing it built by then: the whole queue without a delay-based
-/// exit (HyStart), far less with one; and its ServerHello (group, suite, HelloRetryRequest)
-/// and, over QUIC, its transport parameters (flow-control limits, streams, max_ack_delay, idle
+/// exit (HyStart), far less with one; and its ServerHello (group, suite, HelloRetryRequest, and
+/// what it does with a peer whose one key share is P-256: takes it, or asks for x25519) and,
+/// over QUIC, its transport parameters (flow-control limits, streams, max_ack_delay, idle
 /// timeout).
 ///
 /// As a client (10 Mbit/s): its hello (its size on the link, and its key shares, groups and
@@ -40,7 +41,7 @@ use crate::out::Out;
 /// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked.
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
-/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes seven trials
+/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes eight trials
 /// per run, a client card three (one or two more where a planted event missed). Runs as root (the
 /// trials make namespaces).
 #[derive(Args)]
@@ -229,7 +230,9 @@ fn print_card(out: &Out, card: &Card) {
         .iter()
         .map(|i| {
             let runs: Vec<String> = (0..i.runs.len()).map(|k| i.shown(k, number)).collect();
-            let mark = if i.reproducible {
+            let mark = if i.runs.iter().all(Option::is_none) {
+                "not read".to_string()
+            } else if i.reproducible {
                 format!("agree ({})", i.tolerance_text)
             } else {
                 format!("DIFFER beyond {}", i.tolerance_text)
