@@ -263,38 +263,38 @@ fn log_of(dir: &Path, rec: &TrialRecord) -> Result<LinkLog, String> {
     LinkLog::parse(std::io::BufReader::new(f)).map_err(|e| format!("{}: {e}", p.display()))
 }
 
-/// The ClientHello in a probe trial's capture of the client's side (`capture.pcap`).
-fn hello_of(dir: &Path, rec: &TrialRecord) -> Result<Hello, String> {
-    let p = dir.join(trial_folder(&rec.id)).join("capture.pcap");
-    let bytes = std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
-    hello::capture(&bytes)
-        .and_then(|packets| hello::client_hello(&packets))
-        .map_err(|e| format!("{}: {e}", p.display()))
-}
-
-/// The server's handshake in a probe trial's capture, opened with the trial's key log
-/// (`keys.log`; without one, the transport parameters are said not read).
-fn server_hello_of(dir: &Path, rec: &TrialRecord) -> Result<ServerHandshake, String> {
+/// A probe trial's capture of the client's side (`capture.pcap`) and its key log (`keys.log`,
+/// empty without one), read by `read`; its errors name the capture.
+fn from_capture<T>(
+    dir: &Path,
+    rec: &TrialRecord,
+    read: impl FnOnce(&[hello::Captured], &[u8]) -> Result<T, String>,
+) -> Result<T, String> {
     let folder = dir.join(trial_folder(&rec.id));
     let p = folder.join("capture.pcap");
     let bytes = std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
     let keylog = std::fs::read(folder.join("keys.log")).unwrap_or_default();
     hello::capture(&bytes)
-        .and_then(|packets| server_hello::server_hello(&packets, &keylog))
+        .and_then(|packets| read(&packets, &keylog))
         .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// The ClientHello in a probe trial's capture.
+fn hello_of(dir: &Path, rec: &TrialRecord) -> Result<Hello, String> {
+    from_capture(dir, rec, |packets, _| hello::client_hello(packets))
+}
+
+/// The server's handshake in a probe trial's capture, opened with the trial's key log
+/// (without one, the transport parameters are said not read).
+fn server_hello_of(dir: &Path, rec: &TrialRecord) -> Result<ServerHandshake, String> {
+    from_capture(dir, rec, server_hello::server_hello)
 }
 
 /// How the server found the one-loss probe's planted loss: its trial's log, and its capture
 /// opened with its key log.
 fn loss_detection_of(dir: &Path, rec: &TrialRecord, lost: u32) -> Result<LossDetection, String> {
     let log = log_of(dir, rec)?;
-    let folder = dir.join(trial_folder(&rec.id));
-    let p = folder.join("capture.pcap");
-    let bytes = std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
-    let keylog = std::fs::read(folder.join("keys.log")).unwrap_or_default();
-    let carried = hello::capture(&bytes)
-        .and_then(|packets| one_rtt::server_stream_data(&packets, &keylog))
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+    let carried = from_capture(dir, rec, one_rtt::server_stream_data)?;
     loss_detection(&log, lost as usize, &carried)
 }
 
@@ -567,21 +567,23 @@ fn param_items(
         .collect()
 }
 
+/// Each run's answer as a number and the words it stands for (`None`: the run could not tell).
+fn worded(
+    runs: &[RunCard],
+    f: impl Fn(&RunCard) -> Option<(f64, String)>,
+) -> (Vec<Option<f64>>, Vec<Option<String>>) {
+    runs.iter()
+        .map(|r| f(r).map_or((None, None), |(n, w)| (Some(n), Some(w))))
+        .unzip()
+}
+
 /// A server's handshake items, from its ServerHello (and over QUIC its transport parameters):
 /// each named list is a code per answer (equal for equal answers), with its words.
 fn server_handshake_items(runs: &[RunCard], quic: bool) -> Vec<Item> {
     let why = runs.iter().find_map(|r| r.server_hello_why.clone());
-    let named =
-        |f: &dyn Fn(&ServerHandshake) -> (f64, String)| -> (Vec<Option<f64>>, Vec<Option<String>>) {
-            runs.iter()
-                .map(|r| {
-                    r.server_hello
-                        .as_ref()
-                        .map(f)
-                        .map_or((None, None), |(c, w)| (Some(c), Some(w)))
-                })
-                .unzip()
-        };
+    let named = |f: &dyn Fn(&ServerHandshake) -> (f64, String)| {
+        worded(runs, |r| r.server_hello.as_ref().map(f))
+    };
     let mut out = Vec::new();
     let (codes, words) = named(&|h| (f64::from(h.group), hello::group_name(h.group)));
     out.push(
@@ -629,22 +631,15 @@ fn server_handshake_items(runs: &[RunCard], quic: bool) -> Vec<Item> {
     );
     // the retry probe: what the server does with a P-256 share when it could have x25519
     let retry_why = runs.iter().find_map(|r| r.retry_probe_why.clone());
-    let (codes, words): (Vec<Option<f64>>, Vec<Option<String>>) = runs
-        .iter()
-        .map(|r| match &r.retry_probe {
-            Some(h) => match h.retry_group {
-                Some(g) => (
-                    Some(f64::from(g)),
-                    Some(format!("asks for {}", hello::group_name(g))),
-                ),
-                None => (
-                    Some(f64::from(h.group)),
-                    Some(format!("takes {}", hello::group_name(h.group))),
-                ),
-            },
-            None => (None, None),
+    let (codes, words) = worded(runs, |r| {
+        r.retry_probe.as_ref().map(|h| match h.retry_group {
+            Some(g) => (f64::from(g), format!("asks for {}", hello::group_name(g))),
+            None => (
+                f64::from(h.group),
+                format!("takes {}", hello::group_name(h.group)),
+            ),
         })
-        .unzip();
+    });
     out.push(
         Item::new(
             "retry_to_p256",
@@ -828,23 +823,16 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.first_timeout.server_ms),
                 why_of(&|t| t.server_why.clone()),
             ));
-            let (left, words): (Vec<Option<f64>>, Vec<Option<String>>) = runs
-                .iter()
-                .map(|r| match r.deep_queue {
-                    Some(q) => {
-                        let (yes, how) = match q.ended {
-                            SlowStartEnd::Left => (1.0, "yes: its flight stopped doubling"),
-                            SlowStartEnd::Overflow => (0.0, "no: the queue overflowed"),
-                            SlowStartEnd::TransferEnded => (0.0, "no: the transfer ended first"),
-                        };
-                        (
-                            Some(yes),
-                            Some(format!("{how} in round trip {}", q.round + 1)),
-                        )
-                    }
-                    None => (None, None),
+            let (left, words) = worded(runs, |r| {
+                r.deep_queue.map(|q| {
+                    let (yes, how) = match q.ended {
+                        SlowStartEnd::Left => (1.0, "yes: its flight stopped doubling"),
+                        SlowStartEnd::Overflow => (0.0, "no: the queue overflowed"),
+                        SlowStartEnd::TransferEnded => (0.0, "no: the transfer ended first"),
+                    };
+                    (yes, format!("{how} in round trip {}", q.round + 1))
                 })
-                .unzip();
+            });
             out.push(
                 Item::new(
                     "slow_start_exit",
@@ -909,17 +897,12 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
         Role::Client => {
             // the hello's key shares and groups: a code per list (equal for equal lists), named
             let hello_why = runs.iter().find_map(|r| r.hello_why.clone());
-            let lists = |f: &dyn Fn(&Hello) -> &[u16]| -> (Vec<Option<f64>>, Vec<Option<String>>) {
-                runs.iter()
-                    .map(|r| {
-                        r.hello.as_ref().map_or((None, None), |h| {
-                            (
-                                Some(hello::groups_code(f(h))),
-                                Some(hello::group_names(f(h))),
-                            )
-                        })
-                    })
-                    .unzip()
+            let lists = |f: &dyn Fn(&Hello) -> &[u16]| {
+                worded(runs, |r| {
+                    r.hello
+                        .as_ref()
+                        .map(|h| (hello::groups_code(f(h)), hello::group_names(f(h))))
+                })
             };
             let (codes, names) = lists(&|h| &h.key_shares);
             out.push(
