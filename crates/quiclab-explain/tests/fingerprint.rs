@@ -122,7 +122,8 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
     let mut min_rtt = u64::MAX;
     // packets in flight: sent, less acknowledged, less declared lost
     let can_send = |sent: u32, acked: u32, lost: u32, cwnd: f64, resend: Option<u32>| {
-        (resend.is_some() || sent < c.body) && ((sent - acked - lost) as f64) < cwnd.floor()
+        (resend.is_some() || sent < c.body)
+            && (sent.saturating_sub(acked + lost) as f64) < cwnd.floor()
     };
     for _ in 0..1_000_000 {
         // the server sends what its window allows, paced
