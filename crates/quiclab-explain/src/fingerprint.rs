@@ -812,6 +812,167 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// A small response over 50 ms each way, unlimited: the server's Initial at 50 ms, the
+    /// client's handshake's end at 100 ms, and the response from 150 ms, 0.1 ms apart: HTTP/3's
+    /// control stream, five data packets, and `after` (packets behind the data, as their IP
+    /// size and whether they carry stream data). `dropped`: the packets the link dropped, by
+    /// index in the log; the fourth data packet's bytes (index 5) are sent again at `retx_ms`.
+    fn small_response(
+        after: &[(u32, bool)],
+        dropped: &[usize],
+        retx_ms: f64,
+    ) -> (LinkLog, Vec<Vec<crate::one_rtt::Span>>) {
+        let path_ns = 50 * MS;
+        let mut log = LinkLog::default();
+        let mut carried = Vec::new();
+        let mut down = |log: &mut LinkLog, at: u64, size: u32, spans: Vec<crate::one_rtt::Span>| {
+            let fate = if dropped.contains(&log.down.len()) {
+                Fate::Dropped(at)
+            } else {
+                carried.push(spans);
+                Fate::Departed(at + path_ns)
+            };
+            log.down.push(Packet {
+                arrive_ns: at,
+                size,
+                fate,
+            });
+        };
+        down(&mut log, 50 * MS, 1228, vec![]);
+        let mut at = 150 * MS;
+        down(&mut log, at, 247, vec![(3, 0, 200)]);
+        for k in 0..5u64 {
+            at += MS / 10;
+            let len = if k == 4 { 900 } else { 1000 };
+            down(&mut log, at, 128 + len as u32, vec![(0, k * 1000, len)]);
+        }
+        for &(size, stream) in after {
+            at += MS / 10;
+            down(
+                &mut log,
+                at,
+                size,
+                if stream { vec![(0, 4900, 0)] } else { vec![] },
+            );
+        }
+        // the first loss's bytes (data packet k is at index k + 2)
+        let retx = (retx_ms * 1000.0).round() as u64 * 1000;
+        let k = dropped.first().map_or(0, |d| d.saturating_sub(2)) as u64;
+        down(&mut log, retx, 1128, vec![(0, k * 1000, 1000)]);
+        let up = |at: u64| Packet {
+            arrive_ns: at,
+            size: 62,
+            fate: Fate::Departed(at + path_ns),
+        };
+        // the client's Initial, its handshake's end, and an acknowledgement 0.05 ms after the
+        // delivery of each packet behind the first loss
+        log.up = vec![up(0), up(100 * MS)];
+        let acks: Vec<Packet> = dropped.first().map_or(vec![], |&l| {
+            log.down[l + 1..log.down.len() - 1]
+                .iter()
+                .filter_map(|p| delivered(p).map(|t| up(t + MS / 20)))
+                .collect()
+        });
+        log.up.extend(acks);
+        (log, carried)
+    }
+
+    const FIFTY_MS: PathFacts = PathFacts {
+        down_delay_ns: 50 * MS,
+        up_delay_ns: 50 * MS,
+        down_rate_bps: None,
+        up_rate_bps: None,
+    };
+
+    #[test]
+    fn an_isolated_loss_is_planted_on_the_last_data_packet_with_enough_right_behind_it() {
+        let plan = |after: &[(u32, bool)], behind| {
+            let (log, _) = small_response(after, &[], 400.0);
+            IsolatedPlan::of(&log, &FIFTY_MS, &Framing::QUIC, behind)
+        };
+        // large packets: the Initial (0), then the data (1 to 5): with one behind, the fourth
+        // data packet, whatever small packets follow the fifth; with three, the second; a
+        // blackout of half the round trip
+        let one = IsolatedPlan {
+            large: 4,
+            min_bytes: 1028,
+            behind: 1,
+            blackout_us: 50_000,
+        };
+        assert_eq!(plan(&[], 1), Ok(one));
+        assert_eq!(plan(&[(74, true), (59, false)], 1), Ok(one));
+        let three = plan(&[(74, true)], 3).unwrap();
+        assert_eq!((three.large, three.behind), (2, 3));
+        assert_eq!(
+            three.link_keys(),
+            [("down-isolated-loss", "2/1028/3/50000us".to_string())]
+        );
+        // five data packets have no five behind any of them
+        let e = plan(&[], 5).unwrap_err();
+        assert!(e.contains("no 6 data packets"), "{e}");
+    }
+
+    #[test]
+    fn an_isolated_loss_reads_its_repair_from_the_acknowledgements_behind_it() {
+        // the fourth data packet (index 5) lost at 150.4 ms, the fifth behind it; its bytes sent
+        // again 9/8 of the 100 ms RTT later, at 262.9 ms: 12.35 ms after the acknowledgement of
+        // the fifth (sent at 200.55 ms) reached the server, at 250.55 ms
+        let (log, carried) = small_response(&[], &[5], 262.9);
+        let l = isolated_loss(&log, &FIFTY_MS, &carried, 1).unwrap();
+        assert_eq!(l.blacked_out, 0);
+        assert!((l.detection.ms - 112.5).abs() < 1e-6, "{l:?}");
+        assert!(
+            l.detection
+                .after_first_ms
+                .is_some_and(|a| (a - 12.35).abs() < 1e-6),
+            "{l:?}"
+        );
+        // a stream's end and an acknowledgement behind the fifth, both blacked out: the same
+        let (log, carried) = small_response(&[(74, true), (59, false)], &[5, 7, 8], 262.9);
+        let l = isolated_loss(&log, &FIFTY_MS, &carried, 1).unwrap();
+        assert_eq!(l.blacked_out, 2);
+        assert!((l.detection.ms - 112.5).abs() < 1e-6, "{l:?}");
+        // the second data packet (3, sent at 150.2 ms) lost, three let through behind it and the
+        // stream's end blacked out: a sender at the packet threshold sends its bytes again as
+        // the acknowledgement of the third (sent at 200.55 ms) reaches it, at 250.55 ms, 0.2 ms
+        // after the first's
+        let (log, carried) = small_response(&[(74, true)], &[3, 7], 250.55);
+        let l = isolated_loss(&log, &FIFTY_MS, &carried, 3).unwrap();
+        assert_eq!(l.blacked_out, 1);
+        assert!((l.detection.ms - 100.35).abs() < 1e-6, "{l:?}");
+        assert!(
+            l.detection.after_third_ms.is_some_and(|a| a.abs() < 1e-6),
+            "{l:?}"
+        );
+        assert!(
+            l.detection
+                .after_first_ms
+                .is_some_and(|a| (a - 0.2).abs() < 1e-6),
+            "{l:?}"
+        );
+        // with one of the three an acknowledgement, it cannot be read
+        let (log, mut carried) = small_response(&[(74, true)], &[3, 7], 250.55);
+        // (the capture's fourth datagram: the first behind the loss)
+        carried[3].clear();
+        let e = isolated_loss(&log, &FIFTY_MS, &carried, 3).unwrap_err();
+        assert!(e.contains("1 of the 3 packets behind"), "{e}");
+        // the last data packet lost, only an acknowledgement behind it: the client need not
+        // answer that
+        let (log, carried) = small_response(&[(59, false)], &[6], 262.9);
+        let e = isolated_loss(&log, &FIFTY_MS, &carried, 1).unwrap_err();
+        assert!(
+            e.contains("1 of the 1 packets behind the lost one carried no stream data"),
+            "{e}"
+        );
+        // nothing behind it: a tail's loss; nothing lost
+        let (log, carried) = small_response(&[], &[6], 262.9);
+        let e = isolated_loss(&log, &FIFTY_MS, &carried, 1).unwrap_err();
+        assert!(e.contains("a tail's loss"), "{e}");
+        let (log, carried) = small_response(&[], &[], 262.9);
+        let e = isolated_loss(&log, &FIFTY_MS, &carried, 1).unwrap_err();
+        assert!(e.contains("none of the server's packets was lost"), "{e}");
+    }
+
     fn packet(at_ms: u64, size: u32, fate: Fate) -> Packet {
         Packet {
             arrive_ns: at_ms * MS,
@@ -970,8 +1131,35 @@ pub struct LossDetection {
     /// RTT from the sending) or for its window,
     /// negative for one that declared it earlier.
     pub after_third_ms: Option<f64>,
+    /// The same from the client's first packet sent after the first packet behind the lost one
+    /// (the acknowledgement that shows the gap first).
+    pub after_first_ms: Option<f64>,
     /// Packets the server sent between the lost one and its retransmission.
     pub sent_between: u32,
+}
+
+/// The downlink's delivered packets in the order they left the link, each with its departure
+/// and its index: the order of a capture of the client's side, whose datagrams `carried`
+/// lists (`Err` when their counts differ).
+fn delivered_order(
+    log: &LinkLog,
+    carried: &[Vec<crate::one_rtt::Span>],
+) -> Result<Vec<(u64, usize)>, String> {
+    let mut order: Vec<(u64, usize)> = log
+        .down
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| delivered(p).map(|t| (t, i)))
+        .collect();
+    order.sort();
+    if order.len() != carried.len() {
+        return Err(format!(
+            "the capture holds {} of the server's datagrams, the link delivered {}",
+            carried.len(),
+            order.len()
+        ));
+    }
+    Ok(order)
 }
 
 /// Reads a one-loss probe: `lost`, the downlink packet the link dropped (0-based); `carried`,
@@ -989,21 +1177,7 @@ pub fn loss_detection(
     if delivered(dropped).is_some() {
         return Err("the planted loss was delivered".into());
     }
-    // the delivered packets in the order they left the link, beside what each carried
-    let mut order: Vec<(u64, usize)> = log
-        .down
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| delivered(p).map(|t| (t, i)))
-        .collect();
-    order.sort();
-    if order.len() != carried.len() {
-        return Err(format!(
-            "the capture holds {} of the server's datagrams, the link delivered {}",
-            carried.len(),
-            order.len()
-        ));
-    }
+    let order = delivered_order(log, carried)?;
     // the response: the stream that carried the most bytes
     let mut per_stream = std::collections::BTreeMap::<u64, u64>::new();
     for &(s, _, l) in carried.iter().flatten() {
@@ -1047,15 +1221,149 @@ pub fn loss_detection(
         .map(|&(_, i)| i)
         .filter(|&i| i > lost)
         .collect();
-    let after_third_ms = after.get(2).and_then(|&third| {
-        let t3 = delivered(&log.down[third])?;
-        let ack = log.up.iter().find(|p| p.arrive_ns >= t3)?;
+    let after_kth = |k: usize| {
+        let t = delivered(&log.down[*after.get(k)?])?;
+        let ack = log.up.iter().find(|p| p.arrive_ns >= t)?;
         let heard = delivered(ack)?;
         Some((sent as f64 - heard as f64) / 1e6)
-    });
+    };
     Ok(LossDetection {
         ms: (sent - dropped.arrive_ns) as f64 / 1e6,
-        after_third_ms,
+        after_third_ms: after_kth(2),
+        after_first_ms: after_kth(0),
         sent_between: (retx - lost - 1) as u32,
+    })
+}
+
+/// The drop of an isolated-loss probe: in a transfer whose whole response leaves in its first
+/// round trip of data (an object within every initial window), so that the sender has nothing
+/// more to send, the last data packet with `behind` more right behind it. The link drops it,
+/// lets those pass and drops whatever the sender writes for half a round trip after them
+/// (`down-isolated-loss`, [`IsolatedPlan::link_keys`]): the client sees exactly `behind`
+/// packets past the gap. With one, too few for RFC 9002's packet threshold (3), the time
+/// threshold (9/8 of an RTT from the sending, RFC 9002 §6.1.2), or whatever the sender uses
+/// instead, declares the loss; with three, a sender at RFC 9002's packet threshold declares it
+/// on their acknowledgement, a round trip after the sending. Without the blackout, the
+/// acknowledgements and stream ends some stacks write behind their data (ngtcp2's and quic-go's
+/// three or more in a round trip, quinn's two in some trials) take packet numbers enough for
+/// the packet threshold. The packet is counted among the packets of at least a data packet's
+/// size: small packets fall around a response differently from one trial to the next, and its
+/// large ones do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct IsolatedPlan {
+    /// The packet dropped, counted among the large downlink packets (0-based).
+    pub large: u32,
+    /// A large packet's least IP size: a data packet's payload and the framing.
+    pub min_bytes: u32,
+    /// The packets let through behind it.
+    pub behind: u32,
+    /// The blackout after them, µs: half the path's round trip.
+    pub blackout_us: u64,
+}
+
+impl IsolatedPlan {
+    /// Planted from a probe's log (a clean one, or an earlier isolated-loss probe's: its
+    /// dropped packets are in the log as sent), with `behind` packets let through.
+    pub fn of(
+        log: &LinkLog,
+        path: &PathFacts,
+        f: &Framing,
+        behind: u32,
+    ) -> Result<IsolatedPlan, String> {
+        let min_bytes = DATA_PAYLOAD + f.header_bytes;
+        let start = data_start(log, path, f).ok_or("no data after the handshake")?;
+        let until = log.down[start].arrive_ns + path.rtt_ns();
+        let large = |i: usize| {
+            log.down
+                .get(i)
+                .is_some_and(|p| p.size >= min_bytes && p.arrive_ns < until)
+        };
+        let k = behind as usize;
+        let i = (start..log.down.len())
+            .take_while(|&i| log.down[i].arrive_ns < until)
+            .filter(|&i| (i..=i + k).all(large))
+            .last()
+            .ok_or_else(|| {
+                format!(
+                    "no {} data packets left one after the other in the response's first round \
+                     trip of data",
+                    k + 1
+                )
+            })?;
+        Ok(IsolatedPlan {
+            large: log.down[..i].iter().filter(|p| p.size >= min_bytes).count() as u32,
+            min_bytes,
+            behind,
+            blackout_us: path.rtt_ns() / 2 / 1000,
+        })
+    }
+
+    /// The link keys that plant it.
+    pub fn link_keys(&self) -> [(&'static str, String); 1] {
+        [(
+            "down-isolated-loss",
+            format!(
+                "{}/{}/{}/{}us",
+                self.large, self.min_bytes, self.behind, self.blackout_us
+            ),
+        )]
+    }
+}
+
+/// An isolated loss (an isolated-loss probe's, [`IsolatedPlan`]) as the wire shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct IsolatedLoss {
+    /// When its bytes went out again, and from which acknowledgement (`after_first_ms`: the
+    /// one the first packet behind it drew; `after_third_ms`: the one after the third).
+    pub detection: LossDetection,
+    /// Packets the server wrote in the blackout behind the ones let through (dropped).
+    pub blacked_out: u32,
+}
+
+/// Reads an isolated-loss probe of `behind` packets: `carried` as for [`loss_detection`].
+/// `Err` says why it cannot be read as one (the plan counted data packets, and a trial's may
+/// fall otherwise): nothing dropped; fewer than `behind` packets right behind the lost one in
+/// its round trip (a tail's loss, which a timer repairs), or any of them without stream data
+/// (an acknowledgement, which the client need not answer).
+pub fn isolated_loss(
+    log: &LinkLog,
+    path: &PathFacts,
+    carried: &[Vec<crate::one_rtt::Span>],
+    behind: u32,
+) -> Result<IsolatedLoss, String> {
+    let dropped: Vec<usize> = (0..log.down.len())
+        .filter(|&i| matches!(log.down[i].fate, Fate::Dropped(_)))
+        .collect();
+    let &lost = dropped
+        .first()
+        .ok_or("none of the server's packets was lost, where one was planted")?;
+    let at = log.down[lost].arrive_ns;
+    let kept = lost + 1..=lost + behind as usize;
+    let in_round = kept.clone().all(|i| {
+        log.down
+            .get(i)
+            .is_some_and(|p| p.arrive_ns < at + path.rtt_ns())
+    });
+    if !in_round {
+        return Err(format!(
+            "fewer than {behind} packets followed the lost one in its round trip: a tail's loss"
+        ));
+    }
+    let order = delivered_order(log, carried)?;
+    let streamed = order
+        .iter()
+        .zip(carried)
+        .filter(|((_, i), spans)| kept.contains(i) && !spans.is_empty())
+        .count();
+    if streamed != behind as usize {
+        return Err(format!(
+            "{} of the {behind} packets behind the lost one carried no stream data: an \
+             acknowledgement, which the client need not answer",
+            behind as usize - streamed
+        ));
+    }
+    Ok(IsolatedLoss {
+        detection: loss_detection(log, lost, carried)?,
+        blacked_out: (dropped.len() - 1) as u32,
     })
 }

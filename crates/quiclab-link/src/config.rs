@@ -90,6 +90,13 @@ pub const KEYS: &[Key] = &[
         "drop these packet indices (0-based, per direction), e.g. 3,7,10-12",
     ),
     key(
+        "isolated-loss",
+        "N/BYTES/KEEP/LENGTH",
+        "drop the Nth (0-based) packet of at least BYTES (IP), pass the KEEP packets after it, \
+         then drop every packet for LENGTH, e.g. 7/1028/1/50ms: a loss that exactly KEEP \
+         packets show, wherever small packets fall",
+    ),
+    key(
         "blackout",
         "BYTES/LENGTH",
         "from the packet that takes the direction past BYTES, drop every packet for LENGTH: a \
@@ -168,12 +175,27 @@ impl Burst {
     }
 }
 
+/// A loss that exactly `keep` packets show: the `index`th (0-based) packet of at least
+/// `min_bytes` is dropped, the `keep` packets after it pass, and every packet for `blackout`
+/// after the last of them is dropped. Whatever a sender writes behind its data
+/// (acknowledgements, a stream's end), the receiver sees `keep` packets past the gap: one is
+/// too few for a packet-count threshold, three are RFC 9002's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsolatedLoss {
+    pub index: u64,
+    pub min_bytes: u32,
+    pub keep: u32,
+    pub blackout: Duration,
+}
+
 /// The configuration of one direction. `Default` is a perfect wire: no delay, no loss, no limit.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DirectionConfig {
     pub mtu: Option<u32>,
     pub outages: Vec<(Duration, Duration)>,
     pub drop_packets: Vec<u64>,
+    /// A loss that a given number of packets behind it show ([`IsolatedLoss`]).
+    pub isolated_loss: Option<IsolatedLoss>,
     /// A tail's blackout: from the packet that takes the bytes the direction was offered past
     /// the first value, every packet is dropped for the second.
     pub blackout: Option<(u64, Duration)>,
@@ -301,6 +323,28 @@ impl DirectionConfig {
                 self.outages.sort();
             }
             "drop-packets" => self.drop_packets = parse_index_list(key, value)?,
+            "isolated-loss" => {
+                let allowed = "allowed: N/BYTES/KEEP/LENGTH, e.g. 7/1028/1/50ms (an index, a size \
+                               of at least 1 byte, a count of at least 1, a length above zero)";
+                let bad = || ConfigError::new(key, value, allowed);
+                let parts: Vec<&str> = value.split('/').map(str::trim).collect();
+                let &[n, b, k, l] = parts.as_slice() else {
+                    return Err(bad());
+                };
+                let index = n.parse::<u64>().map_err(|_| bad())?;
+                let min_bytes = b.parse::<u32>().ok().filter(|&b| b > 0).ok_or_else(bad)?;
+                let keep = k.parse::<u32>().ok().filter(|&k| k > 0).ok_or_else(bad)?;
+                let blackout = units::parse_duration(l).map_err(unit)?;
+                if blackout.is_zero() {
+                    return Err(bad());
+                }
+                self.isolated_loss = Some(IsolatedLoss {
+                    index,
+                    min_bytes,
+                    keep,
+                    blackout,
+                });
+            }
             "blackout" => {
                 let allowed = "allowed: BYTES/LENGTH, e.g. 990kb/60ms (a length above zero)";
                 let (b, q) = value
@@ -527,6 +571,36 @@ mod tests {
         let mut c = DirectionConfig::default();
         c.set("drop-packets", "7, 3,10-12,3", &no_files).unwrap();
         assert_eq!(c.drop_packets, vec![3, 7, 10, 11, 12]);
+    }
+
+    #[test]
+    fn an_isolated_loss_takes_an_index_a_least_size_a_count_and_a_length() {
+        let mut c = DirectionConfig::default();
+        c.set("isolated-loss", "7/1028/3/50ms", &no_files).unwrap();
+        assert_eq!(
+            c.isolated_loss,
+            Some(IsolatedLoss {
+                index: 7,
+                min_bytes: 1028,
+                keep: 3,
+                blackout: Duration::from_millis(50)
+            })
+        );
+        for bad in [
+            "7/1028/50ms",
+            "7/0/1/50ms",
+            "7/big/1/50ms",
+            "x/1028/1/50ms",
+            "7/1028/0/50ms",
+            "7/1028/1/0ms",
+            "7/1028/1/50ms/1",
+        ] {
+            let e = c
+                .set("isolated-loss", bad, &no_files)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(&format!("isolated-loss = \"{bad}\"")), "{e}");
+        }
     }
 
     #[test]

@@ -53,6 +53,9 @@ impl<D: Payload> Pipeline<D> {
         if !cfg.drop_packets.is_empty() {
             filters.push(Box::new(filter::Listed(cfg.drop_packets.clone())));
         }
+        if let Some(plan) = cfg.isolated_loss {
+            filters.push(Box::new(filter::IsolatedLoss::new(plan)));
+        }
         if let Some((after, length)) = cfg.blackout {
             filters.push(Box::new(filter::Blackout::new(after, length)));
         }

@@ -653,6 +653,34 @@ fn listed_drops_remove_exactly_those_indices() {
 }
 
 #[test]
+fn an_isolated_loss_drops_its_large_packet_and_all_but_the_kept_for_its_length() {
+    // data packets of 1228 bytes with small ones between, 1 ms apart: the fourth large one (5)
+    // goes; with one kept, the small one after it (6) passes and 7 to 9 (within 3.5 ms of 6)
+    // go; with three kept, 6 to 8 pass and 9 to 11 go
+    let sizes = [
+        1228, 60, 1228, 1228, 80, 1228, 90, 1228, 60, 1228, 1228, 70, 1228,
+    ];
+    let arrivals: Vec<Arrival> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| Arrival {
+            at: ms(i as u64),
+            size,
+        })
+        .collect();
+    for (keep, want) in [(1, set([5, 7, 8, 9])), (3, set([5, 9, 10, 11]))] {
+        let key = format!("3/1028/{keep}/3500us");
+        let run = run_all_ways(
+            || pipeline(&[("isolated-loss", key.as_str())], 1, true),
+            &arrivals,
+        );
+        assert_eq!(run.dropped(DropReason::Listed), want, "{key}");
+        assert_eq!(run.lost(), want, "{key}");
+        assert_eq!(run.counters.dropped_listed, want.len() as u64, "{key}");
+    }
+}
+
+#[test]
 fn the_mtu_drops_larger_packets_only() {
     let sizes = [1499, 1500, 1501, 9000, 68, 1500, 1501];
     let arrivals: Vec<Arrival> = sizes

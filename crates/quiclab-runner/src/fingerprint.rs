@@ -27,9 +27,9 @@
 use std::path::Path;
 
 use quiclab_explain::fingerprint::{
-    DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, LossDetection, LossPlan,
-    Response, SlowStartEnd, TailPlan, TailTimeout, WireCard, deep_queue, first_timeout,
-    loss_detection, response, tail_timeout, wire,
+    DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, IsolatedLoss, IsolatedPlan,
+    LossDetection, LossPlan, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard, deep_queue,
+    first_timeout, isolated_loss, loss_detection, response, tail_timeout, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::one_rtt;
@@ -210,6 +210,19 @@ pub const RETRY_PROBE_GROUPS: &str = "p256,x25519";
 /// The retry probe's object: the handshake is what it reads.
 pub const RETRY_PROBE_OBJECT: &str = "10kb";
 
+/// How many times an isolated-loss probe runs before its items say why it could not be read:
+/// its plan counts data packets, and the small packets around the response's last ones
+/// (whether they go behind it, or ride in it) differ from trial to trial.
+pub const ISOLATED_ATTEMPTS: u32 = 4;
+
+/// The isolated-loss probes' object: within every server's first round trip of data (the least
+/// measured here is 11 KB), so that the sender has nothing more to send behind the loss.
+pub const ISOLATED_OBJECT: &str = "8kb";
+
+/// The isolated-loss probes: each name, and how many packets show its loss (one: the time
+/// threshold's; three: RFC 9002's packet threshold).
+pub const ISOLATED: [(&str, u32); 2] = [("lone loss", 1), ("three behind", 3)];
+
 /// The deep-queue probe's bottleneck, queue and object: slow start into 500 kB of queue on a
 /// 250 kB path (a window of 750 kB overflows it, reached after about 1.5 MB of slow start).
 pub const DEEP_RATE: &str = "20mbit";
@@ -232,6 +245,9 @@ pub struct RunCard {
     /// not be read).
     pub loss_detection: Option<LossDetection>,
     pub loss_detection_why: Option<String>,
+    /// As a QUIC server: each isolated loss planted ([`ISOLATED`], in its order) and when its
+    /// bytes went out again, or why that could not be read.
+    pub isolated: Vec<IsolatedRun>,
     /// As a server: the tail planted and its timer read (or why none).
     pub tail: Option<TailPlan>,
     pub tail_timeout: Option<TailTimeout>,
@@ -251,6 +267,14 @@ pub struct RunCard {
     pub retry_probe_why: Option<String>,
     /// The trials' folders, relative to the directory they ran in.
     pub trials: Vec<String>,
+}
+
+/// One isolated-loss probe's plan and reading.
+#[derive(Debug, Clone, Serialize)]
+pub struct IsolatedRun {
+    pub plan: Option<IsolatedPlan>,
+    pub read: Option<IsolatedLoss>,
+    pub why: Option<String>,
 }
 
 /// Reads a probe trial's link log, or why its trial told nothing.
@@ -296,6 +320,19 @@ fn loss_detection_of(dir: &Path, rec: &TrialRecord, lost: u32) -> Result<LossDet
     let log = log_of(dir, rec)?;
     let carried = from_capture(dir, rec, one_rtt::server_stream_data)?;
     loss_detection(&log, lost as usize, &carried)
+}
+
+/// How the server repaired an isolated-loss probe's loss (`behind`: the packets that showed
+/// it): its trial's log, and its capture opened with its key log.
+fn isolated_loss_of(
+    dir: &Path,
+    rec: &TrialRecord,
+    path: &PathFacts,
+    behind: u32,
+) -> Result<IsolatedLoss, String> {
+    let log = log_of(dir, rec)?;
+    let carried = from_capture(dir, rec, one_rtt::server_stream_data)?;
+    isolated_loss(&log, path, &carried, behind)
 }
 
 /// Where a fingerprint is in its work, for the caller's progress line.
@@ -408,6 +445,7 @@ pub fn fingerprint(
         let mut detected = None;
         let (mut tail, mut tail_read) = (None, None);
         let (mut deep, mut deep_why) = (None, None);
+        let mut isolated = Vec::new();
         if subject.role == Role::Server {
             let keys = [
                 ("down-rate", DEEP_RATE.to_string()),
@@ -437,6 +475,57 @@ pub fn fingerprint(
                 tail_read = Some(t);
                 if told {
                     break;
+                }
+            }
+            // isolated losses: planted from a small clean transfer's log, each run once more,
+            // planted from its own log, where it landed elsewhere than its plan said
+            if quic {
+                let (p, sp) = subject.probe("small clean", &[], run, ISOLATED_OBJECT)?;
+                let r = run_trial(&p, &sp, step("small clean"))?;
+                trials.push(trial_folder(&r.id));
+                let small = log_of(dir, &r);
+                for (probe, behind) in ISOLATED {
+                    let mut plan = small
+                        .as_ref()
+                        .map_err(Clone::clone)
+                        .and_then(|log| IsolatedPlan::of(log, &path, &framing, behind));
+                    let mut out = IsolatedRun {
+                        plan: None,
+                        read: None,
+                        why: None,
+                    };
+                    for attempt in 0..ISOLATED_ATTEMPTS {
+                        let planted = match &plan {
+                            Ok(p) => *p,
+                            Err(e) => {
+                                out.why = Some(e.clone());
+                                break;
+                            }
+                        };
+                        out.plan = Some(planted);
+                        let (p, sp) = subject.probe(
+                            probe,
+                            &planted.link_keys(),
+                            run + 100 * attempt,
+                            ISOLATED_OBJECT,
+                        )?;
+                        let r = run_trial(&p, &sp, step(probe))?;
+                        trials.push(trial_folder(&r.id));
+                        match isolated_loss_of(dir, &r, &path, behind) {
+                            Ok(x) => {
+                                out.read = Some(x);
+                                out.why = None;
+                                break;
+                            }
+                            Err(e) => {
+                                out.why = Some(e);
+                                plan = log_of(dir, &r).and_then(|log| {
+                                    IsolatedPlan::of(&log, &path, &framing, behind)
+                                });
+                            }
+                        }
+                    }
+                    isolated.push(out);
                 }
             }
             let mut size = response_object(clean.first_data_flight.map_or(0, |f| f.bytes));
@@ -487,6 +576,7 @@ pub fn fingerprint(
             response_why,
             loss_detection: detected.as_ref().and_then(|d| d.as_ref().ok().copied()),
             loss_detection_why: detected.and_then(|d| d.err()),
+            isolated,
             tail,
             tail_timeout: tail_read,
             deep_queue: deep,
@@ -535,6 +625,60 @@ fn jumbo(runs: &[RunCard]) -> Item {
             .collect(),
         None,
     )
+}
+
+/// The isolated-loss probes' items: for each, when the lost bytes went out again, from the
+/// sending and from the acknowledgement that could first declare the loss (the first packet
+/// behind it's for the time threshold, the third's for the packet threshold).
+fn isolated_items(runs: &[RunCard]) -> Vec<Item> {
+    let each = |k: usize, f: &dyn Fn(&LossDetection) -> Option<f64>| {
+        runs.iter()
+            .map(|r| {
+                r.isolated
+                    .get(k)
+                    .and_then(|i| i.read.as_ref())
+                    .and_then(|i| f(&i.detection))
+            })
+            .collect::<Vec<_>>()
+    };
+    let why = |k: usize| {
+        runs.iter()
+            .find_map(|r| r.isolated.get(k).and_then(|i| i.why.clone()))
+    };
+    vec![
+        Item::new(
+            "lone_loss_retransmit",
+            "a loss one packet shows, nothing more to send: from the lost packet to its bytes sent again (RFC 9002's time threshold: 9/8 RTT)",
+            "ms",
+            Tolerance::Share(0.1),
+            each(0, &|d| Some(d.ms)),
+            why(0),
+        ),
+        Item::new(
+            "lone_loss_after_ack",
+            "a loss one packet shows: from that packet's acknowledgement to its bytes sent again",
+            "ms",
+            Tolerance::Within(5.0),
+            each(0, &|d| d.after_first_ms),
+            why(0),
+        ),
+        Item::new(
+            "three_behind_retransmit",
+            "a loss three packets show, nothing more to send: from the lost packet to its bytes sent again (RFC 9002's packet threshold: a round trip)",
+            "ms",
+            Tolerance::Share(0.1),
+            each(1, &|d| Some(d.ms)),
+            why(1),
+        ),
+        Item::new(
+            "three_behind_after_ack",
+            "a loss three packets show: from the acknowledgement of the third to its bytes sent again",
+            "ms",
+            Tolerance::Within(5.0),
+            each(1, &|d| d.after_third_ms),
+            why(1),
+        ),
+    ]
 }
 
 /// A transport parameter's card item: its key, label, unit and where it is in the parameters.
@@ -891,6 +1035,7 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                     each(&|r| detection(r).and_then(|d| d.after_third_ms)),
                     why,
                 ));
+                out.extend(isolated_items(runs));
             }
             out.extend(server_handshake_items(runs, quic));
         }

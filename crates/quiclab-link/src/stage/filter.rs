@@ -61,6 +61,63 @@ impl Filter for Listed {
     }
 }
 
+/// An isolated loss ([`crate::config::IsolatedLoss`]): the `index`th packet of at least
+/// `min_bytes` dropped, the `keep` packets after it passed, and every packet for `blackout`
+/// after the last of them dropped; all planted, as the listed drops are.
+pub struct IsolatedLoss {
+    plan: crate::config::IsolatedLoss,
+    seen: u64,
+    state: Isolation,
+}
+
+enum Isolation {
+    Before,
+    Behind(u32),
+    Blackout(Duration),
+    Done,
+}
+
+impl IsolatedLoss {
+    pub fn new(plan: crate::config::IsolatedLoss) -> IsolatedLoss {
+        IsolatedLoss {
+            plan,
+            seen: 0,
+            state: Isolation::Before,
+        }
+    }
+}
+
+impl Filter for IsolatedLoss {
+    fn decide(&mut self, at: Duration, _: u64, size: usize) -> Verdict {
+        match self.state {
+            Isolation::Before => {
+                if size < self.plan.min_bytes as usize {
+                    return Verdict::Pass;
+                }
+                self.seen += 1;
+                if self.seen <= self.plan.index {
+                    return Verdict::Pass;
+                }
+                self.state = Isolation::Behind(self.plan.keep);
+                Verdict::Drop(DropReason::Listed)
+            }
+            Isolation::Behind(left) => {
+                self.state = if left > 1 {
+                    Isolation::Behind(left - 1)
+                } else {
+                    Isolation::Blackout(at + self.plan.blackout)
+                };
+                Verdict::Pass
+            }
+            Isolation::Blackout(until) if at < until => Verdict::Drop(DropReason::Listed),
+            Isolation::Blackout(_) | Isolation::Done => {
+                self.state = Isolation::Done;
+                Verdict::Pass
+            }
+        }
+    }
+}
+
 /// A tail's blackout: from the packet that takes the bytes offered past `after`, every packet
 /// is dropped for `length`; all later pass. Whatever a transfer's packet count, its last flight
 /// is lost whole if it leaves within `length`, and the first packet the sender writes after its
