@@ -11,7 +11,11 @@
 //! two more: one data packet dropped in the fourth round trip of data (out of slow start), then
 //! that and a second four round trips later, planted from the log of the first, whose window
 //! before and after the wire shows as bytes in flight (its β); over QUIC the one-loss probe's
-//! capture, opened with its key log, shows when the lost bytes went out again. The clean probe's
+//! capture, opened with its key log, shows when the lost bytes went out again. Over QUIC two
+//! isolated-loss probes read the loss thresholds apart from the window: a small response (8 kB,
+//! sent at once) loses a data packet with one, or three, packets let through behind it and the
+//! rest of its round trip blacked out, so that only the time threshold, or the packet
+//! threshold, can declare it. The clean probe's
 //! capture gives a server's ServerHello and transport parameters, and the retry probe's (its
 //! peer's one key share P-256, x25519 listed second) whether it asks for x25519. The tail probe
 //! loses the clean transfer's last data packets (a blackout of 0.6 RTT from the byte they start

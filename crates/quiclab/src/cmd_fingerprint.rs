@@ -23,7 +23,9 @@ use crate::out::Out;
 /// first round trip of data), over how long it sends that window and its largest burst
 /// (pacing), its window before and after a loss planted in congestion avoidance (β) and, over
 /// QUIC, when it sent that loss's bytes again (its 1-RTT packets opened with the trial's key
-/// log), its first retransmission timer (its first flight dropped on purpose), and its timer
+/// log) and, on a small response that leaves at once, when it repairs a loss that one packet
+/// shows (its time threshold) and one that three show (its packet threshold), the rest of the
+/// round trip blacked out; its first retransmission timer (its first flight dropped on purpose), and its timer
 /// once the path is measured (its transfer's last flight dropped whole: the time to its first
 /// probe or retransmission), whether its slow start ends before a deep queue (20 Mbit/s, 200
 /// ms) overflows and how much queueing it built by then: the whole queue without a delay-based
@@ -42,7 +44,8 @@ use crate::out::Out;
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
 /// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes eight trials
-/// per run, a client card three (one or two more where a planted event missed). Runs as root (the
+/// per run (eleven over QUIC), a client card three (one or two more where a planted event
+/// missed). Runs as root (the
 /// trials make namespaces).
 #[derive(Args)]
 pub struct FingerprintCmd {

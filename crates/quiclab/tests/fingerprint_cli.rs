@@ -1,7 +1,7 @@
 //! `quiclab fingerprint` as a user runs it (as root: the probes make namespaces). quinn is the
 //! stack whose answers are known: its constants (a 12,000-byte initial window, an initial RTT of
 //! 333 ms so a first timer of three times that, 1200-byte Initial datagrams, path MTU discovery
-//! up to 1452 even on a 9000-byte link, Cubic's β of 0.7) and its knobs (the initial window, the initial RTT, the packet
+//! up to 1452 even on a 9000-byte link, Cubic's β of 0.7, RFC 9002's loss thresholds) and its knobs (the initial window, the initial RTT, the packet
 //! size, NewReno's β of 0.5) must come
 //! back from the wire within each item's tolerance; every other stack of the registry gets a card
 //! in each role it has, every item answered.
@@ -137,6 +137,25 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
             "quinn's retransmission {got} ms after the ACK of the third"
         );
     }
+    // a loss that one packet shows, with nothing more to send, is declared by quinn's time
+    // threshold, 9/8 of max(smoothed RTT, latest RTT) after the sending: at least 9/8 of the
+    // path's 100 ms and within 10 % of it, some 12.5 ms after the acknowledgement of the packet
+    // behind it; one that three packets show, by its packet threshold (3) as their
+    // acknowledgement arrives, a round trip after the sending (the host's scheduling: 1 ms)
+    for got in runs(server, "lone_loss_retransmit") {
+        assert!(
+            (112.5..=123.75).contains(&got),
+            "quinn's time threshold: {got} ms after the loss"
+        );
+    }
+    assert_each_within(server, "lone_loss_after_ack", 12.5, 5.0);
+    for got in runs(server, "three_behind_retransmit") {
+        assert!(
+            (100.0..=110.0).contains(&got),
+            "quinn's packet threshold: {got} ms after the loss"
+        );
+    }
+    assert_each_within(server, "three_behind_after_ack", 0.0, 1.0);
     let client = card(&plain, "quinn", "client");
     assert_each_within(client, "first_payload", 1200.0, 0.0);
     assert_each_within(client, "first_flight_packets", 1.0, 0.0);
