@@ -716,6 +716,43 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
     }
 }
 
+/// How a server shared its sending between two responses on one connection: of the stream
+/// bytes its datagrams carried from the first to the last with the urgent response's data (in
+/// the order the client received them), the urgent response's share. The least urgent response
+/// is the stream that carried the most bytes, the urgent one the stream that carried the next
+/// most (the priorities probe's page: 800 kB and 30 kB, the others 5 and 1 kB). A server that
+/// sends the urgent response before the rest reads 1, one that shares its sending evenly about
+/// 0.5; one that answers in order reads 1 too, its urgent response coming after the other
+/// (which the page record tells).
+pub fn urgent_share(carried: &[Vec<crate::one_rtt::Span>]) -> Result<f64, String> {
+    let mut per_stream = std::collections::BTreeMap::<u64, u64>::new();
+    for &(s, _, l) in carried.iter().flatten() {
+        *per_stream.entry(s).or_default() += l;
+    }
+    let mut by_size: Vec<(u64, u64)> = per_stream.into_iter().map(|(s, b)| (b, s)).collect();
+    by_size.sort_unstable_by(|a, b| b.cmp(a));
+    let (&(_, bulk), &(_, urgent)) = match (by_size.first(), by_size.get(1)) {
+        (Some(a), Some(b)) => (a, b),
+        _ => return Err("the server's packets carry fewer than two responses".into()),
+    };
+    let has = |k: usize, s: u64| carried[k].iter().any(|sp| sp.0 == s && sp.2 > 0);
+    let first = (0..carried.len()).find(|&k| has(k, urgent));
+    let last = (0..carried.len()).rev().find(|&k| has(k, urgent));
+    let (Some(first), Some(last)) = (first, last) else {
+        return Err("no packet carried the urgent response".into());
+    };
+    let bytes = |s: u64| -> u64 {
+        carried[first..=last]
+            .iter()
+            .flatten()
+            .filter(|sp| sp.0 == s)
+            .map(|sp| sp.2)
+            .sum()
+    };
+    let (u, b) = (bytes(urgent), bytes(bulk));
+    Ok(u as f64 / (u + b) as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,6 +848,31 @@ mod tests {
     }
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn an_urgent_response_s_share_is_of_the_bytes_sent_while_it_was_sent() {
+        // stream 0 the least urgent (10 × 1000 bytes), stream 4 the urgent (4 × 1000), 8 a
+        // small one: first the urgent whole, then shared one packet each, then after the other
+        let bulk = |k: u64| vec![(0u64, k * 1000, 1000u64)];
+        let urgent = |k: u64| vec![(4u64, k * 1000, 1000u64)];
+        let first: Vec<Vec<crate::one_rtt::Span>> = [vec![(8, 0, 200)], bulk(0), bulk(1)]
+            .into_iter()
+            .chain((0..4).map(urgent))
+            .chain((2..10).map(bulk))
+            .collect();
+        assert_eq!(urgent_share(&first), Ok(1.0));
+        let shared: Vec<Vec<crate::one_rtt::Span>> = (0..4)
+            .flat_map(|k| [urgent(k), bulk(k)])
+            .chain((4..10).map(bulk))
+            .collect();
+        // from the first urgent packet to the last: 4 urgent, 3 of the other's
+        assert!((urgent_share(&shared).unwrap() - 4.0 / 7.0).abs() < 1e-9);
+        let in_order: Vec<Vec<crate::one_rtt::Span>> =
+            (0..10).map(bulk).chain((0..4).map(urgent)).collect();
+        assert_eq!(urgent_share(&in_order), Ok(1.0));
+        let e = urgent_share(&(0..10).map(bulk).collect::<Vec<_>>()).unwrap_err();
+        assert!(e.contains("fewer than two responses"), "{e}");
+    }
 
     /// A small response over 50 ms each way, unlimited: the server's Initial at 50 ms, the
     /// client's handshake's end at 100 ms, and the response from 150 ms, 0.1 ms apart: HTTP/3's

@@ -33,7 +33,7 @@ use std::path::Path;
 use quiclab_explain::fingerprint::{
     DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, IsolatedLoss, IsolatedPlan,
     LossDetection, LossPlan, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard, deep_queue,
-    first_timeout, isolated_loss, loss_detection, response, tail_timeout, wire,
+    first_timeout, isolated_loss, loss_detection, response, tail_timeout, urgent_share, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::one_rtt;
@@ -160,13 +160,20 @@ impl Subject {
     /// The plan of one probe (`drops`: the link keys it plants), run `run` (its seed, so that
     /// each run is a trial of its own).
     pub fn plan_text(&self, probe: &str, drops: &[(&str, String)], run: u32, size: &str) -> String {
+        let workload = format!("kind = \"single-object\"\nsizes = [{size:?}]");
+        self.plan_of(&workload, probe, drops, run)
+    }
+
+    /// The plan of one probe whose workload is `workload` (its `[workload]` keys), as
+    /// [`Subject::plan_text`].
+    fn plan_of(&self, workload: &str, probe: &str, drops: &[(&str, String)], run: u32) -> String {
         let (server, client) = match self.role {
             Role::Server => (self.stack, self.peer),
             Role::Client => (self.peer, self.stack),
         };
         let mut s = format!(
             "name = \"fingerprint\"\niterations = 1\nseed = {run}\n\
-             [workload]\nkind = \"single-object\"\nsizes = [{size:?}]\n\
+             [workload]\n{workload}\n\
              [network]\ndelay = \"{ONE_WAY_MS}ms\"\n[conditions.{probe:?}]\n"
         );
         if let Some(rate) = self.rate() {
@@ -196,15 +203,46 @@ impl Subject {
         run: u32,
         size: &str,
     ) -> Result<(Plan, TrialSpec), String> {
-        let text = self.plan_text(probe, drops, run, size);
-        let plan = plan::parse(&text, &format!("the {probe} probe"), Profile::Full)
-            .map_err(|e| e.to_string())?;
-        let spec = expand::expand(&plan)
-            .into_iter()
-            .next()
-            .ok_or("the probe's plan has no trial")?;
-        Ok((plan, spec))
+        parsed(self.plan_text(probe, drops, run, size), probe)
     }
+
+    /// The resumption probe: [`RESUMED_REQUESTS`] GETs of `size`, each on a new connection, the
+    /// later ones resuming the session before (0-RTT where the peer's transport has it).
+    pub fn resumption_probe(&self, run: u32, size: &str) -> Result<(Plan, TrialSpec), String> {
+        let workload =
+            format!("kind = \"repeat\"\nrequests = {RESUMED_REQUESTS}\nsizes = [{size:?}]");
+        parsed(
+            self.plan_of(&workload, RESUMPTION_PROBE, &[], run),
+            RESUMPTION_PROBE,
+        )
+    }
+
+    /// The priorities probe: a page load of [`PRIORITY_PAGE`] (its manifest written to
+    /// `manifest`) at [`PRIORITY_RATE`].
+    pub fn priority_probe(&self, run: u32, manifest: &Path) -> Result<(Plan, TrialSpec), String> {
+        std::fs::write(manifest, PRIORITY_PAGE)
+            .map_err(|e| format!("writing {}: {e}", manifest.display()))?;
+        let workload = format!(
+            "kind = \"pages\"\npages = [{:?}]",
+            manifest.display().to_string()
+        );
+        let rate = [("rate", PRIORITY_RATE.to_string())];
+        parsed(
+            self.plan_of(&workload, PRIORITY_PROBE, &rate, run),
+            PRIORITY_PROBE,
+        )
+    }
+}
+
+/// A probe's plan text, parsed and checked as any plan is, and its one trial.
+fn parsed(text: String, probe: &str) -> Result<(Plan, TrialSpec), String> {
+    let plan = plan::parse(&text, &format!("the {probe} probe"), Profile::Full)
+        .map_err(|e| e.to_string())?;
+    let spec = expand::expand(&plan)
+        .into_iter()
+        .next()
+        .ok_or("the probe's plan has no trial")?;
+    Ok((plan, spec))
 }
 
 /// The retry probe's peer: a key share for P-256 only, x25519 listed after it. A server that
@@ -226,6 +264,168 @@ pub const ISOLATED_OBJECT: &str = "8kb";
 /// The isolated-loss probes: each name, and how many packets show its loss (one: the time
 /// threshold's; three: RFC 9002's packet threshold).
 pub const ISOLATED: [(&str, u32); 2] = [("lone loss", 1), ("three behind", 3)];
+
+/// The resumption probe's name, its GETs and its object: a handshake's worth.
+pub const RESUMPTION_PROBE: &str = "resumed";
+pub const RESUMED_REQUESTS: u32 = 2;
+pub const RESUMPTION_OBJECT: &str = "10kb";
+
+/// What a server did with the session its peer kept (the resumption probe's second request,
+/// as the peer's record tells it), and how soon that request's first byte came. quiclab's
+/// QUIC client tries 0-RTT whenever a ticket allows it, and reports a resumption only with its
+/// 0-RTT accepted; its TCP client reports one either way.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Resumption {
+    pub resumed: bool,
+    pub zero_rtt_attempted: bool,
+    pub zero_rtt_accepted: bool,
+    /// The second request's first byte from its start, ms.
+    pub ttfb_ms: f64,
+}
+
+impl Resumption {
+    /// A code and words for the answer.
+    fn worded(&self) -> (f64, String) {
+        match (
+            self.resumed,
+            self.zero_rtt_attempted,
+            self.zero_rtt_accepted,
+        ) {
+            (_, _, true) => (3.0, "accepts 0-RTT".into()),
+            (_, true, false) => (2.0, "refuses 0-RTT".into()),
+            (true, false, _) => (1.0, "resumes, without 0-RTT".into()),
+            (false, false, _) => (
+                0.0,
+                "no 0-RTT: none of its tickets allowed early data".into(),
+            ),
+        }
+    }
+}
+
+/// The priorities probe: a page whose document pulls in a large, least urgent response
+/// (RFC 9218 urgency 7) and a small urgent script; the script pulls in an urgent stylesheet,
+/// which is asked for while the large response is being sent. A server that honours the
+/// requests' urgencies sends the stylesheet before the rest of the large response; one that
+/// shares its sending between responses sends it alongside; one that answers in order sends it
+/// after.
+pub const PRIORITY_PROBE: &str = "priorities";
+pub const PRIORITY_RATE: &str = "10mbit";
+pub const PRIORITY_PAGE: &str = r#"name = "priorities"
+
+[[resource]]
+id = "index.html"
+type = "html"
+bytes = 5000
+
+[[resource]]
+id = "bulk.bin"
+type = "other"
+bytes = 800000
+parent = "index.html"
+urgency = 7
+incremental = false
+
+[[resource]]
+id = "gate.js"
+type = "js"
+bytes = 1000
+parent = "index.html"
+urgency = 0
+
+[[resource]]
+id = "urgent.css"
+type = "css"
+bytes = 30000
+parent = "gate.js"
+urgency = 0
+"#;
+
+/// What the priorities probe showed: when the urgent stylesheet, asked for while the least
+/// urgent response was being sent, arrived whole, against that response.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Priorities {
+    /// From the stylesheet's request to its last byte, ms.
+    pub urgent_ms: f64,
+    /// It arrived whole before the least urgent response did.
+    pub before_bulk: bool,
+    /// From the stylesheet's request to the least urgent response's last byte, ms.
+    pub bulk_left_ms: f64,
+    /// Over QUIC, the stylesheet's share of the two responses' stream bytes the server sent
+    /// while it sent the stylesheet ([`urgent_share`], from the capture opened with the key log).
+    pub urgent_share: Option<f64>,
+    pub urgent_share_why: Option<String>,
+}
+
+/// A sent-first response's share of the bytes sent while it was sent, at least: midway
+/// between an even sharing's half and a strict order's whole (quic-go's read 0.93, aioquic's,
+/// which shares, 0.51).
+pub const FIRST_SHARE: f64 = 0.75;
+
+impl Priorities {
+    /// A code and words for the answer.
+    fn worded(&self) -> (f64, String) {
+        match (self.before_bulk, self.urgent_share) {
+            (false, _) => (0.0, "after the least urgent one (in order)".into()),
+            (true, Some(s)) if s >= FIRST_SHARE => (
+                2.0,
+                format!("sent first ({:.0} % of the bytes meanwhile)", s * 100.0),
+            ),
+            (true, Some(s)) => (
+                1.0,
+                format!(
+                    "shared with the least urgent one ({:.0} % of the bytes)",
+                    s * 100.0
+                ),
+            ),
+            (true, None) => (
+                1.5,
+                "before the least urgent one (its share not read)".into(),
+            ),
+        }
+    }
+}
+
+/// The priorities probe's answer, from the page record its client wrote and, over QUIC, its
+/// capture opened with its key log.
+fn priorities_of(dir: &Path, rec: &TrialRecord, quic: bool) -> Result<Priorities, String> {
+    if let Err(why) = &rec.outcome {
+        return Err(format!("the trial failed: {why}"));
+    }
+    let page: quiclab_pages::page_client::PageRecord = rec
+        .requests
+        .get(0)
+        .cloned()
+        .ok_or("the trial kept no page record")
+        .and_then(|v| serde_json::from_value(v).map_err(|_| "the page record cannot be read"))?;
+    let times = |id: &str| {
+        page.resources
+            .iter()
+            .find(|r| r.id == id)
+            .and_then(|r| Some((r.start_ms?, r.last_byte_ms?)))
+            .ok_or(format!("the page record has no times for {id}"))
+    };
+    let (asked, urgent_done) = times("urgent.css")?;
+    let (_, bulk_done) = times("bulk.bin")?;
+    if asked >= bulk_done {
+        return Err(
+            "the stylesheet was asked for after the large response had arrived: the server \
+             sent it in order before the small script that discovers the stylesheet"
+                .into(),
+        );
+    }
+    let share = if quic {
+        from_capture(dir, rec, one_rtt::server_stream_data).and_then(|c| urgent_share(&c))
+    } else {
+        Err("TLS over TCP is not opened here".into())
+    };
+    Ok(Priorities {
+        urgent_ms: urgent_done - asked,
+        before_bulk: urgent_done < bulk_done,
+        bulk_left_ms: bulk_done - asked,
+        urgent_share: share.as_ref().ok().copied(),
+        urgent_share_why: share.err(),
+    })
+}
 
 /// The deep-queue probe's bottleneck, queue and object: slow start into 500 kB of queue on a
 /// 250 kB path (a window of 750 kB overflows it, reached after about 1.5 MB of slow start).
@@ -265,6 +465,12 @@ pub struct RunCard {
     /// trial's key log), or why it could not be read.
     pub server_hello: Option<ServerHandshake>,
     pub server_hello_why: Option<String>,
+    /// As a server: what the priorities probe showed (or why it was not asked).
+    pub priorities: Option<Priorities>,
+    pub priorities_why: Option<String>,
+    /// As a server: what it did with the session its peer resumed (or why that was not asked).
+    pub resumption: Option<Resumption>,
+    pub resumption_why: Option<String>,
     /// As a server: its side of the handshake when the peer's one key share is P-256
     /// ([`RETRY_PROBE_GROUPS`]), or why it could not be read.
     pub retry_probe: Option<ServerHandshake>,
@@ -316,6 +522,26 @@ fn hello_of(dir: &Path, rec: &TrialRecord) -> Result<Hello, String> {
 /// (without one, the transport parameters are said not read).
 fn server_hello_of(dir: &Path, rec: &TrialRecord) -> Result<ServerHandshake, String> {
     from_capture(dir, rec, server_hello::server_hello)
+}
+
+/// The resumption probe's answer: its trial's second request, as the peer recorded it.
+fn resumption_of(rec: &TrialRecord) -> Result<Resumption, String> {
+    let m = rec
+        .outcome
+        .as_ref()
+        .map_err(|why| format!("the trial failed: {why}"))?;
+    let r = m.detail.requests.get(1).ok_or_else(|| {
+        format!(
+            "the trial's record holds {} of its {RESUMED_REQUESTS} requests",
+            m.detail.requests.len()
+        )
+    })?;
+    Ok(Resumption {
+        resumed: r.resumed,
+        zero_rtt_attempted: r.zero_rtt_attempted,
+        zero_rtt_accepted: r.zero_rtt_accepted,
+        ttfb_ms: r.ttfb_ms,
+    })
 }
 
 /// How the server found the one-loss probe's planted loss: its trial's log, and its capture
@@ -408,6 +634,49 @@ pub fn fingerprint(
             match server_hello_of(dir, &r) {
                 Ok(h) => retry_probe = Some(h),
                 Err(e) => retry_probe_why = Some(e),
+            }
+        }
+        // resumption: two GETs, the second on a new connection resuming the first's session
+        let (mut resumption, mut resumption_why) = (None, None);
+        if subject.role == Role::Server && !subject.peer.resumes() {
+            resumption_why = Some(format!(
+                "its peer here, {}, does not resume sessions",
+                subject.peer.name()
+            ));
+        } else if subject.role == Role::Server {
+            let (p, sp) = subject.resumption_probe(run, RESUMPTION_OBJECT)?;
+            let r = run_trial(&p, &sp, step(RESUMPTION_PROBE))?;
+            trials.push(trial_folder(&r.id));
+            match resumption_of(&r) {
+                Ok(x) => resumption = Some(x),
+                Err(e) => resumption_why = Some(e),
+            }
+        }
+        // priorities: a page load whose urgent stylesheet is asked for while a least urgent
+        // response is being sent
+        let (mut priorities, mut priorities_why) = (None, None);
+        if subject.role == Role::Server
+            && !Capability::any_covers(subject.peer.capabilities(), Capability::PageLoad)
+        {
+            priorities_why = Some(format!(
+                "its peer here, {}, loads no pages",
+                subject.peer.name()
+            ));
+        } else if subject.role == Role::Server {
+            // a stack whose server loads no pages is refused by the probe's plan: the item
+            // says so
+            let manifest = dir.join("priorities-page.toml");
+            match subject.priority_probe(run, &manifest) {
+                Ok((p, sp)) => {
+                    let r = run_trial(&p, &sp, step(PRIORITY_PROBE))?;
+                    trials.push(trial_folder(&r.id));
+                    let quic = subject.http.transport() == Transport::Quic;
+                    match priorities_of(dir, &r, quic) {
+                        Ok(x) => priorities = Some(x),
+                        Err(e) => priorities_why = Some(e),
+                    }
+                }
+                Err(e) => priorities_why = Some(e),
             }
         }
         // path MTU discovery: the same transfer where the link takes 9000-byte packets
@@ -591,6 +860,10 @@ pub fn fingerprint(
             server_hello_why,
             retry_probe,
             retry_probe_why,
+            resumption,
+            resumption_why,
+            priorities,
+            priorities_why,
             trials,
         });
     }
@@ -799,6 +1072,60 @@ fn server_handshake_items(runs: &[RunCard], quic: bool) -> Vec<Item> {
         )
         .with_words(words),
     );
+    // the priorities probe: the urgent stylesheet against the least urgent response
+    let priorities_why = runs.iter().find_map(|r| r.priorities_why.clone());
+    let (codes, words) = worded(runs, |r| r.priorities.as_ref().map(|p| p.worded()));
+    out.push(
+        Item::new(
+            "priorities",
+            "an urgent response (RFC 9218 urgency 0, 30 kB) asked for while a least urgent one (7, 800 kB) is being sent, at 10 Mbit/s",
+            "answer",
+            Tolerance::Exact,
+            codes,
+            priorities_why.clone(),
+        )
+        .with_words(words),
+    );
+    out.push(Item::new(
+        "urgent_response",
+        "that urgent response: from its request to its last byte (a round trip, the bottleneck's queue and its own 24 ms when sent first)",
+        "ms",
+        Tolerance::Share(0.2),
+        runs.iter()
+            .map(|r| {
+                r.priorities
+                    .as_ref()
+                    .map(|p| (p.urgent_ms * 10.0).round() / 10.0)
+            })
+            .collect(),
+        priorities_why,
+    ));
+    // the resumption probe: what the server does with a resumed session, and when the
+    // resumed request's first byte came, in round trips of the path
+    let resumption_why = runs.iter().find_map(|r| r.resumption_why.clone());
+    let (codes, words) = worded(runs, |r| r.resumption.map(|x| x.worded()));
+    out.push(
+        Item::new(
+            "zero_rtt",
+            "its peer's second connection, resuming the first's session: 0-RTT accepted, refused, or not possible",
+            "answer",
+            Tolerance::Exact,
+            codes,
+            resumption_why.clone(),
+        )
+        .with_words(words),
+    );
+    let rtt_ms = (2 * ONE_WAY_MS) as f64;
+    out.push(Item::new(
+        "resumed_ttfb",
+        "the second connection's request: its first byte from its start (1 round trip with 0-RTT, 2 without over QUIC, 3 over TCP with TLS)",
+        "round trips",
+        Tolerance::Within(0.25),
+        runs.iter()
+            .map(|r| r.resumption.map(|x| (x.ttfb_ms / rtt_ms * 100.0).round() / 100.0))
+            .collect(),
+        resumption_why,
+    ));
     if quic {
         let params_why = why.or_else(|| {
             runs.iter()

@@ -30,7 +30,10 @@ use crate::out::Out;
 /// probe or retransmission), whether its slow start ends before a deep queue (20 Mbit/s, 200
 /// ms) overflows and how much queueing it built by then: the whole queue without a delay-based
 /// exit (HyStart), far less with one; and its ServerHello (group, suite, HelloRetryRequest, and
-/// what it does with a peer whose one key share is P-256: takes it, or asks for x25519) and,
+/// what it does with a peer whose one key share is P-256: takes it, or asks for x25519), whether
+/// it takes 0-RTT on a resumed session (two GETs, the second on a new connection), whether it
+/// sends an urgent response (RFC 9218) asked for while a least urgent one is being sent first,
+/// shares its sending, or answers in order (a page load at 10 Mbit/s) and,
 /// over QUIC, its transport parameters (flow-control limits, streams, max_ack_delay, idle
 /// timeout).
 ///
@@ -43,8 +46,8 @@ use crate::out::Out;
 /// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked.
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
-/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes eight trials
-/// per run (eleven over QUIC), a client card three (one or two more where a planted event
+/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes ten trials
+/// per run (thirteen over QUIC), a client card three (one or two more where a planted event
 /// missed). Runs as root (the
 /// trials make namespaces).
 #[derive(Args)]

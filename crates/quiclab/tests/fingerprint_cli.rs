@@ -116,6 +116,22 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     // offered one P-256 share (x25519 listed second), rustls takes it rather than spend a
     // round trip on a HelloRetryRequest for its preferred x25519
     assert_words(server, "retry_to_p256", "takes secp256r1");
+    // an urgent stylesheet asked for while a least urgent 800 kB response is being sent at
+    // 10 Mbit/s: quinn's server (RFC 9218 urgencies, as quiclab configures it) sends it first,
+    // nearly all the bytes meanwhile its own, and it arrives a round trip after its request
+    // and its 24 ms of sending at least, and no later than the 100 ms bottleneck queue ahead of
+    // it allows (and 25 ms for the host)
+    assert_each_within(server, "priorities", 2.0, 0.0);
+    for got in runs(server, "urgent_response") {
+        assert!(
+            (124.0..=249.0).contains(&got),
+            "quinn's urgent response took {got} ms"
+        );
+    }
+    // its peer's second connection resumes the first's session with the request as 0-RTT
+    // data, which quinn's server takes: the first byte one round trip after the start
+    assert_words(server, "zero_rtt", "accepts 0-RTT");
+    assert_each_within(server, "resumed_ttfb", 1.0, 0.1);
     assert_each_within(server, "max_stream_data", 1_250_000.0, 0.0);
     assert_each_within(server, "max_data", ((1u64 << 62) - 1) as f64, 0.0);
     assert_each_within(server, "max_streams_bidi", 100.0, 0.0);
@@ -141,7 +157,8 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     // threshold, 9/8 of max(smoothed RTT, latest RTT) after the sending: at least 9/8 of the
     // path's 100 ms and within 10 % of it, some 12.5 ms after the acknowledgement of the packet
     // behind it; one that three packets show, by its packet threshold (3) as their
-    // acknowledgement arrives, a round trip after the sending (the host's scheduling: 1 ms)
+    // acknowledgement arrives, a round trip after the sending: well short of the 12.5 ms a time
+    // threshold would wait after it (the host's scheduling once added 2.8 ms)
     for got in runs(server, "lone_loss_retransmit") {
         assert!(
             (112.5..=123.75).contains(&got),
@@ -155,7 +172,7 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
             "quinn's packet threshold: {got} ms after the loss"
         );
     }
-    assert_each_within(server, "three_behind_after_ack", 0.0, 1.0);
+    assert_each_within(server, "three_behind_after_ack", 0.0, 5.0);
     let client = card(&plain, "quinn", "client");
     assert_each_within(client, "first_payload", 1200.0, 0.0);
     assert_each_within(client, "first_flight_packets", 1.0, 0.0);
@@ -305,6 +322,17 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
             .any(|(l, q)| *l == 1.0 && *q < 180.0),
         "{tcp_server}"
     );
+    // TLS 1.3 over TCP resumes without early data: the SYN's round trip, the hello's, the
+    // request's
+    assert_words(tcp_server, "zero_rtt", "resumes, without 0-RTT");
+    // hyper's HTTP/2 server has no priorities: it interleaves its streams, and the urgent
+    // stylesheet arrives before the 800 kB response, behind the kernel's send buffer of it
+    assert_words(
+        tcp_server,
+        "priorities",
+        "before the least urgent one (its share not read)",
+    );
+    assert_each_within(tcp_server, "resumed_ttfb", 3.0, 0.1);
     all.extend(tcp);
     for s in stacks.iter().chain(&["tcp"]) {
         let s = *s;
@@ -316,10 +344,24 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
                 let bbr_response = s == "tquic"
                     && ["window_before_loss", "beta"].contains(&item["key"].as_str().unwrap());
                 // msquic's peer is its own hq-interop client, which sets no key-exchange groups
-                let no_p256_peer = s == "msquic" && item["key"] == "retry_to_p256";
+                // and resumes no session
+                let key = item["key"].as_str().unwrap();
+                let peer_lacks_it = s == "msquic"
+                    && [
+                        "retry_to_p256",
+                        "zero_rtt",
+                        "resumed_ttfb",
+                        "priorities",
+                        "urgent_response",
+                    ]
+                    .contains(&key);
+                // s2n-quic's server here serves no pages
+                let serves_no_pages =
+                    s == "s2n-quic" && ["priorities", "urgent_response"].contains(&key);
                 assert!(
                     item["runs"][0].is_number()
-                        || ((bbr_response || no_p256_peer) && item["why"].is_string()),
+                        || ((bbr_response || peer_lacks_it || serves_no_pages)
+                            && item["why"].is_string()),
                     "{s} as {role}: {item}"
                 );
             }
