@@ -736,10 +736,9 @@ mod tests {
         assert!(sequence_budget(&[]).is_err());
     }
 
-    #[test]
-    fn a_handshake_shorter_than_its_design_is_refused_not_charged() {
-        // 20 ms round trip; TCP with TLS takes two: a record saying 18 ms cannot be the
-        // connection's (its floor would count 22 ms that never passed)
+    /// A 20 ms round trip at 10 Mbit/s each way, and a log of the client's first packet (a
+    /// SYN at `syn_ns`) and ten 1500-byte packets towards it from 60 ms.
+    fn handshake_path(syn_ns: u64) -> (PathFacts, LinkLog) {
         let path = PathFacts {
             down_delay_ns: 10_000_000,
             up_delay_ns: 10_000_000,
@@ -755,8 +754,16 @@ mod tests {
             down: (0..10)
                 .map(|i| packet(60_000_000 + i * 1_200_000))
                 .collect(),
-            up: vec![packet(0)],
+            up: vec![packet(syn_ns)],
         };
+        (path, log)
+    }
+
+    #[test]
+    fn a_handshake_shorter_than_its_design_is_refused_not_charged() {
+        // 20 ms round trip; TCP with TLS takes two: a record saying 18 ms cannot be the
+        // connection's (its floor would count 22 ms that never passed)
+        let (path, log) = handshake_path(0);
         let t = |h_ms: u64| Transfer {
             start_ns: 0,
             handshake_done_ns: h_ms * 1_000_000,
@@ -777,24 +784,8 @@ mod tests {
     /// not in the floor, and a handshake shorter than the rest is still refused.
     #[test]
     fn a_page_s_handshake_counts_from_its_first_packet_where_that_came_before_its_start() {
-        let path = PathFacts {
-            down_delay_ns: 10_000_000,
-            up_delay_ns: 10_000_000,
-            down_rate_bps: Some(10_000_000),
-            up_rate_bps: Some(10_000_000),
-        };
-        let packet = |at: u64| Packet {
-            arrive_ns: at,
-            size: 1500,
-            fate: Fate::Departed(at + 11_200_000),
-        };
         // the SYN at 0, the record's start 3 ms later; TCP with TLS: 40 ms of design
-        let log = LinkLog {
-            down: (0..10)
-                .map(|i| packet(60_000_000 + i * 1_200_000))
-                .collect(),
-            up: vec![packet(0)],
-        };
+        let (path, log) = handshake_path(0);
         let start = 3_000_000;
         let t = |h_ms: u64| Transfer {
             start_ns: start,
@@ -817,10 +808,7 @@ mod tests {
         let e = page_budget(&log, &path, &t(33), &asked, &[]).unwrap_err();
         assert!(e.contains("less the 3.000 ms its first packet came"), "{e}");
         // the same record whose first packet is at its start has the whole design as floor
-        let at_start = LinkLog {
-            up: vec![packet(start)],
-            ..log.clone()
-        };
+        let (_, at_start) = handshake_path(start);
         let e = page_budget(&at_start, &path, &t(40), &asked, &[]).unwrap_err();
         assert!(
             e.contains("under its design's 2 round trips (40.000 ms)"),

@@ -652,6 +652,18 @@ fn listed_drops_remove_exactly_those_indices() {
     assert_eq!(run.counters.dropped_total(), 6);
 }
 
+/// Packets of these sizes, 1 ms apart from 0.
+fn one_a_millisecond(sizes: &[usize]) -> Vec<Arrival> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| Arrival {
+            at: ms(i as u64),
+            size,
+        })
+        .collect()
+}
+
 #[test]
 fn an_isolated_loss_drops_its_large_packet_and_all_but_the_kept_for_its_length() {
     // data packets of 1228 bytes with small ones between, 1 ms apart: the fourth large one (5)
@@ -660,14 +672,7 @@ fn an_isolated_loss_drops_its_large_packet_and_all_but_the_kept_for_its_length()
     let sizes = [
         1228, 60, 1228, 1228, 80, 1228, 90, 1228, 60, 1228, 1228, 70, 1228,
     ];
-    let arrivals: Vec<Arrival> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &size)| Arrival {
-            at: ms(i as u64),
-            size,
-        })
-        .collect();
+    let arrivals = one_a_millisecond(&sizes);
     for (keep, want) in [(1, set([5, 7, 8, 9])), (3, set([5, 9, 10, 11]))] {
         let key = format!("3/1028/{keep}/3500us");
         let run = run_all_ways(
@@ -683,14 +688,7 @@ fn an_isolated_loss_drops_its_large_packet_and_all_but_the_kept_for_its_length()
 #[test]
 fn the_mtu_drops_larger_packets_only() {
     let sizes = [1499, 1500, 1501, 9000, 68, 1500, 1501];
-    let arrivals: Vec<Arrival> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &size)| Arrival {
-            at: ms(i as u64),
-            size,
-        })
-        .collect();
+    let arrivals = one_a_millisecond(&sizes);
     let run = run_all_ways(|| pipeline(&[("mtu", "1500")], 1, true), &arrivals);
     let want = set([2, 3, 6]);
     assert_eq!(run.dropped(DropReason::Mtu), want);
