@@ -182,6 +182,11 @@ pub struct QuicOptions {
     /// The server honours RFC 9218 `priority` request headers (urgency first; see
     /// [`crate::h3prio`]); `false`: every response at the default urgency.
     pub priorities: bool,
+    /// Loss detection's packet threshold (RFC 9002's kPacketThreshold, 3): a packet is lost
+    /// once one this many packet numbers after it is acknowledged.
+    pub packet_threshold: u32,
+    /// Loss detection's time threshold (RFC 9002's kTimeThreshold, 9/8) as a factor of the RTT.
+    pub time_threshold: f64,
 }
 
 impl Default for QuicOptions {
@@ -206,6 +211,8 @@ impl QuicOptions {
         datagram_buffer: None,
         round_robin: true,
         priorities: true,
+        packet_threshold: 3,
+        time_threshold: 1.125,
     };
 }
 
@@ -224,6 +231,20 @@ impl QuicOptions {
                 "initial_rtt",
                 format!("{} us", self.initial_rtt_us),
                 "1 us to 60 s".into(),
+            );
+        }
+        if !(1..=1000).contains(&self.packet_threshold) {
+            return bad(
+                "packet_threshold",
+                self.packet_threshold.to_string(),
+                "1 to 1000 packets (RFC 9002 recommends 3)".into(),
+            );
+        }
+        if !(1.0..=10.0).contains(&self.time_threshold) {
+            return bad(
+                "time_threshold",
+                self.time_threshold.to_string(),
+                "1 to 10 round trips (RFC 9002 recommends 1.125)".into(),
             );
         }
         if let Some(w) = self.initial_window
@@ -351,6 +372,8 @@ impl QuicOptions {
             }
         }
         t.send_fairness(self.round_robin);
+        t.packet_threshold(self.packet_threshold)
+            .time_threshold(self.time_threshold as f32);
         t
     }
 

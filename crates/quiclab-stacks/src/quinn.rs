@@ -95,6 +95,36 @@ static INITIAL_RTT: Knob = Knob {
     check: Check::Fn(check_duration),
 };
 
+fn check_packet_threshold(v: &str) -> Result<String, String> {
+    match v.parse::<u32>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n.to_string()),
+        _ => Err("allowed: 1 to 1000 packets (RFC 9002 recommends 3)".into()),
+    }
+}
+
+fn check_time_threshold(v: &str) -> Result<String, String> {
+    match v.parse::<f64>() {
+        Ok(x) if (1.0..=10.0).contains(&x) => Ok(v.to_string()),
+        _ => Err("allowed: 1 to 10 round trips, e.g. 1.125 (RFC 9002's)".into()),
+    }
+}
+
+static PACKET_THRESHOLD: Knob = Knob {
+    key: "quic-packet-threshold",
+    side: Side::Both,
+    help: "loss detection: a packet is lost once one this many packets after it is acknowledged (RFC 9002: 3)",
+    telemetry: true,
+    check: Check::Fn(check_packet_threshold),
+};
+
+static TIME_THRESHOLD: Knob = Knob {
+    key: "quic-time-threshold",
+    side: Side::Both,
+    help: "loss detection: a packet is lost this many RTTs after it was sent, once a later one is acknowledged (RFC 9002: 1.125)",
+    telemetry: true,
+    check: Check::Fn(check_time_threshold),
+};
+
 static MTU_DISCOVERY: Knob = Knob {
     key: "quic-mtu-discovery",
     side: Side::Both,
@@ -164,10 +194,12 @@ static CONN_WINDOW: Knob = Knob {
     check: Check::Fn(check_window),
 };
 
-static KNOBS: [&Knob; 15] = [
+static KNOBS: [&Knob; 17] = [
     &QUIC_CC,
     &INITIAL_WINDOW,
     &INITIAL_RTT,
+    &PACKET_THRESHOLD,
+    &TIME_THRESHOLD,
     &MTU_DISCOVERY,
     &INITIAL_MTU,
     &MAX_UDP_PAYLOAD,
@@ -207,6 +239,18 @@ pub fn quic_options(knobs: &[(String, String)]) -> anyhow::Result<QuicOptions> {
             "quic-initial-window" => o.initial_window = Some(size(v)?),
             "quic-initial-rtt" => {
                 o.initial_rtt_us = quic::parse_duration_us("initial_rtt", v).with_context(at)?
+            }
+            "quic-packet-threshold" => {
+                o.packet_threshold = check_packet_threshold(v)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(at)?
+                    .parse()?
+            }
+            "quic-time-threshold" => {
+                o.time_threshold = check_time_threshold(v)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(at)?
+                    .parse()?
             }
             "quic-mtu-discovery" => o.mtu_discovery = on_off("mtu_discovery", v)?,
             "quic-initial-mtu" => o.initial_mtu = payload("initial_mtu", v)?,

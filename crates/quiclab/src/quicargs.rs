@@ -16,6 +16,14 @@ pub struct QuicArgs {
     /// RTT QUIC assumes before its first sample (e.g. 100ms).
     #[arg(long, value_name = "DURATION", default_value_t = duration(DEFAULT.initial_rtt_us))]
     quic_initial_rtt: String,
+    /// QUIC loss detection's packet threshold: a packet is lost once one this many packets
+    /// after it is acknowledged (RFC 9002: 3).
+    #[arg(long, value_name = "PACKETS", default_value_t = DEFAULT.packet_threshold)]
+    quic_packet_threshold: u32,
+    /// QUIC loss detection's time threshold: a packet is lost this many RTTs after it was sent,
+    /// once a later one is acknowledged (RFC 9002: 1.125).
+    #[arg(long, value_name = "RTTS", default_value_t = DEFAULT.time_threshold)]
+    quic_time_threshold: f64,
     /// QUIC path MTU discovery: on or off.
     #[arg(long, value_name = "on|off", default_value_t = on_off(DEFAULT.mtu_discovery))]
     quic_mtu_discovery: String,
@@ -85,6 +93,11 @@ impl QuicArgs {
         let mut out: Vec<(String, String)> = [
             ("quic-cc", self.quic_cc.clone()),
             ("quic-initial-rtt", self.quic_initial_rtt.clone()),
+            (
+                "quic-packet-threshold",
+                self.quic_packet_threshold.to_string(),
+            ),
+            ("quic-time-threshold", self.quic_time_threshold.to_string()),
             ("quic-mtu-discovery", self.quic_mtu_discovery.clone()),
             ("quic-initial-mtu", self.quic_initial_mtu.to_string()),
             (
