@@ -189,6 +189,11 @@ pub struct QuicOptions {
     pub time_threshold: f64,
 }
 
+/// The packet thresholds [`QuicOptions::validate`] takes, packets.
+pub const PACKET_THRESHOLDS: std::ops::RangeInclusive<u32> = 1..=1000;
+/// The time thresholds [`QuicOptions::validate`] takes, round trips.
+pub const TIME_THRESHOLDS: std::ops::RangeInclusive<f64> = 1.0..=10.0;
+
 impl Default for QuicOptions {
     fn default() -> Self {
         QuicOptions::DEFAULT
@@ -233,14 +238,14 @@ impl QuicOptions {
                 "1 us to 60 s".into(),
             );
         }
-        if !(1..=1000).contains(&self.packet_threshold) {
+        if !PACKET_THRESHOLDS.contains(&self.packet_threshold) {
             return bad(
                 "packet_threshold",
                 self.packet_threshold.to_string(),
                 "1 to 1000 packets (RFC 9002 recommends 3)".into(),
             );
         }
-        if !(1.0..=10.0).contains(&self.time_threshold) {
+        if !TIME_THRESHOLDS.contains(&self.time_threshold) {
             return bad(
                 "time_threshold",
                 self.time_threshold.to_string(),

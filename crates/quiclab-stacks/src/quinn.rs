@@ -95,18 +95,28 @@ static INITIAL_RTT: Knob = Knob {
     check: Check::Fn(check_duration),
 };
 
+/// A packet threshold within what quinn's options take, or what is allowed.
+fn packet_threshold(v: &str) -> Result<u32, String> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| quic::PACKET_THRESHOLDS.contains(n))
+        .ok_or_else(|| "allowed: 1 to 1000 packets (RFC 9002 recommends 3)".into())
+}
+
+/// A time threshold within what quinn's options take, or what is allowed.
+fn time_threshold(v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| quic::TIME_THRESHOLDS.contains(x))
+        .ok_or_else(|| "allowed: 1 to 10 round trips, e.g. 1.125 (RFC 9002's)".into())
+}
+
 fn check_packet_threshold(v: &str) -> Result<String, String> {
-    match v.parse::<u32>() {
-        Ok(n) if (1..=1000).contains(&n) => Ok(n.to_string()),
-        _ => Err("allowed: 1 to 1000 packets (RFC 9002 recommends 3)".into()),
-    }
+    packet_threshold(v).map(|n| n.to_string())
 }
 
 fn check_time_threshold(v: &str) -> Result<String, String> {
-    match v.parse::<f64>() {
-        Ok(x) if (1.0..=10.0).contains(&x) => Ok(v.to_string()),
-        _ => Err("allowed: 1 to 10 round trips, e.g. 1.125 (RFC 9002's)".into()),
-    }
+    time_threshold(v).map(|_| v.to_string())
 }
 
 static PACKET_THRESHOLD: Knob = Knob {
@@ -241,16 +251,14 @@ pub fn quic_options(knobs: &[(String, String)]) -> anyhow::Result<QuicOptions> {
                 o.initial_rtt_us = quic::parse_duration_us("initial_rtt", v).with_context(at)?
             }
             "quic-packet-threshold" => {
-                o.packet_threshold = check_packet_threshold(v)
+                o.packet_threshold = packet_threshold(v)
                     .map_err(anyhow::Error::msg)
                     .with_context(at)?
-                    .parse()?
             }
             "quic-time-threshold" => {
-                o.time_threshold = check_time_threshold(v)
+                o.time_threshold = time_threshold(v)
                     .map_err(anyhow::Error::msg)
                     .with_context(at)?
-                    .parse()?
             }
             "quic-mtu-discovery" => o.mtu_discovery = on_off("mtu_discovery", v)?,
             "quic-initial-mtu" => o.initial_mtu = payload("initial_mtu", v)?,
