@@ -35,6 +35,10 @@ pub enum Tolerance {
     Share(f64),
     /// Within this much, in the item's unit.
     Within(f64),
+    /// Within a floor (in the item's unit) and a share of the smaller answer, added: what the
+    /// host's timing adds to any answer, and what grows with the answer (a paced flight's
+    /// span, whose every timer the host may wake late).
+    WithinPlusShare(f64, f64),
 }
 
 impl Tolerance {
@@ -44,6 +48,7 @@ impl Tolerance {
             Tolerance::Exact => d == 0.0,
             Tolerance::Bytes(b) | Tolerance::Within(b) => d <= b,
             Tolerance::Share(s) => d <= s * lo.abs(),
+            Tolerance::WithinPlusShare(w, s) => d <= w + s * lo.abs(),
         }
     }
 
@@ -53,6 +58,7 @@ impl Tolerance {
             Tolerance::Bytes(b) => format!("±{b:.0} B (one packet)"),
             Tolerance::Share(s) => format!("±{:.0} %", s * 100.0),
             Tolerance::Within(w) => format!("±{w}"),
+            Tolerance::WithinPlusShare(w, s) => format!("±({w} + {:.0} %)", s * 100.0),
         }
     }
 }
@@ -199,5 +205,19 @@ mod tests {
         );
         assert!(d.reproducible);
         assert_eq!(d.value(), Some(12100.0));
+        // a floor and a share added: 2 + 20 % of 5 = 3
+        let span = |b| {
+            Item::new(
+                "k",
+                "l",
+                "ms",
+                Tolerance::WithinPlusShare(2.0, 0.2),
+                vec![Some(5.0), Some(b)],
+                None,
+            )
+        };
+        assert!(span(7.9).reproducible);
+        assert!(!span(8.1).reproducible);
+        assert_eq!(span(8.0).tolerance_text, "±(2 + 20 %)");
     }
 }

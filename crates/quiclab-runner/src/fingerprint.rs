@@ -32,8 +32,8 @@ use std::path::Path;
 
 use quiclab_explain::fingerprint::{
     DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, IsolatedLoss, IsolatedPlan,
-    LossDetection, LossPlan, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard, deep_queue,
-    first_timeout, isolated_loss, loss_detection, response, tail_timeout, urgent_share, wire,
+    LossPlan, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard, deep_queue, first_timeout,
+    isolated_loss, response, tail_timeout, urgent_share, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::one_rtt;
@@ -445,10 +445,6 @@ pub struct RunCard {
     pub losses: Option<LossPlan>,
     pub response: Option<Response>,
     pub response_why: Option<String>,
-    /// As a QUIC server: when it sent the one-loss probe's lost bytes again (or why that could
-    /// not be read).
-    pub loss_detection: Option<LossDetection>,
-    pub loss_detection_why: Option<String>,
     /// As a QUIC server: each isolated loss planted ([`ISOLATED`], in its order) and when its
     /// bytes went out again, or why that could not be read.
     pub isolated: Vec<IsolatedRun>,
@@ -542,14 +538,6 @@ fn resumption_of(rec: &TrialRecord) -> Result<Resumption, String> {
         zero_rtt_accepted: r.zero_rtt_accepted,
         ttfb_ms: r.ttfb_ms,
     })
-}
-
-/// How the server found the one-loss probe's planted loss: its trial's log, and its capture
-/// opened with its key log.
-fn loss_detection_of(dir: &Path, rec: &TrialRecord, lost: u32) -> Result<LossDetection, String> {
-    let log = log_of(dir, rec)?;
-    let carried = from_capture(dir, rec, one_rtt::server_stream_data)?;
-    loss_detection(&log, lost as usize, &carried)
 }
 
 /// How the server repaired an isolated-loss probe's loss (`behind`: the packets that showed
@@ -715,7 +703,6 @@ pub fn fingerprint(
         }
         let (mut losses, mut resp, mut response_why) = (None, None, None);
         let quic = subject.http.transport() == Transport::Quic;
-        let mut detected = None;
         let (mut tail, mut tail_read) = (None, None);
         let (mut deep, mut deep_why) = (None, None);
         let mut isolated = Vec::new();
@@ -808,9 +795,6 @@ pub fn fingerprint(
                 let (p, s) = subject.probe("one loss", &first.link_keys(), seed, size)?;
                 let r = run_trial(&p, &s, step("one loss"))?;
                 trials.push(trial_folder(&r.id));
-                if quic {
-                    detected = Some(loss_detection_of(dir, &r, first.first));
-                }
                 let plan = first.then(&log_of(dir, &r)?, &path, &framing)?;
                 losses = Some(plan);
                 let (p, s) = subject.probe("two losses", &plan.link_keys(), seed, size)?;
@@ -847,8 +831,6 @@ pub fn fingerprint(
             losses,
             response: resp,
             response_why,
-            loss_detection: detected.as_ref().and_then(|d| d.as_ref().ok().copied()),
-            loss_detection_why: detected.and_then(|d| d.err()),
             isolated,
             tail,
             tail_timeout: tail_read,
@@ -890,6 +872,13 @@ pub fn fingerprint(
     })
 }
 
+/// A window after a loss above this share of the one before was not cut: what one round trip
+/// of additive increase and the reading's 0.05 leave of a cut. A controller that cuts by a
+/// factor (Reno's 0.5, Cubic's 0.7) reads below; one that keeps its model of the path through
+/// a loss (BBR) reads about 1, higher or lower by what its pacing gain does in that round trip
+/// (tquic's read 0.93 to 1.06), and is said to make no cut, as 1.
+pub const NO_CUT: f64 = 0.9;
+
 /// The largest datagram on the jumbo probe's link.
 fn jumbo(runs: &[RunCard]) -> Item {
     Item::new(
@@ -904,56 +893,47 @@ fn jumbo(runs: &[RunCard]) -> Item {
     )
 }
 
-/// The isolated-loss probes' items: for each, when the lost bytes went out again, from the
-/// sending and from the acknowledgement that could first declare the loss (the first packet
-/// behind it's for the time threshold, the third's for the packet threshold).
+/// The isolated-loss probes' items: for each, when the lost bytes went out again from the
+/// sending, in words with the time from the acknowledgement that could first declare the loss
+/// (the first packet behind it's for the time threshold, the third's for the packet
+/// threshold). That second time is the reading's condition, not its answer: a paced sender
+/// spaces the packets behind the loss (aioquic's read 3.3 and 14.5 ms after the one behind's
+/// acknowledgement, each 113.6 to 114.6 ms after the sending).
 fn isolated_items(runs: &[RunCard]) -> Vec<Item> {
-    let each = |k: usize, f: &dyn Fn(&LossDetection) -> Option<f64>| {
-        runs.iter()
-            .map(|r| {
-                r.isolated
-                    .get(k)
-                    .and_then(|i| i.read.as_ref())
-                    .and_then(|i| f(&i.detection))
-            })
-            .collect::<Vec<_>>()
-    };
-    let why = |k: usize| {
-        runs.iter()
-            .find_map(|r| r.isolated.get(k).and_then(|i| i.why.clone()))
+    let item = |k: usize, key: &str, label: &str, after: &str| {
+        let (ms, words) = worded(runs, |r| {
+            let d = r.isolated.get(k)?.read.as_ref()?.detection;
+            let from = if k == 0 {
+                d.after_first_ms
+            } else {
+                d.after_third_ms
+            };
+            let ack = from.map_or(String::new(), |a| format!(", {a:.1} ms after {after}"));
+            Some((d.ms, format!("{:.1} ms{ack}", d.ms)))
+        });
+        Item::new(
+            key,
+            label,
+            "ms",
+            Tolerance::Share(0.1),
+            ms,
+            runs.iter()
+                .find_map(|r| r.isolated.get(k).and_then(|i| i.why.clone())),
+        )
+        .with_words(words)
     };
     vec![
-        Item::new(
+        item(
+            0,
             "lone_loss_retransmit",
             "a loss one packet shows, nothing more to send: from the lost packet to its bytes sent again (RFC 9002's time threshold: 9/8 RTT)",
-            "ms",
-            Tolerance::Share(0.1),
-            each(0, &|d| Some(d.ms)),
-            why(0),
+            "that packet's acknowledgement",
         ),
-        Item::new(
-            "lone_loss_after_ack",
-            "a loss one packet shows: from that packet's acknowledgement to its bytes sent again",
-            "ms",
-            Tolerance::Within(5.0),
-            each(0, &|d| d.after_first_ms),
-            why(0),
-        ),
-        Item::new(
+        item(
+            1,
             "three_behind_retransmit",
             "a loss three packets show, nothing more to send: from the lost packet to its bytes sent again (RFC 9002's packet threshold: a round trip)",
-            "ms",
-            Tolerance::Share(0.1),
-            each(1, &|d| Some(d.ms)),
-            why(1),
-        ),
-        Item::new(
-            "three_behind_after_ack",
-            "a loss three packets show: from the acknowledgement of the third to its bytes sent again",
-            "ms",
-            Tolerance::Within(5.0),
-            each(1, &|d| d.after_third_ms),
-            why(1),
+            "the third's acknowledgement",
         ),
     ]
 }
@@ -1074,7 +1054,18 @@ fn server_handshake_items(runs: &[RunCard], quic: bool) -> Vec<Item> {
     );
     // the priorities probe: the urgent stylesheet against the least urgent response
     let priorities_why = runs.iter().find_map(|r| r.priorities_why.clone());
-    let (codes, words) = worded(runs, |r| r.priorities.as_ref().map(|p| p.worded()));
+    let (codes, words) = worded(runs, |r| {
+        r.priorities.as_ref().map(|p| {
+            let (code, words) = p.worded();
+            // its time is the answer's words: it moves with how full the sender keeps the
+            // bottleneck's queue ahead of it (quinn with a 20 KB initial window and NewReno
+            // read 210.1 and 164.6 ms)
+            (
+                code,
+                format!("{words}, {:.0} ms from its request", p.urgent_ms),
+            )
+        })
+    });
     out.push(
         Item::new(
             "priorities",
@@ -1082,24 +1073,10 @@ fn server_handshake_items(runs: &[RunCard], quic: bool) -> Vec<Item> {
             "answer",
             Tolerance::Exact,
             codes,
-            priorities_why.clone(),
+            priorities_why,
         )
         .with_words(words),
     );
-    out.push(Item::new(
-        "urgent_response",
-        "that urgent response: from its request to its last byte (a round trip, the bottleneck's queue and its own 24 ms when sent first)",
-        "ms",
-        Tolerance::Share(0.2),
-        runs.iter()
-            .map(|r| {
-                r.priorities
-                    .as_ref()
-                    .map(|p| (p.urgent_ms * 10.0).round() / 10.0)
-            })
-            .collect(),
-        priorities_why,
-    ));
     // the resumption probe: what the server does with a resumed session, and when the
     // resumed request's first byte came, in round trips of the path
     let resumption_why = runs.iter().find_map(|r| r.resumption_why.clone());
@@ -1246,7 +1223,10 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 "first_flight_span",
                 "first round trip of data sent over",
                 "ms",
-                Tolerance::Within(2.0),
+                // the host wakes a pacing timer late now and then: a millisecond or two on
+                // any flight, and more over a paced one's many wake-ups (quic-go's 37.1 to
+                // 41.7 ms, Linux BBR's 5.0 to 7.3 ms)
+                Tolerance::WithinPlusShare(2.0, 0.2),
                 each(&|r| flight(r).map(|f| f.span_us as f64 / 1000.0)),
                 None,
             ));
@@ -1270,26 +1250,38 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.wire.largest_burst.map(f64::from)),
                 None,
             ));
-            let resp = |r: &RunCard| r.response;
-            let resp_why = runs.iter().find_map(|r| r.response_why.clone());
-            out.push(Item::new(
-                "window_before_loss",
-                "window when a loss is noticed (congestion avoidance)",
-                "bytes",
-                // where slow start ended moves with the host's timing by a few packets, and
-                // the window four round trips later with it
-                Tolerance::Share(0.2),
-                each(&|r| resp(r).map(|x| x.before_bytes as f64)),
-                resp_why.clone(),
-            ));
-            out.push(Item::new(
-                "beta",
-                "window after the loss / before (β)",
-                "ratio",
-                Tolerance::Within(0.05),
-                each(&|r| resp(r).map(|x| x.beta)),
-                resp_why,
-            ));
+            // β with the window it was read at: that window is where the sender stood when
+            // the loss came (where slow start ended moves with the host's timing by a few
+            // packets, and the window four round trips later with it: one CI run read 66.8
+            // and 84.2 KB for quinn), not a choice of its own, so it is the answer's words,
+            // not an answer checked between runs
+            let (beta, words) = worded(runs, |r| {
+                r.response.map(|x| {
+                    let window = x.before_bytes as f64 / 1000.0;
+                    if x.beta > NO_CUT {
+                        (
+                            1.0,
+                            format!("no cut ({:.2} of a {window:.1} KB window)", x.beta),
+                        )
+                    } else {
+                        (
+                            x.beta,
+                            format!("{:.2} (of a {window:.1} KB window)", x.beta),
+                        )
+                    }
+                })
+            });
+            out.push(
+                Item::new(
+                    "beta",
+                    "window after a loss / before it (β), congestion avoidance",
+                    "ratio",
+                    Tolerance::Within(0.05),
+                    beta,
+                    runs.iter().find_map(|r| r.response_why.clone()),
+                )
+                .with_words(words),
+            );
             out.push(Item::new(
                 "first_pto",
                 "first retransmission timer (first flight lost)",
@@ -1298,6 +1290,19 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| r.first_timeout.server_ms),
                 why_of(&|t| t.server_why.clone()),
             ));
+            // one burst of its largest packets at the deep queue's rate, ms
+            let deep_rate: quiclab_link::units::Rate =
+                DEEP_RATE.parse().expect("the deep queue's rate is a rate");
+            let most_burst = runs
+                .iter()
+                .filter_map(|r| r.wire.largest_burst)
+                .max()
+                .unwrap_or(1);
+            let burst_ms = deep_rate
+                .serialisation(u64::from(most_burst) * (packet as u64 + 28))
+                .as_secs_f64()
+                * 1000.0;
+            let burst_ms = (burst_ms * 10.0).ceil() / 10.0;
             let (left, words) = worded(runs, |r| {
                 r.deep_queue.map(|q| {
                     let (yes, how) = match q.ended {
@@ -1323,49 +1328,41 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 "deep_queue_exit",
                 "queueing when its slow start ended (20 Mbit/s, 200 ms queue: all of it without a delay-based exit)",
                 "ms",
-                Tolerance::Share(0.2),
+                // the exit comes between two of its bursts, and the queue then holds a burst
+                // more or less: s2n-quic's read 104.2, 104.2, 116.0 and 127.9 ms, steps of its
+                // 20-packet bursts at 20 Mbit/s
+                Tolerance::WithinPlusShare(burst_ms, 0.2),
                 each(&|r| r.deep_queue.map(|q| q.peak_ms)),
                 runs.iter().find_map(|r| r.deep_queue_why.clone()),
             ));
-            // both readings of the tail probe, and why it told nothing
-            let tail_why = runs
-                .iter()
-                .find_map(|r| r.tail_timeout.as_ref().and_then(|t| t.why.clone()));
-            out.push(Item::new(
-                "tail_pto",
-                "tail lost whole: to its first probe or retransmission",
-                "ms",
-                Tolerance::Share(0.1),
-                each(&|r| r.tail_timeout.as_ref().and_then(|t| t.ms)),
-                tail_why.clone(),
-            ));
-            out.push(Item::new(
-                "tail_pto_after_ack",
-                "tail lost whole: from the last acknowledgement reaching it to the probe",
-                "ms",
-                Tolerance::Within(10.0),
-                each(&|r| r.tail_timeout.as_ref().and_then(|t| t.after_ack_ms)),
-                tail_why,
-            ));
+            // the tail probe, with when the client's last acknowledgement had reached the
+            // server before it: a timer re-armed at each acknowledgement (Linux TCP's tail-loss
+            // probe, 2 × smoothed RTT) reads the same from it whenever that came; one armed at
+            // the last packet sent (RFC 9002's) reads what the acknowledgement's delay left of
+            // it, so that reading moves with the client's and is the answer's words
+            let (pto, words) = worded(runs, |r| {
+                let t = r.tail_timeout.as_ref()?;
+                let ms = t.ms?;
+                let ack = t.after_ack_ms.map_or(String::new(), |a| {
+                    format!(", {a:.1} ms after the last acknowledgement")
+                });
+                Some((ms, format!("{ms:.1} ms{ack}")))
+            });
+            out.push(
+                Item::new(
+                    "tail_pto",
+                    "tail lost whole: to its first probe or retransmission",
+                    "ms",
+                    // RFC 9002's timer holds 4 × the RTT variance, which the client's delayed
+                    // acknowledgements feed: quiche's read 130.7 to 150.9 ms
+                    Tolerance::WithinPlusShare(10.0, 0.1),
+                    pto,
+                    runs.iter()
+                        .find_map(|r| r.tail_timeout.as_ref().and_then(|t| t.why.clone())),
+                )
+                .with_words(words),
+            );
             if quic {
-                let why = runs.iter().find_map(|r| r.loss_detection_why.clone());
-                let detection = |r: &RunCard| r.loss_detection;
-                out.push(Item::new(
-                    "loss_retransmit",
-                    "one loss: from the lost packet to its bytes sent again (its repair; the window after the cut paces it)",
-                    "ms",
-                    Tolerance::Share(0.2),
-                    each(&|r| detection(r).map(|d| d.ms)),
-                    why.clone(),
-                ));
-                out.push(Item::new(
-                    "loss_after_third_ack",
-                    "one loss: from the acknowledgement showing three packets behind it (RFC 9002's packet threshold) to its bytes sent again",
-                    "ms",
-                    Tolerance::Within(20.0),
-                    each(&|r| detection(r).and_then(|d| d.after_third_ms)),
-                    why,
-                ));
                 out.extend(isolated_items(runs));
             }
             out.extend(server_handshake_items(runs, quic));

@@ -38,7 +38,8 @@ fn card<'a>(cards: &'a [Value], stack: &str, role: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no card of {stack} as {role}"))
 }
 
-/// Every run's answer of `key` in words is `want`.
+/// Every run's answer of `key` in words is `want` (before the condition it was read in, where
+/// its words give one after a comma: an urgent response's time).
 fn assert_words(card: &Value, key: &str, want: &str) {
     let item = card["items"]
         .as_array()
@@ -49,8 +50,31 @@ fn assert_words(card: &Value, key: &str, want: &str) {
     let words = item["words"].as_array().unwrap_or_else(|| panic!("{item}"));
     assert!(!words.is_empty(), "{item}");
     for w in words {
-        assert_eq!(w, want, "{key}: {item}");
+        let w = w
+            .as_str()
+            .unwrap_or_else(|| panic!("{key}: a run could not tell: {item}"));
+        assert!(
+            w == want
+                || w.strip_prefix(want)
+                    .is_some_and(|rest| rest.starts_with(", ")),
+            "{key}: {w:?}, not {want:?}: {item}"
+        );
     }
+}
+
+/// Each run's reading at `pointer` (a JSON pointer into the card's runs, which hold what each
+/// probe read, beyond the items: an item's condition, such as an urgent response's time).
+fn run_readings(card: &Value, pointer: &str) -> Vec<f64> {
+    card["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.pointer(pointer)
+                .and_then(Value::as_f64)
+                .unwrap_or_else(|| panic!("{pointer}: a run could not tell: {r}"))
+        })
+        .collect()
 }
 
 /// Each run's answer of `key` (every run must have answered).
@@ -122,7 +146,7 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     // and its 24 ms of sending at least, and no later than the 100 ms bottleneck queue ahead of
     // it allows (and 25 ms for the host)
     assert_each_within(server, "priorities", 2.0, 0.0);
-    for got in runs(server, "urgent_response") {
+    for got in run_readings(server, "/priorities/urgent_ms") {
         assert!(
             (124.0..=249.0).contains(&got),
             "quinn's urgent response took {got} ms"
@@ -137,52 +161,34 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     assert_each_within(server, "max_streams_bidi", 100.0, 0.0);
     assert_each_within(server, "max_ack_delay", 25.0, 0.0);
     assert_each_within(server, "idle_timeout", 30_000.0, 0.0);
-    // the one-loss probe's lost bytes, found again in its opened 1-RTT packets: no sender can
-    // learn of a loss sooner than a round trip (100 ms) after it sent the packet, and quinn,
-    // whose packet threshold is 3, not before the acknowledgement that shows three packets
-    // behind it (1 ms for the host's scheduling)
-    for got in runs(server, "loss_retransmit") {
-        assert!(
-            got >= 100.0,
-            "quinn's retransmission {got} ms after the loss"
-        );
-    }
-    for got in runs(server, "loss_after_third_ack") {
-        assert!(
-            got >= -1.0,
-            "quinn's retransmission {got} ms after the ACK of the third"
-        );
-    }
     // a loss that one packet shows, with nothing more to send, is declared by quinn's time
     // threshold, 9/8 of max(smoothed RTT, latest RTT) after the sending: at least 9/8 of the
     // path's 100 ms and within 10 % of it, some 12.5 ms after the acknowledgement of the packet
     // behind it; one that three packets show, by its packet threshold (3) as their
     // acknowledgement arrives, a round trip after the sending: well short of the 12.5 ms a time
-    // threshold would wait after it (the host's scheduling once added 2.8 ms). One run in 16
-    // read the time threshold's 114.8 ms instead, not yet explained: every run is repaired by
-    // one threshold or the other, and one of the two by the packet threshold
+    // threshold would wait after it (the host's scheduling once added 2.8 ms). A probe whose
+    // client answered the third packet only with its own ACK delay is refused and run again
     for got in runs(server, "lone_loss_retransmit") {
         assert!(
             (112.5..=123.75).contains(&got),
             "quinn's time threshold: {got} ms after the loss"
         );
     }
-    assert_each_within(server, "lone_loss_after_ack", 12.5, 5.0);
-    let three = runs(server, "three_behind_retransmit");
-    let after_third = runs(server, "three_behind_after_ack");
-    for got in &three {
+    for got in run_readings(server, "/isolated/0/read/detection/after_first_ms") {
         assert!(
-            (100.0..=123.75).contains(got),
-            "quinn's repair of a loss three packets show: {got} ms after the loss"
+            (got - 12.5).abs() <= 5.0,
+            "quinn's lone loss: {got} ms after the acknowledgement of the packet behind it"
         );
     }
-    assert!(
-        three
-            .iter()
-            .zip(&after_third)
-            .any(|(t, a)| *t <= 110.0 && a.abs() <= 5.0),
-        "quinn's packet threshold in no run: {three:?} ms, {after_third:?} after the third's ACK"
-    );
+    // a round trip after the sending, and within 10 ms of it (a time threshold's 112.5 ms is
+    // beyond); at the third's acknowledgement, within 5 ms
+    assert_each_within(server, "three_behind_retransmit", 105.0, 5.0);
+    for got in run_readings(server, "/isolated/1/read/detection/after_third_ms") {
+        assert!(
+            got.abs() <= 5.0,
+            "quinn's loss three packets show: {got} ms after the third's acknowledgement"
+        );
+    }
     let client = card(&plain, "quinn", "client");
     assert_each_within(client, "first_payload", 1200.0, 0.0);
     assert_each_within(client, "first_flight_packets", 1.0, 0.0);
@@ -282,33 +288,11 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
         for card in c.iter() {
             for item in card["items"].as_array().unwrap() {
                 let key = item["key"].as_str().unwrap();
-                if [
-                    "first_flight_span",
-                    "first_burst",
-                    "largest_burst",
-                    "window_before_loss",
-                    "tail_pto_after_ack",
-                    "loss_retransmit",
-                    "loss_after_third_ack",
-                    "three_behind_retransmit",
-                    "three_behind_after_ack",
-                    "urgent_response",
-                ]
-                .contains(&key)
-                {
-                    // pacing's answers move with the host's scheduling, and so do its bursts
-                    // (quinn's first round trip with a 20 KB window read 14 and 10 packets on a
-                    // loaded host, 8 and 8 with its default window on an idle one), where slow
-                    // start ends, and the window four round trips after it (one CI run read
-                    // 66.8 and 84.2 KB): shown, not checked; β, their ratio, is. So is the
-                    // time from the last acknowledgement to quinn's tail probe, which its
-                    // timer does not count from: it moves with the client's last ACK's delay.
-                    // And when the lost bytes go out again: after the loss is declared, the
-                    // retransmission waits for the window the cut left (119 and 165 ms in two
-                    // runs), which moves with where slow start ended. And the loss three
-                    // packets show, once repaired at the time threshold (above), and the
-                    // urgent response's time, which moves with how full the sender keeps the
-                    // bottleneck's queue ahead of it (210 and 165 ms with the knobs below)
+                if ["first_burst", "largest_burst"].contains(&key) {
+                    // the bursts are shown, not checked here: a busy host splits a burst that
+                    // an idle one sees whole (quinn's first round trip with a 20 KB window read
+                    // 14 and 10 packets on a loaded host, 8 and 8 with its default window on an
+                    // idle one); every other item is
                     continue;
                 }
                 assert_eq!(item["reproducible"], true, "{item}");
@@ -379,23 +363,14 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
             for item in c["items"].as_array().unwrap() {
                 // tquic's default, BBR, cuts no window at a loss: its congestion-response
                 // probe may find no window after it to read, and then says why
-                let bbr_response = s == "tquic"
-                    && ["window_before_loss", "beta"].contains(&item["key"].as_str().unwrap());
+                let bbr_response = s == "tquic" && item["key"] == "beta";
                 // msquic's peer is its own hq-interop client, which sets no key-exchange groups
                 // and resumes no session
                 let key = item["key"].as_str().unwrap();
                 let peer_lacks_it = s == "msquic"
-                    && [
-                        "retry_to_p256",
-                        "zero_rtt",
-                        "resumed_ttfb",
-                        "priorities",
-                        "urgent_response",
-                    ]
-                    .contains(&key);
+                    && ["retry_to_p256", "zero_rtt", "resumed_ttfb", "priorities"].contains(&key);
                 // s2n-quic's server here serves no pages
-                let serves_no_pages =
-                    s == "s2n-quic" && ["priorities", "urgent_response"].contains(&key);
+                let serves_no_pages = s == "s2n-quic" && key == "priorities";
                 assert!(
                     item["runs"][0].is_number()
                         || ((bbr_response || peer_lacks_it || serves_no_pages)
