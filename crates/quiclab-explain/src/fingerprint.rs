@@ -422,7 +422,9 @@ pub struct Response {
     pub before_bytes: u64,
     /// The most bytes in flight over the half round trip that starts one round trip after that
     /// peak: the window the sender settled on once its recovery (a round trip) ended, and
-    /// a sender that cuts its flight gradually (TCP's proportional rate reduction) reached it.
+    /// a sender that cuts its flight gradually (TCP's proportional rate reduction) reached it;
+    /// or over the half round trip before, where less (a sender that rolls its cut back once
+    /// its recovery is over holds it only that long).
     pub after_bytes: u64,
     /// `after / before`: the multiplicative decrease.
     pub beta: f64,
@@ -518,12 +520,21 @@ pub fn response(
     }
     // by then the planted packet was noticed lost: out of the flight
     let noticed = f.payload(lost) as u64;
-    let after = samples
-        .iter()
-        .filter(|(t, _)| *t >= from && *t < to)
-        .map(|s| s.1.saturating_sub(noticed))
-        .max()
-        .ok_or("the sender sent nothing in the round trip after the loss's")?;
+    let most = |from: u64, to: u64| {
+        samples
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|s| s.1.saturating_sub(noticed))
+            .max()
+    };
+    // and the half round trip before: a sender that rolls its cut back once the recovery is
+    // over (quiche's Cubic, when fewer than 10 packets were lost) holds the cut window only
+    // until then, and the later half round trip may fall after it. The less of the two: a
+    // gradual reduction is done by the later one, and a flight still at the window before
+    // the loss (the loss not yet noticed) is no less than the cut
+    let late =
+        most(from, to).ok_or("the sender sent nothing in the round trip after the loss's")?;
+    let after = most(peak_t + rtt / 2, from).map_or(late, |early| early.min(late));
     Ok(Response {
         before_bytes: before,
         after_bytes: after,
