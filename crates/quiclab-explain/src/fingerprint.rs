@@ -423,8 +423,9 @@ pub struct Response {
     /// The most bytes in flight over the half round trip that starts one round trip after that
     /// peak: the window the sender settled on once its recovery (a round trip) ended, and
     /// a sender that cuts its flight gradually (TCP's proportional rate reduction) reached it;
-    /// or over the half round trip before, where less (a sender that rolls its cut back once
-    /// its recovery is over holds it only that long).
+    /// or over the second half of the recovery's round trip (from when the loss could first
+    /// be noticed), where less: a sender that rolls its cut back once its recovery is over
+    /// holds it only that long.
     pub after_bytes: u64,
     /// `after / before`: the multiplicative decrease.
     pub beta: f64,
@@ -527,14 +528,25 @@ pub fn response(
             .map(|s| s.1.saturating_sub(noticed))
             .max()
     };
-    // and the half round trip before: a sender that rolls its cut back once the recovery is
-    // over (quiche's Cubic, when fewer than 10 packets were lost) holds the cut window only
-    // until then, and the later half round trip may fall after it. The less of the two: a
-    // gradual reduction is done by the later one, and a flight still at the window before
-    // the loss (the loss not yet noticed) is no less than the cut
+    // and the second half of the recovery's round trip: a sender that rolls its cut back once
+    // its recovery is over (quiche's Cubic, when fewer than 10 packets were lost; tquic's BBR
+    // keeps its flight in recovery and then its model) holds the cut window only until then,
+    // and the later half round trip may fall after it. The recovery starts when the loss can
+    // first be noticed: when the client's first packet after the third delivered behind the
+    // lost one reaches the sender (RFC 9002's packet threshold). Its first half is left out:
+    // the flight falls to the cut as the acknowledgements of what was sent before it come in.
+    // The less of the two: a gradual reduction (TCP's PRR) is done only by the later one
     let late =
         most(from, to).ok_or("the sender sent nothing in the round trip after the loss's")?;
-    let after = most(peak_t + rtt / 2, from).map_or(late, |early| early.min(late));
+    let noticed_at = log.down[i + 1..]
+        .iter()
+        .filter_map(delivered)
+        .nth(2)
+        .and_then(|third| log.up.iter().find(|p| p.arrive_ns >= third))
+        .and_then(delivered);
+    let after = noticed_at
+        .and_then(|n| most(n + rtt / 2, n + rtt))
+        .map_or(late, |recovery| recovery.min(late));
     Ok(Response {
         before_bytes: before,
         after_bytes: after,

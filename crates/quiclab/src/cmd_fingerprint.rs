@@ -21,11 +21,10 @@ use crate::out::Out;
 /// As a server (no rate limit): its first flight, its first and largest datagram (and the
 /// largest on a 9000-byte link: path MTU discovery), its initial window (what it sends in the
 /// first round trip of data), over how long it sends that window and its largest burst
-/// (pacing), its window before and after a loss planted in congestion avoidance (β) and, over
-/// QUIC, when it sent that loss's bytes again (its 1-RTT packets opened with the trial's key
-/// log) and, on a small response that leaves at once, when it repairs a loss that one packet
-/// shows (its time threshold) and one that three show (its packet threshold), the rest of the
-/// round trip blacked out; its first retransmission timer (its first flight dropped on purpose), and its timer
+/// (pacing), its window after a loss planted in congestion avoidance over the one before (β)
+/// and, over QUIC, on a small response that leaves at once, when it repairs a loss that one
+/// packet shows (its time threshold) and one that three show (its packet threshold), the rest
+/// of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its first retransmission timer (its first flight dropped on purpose), and its timer
 /// once the path is measured (its transfer's last flight dropped whole: the time to its first
 /// probe or retransmission), whether its slow start ends before a deep queue (20 Mbit/s, 200
 /// ms) overflows and how much queueing it built by then: the whole queue without a delay-based
@@ -44,6 +43,8 @@ use crate::out::Out;
 /// A browser has a client card: `quiclab fingerprint chrome --role client`.
 ///
 /// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked.
+/// What moves with the host or the peer rather than the stack (the window β was read at, the
+/// time from the last acknowledgement to the tail probe) is in an answer's words, not checked.
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
 /// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes ten trials
