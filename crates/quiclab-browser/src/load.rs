@@ -216,10 +216,25 @@ const BASELINE_LIMIT: Duration = Duration::from_secs(3);
 /// After the load event, how long the filmstrip keeps going once frames stop changing.
 const SETTLE: Duration = Duration::from_millis(500);
 
+/// The longest profile directory Chromium can run in: it puts its singleton socket at
+/// `DIR/org.chromium.Chromium.XXXXXX/SingletonSocket` (its temporary directory is the profile's,
+/// so that nothing of it is left elsewhere), 45 bytes more, and a Unix socket's path holds 107
+/// (108 with its NUL). Longer, Chromium exits at start ("Socket path too long").
+pub const SOCKET_DIR_MAX: usize = 107 - 45;
+
 /// A browser started for `url`'s origin, with a blank tab attached (its session id) whose
 /// page and network events are on, and the browser's version.
 pub(crate) fn open_tab(o: &BrowserOptions, url: &str) -> Result<(Browser, String, String), String> {
     let err = |e: CdpError| e.to_string();
+    let dir = o.profile_dir.as_os_str().len();
+    if dir > SOCKET_DIR_MAX {
+        return Err(format!(
+            "the browser's profile directory {} is {dir} bytes long: Chromium puts its singleton \
+             socket under it, and a Unix socket's path holds at most 107 bytes, so it may be at \
+             most {SOCKET_DIR_MAX} (set TMPDIR to a shorter directory)",
+            o.profile_dir.display()
+        ));
+    }
     std::fs::create_dir_all(&o.profile_dir)
         .map_err(|e| format!("creating {}: {e}", o.profile_dir.display()))?;
     let mut b = Browser::launch(&o.program, &browser_args(o, url), &o.stderr, &o.profile_dir)
@@ -617,6 +632,26 @@ fn decode(data: &str) -> Option<Histogram> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_directory_too_long_for_chromium_s_socket_is_refused_before_it_starts() {
+        // 63 bytes: one more than the socket's path leaves; the program is never started
+        let dir = format!("/tmp/{}", "d".repeat(SOCKET_DIR_MAX - 4));
+        assert_eq!(dir.len(), SOCKET_DIR_MAX + 1);
+        let o = BrowserOptions {
+            program: "/nonexistent/chromium".into(),
+            http: HttpVersion::Http2,
+            spki_pin: "PIN".into(),
+            profile_dir: dir.into(),
+            stderr: "/tmp/e".into(),
+            netlog: None,
+        };
+        let e = open_tab(&o, "https://127.0.0.1/").err().unwrap();
+        assert!(
+            e.contains("63 bytes long") && e.contains("at most 62"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn h3_forces_the_origin_onto_quic_and_h2_turns_quic_off() {

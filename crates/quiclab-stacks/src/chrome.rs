@@ -164,7 +164,8 @@ pub fn browse(task: &ClientTask, program: &Path, timeout: Duration) -> anyhow::R
         program: program.to_path_buf(),
         http: task.http,
         spki_pin: pin,
-        profile_dir: profile.join("profile"),
+        // short: Chromium's singleton socket goes under it, and a socket's path is short
+        profile_dir: profile.join("p"),
         stderr: task
             .recording
             .browser_log
@@ -225,11 +226,12 @@ fn wait_if_stopping() {
     }
 }
 
-/// A fresh private directory for the browser's profile.
+/// A fresh private directory for the browser's profile, its name short (Chromium's singleton
+/// socket goes under it: [`quiclab_browser::load::SOCKET_DIR_MAX`]).
 fn tempdir() -> anyhow::Result<PathBuf> {
     let base = std::env::temp_dir();
     for n in 0..1000u32 {
-        let d = base.join(format!("quiclab-browse-{}-{n}", std::process::id()));
+        let d = base.join(format!("qlb-{}-{n}", std::process::id()));
         match std::fs::create_dir(&d) {
             Ok(()) => return Ok(d),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,

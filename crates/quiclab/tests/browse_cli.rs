@@ -384,16 +384,20 @@ fn a_stopped_browse_leaves_no_profile_behind() {
         .arg(&cert)
         .arg(format!("https://127.0.0.1:{port}"))
         .env("TMPDIR", &tmp)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(std::fs::File::create(dir.join("browse.out")).unwrap())
+        .stderr(std::fs::File::create(dir.join("browse.err")).unwrap())
         .spawn()
         .unwrap();
+    let said = || {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        format!("{}{}", read("browse.out"), read("browse.err"))
+    };
     // the browser is up once it holds its profile's lock
     let lock = |tmp: &std::path::Path| {
         std::fs::read_dir(tmp)
             .unwrap()
             .flatten()
-            .any(|e| std::fs::symlink_metadata(e.path().join("profile/SingletonLock")).is_ok())
+            .any(|e| std::fs::symlink_metadata(e.path().join("p/SingletonLock")).is_ok())
     };
     let start = std::time::Instant::now();
     while !lock(&tmp) {
@@ -401,7 +405,9 @@ fn a_stopped_browse_leaves_no_profile_behind() {
             start.elapsed().as_secs() < 20,
             "the browser did not start within 20 s"
         );
-        assert!(child.try_wait().unwrap().is_none(), "browse exited early");
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("browse exited early ({status}): {}", said());
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // SAFETY: the pid of the child this test started, not yet reaped
