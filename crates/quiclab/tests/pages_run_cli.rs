@@ -192,7 +192,10 @@ http = "2"
             .iter()
             .map(|r| r.last_byte_ms)
             .fold(0.0, f64::max);
-        assert!(m.ttlb_ms >= last - 1.0, "{}: {} < {last}", t.arm, m.ttlb_ms);
+        // (the load event is on the page's clock, the last bytes on the network events'; the
+        // two are put together through Chromium's wall-clock mapping, which was measured off
+        // by up to 5.7 ms: a chrome-h3 load event once read 1.0 ms before its last byte)
+        assert!(m.ttlb_ms >= last - 6.0, "{}: {} < {last}", t.arm, m.ttlb_ms);
         // the model on the same arrivals ends with the last byte (times kept in whole µs)
         assert_eq!(b.model_plt_ms.map(|p| (p - last).abs() < 0.01), Some(true));
         assert!(
