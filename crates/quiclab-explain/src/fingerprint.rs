@@ -107,6 +107,12 @@ fn first_flight(packets: &[Packet], gap_ns: u64) -> &[Packet] {
     &packets[..end]
 }
 
+/// The client's first packet sent at or after `t` (the link's log keeps each direction in the
+/// order packets reached it): its answer to a packet delivered to it then.
+fn client_after(log: &LinkLog, t: u64) -> Option<&Packet> {
+    log.up.iter().find(|p| p.arrive_ns >= t)
+}
+
 fn delivered(p: &Packet) -> Option<u64> {
     match p.fate {
         Fate::Departed(t) => Some(t),
@@ -399,7 +405,7 @@ fn data_start(log: &LinkLog, path: &PathFacts, f: &Framing) -> Option<usize> {
     let mut request_at = None;
     for _ in 0..f.handshake_rtts {
         let h = heard?;
-        let answer = log.up.iter().find(|p| p.arrive_ns >= h)?;
+        let answer = client_after(log, h)?;
         let reaches = answer.arrive_ns + path.up_delay_ns;
         request_at = Some(reaches);
         heard = log
@@ -542,7 +548,7 @@ pub fn response(
         .iter()
         .filter_map(delivered)
         .nth(2)
-        .and_then(|third| log.up.iter().find(|p| p.arrive_ns >= third))
+        .and_then(|third| client_after(log, third))
         .and_then(delivered);
     let after = noticed_at
         .and_then(|n| most(n + rtt / 2, n + rtt))
@@ -709,11 +715,8 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
         );
     }
     let answered = |p: &Packet| {
-        delivered(p).is_some_and(|t| {
-            log.up
-                .iter()
-                .any(|u| u.arrive_ns >= t && u.arrive_ns <= t + ANSWER_NS)
-        })
+        delivered(p)
+            .is_some_and(|t| client_after(log, t).is_some_and(|u| u.arrive_ns <= t + ANSWER_NS))
     };
     // a datagram larger than the data's is a path-MTU probe, sent on a timer of its own
     let mtu_probe = |p: &Packet| f.payload(p) >= DATA_PAYLOAD && !is_data(p);
@@ -1322,7 +1325,7 @@ pub fn loss_detection(
         .collect();
     let after_kth = |k: usize| {
         let t = delivered(&log.down[*after.get(k)?])?;
-        let ack = log.up.iter().find(|p| p.arrive_ns >= t)?;
+        let ack = client_after(log, t)?;
         let heard = delivered(ack)?;
         Some((sent as f64 - heard as f64) / 1e6)
     };
@@ -1469,7 +1472,7 @@ pub fn isolated_loss(
     // 112.5 ms time threshold)
     let last = lost + behind as usize;
     let delivered_at = delivered(&log.down[last]).ok_or("a packet behind the lost one was lost")?;
-    match log.up.iter().find(|p| p.arrive_ns >= delivered_at) {
+    match client_after(log, delivered_at) {
         Some(p) if p.arrive_ns - delivered_at <= ANSWER_NS => {}
         Some(p) => {
             return Err(format!(
