@@ -82,20 +82,42 @@ fn flight(packets: &[Packet], f: &Framing) -> Flight {
     }
 }
 
-/// The longest run of packets each arriving within [`BURST_GAP_NS`] of the one before.
-fn largest_burst(packets: &[Packet]) -> u32 {
-    let mut best = 0;
-    let mut run = 0;
+/// The runs of packets each arriving within [`BURST_GAP_NS`] of the one before: each burst's
+/// packet count, in order.
+fn bursts(packets: &[Packet]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
     let mut prev: Option<u64> = None;
     for p in packets {
-        run = match prev {
-            Some(t) if p.arrive_ns - t <= BURST_GAP_NS => run + 1,
-            _ => 1,
-        };
-        best = best.max(run);
+        match (prev, out.last_mut()) {
+            (Some(t), Some(run)) if p.arrive_ns - t <= BURST_GAP_NS => *run += 1,
+            _ => out.push(1),
+        }
         prev = Some(p.arrive_ns);
     }
-    best
+    out
+}
+
+/// The longest burst.
+fn largest_burst(packets: &[Packet]) -> u32 {
+    bursts(packets).into_iter().max().unwrap_or(0)
+}
+
+/// The burst a typical packet leaves in: the least burst length such that half the packets
+/// leave in bursts no longer (the packet-weighted median). Unlike the longest burst, an
+/// extreme, it stays put when the acknowledgements' timing lets a few large bursts out: an
+/// unpaced quiche's longest read 156 to 298 packets in four transfers, this 125 to 131.
+fn typical_burst(packets: &[Packet]) -> u32 {
+    let mut runs = bursts(packets);
+    runs.sort_unstable();
+    let total: u32 = runs.iter().sum();
+    let mut seen = 0;
+    for r in runs {
+        seen += r;
+        if 2 * seen >= total {
+            return r;
+        }
+    }
+    0
 }
 
 /// The packets from the first to the first gap longer than `gap_ns`.
@@ -139,6 +161,9 @@ pub struct WireCard {
     pub first_data_flight: Option<Flight>,
     /// The most packets the server wrote together from its first data on.
     pub largest_burst: Option<u32>,
+    /// The burst its typical packet left in from its first data on ([`typical_burst`]): its
+    /// pacer's burst, or an unpaced sender's answer to the acknowledgements' arrivals.
+    pub typical_burst: Option<u32>,
     /// Data packets delivered to the client per packet the client sent while they arrived:
     /// how many ack-eliciting packets its acknowledgements cover.
     pub data_per_ack: Option<f64>,
@@ -191,6 +216,7 @@ pub fn wire(log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<WireCard, St
         server_largest_payload: largest(&log.down),
         first_data_flight,
         largest_burst: data_start.map(|i| largest_burst(&log.down[i..])),
+        typical_burst: data_start.map(|i| typical_burst(&log.down[i..])),
         data_per_ack,
     })
 }
@@ -668,6 +694,9 @@ pub struct TailTimeout {
     pub why: Option<String>,
     /// Downlink packets the blackout dropped.
     pub dropped: u32,
+    /// Of them, data packets: none when the server sent less than the clean probe's bytes
+    /// before the tail (so the probe was a clean transfer, from which a tail can be planned).
+    pub data_dropped: u32,
 }
 
 /// Reads the tail probe's log, planted as `plan` says.
@@ -676,15 +705,16 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
     let dropped_at: Vec<usize> = (0..down.len())
         .filter(|&i| matches!(down[i].fate, Fate::Dropped(_)))
         .collect();
+    let is_data = bulk(down, f);
     let out = |ms, why: Option<String>| TailTimeout {
         ms,
         after_ack_ms: None,
         why,
         dropped: dropped_at.len() as u32,
+        data_dropped: dropped_at.iter().filter(|&&i| is_data(&down[i])).count() as u32,
     };
     // the timer runs from the last data packet lost (an acknowledgement the blackout caught
     // after it arms no timer)
-    let is_data = bulk(down, f);
     let Some(&j) = dropped_at.iter().rev().find(|&&i| is_data(&down[i])) else {
         return out(
             None,
@@ -1083,6 +1113,43 @@ mod tests {
         }
     }
 
+    /// Bursts of the given lengths, a millisecond apart, their packets 10 µs apart.
+    fn in_bursts(lengths: &[u32]) -> Vec<Packet> {
+        let mut out = Vec::new();
+        for (k, &n) in lengths.iter().enumerate() {
+            for i in 0..u64::from(n) {
+                out.push(Packet {
+                    arrive_ns: k as u64 * MS + i * 10_000,
+                    size: 1228,
+                    fate: Fate::Departed(0),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_typical_burst_is_where_half_the_packets_leave_and_one_long_burst_does_not_move_it() {
+        // twelve bursts of five and one of forty: 60 of the 100 packets leave in bursts of five
+        let ps = in_bursts(&[5, 5, 5, 5, 5, 5, 40, 5, 5, 5, 5, 5, 5]);
+        assert_eq!(bursts(&ps).len(), 13);
+        assert_eq!(largest_burst(&ps), 40);
+        assert_eq!(typical_burst(&ps), 5);
+        // a longer extreme moves the longest, not the typical
+        let ps = in_bursts(&[5, 5, 5, 5, 5, 5, 55, 5, 5, 5, 5, 5, 5]);
+        assert_eq!((largest_burst(&ps), typical_burst(&ps)), (55, 5));
+        // but where most packets leave in long bursts, the typical one is long
+        let ps = in_bursts(&[2, 2, 2, 2, 2, 20, 40]);
+        assert_eq!(typical_burst(&ps), 40);
+        // 50 µs apart is one burst, more is two
+        let mut ps = in_bursts(&[2]);
+        ps[1].arrive_ns = ps[0].arrive_ns + BURST_GAP_NS;
+        assert_eq!(bursts(&ps), vec![2]);
+        ps[1].arrive_ns += 1;
+        assert_eq!(bursts(&ps), vec![1, 1]);
+        assert_eq!(typical_burst(&[]), 0);
+    }
+
     #[test]
     fn the_tails_timer_runs_from_its_last_data_to_a_probe_the_client_answers() {
         // quinn's tail as a probe showed it: data until 100 ms (the last two lost), an
@@ -1116,6 +1183,8 @@ mod tests {
         // the client's packet that reached the server last before the probe: at 110 ms
         assert_eq!(t.after_ack_ms, Some(118.0), "{t:?}");
         assert_eq!(t.dropped, 3);
+        // of them, the two data packets (the 69-byte one is no data)
+        assert_eq!(t.data_dropped, 2);
         // unanswered, the small packets are no probe
         let log = LinkLog {
             up: log.up[..1].to_vec(),

@@ -339,6 +339,7 @@ fn a_paced_sender_spreads_its_window_and_a_lazier_receiver_acknowledges_less() {
     assert_eq!(f.largest_burst, 1, "one packet every 2 ms");
     assert_eq!(f.span_us, 31 * 2000);
     assert_eq!(card.largest_burst, Some(1));
+    assert_eq!(card.typical_burst, Some(1));
     assert_eq!(card.data_per_ack, Some(5.0));
     assert_eq!(card.server_largest_payload, 1452);
 }
@@ -469,11 +470,13 @@ fn the_timer_with_the_tail_lost_is_read_from_the_last_packet_to_the_probe() {
         // nothing dropped on the clean probe: no reading
         let none = tail_timeout(&clean, &plan, &Framing::QUIC);
         assert!(none.ms.is_none() && none.why.is_some(), "{none:?}");
+        assert_eq!(none.data_dropped, 0, "{none:?}");
         let keys = plan.link_keys();
         let (lost, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
         let t = tail_timeout(&lost, &plan, &Framing::QUIC);
         eprintln!("pace {pace} us, timer {pto} ms, {body} packets: {plan:?} {t:?}");
         assert_eq!(t.dropped as usize, TAIL_PACKETS, "{t:?}");
+        assert_eq!(t.data_dropped as usize, TAIL_PACKETS, "{t:?}");
         assert_eq!(t.ms, Some(pto as f64), "{t:?}");
     }
 }

@@ -256,9 +256,9 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
     // the initial RTT no longer counts once the path is measured
     assert_each_within(server, "tail_pto", 126.0, 12.6);
     // and slow start fills the deep queue: quinn has no delay-based exit (HyStart), so its
-    // packets meet the 200 ms queue's whole length before it overflows
+    // packets meet the 300 ms queue's whole length before it overflows
     assert_each_within(server, "slow_start_exit", 0.0, 0.0);
-    assert_each_within(server, "deep_queue_exit", 200.0, 20.0);
+    assert_each_within(server, "deep_queue_exit", 300.0, 30.0);
     let client = card(&knobs, "quinn", "client");
     assert_each_within(client, "first_pto", 150.0, 15.0);
     // its time threshold as a knob: 1.5 RTT repairs a loss one packet shows 1.5 × 100 ms after
@@ -288,7 +288,7 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
         for card in c.iter() {
             for item in card["items"].as_array().unwrap() {
                 let key = item["key"].as_str().unwrap();
-                if ["first_burst", "largest_burst"].contains(&key) {
+                if ["first_burst", "typical_burst"].contains(&key) {
                     // the bursts are shown, not checked here: a busy host splits a burst that
                     // an idle one sees whole (quinn's first round trip with a 20 KB window read
                     // 14 and 10 packets on a loaded host, 8 and 8 with its default window on an
@@ -329,7 +329,7 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
     // 85-90 KB at the second loss, so what the wire shows is 0.68 to 0.88 (docs/fingerprint.md)
     let tcp = cards(&["tcp", "--runs", "2", "--knob", "tcp-cc=cubic"]);
     // Linux's Cubic leaves slow start on delay (HyStart) before the deep queue overflows, where
-    // quinn, without it, fills all 200 ms. Its delay signal, the least of a round trip's first
+    // quinn, without it, fills all 300 ms. Its delay signal, the least of a round trip's first
     // eight RTT samples, can miss the queue's growth for a round trip, and the window doubles
     // once more (2 of 16 runs here, some on a busy host: 155 and 156 ms queued by then, against
     // 54.6 ms in the 14 others; all 16 left before the overflow): of two runs one at least
@@ -355,6 +355,11 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
         "before the least urgent one (its share not read)",
     );
     assert_each_within(tcp_server, "resumed_ttfb", 3.0, 0.1);
+    // its tail-loss probe (RFC 8985), timed from the last acknowledgement that re-armed it:
+    // 2 × its smoothed RTT (the path's 100 ms, and what the client's acknowledgements add) +
+    // two jiffies (8 ms at 250 Hz), where its retransmission timeout (smoothed RTT + at least
+    // 200 ms) would read 300 ms or more. With BBR it read 208.7 to 218.0 ms
+    assert_each_within(tcp_server, "tail_pto", 220.0, 20.0);
     all.extend(tcp);
     for s in stacks.iter().chain(&["tcp"]) {
         let s = *s;
