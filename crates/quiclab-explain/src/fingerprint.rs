@@ -678,6 +678,14 @@ fn bulk(down: &[Packet], f: &Framing) -> impl Fn(&Packet) -> bool + use<> {
 /// client's next packet reaches the link within this of the probe's delivery.
 pub const ANSWER_NS: u64 = 5_000_000;
 
+/// An acknowledgement of data leaves the client within this of the data's delivery: four
+/// times QUIC's default max_ack_delay (25 ms), over twice the 40 ms Linux's TCP delays its
+/// acknowledgements by here. A client packet later than that acknowledges nothing new: it is
+/// the client's own retransmission (an HTTP/2 WINDOW_UPDATE whose acknowledgement the tail's
+/// blackout took, sent again 324 ms after the server's last packet) or a keep-alive, which
+/// re-arms no sender's timer.
+pub const ACK_AFTER_DATA_NS: u64 = 100_000_000;
+
 /// When the server's timer fired with its tail lost: from the last data packet of the blackout
 /// (the last the server sent before falling silent; an acknowledgement of the client's packets
 /// may follow it, and arms no timer) to its next packet that is a probe (data, or a packet the
@@ -686,10 +694,11 @@ pub const ANSWER_NS: u64 = 5_000_000;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TailTimeout {
     pub ms: Option<f64>,
-    /// From the last of the client's packets that reached the server before the probe: a timer
-    /// re-armed at each acknowledgement (Linux TCP's tail-loss probe) reads the same here
-    /// whenever the client's last acknowledgement came; one armed at the last packet sent (RFC
-    /// 9002's) reads what the acknowledgements' delay left of it.
+    /// From the client's last acknowledgement that reached the server before the probe (its
+    /// last packet sent within [`ACK_AFTER_DATA_NS`] of the last data delivered to it): a
+    /// timer re-armed at each acknowledgement (RFC 8985's tail-loss probe, Linux TCP's) reads
+    /// the same here whenever that came; one armed at the last packet sent (RFC 9002's) reads
+    /// what the acknowledgements' delay left of it.
     pub after_ack_ms: Option<f64>,
     pub why: Option<String>,
     /// Downlink packets the blackout dropped.
@@ -750,21 +759,34 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
     };
     // a datagram larger than the data's is a path-MTU probe, sent on a timer of its own
     let mtu_probe = |p: &Packet| f.payload(p) >= DATA_PAYLOAD && !is_data(p);
-    match down[j + 1..]
-        .iter()
-        .filter(|p| !mtu_probe(p))
-        .find(|p| is_data(p) || answered(p))
+    match (j + 1..down.len())
+        .filter(|&k| !mtu_probe(&down[k]))
+        .find(|&k| is_data(&down[k]) || answered(&down[k]))
     {
-        Some(probe) => TailTimeout {
-            after_ack_ms: log
-                .up
+        Some(k) => {
+            let probe = &down[k];
+            // the last data delivered to the client before the probe, and the client's last
+            // packet that can acknowledge it
+            let last_data = down[..k]
                 .iter()
+                .filter(|p| is_data(p))
                 .filter_map(delivered)
                 .filter(|&t| t <= probe.arrive_ns)
-                .max()
-                .map(|t| ms(probe.arrive_ns - t)),
-            ..out(Some(ms(probe.arrive_ns - down[j].arrive_ns)), None)
-        },
+                .max();
+            let after_ack_ms = last_data.and_then(|d| {
+                log.up
+                    .iter()
+                    .filter(|u| u.arrive_ns <= d + ACK_AFTER_DATA_NS)
+                    .filter_map(delivered)
+                    .filter(|&t| t <= probe.arrive_ns)
+                    .max()
+                    .map(|t| ms(probe.arrive_ns - t))
+            });
+            TailTimeout {
+                after_ack_ms,
+                ..out(Some(ms(probe.arrive_ns - down[j].arrive_ns)), None)
+            }
+        }
         None => out(
             None,
             Some("the server sent no probe after its tail was lost".into()),
@@ -1148,6 +1170,48 @@ mod tests {
         ps[1].arrive_ns += 1;
         assert_eq!(bursts(&ps), vec![1, 1]);
         assert_eq!(typical_burst(&[]), 0);
+    }
+
+    #[test]
+    fn a_clients_own_retransmission_after_the_tail_is_no_acknowledgement_that_rearms_a_timer() {
+        // TCP: data until 2 ms (the last two lost), the client's acknowledgement of the data
+        // delivered at 50 ms, its WINDOW_UPDATE sent again at 324 ms (its acknowledgement was
+        // lost), and the server's probe at 400 ms
+        let us = |t: u64| t * 1000;
+        let down = vec![
+            Packet {
+                arrive_ns: 0,
+                size: 1500,
+                fate: Fate::Departed(50 * MS),
+            },
+            packet(1, 1500, Fate::Dropped(MS)),
+            packet(2, 1500, Fate::Dropped(2 * MS)),
+            packet(400, 1500, Fate::Departed(450 * MS)),
+        ];
+        let up = vec![
+            Packet {
+                arrive_ns: us(50_500),
+                size: 52,
+                fate: Fate::Departed(us(100_500)),
+            },
+            packet(324, 87, Fate::Departed(374 * MS)),
+        ];
+        let log = LinkLog { down, up };
+        let plan = TailPlan {
+            after_bytes: 1500,
+            packets: 2,
+            bytes: 3 * 1448,
+            length_ns: 60 * MS,
+        };
+        let t = tail_timeout(&log, &plan, &Framing::TCP_TLS);
+        assert_eq!(t.ms, Some(398.0), "{t:?}");
+        // from the acknowledgement at 100.5 ms, not the retransmission at 374 ms
+        assert_eq!(t.after_ack_ms, Some(299.5), "{t:?}");
+        // a packet sent within the bound is one
+        let mut log = log;
+        log.up[1] = packet(150, 52, Fate::Departed(200 * MS));
+        let t = tail_timeout(&log, &plan, &Framing::TCP_TLS);
+        assert_eq!(t.after_ack_ms, Some(200.0), "{t:?}");
     }
 
     #[test]
