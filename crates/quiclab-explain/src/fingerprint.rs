@@ -560,25 +560,46 @@ pub fn response(
             .map(|s| s.1.saturating_sub(noticed))
             .max()
     };
-    // and the second half of the recovery's round trip: a sender that rolls its cut back once
-    // its recovery is over (quiche's Cubic, when fewer than 10 packets were lost; tquic's BBR
-    // keeps its flight in recovery and then its model) holds the cut window only until then,
-    // and the later half round trip may fall after it. The recovery starts when the loss can
-    // first be noticed: when the client's first packet after the third delivered behind the
-    // lost one reaches the sender (RFC 9002's packet threshold). Its first half is left out:
-    // the flight falls to the cut as the acknowledgements of what was sent before it come in.
-    // The less of the two: a gradual reduction (TCP's PRR) is done only by the later one
-    let late =
-        most(from, to).ok_or("the sender sent nothing in the round trip after the loss's")?;
+    // and the recovery's round trip: a sender that rolls its cut back once its recovery is
+    // over (quiche's Cubic, when fewer than 10 packets were lost, a round trip after its cut:
+    // its qlog showed 905 and 1005 ms in seven probes; tquic's BBR keeps its flight in
+    // recovery and then its model) holds the cut window only until then, and the later half
+    // round trip may fall after it. The recovery starts when the loss can first be noticed:
+    // when the client's first packet after the third delivered behind the lost one reaches
+    // the sender (RFC 9002's packet threshold); the rollback needs the acknowledgement of a
+    // packet sent after that, a path RTT later at the soonest. It is read from the least
+    // flight in its first half on: until the sender has taken in the acknowledgements of what
+    // it sent before, its flight falls; a sender held to its cut sends nothing until its
+    // flight is below the cut, and an unpaced one takes a burst of acknowledgements in at once
+    // and sends its cut window in a burst, as quiche's did within a millisecond, after packets
+    // sent at the window before while the burst was being read (and then nothing until the
+    // rollback: a half round trip later found no packet of it). The less of the two: a
+    // gradual reduction (TCP's PRR) is done only by the later one
+    let late = most(from, to);
     let noticed_at = log.down[i + 1..]
         .iter()
         .filter_map(delivered)
         .nth(2)
         .and_then(|third| client_after(log, third))
         .and_then(delivered);
-    let after = noticed_at
-        .and_then(|n| most(n + rtt / 2, n + rtt))
-        .map_or(late, |recovery| recovery.min(late));
+    let recovery = noticed_at.and_then(|n| {
+        // from the least flight of its first half (the acknowledgements of what was sent
+        // before taken in) to the round trip's end
+        let (from, _) = samples
+            .iter()
+            .filter(|(t, _)| *t >= n && *t < n + rtt / 2)
+            .min_by_key(|(_, b)| *b)?;
+        most(*from, n + rtt)
+    });
+    // an unpaced sender may send nothing in one of the two (quiche's bursts come a round trip
+    // apart)
+    let after = match (late, recovery) {
+        (Some(l), Some(r)) => l.min(r),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => {
+            return Err("the sender sent nothing in the round trip after the loss's".into());
+        }
+    };
     Ok(Response {
         before_bytes: before,
         after_bytes: after,
@@ -673,6 +694,13 @@ fn bulk(down: &[Packet], f: &Framing) -> impl Fn(&Packet) -> bool + use<> {
     let f = *f;
     move |p| (DATA_PAYLOAD..=modal).contains(&f.payload(p))
 }
+
+/// A window after a loss above this share of the one before was not cut: what one round trip
+/// of additive increase and the reading's 0.05 leave of a cut. A controller that cuts by a
+/// factor (Reno's 0.5, Cubic's 0.7) reads below; one that keeps its model of the path through
+/// a loss (BBR) reads about 1, higher or lower by what its pacing gain does in that round trip
+/// (tquic's read 0.93 to 1.06), and is said to make no cut, as 1.
+pub const NO_CUT: f64 = 0.9;
 
 /// A probe is answered at once (an ack-eliciting packet after a gap in packet numbers): the
 /// client's next packet reaches the link within this of the probe's delivery.

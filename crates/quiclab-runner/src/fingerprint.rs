@@ -19,7 +19,7 @@
 //! capture gives a server's ServerHello and transport parameters, and the retry probe's (its
 //! peer's one key share P-256, x25519 listed second) whether it asks for x25519. The tail probe
 //! loses the clean transfer's last data packets (a blackout of 0.6 RTT from the byte they start
-//! at) for its retransmission timer once it has measured the path; the deep-queue probe (10
+//! at) for its retransmission timer once it has measured the path; the deep-queue probe (20
 //! Mbit/s into a 300 ms drop-tail queue) shows whether its slow start ends before the queue
 //! overflows, and what it had queued by then. Each probe runs `runs` times; an item whose runs
 //! disagree beyond its tolerance says so.
@@ -32,8 +32,8 @@ use std::path::Path;
 
 use quiclab_explain::fingerprint::{
     DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, IsolatedLoss, IsolatedPlan,
-    LossDetection, LossPlan, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard, deep_queue,
-    first_timeout, isolated_loss, response, tail_timeout, urgent_share, wire,
+    LossDetection, LossPlan, NO_CUT, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard,
+    deep_queue, first_timeout, isolated_loss, response, tail_timeout, urgent_share, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::one_rtt;
@@ -427,18 +427,22 @@ fn priorities_of(dir: &Path, rec: &TrialRecord, quic: bool) -> Result<Priorities
     })
 }
 
-/// The deep-queue probe's bottleneck, queue and object: slow start into 375 kB of queue on a
-/// 125 kB path (a window of 500 kB overflows it, reached after about 1 MB of slow start).
+/// The deep-queue probe's bottleneck, queue and object: slow start into 750 kB of queue on a
+/// 250 kB path (a window of 1 MB overflows it, reached after about 2 MB of slow start).
 /// Three path RTTs of queue: BBR's startup, its window 2.89 times the path's, keeps up to 1.89
 /// path RTTs queued until its bandwidth estimate stops growing (Linux's BBR read 196 ms), which
 /// a queue of two made a race with the overflow (tquic's BBR left first in 3 runs of 8). It
 /// also shows the late delay-based exits: quic-go's and ngtcp2's, at 230 to 253 ms queued,
-/// came after a 200 ms queue's overflow. At 20 Mbit/s three RTTs of queue take a window of
-/// 1 MB to overflow, near the client's stream flow-control window (quinn's 1.25 MB), and
-/// quinn, which has no delay-based exit, once stopped doubling there at 189 ms queued.
-pub const DEEP_RATE: &str = "10mbit";
+/// came after a 200 ms queue's overflow. 20 Mbit/s rather than less: Linux's Cubic leaves
+/// slow start on its HyStart here (54.6 ms queued), not at 10 Mbit/s, where it filled the
+/// queue in 4 runs of 4.
+pub const DEEP_RATE: &str = "20mbit";
 pub const DEEP_QUEUE_MS: u64 = 300;
-pub const DEEP_OBJECT: &str = "3mb";
+pub const DEEP_OBJECT: &str = "4mb";
+/// A peer's knob for the deep-queue probe, where the peer takes it: a stream flow-control
+/// window far above the 1 MB flight that overflows the queue (quinn's default, 1.25 MB, is
+/// near it, and a quinn server once stopped doubling at 189 ms queued with it).
+pub const DEEP_PEER_WINDOW: (&str, &str) = ("quic-stream-window", "8mb");
 
 /// One run of the probes: what was read from each, and the trials they were.
 #[derive(Debug, Clone, Serialize)]
@@ -718,7 +722,14 @@ pub fn fingerprint(
                 ("down-rate", DEEP_RATE.to_string()),
                 ("down-queue", format!("{DEEP_QUEUE_MS}ms")),
             ];
-            let (p, sp) = subject.probe("deep queue", &keys, run, DEEP_OBJECT)?;
+            let mut deep_subject = subject.clone();
+            let (window, size) = DEEP_PEER_WINDOW;
+            if subject.peer.knobs().iter().any(|k| k.key == window)
+                && !subject.knobs.iter().any(|(k, _)| k == window)
+            {
+                deep_subject.knobs.push((window.into(), size.into()));
+            }
+            let (p, sp) = deep_subject.probe("deep queue", &keys, run, DEEP_OBJECT)?;
             let r = run_trial(&p, &sp, step("deep queue"))?;
             trials.push(trial_folder(&r.id));
             match log_of(dir, &r).and_then(|log| deep_queue(&log, &path, &framing)) {
@@ -886,13 +897,6 @@ pub fn fingerprint(
             .collect(),
     })
 }
-
-/// A window after a loss above this share of the one before was not cut: what one round trip
-/// of additive increase and the reading's 0.05 leave of a cut. A controller that cuts by a
-/// factor (Reno's 0.5, Cubic's 0.7) reads below; one that keeps its model of the path through
-/// a loss (BBR) reads about 1, higher or lower by what its pacing gain does in that round trip
-/// (tquic's read 0.93 to 1.06), and is said to make no cut, as 1.
-pub const NO_CUT: f64 = 0.9;
 
 /// The largest datagram on the jumbo probe's link.
 fn jumbo(runs: &[RunCard]) -> Item {
@@ -1348,7 +1352,7 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
             );
             out.push(Item::new(
                 "deep_queue_exit",
-                "queueing when its slow start ended (10 Mbit/s, 300 ms queue: all of it without a delay-based exit)",
+                "queueing when its slow start ended (20 Mbit/s, 300 ms queue: all of it without a delay-based exit)",
                 "ms",
                 // the exit comes between two of its bursts, and the queue then holds a burst
                 // more or less: s2n-quic's read 104.2, 104.2, 116.0 and 127.9 ms, steps of its

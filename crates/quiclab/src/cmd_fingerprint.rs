@@ -26,7 +26,7 @@ use crate::out::Out;
 /// packet shows (its time threshold) and one that three show (its packet threshold), the rest
 /// of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its first retransmission timer (its first flight dropped on purpose), and its timer
 /// once the path is measured (its transfer's last flight dropped whole: the time to its first
-/// probe or retransmission), whether its slow start ends before a deep queue (10 Mbit/s, 300
+/// probe or retransmission), whether its slow start ends before a deep queue (20 Mbit/s, 300
 /// ms) overflows and how much queueing it built by then: the whole queue without a delay-based
 /// exit (HyStart), far less with one; and its ServerHello (group, suite, HelloRetryRequest, and
 /// what it does with a peer whose one key share is P-256: takes it, or asks for x25519), whether
