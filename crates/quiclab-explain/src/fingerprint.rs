@@ -561,7 +561,8 @@ pub fn response(
             .max()
     };
     // and the recovery's round trip: a sender that rolls its cut back once its recovery is
-    // over (quiche's Cubic, when fewer than 10 packets were lost, a round trip after its cut:
+    // over (quiche's Cubic, when its recovery lost fewer packets than a fifth of its window's,
+    // a round trip after its cut:
     // its qlog showed 905 and 1005 ms in seven probes; tquic's BBR keeps its flight in
     // recovery and then its model) holds the cut window only until then, and the later half
     // round trip may fall after it. The recovery starts when the loss can first be noticed:

@@ -66,7 +66,7 @@ struct Choices {
     /// packet, Reno's).
     ca_growth: Option<f64>,
     /// Once the recovery is over, the window before the loss again (quiche's Cubic rolls a
-    /// congestion event back when fewer than 10 packets were lost).
+    /// congestion event back when its recovery lost fewer packets than a fifth of its window's).
     rollback: bool,
 }
 

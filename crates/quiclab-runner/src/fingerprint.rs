@@ -1258,7 +1258,9 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 "first_burst",
                 "largest burst in the first round trip of data",
                 "packets",
-                Tolerance::Within(2.0),
+                // a pacer's timer woken late lets a few more packets out together: quic-go's
+                // read 9, 10, 12 and 12 in four runs
+                Tolerance::WithinPlusShare(2.0, 0.2),
                 each(&|r| flight(r).map(|f| f64::from(f.largest_burst))),
                 None,
             ));
