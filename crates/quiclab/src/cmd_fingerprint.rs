@@ -20,13 +20,15 @@ use crate::out::Out;
 ///
 /// As a server (no rate limit): its first flight, its first and largest datagram (and the
 /// largest on a 9000-byte link: path MTU discovery), its initial window (what it sends in the
-/// first round trip of data), over how long it sends that window and its largest burst
-/// (pacing), its window after a loss planted in congestion avoidance over the one before (β)
+/// first round trip of data), over how long it sends that window and its largest burst, and
+/// the burst a typical packet leaves in later (pacing), its window after a loss planted in congestion avoidance over the one before (β)
 /// and, over QUIC, on a small response that leaves at once, when it repairs a loss that one
 /// packet shows (its time threshold) and one that three show (its packet threshold), the rest
-/// of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its first retransmission timer (its first flight dropped on purpose), and its timer
-/// once the path is measured (its transfer's last flight dropped whole: the time to its first
-/// probe or retransmission), whether its slow start ends before a deep queue (20 Mbit/s, 300
+/// of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its
+/// first retransmission timer (its first flight dropped on purpose), and its timer once the
+/// path is measured (its transfer's last flight dropped whole: the time to its first probe or
+/// retransmission, from where its RFC starts it: over QUIC its last packet, over TCP the
+/// client's last acknowledgement), whether its slow start ends before a deep queue (20 Mbit/s, 300
 /// ms) overflows and how much queueing it built by then: the whole queue without a delay-based
 /// exit (HyStart), far less with one; and its ServerHello (group, suite, HelloRetryRequest, and
 /// what it does with a peer whose one key share is P-256: takes it, or asks for x25519), whether
@@ -44,13 +46,12 @@ use crate::out::Out;
 ///
 /// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked.
 /// What moves with the host or the peer rather than the stack (the window β was read at, the
-/// time from the last acknowledgement to the tail probe) is in an answer's words, not checked.
+/// tail probe's time from the anchor its RFC does not use) is in an answer's words, not checked.
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
 /// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes ten trials
 /// per run (thirteen over QUIC), a client card three (one or two more where a planted event
-/// missed). Runs as root (the
-/// trials make namespaces).
+/// missed). Runs as root (the trials make namespaces).
 #[derive(Args)]
 pub struct FingerprintCmd {
     /// The stacks to measure, as plans name them (an unknown name is answered with the list).
