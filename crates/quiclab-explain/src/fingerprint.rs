@@ -161,8 +161,8 @@ pub struct WireCard {
     pub first_data_flight: Option<Flight>,
     /// The most packets the server wrote together from its first data on.
     pub largest_burst: Option<u32>,
-    /// The burst its typical packet left in from its first data on ([`typical_burst`]): its
-    /// pacer's burst, or an unpaced sender's answer to the acknowledgements' arrivals.
+    /// The burst its typical packet left in from its first data on (the packet-weighted
+    /// median): its pacer's burst, or an unpaced sender's answer to the acknowledgements.
     pub typical_burst: Option<u32>,
     /// Data packets delivered to the client per packet the client sent while they arrived:
     /// how many ack-eliciting packets its acknowledgements cover.
