@@ -102,12 +102,12 @@ fn largest_burst(packets: &[Packet]) -> u32 {
     bursts(packets).into_iter().max().unwrap_or(0)
 }
 
-/// The burst a typical packet leaves in: the least burst length such that half the packets
-/// leave in bursts no longer (the packet-weighted median). Unlike the longest burst, an
-/// extreme, it stays put when the acknowledgements' timing lets a few large bursts out: an
-/// unpaced quiche's longest read 156 to 298 packets in four transfers, this 125 to 131.
-fn typical_burst(packets: &[Packet]) -> u32 {
-    let mut runs = bursts(packets);
+/// The burst a typical packet leaves in, of the bursts' lengths ([`bursts`]): the least burst
+/// length such that half the packets leave in bursts no longer (the packet-weighted median).
+/// Unlike the longest burst, an extreme, it stays put when the acknowledgements' timing lets a
+/// few large bursts out: an unpaced quiche's longest read 156 to 298 packets in four
+/// transfers, this 125 to 131.
+fn typical_burst(mut runs: Vec<u32>) -> u32 {
     runs.sort_unstable();
     let total: u32 = runs.iter().sum();
     let mut seen = 0;
@@ -180,6 +180,8 @@ pub fn wire(log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<WireCard, St
     let largest = |ps: &[Packet]| ps.iter().map(|p| f.payload(p)).max().unwrap_or(0);
 
     let data_start = data_start(log, path, f);
+    // the bursts from the first data on
+    let later_bursts = data_start.map(|i| bursts(&log.down[i..]));
     let first_data_flight = data_start.map(|start| {
         let t0 = log.down[start].arrive_ns;
         let end = log.down[start..]
@@ -215,8 +217,10 @@ pub fn wire(log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<WireCard, St
         server_first_payload: f.payload(&log.down[0]),
         server_largest_payload: largest(&log.down),
         first_data_flight,
-        largest_burst: data_start.map(|i| largest_burst(&log.down[i..])),
-        typical_burst: data_start.map(|i| typical_burst(&log.down[i..])),
+        largest_burst: later_bursts
+            .as_ref()
+            .map(|b| b.iter().copied().max().unwrap_or(0)),
+        typical_burst: later_bursts.map(typical_burst),
         data_per_ack,
     })
 }
@@ -562,9 +566,8 @@ pub fn response(
     };
     // and the recovery's round trip: a sender that rolls its cut back once its recovery is
     // over (quiche's Cubic, when its recovery lost fewer packets than a fifth of its window's,
-    // a round trip after its cut:
-    // its qlog showed 905 and 1005 ms in seven probes; tquic's BBR keeps its flight in
-    // recovery and then its model) holds the cut window only until then, and the later half
+    // a round trip after its cut: its qlog showed 905 and 1005 ms in seven probes; tquic's BBR
+    // keeps its flight in recovery and then its model) holds the cut window only until then, and the later half
     // round trip may fall after it. The recovery starts when the loss can first be noticed:
     // when the client's first packet after the third delivered behind the lost one reaches
     // the sender (RFC 9002's packet threshold); the rollback needs the acknowledgement of a
@@ -1185,20 +1188,20 @@ mod tests {
         let ps = in_bursts(&[5, 5, 5, 5, 5, 5, 40, 5, 5, 5, 5, 5, 5]);
         assert_eq!(bursts(&ps).len(), 13);
         assert_eq!(largest_burst(&ps), 40);
-        assert_eq!(typical_burst(&ps), 5);
+        assert_eq!(typical_burst(bursts(&ps)), 5);
         // a longer extreme moves the longest, not the typical
         let ps = in_bursts(&[5, 5, 5, 5, 5, 5, 55, 5, 5, 5, 5, 5, 5]);
-        assert_eq!((largest_burst(&ps), typical_burst(&ps)), (55, 5));
+        assert_eq!((largest_burst(&ps), typical_burst(bursts(&ps))), (55, 5));
         // but where most packets leave in long bursts, the typical one is long
         let ps = in_bursts(&[2, 2, 2, 2, 2, 20, 40]);
-        assert_eq!(typical_burst(&ps), 40);
+        assert_eq!(typical_burst(bursts(&ps)), 40);
         // 50 µs apart is one burst, more is two
         let mut ps = in_bursts(&[2]);
         ps[1].arrive_ns = ps[0].arrive_ns + BURST_GAP_NS;
         assert_eq!(bursts(&ps), vec![2]);
         ps[1].arrive_ns += 1;
         assert_eq!(bursts(&ps), vec![1, 1]);
-        assert_eq!(typical_burst(&[]), 0);
+        assert_eq!(typical_burst(Vec::new()), 0);
     }
 
     #[test]
