@@ -525,7 +525,23 @@ pub fn response(
     f: &Framing,
     plan: &LossPlan,
 ) -> Result<Response, String> {
-    let i = plan.second.ok_or("the plan has no second loss")? as usize;
+    let i = plan.second.ok_or("the plan has no second loss")?;
+    response_at(log, path, f, i)
+}
+
+/// The flight before and after the planted loss of downlink packet `lost` (0-based, as the
+/// link counts them), read as [`response`] reads the second loss's. Read at the first loss, in
+/// slow start, it tells a sender that cuts its window at a loss (the flight after is its cut
+/// window) from one that does not (BBR's flight after a loss in its startup is what its model
+/// says, as large as before or larger, and its later flight follows its gain cycle's phase,
+/// not the loss).
+pub fn response_at(
+    log: &LinkLog,
+    path: &PathFacts,
+    f: &Framing,
+    lost: u32,
+) -> Result<Response, String> {
+    let i = lost as usize;
     let lost = log.down.get(i).ok_or("the planted packet was never sent")?;
     if !matches!(lost.fate, Fate::Dropped(_)) {
         return Err("the planted packet was not dropped".into());
@@ -702,8 +718,10 @@ fn bulk(down: &[Packet], f: &Framing) -> impl Fn(&Packet) -> bool + use<> {
 /// A window after a loss above this share of the one before was not cut: what one round trip
 /// of additive increase and the reading's 0.05 leave of a cut. A controller that cuts by a
 /// factor (Reno's 0.5, Cubic's 0.7) reads below; one that keeps its model of the path through
-/// a loss (BBR) reads about 1, higher or lower by what its pacing gain does in that round trip
-/// (tquic's read 0.93 to 1.06), and is said to make no cut, as 1.
+/// a loss (BBR) reads about 1, higher or lower by what its pacing gain does in that round trip,
+/// and is said to make no cut, as 1. At a first loss, in slow start, tquic's BBR and Linux's
+/// read 0.97 to 0.99, and every sender that cuts 0.43 to 0.80 (its window grown, until the
+/// loss was noticed, by the packets acknowledged).
 pub const NO_CUT: f64 = 0.9;
 
 /// A probe is answered at once (an ack-eliciting packet after a gap in packet numbers): the

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use quiclab_explain::fingerprint::{
-    FirstLossPlan, Framing, LossPlan, SlowStartEnd, TAIL_PACKETS, TailPlan, deep_queue,
-    first_timeout, response, tail_timeout, wire,
+    FirstLossPlan, Framing, LossPlan, NO_CUT, SlowStartEnd, TAIL_PACKETS, TailPlan, deep_queue,
+    first_timeout, response, response_at, tail_timeout, wire,
 };
 use quiclab_explain::{Fate, LinkLog, PathFacts};
 use quiclab_link::config::LinkConfig;
@@ -447,6 +447,55 @@ fn the_window_after_one_planted_loss_gives_the_multiplicative_decrease() {
         );
         // a transfer where the packet was not lost is not read as a response
         assert!(response(&once, &path, &Framing::QUIC, &plan).is_err());
+    }
+}
+
+#[test]
+fn a_loss_in_slow_start_tells_a_sender_that_cuts_from_one_that_does_not() {
+    // a cut by Reno's, Cubic's or Chromium's factor (and one rolled back after its recovery)
+    // reads below NO_CUT; a sender that keeps its flight through the loss (BBR's packet
+    // conservation, then its model) reads about 1
+    for (beta, rollback) in [
+        (0.5, false),
+        (0.7, false),
+        (0.85, false),
+        (0.7, true),
+        (1.0, false),
+    ] {
+        let c = Choices {
+            beta,
+            body: 4000,
+            rollback,
+            ..QUIC_LIKE
+        };
+        let (clean, path) = run(c, &[]);
+        let first = LossPlan::first_of(&clean, &path, &Framing::QUIC).unwrap();
+        let keys = first.link_keys();
+        let (once, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+        let r = response_at(&once, &path, &Framing::QUIC, first.first).unwrap();
+        eprintln!("planted {beta} (rolled back {rollback}), at the first loss: {r:?}");
+        // the rounding of the window to packets (a packet and a half each way); and in slow
+        // start the window grows by a packet for each packet acknowledged until the loss is
+        // noticed: the three after it (the packet threshold) and the acknowledgement's batch
+        // (two), so the window cut is up to five packets more than the flight read before
+        let packet = 1200.0 / r.before_bytes as f64;
+        let (low, high) = (
+            beta - 1.5 * packet - 0.005,
+            beta + beta * 5.0 * packet + 1.5 * packet + 0.005,
+        );
+        if beta < 1.0 {
+            assert!(
+                r.beta <= NO_CUT && r.beta >= low && r.beta <= high,
+                "planted {beta} (rolled back {rollback}): {r:?}"
+            );
+        } else {
+            assert!(
+                r.beta > NO_CUT && r.beta <= 1.0 + 1.5 * packet,
+                "no cut: {r:?}"
+            );
+        }
+        // the clean transfer lost nothing there: no reading
+        assert!(response_at(&clean, &path, &Framing::QUIC, first.first).is_err());
     }
 }
 

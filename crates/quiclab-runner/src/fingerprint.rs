@@ -10,8 +10,8 @@
 //! probe's log, each side's first retransmission timer. A server's congestion response takes
 //! two more: one data packet dropped in the fourth round trip of data (out of slow start), then
 //! that and a second four round trips later, planted from the log of the first, whose window
-//! before and after the wire shows as bytes in flight (its β); over QUIC the one-loss probe's
-//! capture, opened with its key log, shows when the lost bytes went out again. Over QUIC two
+//! before and after the wire shows as bytes in flight (its β); a sender whose flight the first
+//! loss did not cut (BBR's startup) has its answer there, and no second. Over QUIC two
 //! isolated-loss probes read the loss thresholds apart from the window: a small response (8 kB,
 //! sent at once) loses a data packet with one, or three, packets let through behind it and the
 //! rest of its round trip blacked out, so that only the time threshold, or the packet
@@ -33,7 +33,8 @@ use std::path::Path;
 use quiclab_explain::fingerprint::{
     DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, IsolatedLoss, IsolatedPlan,
     LossDetection, LossPlan, NO_CUT, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard,
-    deep_queue, first_timeout, isolated_loss, response, tail_timeout, urgent_share, wire,
+    deep_queue, first_timeout, isolated_loss, response, response_at, tail_timeout, urgent_share,
+    wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::one_rtt;
@@ -193,6 +194,19 @@ impl Subject {
             s += &format!("{k} = {v:?}\n");
         }
         s
+    }
+
+    /// The subject with its peer's stream window set to [`WIDE_PEER_WINDOW`], where the peer
+    /// takes that knob and the subject's knobs do not set it already.
+    pub fn with_wide_peer_window(&self) -> Subject {
+        let mut wide = self.clone();
+        let (window, size) = WIDE_PEER_WINDOW;
+        if self.peer.knobs().iter().any(|k| k.key == window)
+            && !self.knobs.iter().any(|(k, _)| k == window)
+        {
+            wide.knobs.push((window.into(), size.into()));
+        }
+        wide
     }
 
     /// A probe's plan, parsed and checked as any plan is, and its one trial.
@@ -439,10 +453,15 @@ fn priorities_of(dir: &Path, rec: &TrialRecord, quic: bool) -> Result<Priorities
 pub const DEEP_RATE: &str = "20mbit";
 pub const DEEP_QUEUE_MS: u64 = 300;
 pub const DEEP_OBJECT: &str = "4mb";
-/// A peer's knob for the deep-queue probe, where the peer takes it: a stream flow-control
-/// window far above the 1 MB flight that overflows the queue (quinn's default, 1.25 MB, is
-/// near it, and a quinn server once stopped doubling at 189 ms queued with it).
-pub const DEEP_PEER_WINDOW: (&str, &str) = ("quic-stream-window", "8mb");
+/// A peer's knob for the probes whose flight may outgrow the peer's default stream
+/// flow-control window, where the peer takes it: a window far above their flights, so that
+/// the sender's own window sets its flight. On the deep-queue probe, the 1 MB flight that
+/// overflows the queue is near quinn's default, 1.25 MB (a quinn server once stopped doubling
+/// at 189 ms queued with it). On the congestion-response probes, a sender that keeps growing
+/// through a loss (tquic's BBR) reached that window by the second loss, and then a loss's hole
+/// held the peer's window back for a round trip: its flight dipped to 0.83 to 0.98 of the
+/// window, a dip of the peer's flow control that read as the sender's β.
+pub const WIDE_PEER_WINDOW: (&str, &str) = ("quic-stream-window", "8mb");
 
 /// One run of the probes: what was read from each, and the trials they were.
 #[derive(Debug, Clone, Serialize)]
@@ -456,6 +475,12 @@ pub struct RunCard {
     pub losses: Option<LossPlan>,
     pub response: Option<Response>,
     pub response_why: Option<String>,
+    /// The response was read at the first loss, in slow start: the sender did not cut its
+    /// flight there (above [`NO_CUT`] of the flight before), and no second loss was planted.
+    pub response_in_slow_start: bool,
+    /// The flight before and after the first loss, in slow start (or why it was not read):
+    /// the reading that tells whether the sender cuts its flight at a loss at all.
+    pub slow_start_response: Option<Result<Response, String>>,
     /// As a QUIC server: each isolated loss planted ([`ISOLATED`], in its order) and when its
     /// bytes went out again, or why that could not be read.
     pub isolated: Vec<IsolatedRun>,
@@ -713,6 +738,8 @@ pub fn fingerprint(
             planted = FirstLossPlan::of_log(&lost);
         }
         let (mut losses, mut resp, mut response_why) = (None, None, None);
+        let mut response_in_slow_start = false;
+        let mut slow_start_response = None;
         let quic = subject.http.transport() == Transport::Quic;
         let (mut tail, mut tail_read) = (None, None);
         let (mut deep, mut deep_why) = (None, None);
@@ -722,14 +749,8 @@ pub fn fingerprint(
                 ("down-rate", DEEP_RATE.to_string()),
                 ("down-queue", format!("{DEEP_QUEUE_MS}ms")),
             ];
-            let mut deep_subject = subject.clone();
-            let (window, size) = DEEP_PEER_WINDOW;
-            if subject.peer.knobs().iter().any(|k| k.key == window)
-                && !subject.knobs.iter().any(|(k, _)| k == window)
-            {
-                deep_subject.knobs.push((window.into(), size.into()));
-            }
-            let (p, sp) = deep_subject.probe("deep queue", &keys, run, DEEP_OBJECT)?;
+            let wide = subject.with_wide_peer_window();
+            let (p, sp) = wide.probe("deep queue", &keys, run, DEEP_OBJECT)?;
             let r = run_trial(&p, &sp, step("deep queue"))?;
             trials.push(trial_folder(&r.id));
             match log_of(dir, &r).and_then(|log| deep_queue(&log, &path, &framing)) {
@@ -815,23 +836,36 @@ pub fn fingerprint(
                 }
             }
             let mut size = response_object(clean.first_data_flight.map_or(0, |f| f.bytes));
-            let mut respond = |seed: u32, size: &str| -> Result<Response, String> {
+            // (the second value: read at the first loss, which did not cut the flight)
+            let mut respond = |seed: u32, size: &str| -> Result<(Response, bool), String> {
                 let first = LossPlan::first_of(&clean_log, &path, &framing)?;
                 losses = Some(first);
-                let (p, s) = subject.probe("one loss", &first.link_keys(), seed, size)?;
+                let (p, s) = wide.probe("one loss", &first.link_keys(), seed, size)?;
                 let r = run_trial(&p, &s, step("one loss"))?;
                 trials.push(trial_folder(&r.id));
-                let plan = first.then(&log_of(dir, &r)?, &path, &framing)?;
+                let once = log_of(dir, &r)?;
+                // a sender that does not cut its flight at a loss in slow start has no β to
+                // read at a second one: a BBR sender's flight there follows its model and its
+                // gain cycle's phase (random at each start), not the loss
+                let at_first = response_at(&once, &path, &framing, first.first);
+                slow_start_response = Some(at_first.clone());
+                match at_first {
+                    Ok(x) if x.beta > NO_CUT => return Ok((x, true)),
+                    Err(e) if e == ENDED_TOO_SOON => return Err(e),
+                    _ => {}
+                }
+                let plan = first.then(&once, &path, &framing)?;
                 losses = Some(plan);
-                let (p, s) = subject.probe("two losses", &plan.link_keys(), seed, size)?;
+                let (p, s) = wide.probe("two losses", &plan.link_keys(), seed, size)?;
                 let r = run_trial(&p, &s, step("two losses"))?;
                 trials.push(trial_folder(&r.id));
-                response(&log_of(dir, &r)?, &path, &framing, &plan)
+                Ok((response(&log_of(dir, &r)?, &path, &framing, &plan)?, false))
             };
             for attempt in 0..ATTEMPTS {
                 match respond(run + 100 * attempt, &size) {
-                    Ok(r) => {
+                    Ok((r, at_first)) => {
                         resp = Some(r);
+                        response_in_slow_start = at_first;
                         response_why = None;
                         break;
                     }
@@ -857,6 +891,8 @@ pub fn fingerprint(
             losses,
             response: resp,
             response_why,
+            response_in_slow_start,
+            slow_start_response,
             isolated,
             tail,
             tail_timeout: tail_read,
@@ -1286,7 +1322,15 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
             let (beta, words) = worded(runs, |r| {
                 r.response.map(|x| {
                     let window = x.before_bytes as f64 / 1000.0;
-                    if x.beta > NO_CUT {
+                    if r.response_in_slow_start {
+                        (
+                            1.0,
+                            format!(
+                                "no cut at a loss in slow start, its flight {:.2} × the {window:.1} KB before it",
+                                x.beta
+                            ),
+                        )
+                    } else if x.beta > NO_CUT {
                         (
                             1.0,
                             format!("no cut ({:.2} of a {window:.1} KB window)", x.beta),

@@ -21,7 +21,9 @@ use crate::out::Out;
 /// As a server (no rate limit): its first flight, its first and largest datagram (and the
 /// largest on a 9000-byte link: path MTU discovery), its initial window (what it sends in the
 /// first round trip of data), over how long it sends that window and its largest burst, and
-/// the burst a typical packet leaves in later (pacing), its window after a loss planted in congestion avoidance over the one before (β)
+/// the burst a typical packet leaves in later (pacing), its window after a loss planted in
+/// congestion avoidance over the one before (β; a sender whose flight a first loss, in slow
+/// start, did not cut, as BBR's startup does not, reads "no cut" there, as 1)
 /// and, over QUIC, on a small response that leaves at once, when it repairs a loss that one
 /// packet shows (its time threshold) and one that three show (its packet threshold), the rest
 /// of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its
@@ -50,7 +52,7 @@ use crate::out::Out;
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
 /// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes ten trials
-/// per run (thirteen over QUIC), a client card three (one or two more where a planted event
+/// per run (thirteen over QUIC; one fewer where the first loss cut nothing), a client card three (one or two more where a planted event
 /// missed). Runs as root (the trials make namespaces).
 #[derive(Args)]
 pub struct FingerprintCmd {

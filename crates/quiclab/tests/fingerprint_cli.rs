@@ -366,9 +366,6 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
         for role in ["server", "client"] {
             let c = card(&all, s, role);
             for item in c["items"].as_array().unwrap() {
-                // tquic's default, BBR, cuts no window at a loss: its congestion-response
-                // probe may find no window after it to read, and then says why
-                let bbr_response = s == "tquic" && item["key"] == "beta";
                 // msquic's peer is its own hq-interop client, which sets no key-exchange groups
                 // and resumes no session
                 let key = item["key"].as_str().unwrap();
@@ -378,8 +375,7 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
                 let serves_no_pages = s == "s2n-quic" && key == "priorities";
                 assert!(
                     item["runs"][0].is_number()
-                        || ((bbr_response || peer_lacks_it || serves_no_pages)
-                            && item["why"].is_string()),
+                        || ((peer_lacks_it || serves_no_pages) && item["why"].is_string()),
                     "{s} as {role}: {item}"
                 );
             }
@@ -434,6 +430,13 @@ fn every_stack_gets_a_card_in_each_role_it_has() {
         1200.0,
         "{aioquic}"
     );
+    // tquic's default controller, BBR, does not cut its flight at a loss in its startup
+    // (packet conservation through the recovery, then its model): its flight a round trip
+    // after the first planted loss is within what its gain cycle moves (0.93 to 1.06 of the
+    // flight before, where a cut by a factor reads 0.5 to 0.72), and no second loss is planted
+    let tquic = card(&all, "tquic", "server");
+    assert_words(tquic, "beta", "no cut at a loss in slow start");
+    assert_each_within(tquic, "beta", 1.0, 0.0);
     for role in ["server", "client"] {
         let pto = runs(card(&all, "aioquic", role), "first_pto")[0];
         assert!(
