@@ -720,8 +720,9 @@ fn bulk(down: &[Packet], f: &Framing) -> impl Fn(&Packet) -> bool + use<> {
 /// factor (Reno's 0.5, Cubic's 0.7) reads below; one that keeps its model of the path through
 /// a loss (BBR) reads about 1, higher or lower by what its pacing gain does in that round trip,
 /// and is said to make no cut, as 1. At a first loss, in slow start, tquic's BBR and Linux's
-/// read 0.97 to 0.99, and every sender that cuts 0.43 to 0.80 (its window grown, until the
-/// loss was noticed, by the packets acknowledged).
+/// read 0.97 to 0.99, and the senders that cut 0.43 to 0.81 (the window grown, until the
+/// loss was noticed, by the packets acknowledged), but ngtcp2's once 0.94 (a paced flight
+/// lagging its window): there it only backs a second loss that gives no reading.
 pub const NO_CUT: f64 = 0.9;
 
 /// A probe is answered at once (an ack-eliciting packet after a gap in packet numbers): the

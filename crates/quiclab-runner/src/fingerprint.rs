@@ -11,7 +11,8 @@
 //! two more: one data packet dropped in the fourth round trip of data (out of slow start), then
 //! that and a second four round trips later, planted from the log of the first, whose window
 //! before and after the wire shows as bytes in flight (its β); a sender whose flight the first
-//! loss did not cut (BBR's startup) has its answer there, and no second. Over QUIC two
+//! loss did not cut (BBR's startup) and whose second gives no reading (its window outgrew the
+//! object) has its answer at the first. Over QUIC two
 //! isolated-loss probes read the loss thresholds apart from the window: a small response (8 kB,
 //! sent at once) loses a data packet with one, or three, packets let through behind it and the
 //! rest of its round trip blacked out, so that only the time threshold, or the packet
@@ -56,6 +57,17 @@ pub const ONE_WAY_MS: u64 = 50;
 
 /// The object each probe fetches: many round trips of slow start at 100 ms.
 pub const OBJECT: &str = "1mb";
+
+/// The object of the probes that read where path MTU discovery ends (a client's clean and
+/// jumbo probes, and a server's long and jumbo probes), at the client probes' 10 Mbit/s: long
+/// enough (4.7 s and more) for a path-MTU search that probes a round trip's multiple apart to
+/// finish. quic-go's probes every 5 smoothed RTTs, halving the interval from 1280 to 1452 bytes
+/// down to 20: four probes (datagrams of 1366, 1409, 1430 and 1441 bytes), sent 0.72 to 0.82,
+/// 1.59 to 1.70, 2.58 to 2.66 and 3.31 to 3.39 s into the trial in four runs (their smoothed
+/// RTT grows with the downlink's queue). In a 1 MB download it had sent one or two of them, and
+/// its largest datagram read 1366 in some runs and 1409 in others; a server's 1 MB, without a
+/// rate limit, is over in six round trips, and quic-go's had sent the first only.
+pub const LONG_OBJECT: &str = "5mb";
 
 /// The object of the congestion-response probe for a sender whose first round trip of data
 /// was `initial_window` bytes: 64 of those (slow start to the eighth, the first loss, four
@@ -148,6 +160,30 @@ impl Subject {
             down_rate_bps: rate,
             up_rate_bps: rate,
         }
+    }
+
+    /// The object of the clean probe: [`OBJECT`] for a server, [`LONG_OBJECT`] for a client.
+    pub fn object(&self) -> &'static str {
+        match self.role {
+            Role::Server => OBJECT,
+            Role::Client => LONG_OBJECT,
+        }
+    }
+
+    /// The link keys of a probe that fetches [`LONG_OBJECT`]: for a server the clients' rate
+    /// (a client's probes have it already), so that it lasts as long.
+    fn long_keys(&self) -> Vec<(&'static str, String)> {
+        match self.rate() {
+            Some(_) => Vec::new(),
+            None => vec![("rate", format!("{}mbit", CLIENT_RATE_BPS / 1_000_000))],
+        }
+    }
+
+    /// The jumbo probe's link keys: 9000-byte packets, over a long transfer.
+    fn jumbo_keys(&self) -> Vec<(&'static str, String)> {
+        let mut keys = vec![("mtu", JUMBO_MTU.to_string())];
+        keys.extend(self.long_keys());
+        keys
     }
 
     /// The probes' rate limit: none for a server (nothing but the sender decides when a packet
@@ -463,11 +499,25 @@ pub const DEEP_OBJECT: &str = "4mb";
 /// window, a dip of the peer's flow control that read as the sender's β.
 pub const WIDE_PEER_WINDOW: (&str, &str) = ("quic-stream-window", "8mb");
 
+/// A probe trial whose link the host held back, run again.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stall {
+    pub run: u32,
+    pub probe: String,
+    /// The trial set aside (its folder, kept where the probes are).
+    pub trial: String,
+    /// The latest a departure was handed over, past its time.
+    pub late_ms: f64,
+}
+
 /// One run of the probes: what was read from each, and the trials they were.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunCard {
     pub wire: WireCard,
     /// The largest payload the stack sent on the jumbo probe's 9000-byte link.
+    /// The largest datagram on the 1500-byte link: a client's in its clean probe, a
+    /// server's in the long probe (as long a transfer as the jumbo probe's).
+    pub largest_payload: u32,
     pub jumbo_largest_payload: u32,
     pub planted: FirstLossPlan,
     pub first_timeout: FirstTimeout,
@@ -476,11 +526,14 @@ pub struct RunCard {
     pub response: Option<Response>,
     pub response_why: Option<String>,
     /// The response was read at the first loss, in slow start: the sender did not cut its
-    /// flight there (above [`NO_CUT`] of the flight before), and no second loss was planted.
+    /// flight there (above [`NO_CUT`] of the flight before), and the second loss gave no
+    /// reading (its window outgrew the object).
     pub response_in_slow_start: bool,
     /// The flight before and after the first loss, in slow start (or why it was not read):
     /// the reading that tells whether the sender cuts its flight at a loss at all.
     pub slow_start_response: Option<Result<Response, String>>,
+    /// Why the second loss gave no reading, where the answer is the first loss's.
+    pub second_loss_why: Option<String>,
     /// As a QUIC server: each isolated loss planted ([`ISOLATED`], in its order) and when its
     /// bytes went out again, or why that could not be read.
     pub isolated: Vec<IsolatedRun>,
@@ -509,6 +562,8 @@ pub struct RunCard {
     pub retry_probe_why: Option<String>,
     /// The trials' folders, relative to the directory they ran in.
     pub trials: Vec<String>,
+    /// The probe trials of this run whose link the host held back, each run again.
+    pub stalls: Vec<Stall>,
 }
 
 /// One isolated-loss probe's plan and reading.
@@ -601,6 +656,32 @@ pub struct Step<'a> {
 /// events): its record, or why it did not run.
 pub type RunTrial<'a> = dyn FnMut(&Plan, &TrialSpec, Step) -> Result<Box<TrialRecord>, String> + 'a;
 
+/// How many times a probe whose link was held back by the host (a departure handed over late,
+/// [`quiclab_link::event::LATE_EVENT`] or more) is run again before its reading stands.
+/// On the 2-core VM 28 and 36 of some 430 probe trials in two sittings had departures 50 to
+/// 103 ms late, and three of the second sitting's eight disagreeing runs were among them:
+/// quic-go's clean probe sending no path-MTU probe, ngtcp2's first loss planted a round trip
+/// early (its flight then read 0.94 of the one before), s2n-quic's deep-queue exit at 5 ms
+/// queued.
+pub const STALL_RERUNS: u32 = 2;
+
+/// The latest a departure of a trial's link was handed over, past its time, as its events
+/// (`events.jsonl`) log it, in nanoseconds (none: nothing was late by
+/// [`quiclab_link::event::LATE_EVENT`] or more).
+pub fn stall_in(p: &Path) -> Result<Option<u64>, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+    let mut most = None;
+    for line in text.lines().filter(|l| l.contains("\"late\"")) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("{}: {e}", p.display()))?;
+        if v["event"] == "late" {
+            let by = v["by_ns"].as_u64().unwrap_or(0);
+            most = Some(most.map_or(by, |m: u64| m.max(by)));
+        }
+    }
+    Ok(most)
+}
+
 /// Runs the probes `runs` times through `run_trial` (which runs one trial in `dir`, writing
 /// its link's events) and makes the card. `Err` says which probe told nothing and why.
 pub fn fingerprint(
@@ -609,6 +690,30 @@ pub fn fingerprint(
     dir: &Path,
     run_trial: &mut RunTrial,
 ) -> Result<Card, String> {
+    // a probe whose link the host held back is run again, as a trial of its own: what it read
+    // was the host's stall, not the stack
+    let stalled = std::cell::RefCell::new(Vec::new());
+    let mut run_trial =
+        |plan: &Plan, spec: &TrialSpec, step: Step| -> Result<Box<TrialRecord>, String> {
+            let mut again = spec.clone();
+            for n in 1..=STALL_RERUNS + 1 {
+                let rec = run_trial(plan, &again, step)?;
+                match stall_in(&dir.join(trial_folder(&rec.id)).join("events.jsonl")) {
+                    Ok(Some(by)) if n <= STALL_RERUNS => {
+                        stalled.borrow_mut().push(Stall {
+                            run: step.run,
+                            probe: step.probe.to_string(),
+                            trial: trial_folder(&rec.id),
+                            late_ms: by as f64 / 1e6,
+                        });
+                        again.id = format!("{}-again{n}", spec.id);
+                    }
+                    _ => return Ok(rec),
+                }
+            }
+            unreachable!("the last try returns")
+        };
+    let run_trial = &mut run_trial;
     let path = subject.path();
     let framing = subject.framing();
     let mut cards = Vec::new();
@@ -618,7 +723,7 @@ pub fn fingerprint(
             runs,
             probe,
         };
-        let (plan, spec) = subject.probe("clean", &[], run, OBJECT)?;
+        let (plan, spec) = subject.probe("clean", &[], run, subject.object())?;
         let rec = run_trial(&plan, &spec, step("clean"))?;
         let clean_log =
             log_of(dir, &rec).map_err(|e| format!("the clean probe (run {}): {e}", run + 1))?;
@@ -704,12 +809,28 @@ pub fn fingerprint(
             }
         }
         // path MTU discovery: the same transfer where the link takes 9000-byte packets
-        let (p, sp) = subject.probe("jumbo", &[("mtu", JUMBO_MTU.to_string())], run, OBJECT)?;
+        let (p, sp) = subject.probe("jumbo", &subject.jumbo_keys(), run, LONG_OBJECT)?;
         let r = run_trial(&p, &sp, step("jumbo"))?;
         trials.push(trial_folder(&r.id));
         let jumbo = log_of(dir, &r)
             .and_then(|log| wire(&log, &path, &framing))
             .map_err(|e| format!("the jumbo probe (run {}): {e}", run + 1))?;
+        // a server's largest datagram on the 1500-byte link: over a transfer as long as the
+        // jumbo probe's (its clean one, without a rate limit, is over in six round trips, and
+        // quic-go's path-MTU search had sent its first probe, 1366 bytes, in 7 runs of 8, and
+        // none in the other); a client's clean probe is that long already
+        let largest_payload = match subject.role {
+            Role::Client => clean.client_largest_payload,
+            Role::Server => {
+                let (p, sp) = subject.probe("long", &subject.long_keys(), run, LONG_OBJECT)?;
+                let r = run_trial(&p, &sp, step("long"))?;
+                trials.push(trial_folder(&r.id));
+                log_of(dir, &r)
+                    .and_then(|log| wire(&log, &path, &framing))
+                    .map_err(|e| format!("the long probe (run {}): {e}", run + 1))?
+                    .server_largest_payload
+            }
+        };
         // a probe whose planted event missed (a busy host split a flight the clean probe sent
         // whole, or the other way round) is run once more, as a seed of its own, planted from
         // its own first flights
@@ -740,6 +861,7 @@ pub fn fingerprint(
         let (mut losses, mut resp, mut response_why) = (None, None, None);
         let mut response_in_slow_start = false;
         let mut slow_start_response = None;
+        let mut second_loss_why = None;
         let quic = subject.http.transport() == Transport::Quic;
         let (mut tail, mut tail_read) = (None, None);
         let (mut deep, mut deep_why) = (None, None);
@@ -838,28 +960,44 @@ pub fn fingerprint(
             let mut size = response_object(clean.first_data_flight.map_or(0, |f| f.bytes));
             // (the second value: read at the first loss, which did not cut the flight)
             let mut respond = |seed: u32, size: &str| -> Result<(Response, bool), String> {
+                second_loss_why = None;
                 let first = LossPlan::first_of(&clean_log, &path, &framing)?;
                 losses = Some(first);
                 let (p, s) = wide.probe("one loss", &first.link_keys(), seed, size)?;
                 let r = run_trial(&p, &s, step("one loss"))?;
                 trials.push(trial_folder(&r.id));
                 let once = log_of(dir, &r)?;
-                // a sender that does not cut its flight at a loss in slow start has no β to
-                // read at a second one: a BBR sender's flight there follows its model and its
-                // gain cycle's phase (random at each start), not the loss
+                // the flight at the first loss, in slow start: a sender that cuts there shows
+                // it (but a paced one whose flight lagged its window may not: ngtcp2's read
+                // 0.94 once, 0.70 to 0.81 in the others), and one that keeps its flight
+                // through a loss (BBR's startup) reads about 1
                 let at_first = response_at(&once, &path, &framing, first.first);
                 slow_start_response = Some(at_first.clone());
-                match at_first {
-                    Ok(x) if x.beta > NO_CUT => return Ok((x, true)),
-                    Err(e) if e == ENDED_TOO_SOON => return Err(e),
-                    _ => {}
+                if let Err(e) = &at_first
+                    && e == ENDED_TOO_SOON
+                {
+                    return Err(e.clone());
                 }
-                let plan = first.then(&once, &path, &framing)?;
-                losses = Some(plan);
-                let (p, s) = wide.probe("two losses", &plan.link_keys(), seed, size)?;
-                let r = run_trial(&p, &s, step("two losses"))?;
-                trials.push(trial_folder(&r.id));
-                Ok((response(&log_of(dir, &r)?, &path, &framing, &plan)?, false))
+                let kept = at_first.as_ref().ok().filter(|x| x.beta > NO_CUT).copied();
+                // the second loss, in congestion avoidance, where the flight is the window,
+                // gives β; where it cannot be read (a window that outgrew the object: Linux's
+                // BBR even with 32 MB) a flight kept through the first stands as no cut
+                let second = (|| {
+                    let plan = first.then(&once, &path, &framing)?;
+                    losses = Some(plan);
+                    let (p, s) = wide.probe("two losses", &plan.link_keys(), seed, size)?;
+                    let r = run_trial(&p, &s, step("two losses"))?;
+                    trials.push(trial_folder(&r.id));
+                    response(&log_of(dir, &r)?, &path, &framing, &plan)
+                })();
+                match (second, kept) {
+                    (Ok(x), _) => Ok((x, false)),
+                    (Err(e), Some(x)) => {
+                        second_loss_why = Some(e);
+                        Ok((x, true))
+                    }
+                    (Err(e), None) => Err(e),
+                }
             };
             for attempt in 0..ATTEMPTS {
                 match respond(run + 100 * attempt, &size) {
@@ -881,6 +1019,7 @@ pub fn fingerprint(
             }
         }
         cards.push(RunCard {
+            largest_payload,
             jumbo_largest_payload: match subject.role {
                 Role::Server => jumbo.server_largest_payload,
                 Role::Client => jumbo.client_largest_payload,
@@ -893,6 +1032,7 @@ pub fn fingerprint(
             response_why,
             response_in_slow_start,
             slow_start_response,
+            second_loss_why,
             isolated,
             tail,
             tail_timeout: tail_read,
@@ -909,6 +1049,7 @@ pub fn fingerprint(
             priorities,
             priorities_why,
             trials,
+            stalls: stalled.borrow_mut().drain(..).collect(),
         });
     }
     Ok(Card {
@@ -919,8 +1060,15 @@ pub fn fingerprint(
         http: subject.http.title().to_string(),
         knobs: subject.knobs.clone(),
         path: match subject.rate() {
-            Some(r) => format!("{ONE_WAY_MS} ms each way, {r}, one GET of {OBJECT}"),
-            None => format!("{ONE_WAY_MS} ms each way, no rate limit, one GET of {OBJECT}"),
+            Some(r) => format!(
+                "{ONE_WAY_MS} ms each way, {r}, one GET of {} ({OBJECT} with its first flights lost)",
+                subject.object()
+            ),
+            None => format!(
+                "{ONE_WAY_MS} ms each way, no rate limit, one GET of {OBJECT} (the long and jumbo \
+                 probes': {LONG_OBJECT} at {} Mbit/s)",
+                CLIENT_RATE_BPS / 1_000_000
+            ),
         },
         items: items(
             subject.role,
@@ -1259,7 +1407,7 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
             "largest datagram",
             "bytes",
             Tolerance::Exact,
-            each(&|r| Some(own(r).2 as f64)),
+            each(&|r| Some(r.largest_payload as f64)),
             None,
         ),
         jumbo(runs),
@@ -1550,6 +1698,36 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_held_back_by_the_host_is_read_from_its_events() {
+        use quiclab_link::Direction;
+        use quiclab_link::event::{Event, EventKind};
+        use std::time::Duration;
+        let dir = std::env::temp_dir().join(format!("quiclab-stall-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("events.jsonl");
+        let line = |index, kind| {
+            let e = Event {
+                t: Duration::from_millis(index),
+                dir: Direction::Down,
+                index,
+                size: 1280,
+                kind,
+            };
+            serde_json::to_string(&e).unwrap() + "\n"
+        };
+        let on_time = line(0, EventKind::Depart);
+        std::fs::write(&p, &on_time).unwrap();
+        assert_eq!(stall_in(&p), Ok(None));
+        let late = [3_000_000, 97_400_000, 2_500_000]
+            .map(|by_ns| line(1, EventKind::Late { by_ns }))
+            .concat();
+        std::fs::write(&p, on_time + &late).unwrap();
+        assert_eq!(stall_in(&p), Ok(Some(97_400_000)));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(stall_in(&p).unwrap_err().contains("events.jsonl"));
+    }
 
     #[test]
     fn a_response_probe_that_ended_too_soon_fetches_twice_as_much_up_to_32_mb() {

@@ -19,12 +19,12 @@ use crate::out::Out;
 /// The link's own per-packet log gives the answers (docs/fingerprint.md says how each is read):
 ///
 /// As a server (no rate limit): its first flight, its first and largest datagram (and the
-/// largest on a 9000-byte link: path MTU discovery), its initial window (what it sends in the
-/// first round trip of data), over how long it sends that window and its largest burst, and
-/// the burst a typical packet leaves in later (pacing), its window after a loss planted in
-/// congestion avoidance over the one before (β; a sender whose flight a first loss, in slow
-/// start, did not cut, as BBR's startup does not, reads "no cut" there, as 1)
-/// and, over QUIC, on a small response that leaves at once, when it repairs a loss that one
+/// largest on a 9000-byte link over a 5 MB download at 10 Mbit/s: where path MTU discovery
+/// ends), its initial window (what it sends in the first round trip of data), over how long it
+/// sends that window and its largest burst, and the burst a typical packet leaves in later
+/// (pacing), its window after a loss planted in congestion avoidance over the one before (β;
+/// "no cut", as 1, for a sender that kept its flight through it, or through a first loss in
+/// slow start where its window then outgrew the object, as Linux's BBR does) and, over QUIC, on a small response that leaves at once, when it repairs a loss that one
 /// packet shows (its time threshold) and one that three show (its packet threshold), the rest
 /// of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its
 /// first retransmission timer (its first flight dropped on purpose), and its timer once the
@@ -40,19 +40,21 @@ use crate::out::Out;
 /// over QUIC, its transport parameters (flow-control limits, streams, max_ack_delay, idle
 /// timeout).
 ///
-/// As a client (10 Mbit/s): its hello (its size on the link, and its key shares, groups and
+/// As a client (10 Mbit/s, a 5 MB download: long enough for a path-MTU search to end): its hello (its size on the link, and its key shares, groups and
 /// length read from the capture: QUIC Initial packets are opened with the keys RFC 9001 derives
 /// from the connection ID), its first and largest datagram, how many data packets each of its
 /// acknowledgements covers, and its first retransmission timer (no answer to its hello).
 /// A browser has a client card: `quiclab fingerprint chrome --role client`.
 ///
-/// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked.
+/// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked. A
+/// probe whose link the host held back (a departure 2 ms or more late, in the link's log) is
+/// run again, up to twice, and the card says how many were.
 /// What moves with the host or the peer rather than the stack (the window β was read at, the
 /// tail probe's time from the anchor its RFC does not use) is in an answer's words, not checked.
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
-/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes ten trials
-/// per run (thirteen over QUIC; one fewer where the first loss cut nothing), a client card three (one or two more where a planted event
+/// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes eleven trials
+/// per run (fourteen over QUIC), a client card three (one or two more where a planted event
 /// missed). Runs as root (the trials make namespaces).
 #[derive(Args)]
 pub struct FingerprintCmd {
@@ -274,6 +276,22 @@ fn print_card(out: &Out, card: &Card) {
         out.line(format!(
             "  {:w0$}  {:>w1$}  {:w2$}  {}",
             r[0], r[1], r[2], r[3]
+        ));
+    }
+    // the probes run again because the host held their link back (each run's `stalls`)
+    let stalls: Vec<f64> = card
+        .runs
+        .iter()
+        .filter_map(|r| r["stalls"].as_array())
+        .flatten()
+        .filter_map(|s| s["late_ms"].as_f64())
+        .collect();
+    if !stalls.is_empty() {
+        let most = stalls.iter().copied().fold(0.0, f64::max);
+        out.line(format!(
+            "  {} probe trial(s) run again: the host held their link back (departures up to \
+             {most:.1} ms late)",
+            stalls.len()
         ));
     }
 }
