@@ -181,14 +181,25 @@ fn quinns_constants_and_knobs_come_back_from_the_wire() {
         );
     }
     // a round trip after the sending, and within 10 ms of it (a time threshold's 112.5 ms is
-    // beyond); at the third's acknowledgement, within 5 ms
-    assert_each_within(server, "three_behind_retransmit", 105.0, 5.0);
-    for got in run_readings(server, "/isolated/1/read/detection/after_third_ms") {
-        assert!(
-            got.abs() <= 5.0,
-            "quinn's loss three packets show: {got} ms after the third's acknowledgement"
-        );
-    }
+    // beyond); at the third's acknowledgement, within 5 ms. Or, in a run, the time threshold
+    // (112.5 ms, 12.5 ms after that acknowledgement): the client's first packet after the
+    // third's delivery need not acknowledge the third, and the reader does not open the
+    // client's packets to tell (quinn read so once in a clean checkout's test, quic-go once in
+    // 12 runs of a sitting, each 13.3 to 13.6 ms after). At least one run reads the packet
+    // threshold: with it broken, both would read the time threshold
+    let totals = runs(server, "three_behind_retransmit");
+    let after = run_readings(server, "/isolated/1/read/detection/after_third_ms");
+    let packet = |t: f64, a: f64| (t - 105.0).abs() <= 5.0 && a.abs() <= 5.0;
+    let timer = |t: f64, a: f64| (112.5..=123.75).contains(&t) && (a - 12.5).abs() <= 5.0;
+    assert!(
+        totals
+            .iter()
+            .zip(&after)
+            .all(|(&t, &a)| packet(t, a) || timer(t, a))
+            && totals.iter().zip(&after).any(|(&t, &a)| packet(t, a)),
+        "quinn's loss three packets show: {totals:?} ms after the loss, {after:?} after the \
+         third's acknowledgement"
+    );
     let client = card(&plain, "quinn", "client");
     assert_each_within(client, "first_payload", 1200.0, 0.0);
     assert_each_within(client, "first_flight_packets", 1.0, 0.0);
