@@ -411,6 +411,16 @@ fn a_server_answering_the_client_is_not_read_as_its_timer() {
     assert!(got.server_why.unwrap().contains("answered"));
 }
 
+/// The sender's clean transfer, and the same with the first loss planted from it, as the
+/// congestion-response probe plants it: the two logs, the path and the plan.
+fn one_loss(c: Choices) -> (LinkLog, LinkLog, PathFacts, LossPlan) {
+    let (clean, path) = run(c, &[]);
+    let first = LossPlan::first_of(&clean, &path, &Framing::QUIC).unwrap();
+    let keys = first.link_keys();
+    let (once, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+    (clean, once, path, first)
+}
+
 #[test]
 fn the_window_after_one_planted_loss_gives_the_multiplicative_decrease() {
     // and a sender that rolls its cut back once its recovery is over: the cut it held then
@@ -429,10 +439,7 @@ fn the_window_after_one_planted_loss_gives_the_multiplicative_decrease() {
             rollback,
             ..QUIC_LIKE
         };
-        let (clean, path) = run(c, &[]);
-        let first = LossPlan::first_of(&clean, &path, &Framing::QUIC).unwrap();
-        let keys = first.link_keys();
-        let (once, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+        let (_, once, path, first) = one_loss(c);
         let plan = first.then(&once, &path, &Framing::QUIC).unwrap();
         let keys = plan.link_keys();
         let (lost, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
@@ -468,10 +475,7 @@ fn a_loss_in_slow_start_tells_a_sender_that_cuts_from_one_that_does_not() {
             rollback,
             ..QUIC_LIKE
         };
-        let (clean, path) = run(c, &[]);
-        let first = LossPlan::first_of(&clean, &path, &Framing::QUIC).unwrap();
-        let keys = first.link_keys();
-        let (once, _) = run(c, &[(keys[0].0, keys[0].1.as_str())]);
+        let (clean, once, path, first) = one_loss(c);
         let r = response_at(&once, &path, &Framing::QUIC, first.first).unwrap();
         eprintln!("planted {beta} (rolled back {rollback}), at the first loss: {r:?}");
         // the rounding of the window to packets (a packet and a half each way); and in slow
