@@ -347,12 +347,17 @@ pub fn first_timeout(log: &LinkLog, plan: &FirstLossPlan) -> FirstTimeout {
 /// trip of data of a clean probe, ends slow start; the second, four round trips after the first
 /// in the log of a probe with the first alone, falls where the sender has settled into
 /// congestion avoidance, sending its window each round trip, so that the wire shows the window
-/// before it and after it as bytes in flight.
+/// before it and after it as bytes in flight. Both are counted among the large downlink packets
+/// (`drop-large`): the trials a plan is planted in send the same data packets, but not the same
+/// small ones around them (aioquic's acknowledgements and stream frames of 80 bytes fall
+/// differently from trial to trial, and a plan by the link's own count landed on one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LossPlan {
-    /// The downlink packets dropped (0-based, as the link counts them).
+    /// The downlink packets dropped, counted among those of at least `min_bytes` (0-based).
     pub first: u32,
     pub second: Option<u32>,
+    /// A large packet's least IP size: a data packet's payload and the framing.
+    pub min_bytes: u32,
 }
 
 /// The round trip of data the first planted loss falls in (0: the first).
@@ -364,11 +369,10 @@ pub const SETTLE_ROUNDS: u64 = 4;
 const PLANT_MARGIN: usize = 2;
 
 /// The first data packet arriving at or after `at`, from `from` on, with [`PLANT_MARGIN`] data
-/// packets of its own size on either side: the trials a plan is planted in send the same
-/// packets, but one may shift them by an acknowledgement or two, and a round trip's first packet
-/// may be no data of the transfer's at all (msquic sends its path-MTU probes there, each larger
-/// than the packets before it, and a lost probe is no congestion signal). Without such a
-/// packet, the first data packet from `at` on.
+/// packets of its own size on either side: a round trip's first packet may be no data of the
+/// transfer's at all (msquic sends its path-MTU probes there, each larger than the packets
+/// before it, and a lost probe is no congestion signal), and a probe's data packets may shift
+/// by one from its plan's. Without such a packet, the first data packet from `at` on.
 fn data_at(log: &LinkLog, f: &Framing, from: usize, at: u64) -> Option<usize> {
     let down = &log.down;
     let data = |i: usize| {
@@ -377,43 +381,79 @@ fn data_at(log: &LinkLog, f: &Framing, from: usize, at: u64) -> Option<usize> {
             .map(|p| p.size)
     };
     let candidates = (from..down.len()).filter(|&i| down[i].arrive_ns >= at);
+    // the margin counts data packets only: the small packets between them do not break it
+    let is_data = |p: &&Packet| f.payload(p) >= DATA_PAYLOAD;
+    let around = |i: usize| {
+        let size = down[i].size;
+        let like = |p: &&Packet| p.size == size;
+        let before = down[..i].iter().rev().filter(is_data).take(PLANT_MARGIN);
+        let after = down[i + 1..].iter().filter(is_data).take(PLANT_MARGIN);
+        before.filter(like).count() == PLANT_MARGIN && after.filter(like).count() == PLANT_MARGIN
+    };
     candidates
         .clone()
-        .find(|&i| {
-            i >= from + PLANT_MARGIN
-                && data(i).is_some_and(|size| {
-                    (i - PLANT_MARGIN..=i + PLANT_MARGIN).all(|j| data(j) == Some(size))
-                })
-        })
+        .find(|&i| data(i).is_some() && around(i))
         .or_else(|| candidates.into_iter().find(|&i| data(i).is_some()))
 }
 
 impl LossPlan {
+    /// The least IP size of a packet counted as large under framing `f`.
+    fn min_bytes(f: &Framing) -> u32 {
+        DATA_PAYLOAD + f.header_bytes
+    }
+
+    /// How many packets of at least `min_bytes` come before downlink packet `i`.
+    fn large_before(&self, log: &LinkLog, i: usize) -> u32 {
+        log.down[..i]
+            .iter()
+            .filter(|p| p.size >= self.min_bytes)
+            .count() as u32
+    }
+
+    /// The index in `log` (as the link counts its downlink packets, 0-based) of the `large`th
+    /// large packet: where a loss planted as `large` fell.
+    pub fn index_in(&self, log: &LinkLog, large: u32) -> Result<u32, String> {
+        log.down
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.size >= self.min_bytes)
+            .nth(large as usize)
+            .map(|(i, _)| i as u32)
+            .ok_or_else(|| {
+                format!(
+                    "the probe sent fewer than {} packets of {} bytes or more",
+                    large + 1,
+                    self.min_bytes
+                )
+            })
+    }
+
     /// The first loss, planted from a clean probe's log, or why its transfer is too short.
     pub fn first_of(log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<LossPlan, String> {
         let start = data_start(log, path, f).ok_or("no data after the handshake")?;
         let at = log.down[start].arrive_ns + LOSS_ROUND * path.rtt_ns();
         let first = data_at(log, f, start, at)
             .ok_or("the transfer ended before its fourth round trip of data")?;
-        Ok(LossPlan {
-            first: first as u32,
+        let mut plan = LossPlan {
+            first: 0,
             second: None,
-        })
+            min_bytes: Self::min_bytes(f),
+        };
+        plan.first = plan.large_before(log, first);
+        Ok(plan)
     }
 
     /// The second loss, planted from the log of a probe with the first alone.
     pub fn then(self, log: &LinkLog, path: &PathFacts, f: &Framing) -> Result<LossPlan, String> {
-        let i = self.first as usize;
-        let first = log
-            .down
-            .get(i)
-            .ok_or("the first planted loss was never sent")?;
-        let at = first.arrive_ns + SETTLE_ROUNDS * path.rtt_ns();
+        let i = self
+            .index_in(log, self.first)
+            .map_err(|_| "the first planted loss was never sent")? as usize;
+        let at = log.down[i].arrive_ns + SETTLE_ROUNDS * path.rtt_ns();
         let second = data_at(log, f, i + 1, at).ok_or(
             "the transfer ended within four round trips of the first loss: a larger object is needed",
         )?;
         Ok(LossPlan {
-            second: Some(second as u32),
+            second: Some(self.large_before(log, second)),
             ..self
         })
     }
@@ -424,7 +464,7 @@ impl LossPlan {
             Some(s) => format!("{},{s}", self.first),
             None => self.first.to_string(),
         };
-        [("down-drop-packets", list)]
+        [("down-drop-large", format!("{}/{list}", self.min_bytes))]
     }
 }
 
@@ -525,8 +565,8 @@ pub fn response(
     f: &Framing,
     plan: &LossPlan,
 ) -> Result<Response, String> {
-    let i = plan.second.ok_or("the plan has no second loss")?;
-    response_at(log, path, f, i)
+    let second = plan.second.ok_or("the plan has no second loss")?;
+    response_at(log, path, f, plan.index_in(log, second)?)
 }
 
 /// The flight before and after the planted loss of downlink packet `lost` (0-based, as the

@@ -27,6 +27,9 @@ enum Msg {
     Data(u32),
     /// Packets received in all, and the highest number among them.
     Ack(u32, u32),
+    /// A small packet of the server's that is no data (an acknowledgement of the client's
+    /// packets, a flow-control frame).
+    Control,
 }
 
 #[derive(Clone, Debug)]
@@ -68,6 +71,9 @@ struct Choices {
     /// Once the recovery is over, the window before the loss again (quiche's Cubic rolls a
     /// congestion event back when its recovery lost fewer packets than a fifth of its window's).
     rollback: bool,
+    /// The server writes an 80-byte packet that is no data after every this many
+    /// acknowledgements it takes in (0: never).
+    small_every: u32,
 }
 
 const QUIC_LIKE: Choices = Choices {
@@ -86,6 +92,7 @@ const QUIC_LIKE: Choices = Choices {
     ss_exit_delay: None,
     ca_growth: None,
     rollback: false,
+    small_every: 0,
 };
 
 fn ns(d: Duration) -> u64 {
@@ -125,6 +132,7 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
     let (mut last_data, mut data_backoff) = (0u64, 1u64);
     let mut sent_at = vec![0u64; c.body as usize];
     let mut min_rtt = u64::MAX;
+    let mut acks_in = 0u32;
     // packets in flight: sent, less acknowledged, less declared lost
     let can_send = |sent: u32, acked: u32, lost: u32, cwnd: f64, resend: Option<u32>| {
         (resend.is_some() || sent < c.body)
@@ -173,6 +181,10 @@ fn run(c: Choices, keys: &[(&str, &str)]) -> (LinkLog, PathFacts) {
                     }
                 }
                 Msg::Ack(n, largest) => {
+                    acks_in += 1;
+                    if c.small_every > 0 && acks_in.is_multiple_of(c.small_every) {
+                        down.push(t(now), Wire(Msg::Control, 80));
+                    }
                     let newly = n.saturating_sub(acked) as f64;
                     if newly > 0.0 {
                         data_backoff = 1;
@@ -458,6 +470,50 @@ fn the_window_after_one_planted_loss_gives_the_multiplicative_decrease() {
 }
 
 #[test]
+fn planted_losses_land_on_the_same_data_wherever_the_senders_small_packets_fall() {
+    // planned from transfers without small packets, planted in one whose server writes an
+    // 80-byte packet after every third acknowledgement it takes in: counted among the large
+    // packets, the drops fall on data all the same, and the window reads as it does without
+    let c = Choices {
+        beta: 0.7,
+        body: 4000,
+        ..QUIC_LIKE
+    };
+    let (_, once, path, first) = one_loss(c);
+    let plan = first.then(&once, &path, &Framing::QUIC).unwrap();
+    let keys = plan.link_keys();
+    let keys = [(keys[0].0, keys[0].1.as_str())];
+    let (quiet, _) = run(c, &keys);
+    let (chatty, _) = run(
+        Choices {
+            small_every: 3,
+            ..c
+        },
+        &keys,
+    );
+    let second = plan.second.unwrap();
+    let (at_quiet, at_chatty) = (
+        plan.index_in(&quiet, second).unwrap() as usize,
+        plan.index_in(&chatty, second).unwrap() as usize,
+    );
+    // the small packets moved the data: the link's own count would have dropped another
+    assert!(at_chatty > at_quiet, "{at_quiet} {at_chatty}");
+    assert!(!matches!(chatty.down[at_quiet].fate, Fate::Dropped(_)));
+    for (log, at) in [(&quiet, at_quiet), (&chatty, at_chatty)] {
+        assert!(matches!(log.down[at].fate, Fate::Dropped(_)));
+        assert_eq!(log.down[at].size, 1228);
+    }
+    let (a, b) = (
+        response(&quiet, &path, &Framing::QUIC, &plan).unwrap(),
+        response(&chatty, &path, &Framing::QUIC, &plan).unwrap(),
+    );
+    // the 80-byte packets are in flight too: a packet's worth of the flight, each way
+    let packet = 1200.0 / a.before_bytes as f64;
+    assert!((a.beta - 0.7).abs() <= 1.5 * packet + 0.005, "{a:?}");
+    assert!((b.beta - a.beta).abs() <= packet, "{a:?} {b:?}");
+}
+
+#[test]
 fn a_loss_in_slow_start_tells_a_sender_that_cuts_from_one_that_does_not() {
     // a cut by Reno's, Cubic's or Chromium's factor (and one rolled back after its recovery)
     // reads below NO_CUT; a sender that keeps its flight through the loss (BBR's packet
@@ -476,7 +532,8 @@ fn a_loss_in_slow_start_tells_a_sender_that_cuts_from_one_that_does_not() {
             ..QUIC_LIKE
         };
         let (clean, once, path, first) = one_loss(c);
-        let r = response_at(&once, &path, &Framing::QUIC, first.first).unwrap();
+        let lost = first.index_in(&once, first.first).unwrap();
+        let r = response_at(&once, &path, &Framing::QUIC, lost).unwrap();
         eprintln!("planted {beta} (rolled back {rollback}), at the first loss: {r:?}");
         // the rounding of the window to packets (a packet and a half each way); and in slow
         // start the window grows by a packet for each packet acknowledged until the loss is
@@ -499,7 +556,7 @@ fn a_loss_in_slow_start_tells_a_sender_that_cuts_from_one_that_does_not() {
             );
         }
         // the clean transfer lost nothing there: no reading
-        assert!(response_at(&clean, &path, &Framing::QUIC, first.first).is_err());
+        assert!(response_at(&clean, &path, &Framing::QUIC, lost).is_err());
     }
 }
 

@@ -90,6 +90,12 @@ pub const KEYS: &[Key] = &[
         "drop these packet indices (0-based, per direction), e.g. 3,7,10-12",
     ),
     key(
+        "drop-large",
+        "BYTES/LIST",
+        "drop these indices (0-based) among the packets of at least BYTES (IP), e.g. \
+         1028/40,95: losses planted on a transfer's data, wherever small packets fall",
+    ),
+    key(
         "isolated-loss",
         "N/BYTES/KEEP/LENGTH",
         "drop the Nth (0-based) packet of at least BYTES (IP), pass the KEEP packets after it, \
@@ -194,6 +200,9 @@ pub struct DirectionConfig {
     pub mtu: Option<u32>,
     pub outages: Vec<(Duration, Duration)>,
     pub drop_packets: Vec<u64>,
+    /// Drops counted among the large packets only: the least IP size of a packet counted, and
+    /// the indices (0-based, sorted) of those dropped.
+    pub drop_large: Option<(u32, Vec<u64>)>,
     /// A loss that a given number of packets behind it show ([`IsolatedLoss`]).
     pub isolated_loss: Option<IsolatedLoss>,
     /// A tail's blackout: from the packet that takes the bytes the direction was offered past
@@ -323,6 +332,28 @@ impl DirectionConfig {
                 self.outages.sort();
             }
             "drop-packets" => self.drop_packets = parse_index_list(key, value)?,
+            "drop-large" => {
+                let bad = || {
+                    ConfigError::new(
+                        key,
+                        value,
+                        "allowed: BYTES/LIST, e.g. 1028/40,95-97 (a least IP size of at least 1 \
+                         byte, then indices or ranges counted among the packets that large)",
+                    )
+                };
+                let (b, list) = value.split_once('/').ok_or_else(bad)?;
+                let min_bytes = b
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&b| b > 0)
+                    .ok_or_else(bad)?;
+                let list = parse_index_list(key, list).map_err(|_| bad())?;
+                if list.is_empty() {
+                    return Err(bad());
+                }
+                self.drop_large = Some((min_bytes, list));
+            }
             "isolated-loss" => {
                 let allowed = "allowed: N/BYTES/KEEP/LENGTH, e.g. 7/1028/1/50ms (an index, a size \
                                of at least 1 byte, a count of at least 1, a length above zero)";
@@ -571,6 +602,17 @@ mod tests {
         let mut c = DirectionConfig::default();
         c.set("drop-packets", "7, 3,10-12,3", &no_files).unwrap();
         assert_eq!(c.drop_packets, vec![3, 7, 10, 11, 12]);
+    }
+
+    #[test]
+    fn drops_among_large_packets_take_a_least_size_and_a_list() {
+        let mut c = DirectionConfig::default();
+        c.set("drop-large", "1028/95, 40-41", &no_files).unwrap();
+        assert_eq!(c.drop_large, Some((1028, vec![40, 41, 95])));
+        for bad in ["40,95", "0/40", "big/40", "1028/", "1028/x"] {
+            let e = c.set("drop-large", bad, &no_files).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("drop-large = \"{bad}\"")), "{e}");
+        }
     }
 
     #[test]

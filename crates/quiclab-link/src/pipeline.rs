@@ -33,8 +33,9 @@ pub struct Pipeline<D: Payload = Vec<u8>> {
 }
 
 impl<D: Payload> Pipeline<D> {
-    /// Builds the stages that `cfg` asks for, in the order they act: MTU, outages, listed drops,
-    /// a blackout, loss (i.i.d. or bursts), duplication, bottleneck (rate or trace, with its queue), delay.
+    /// Builds the stages that `cfg` asks for, in the order they act: MTU, outages, listed drops
+    /// (by index, then among the large packets), an isolated loss, a blackout, loss (i.i.d. or
+    /// bursts), duplication, bottleneck (rate or trace, with its queue), delay.
     /// `log` turns the per-packet event log on.
     pub fn new(
         dir: Direction,
@@ -52,6 +53,9 @@ impl<D: Payload> Pipeline<D> {
         }
         if !cfg.drop_packets.is_empty() {
             filters.push(Box::new(filter::Listed(cfg.drop_packets.clone())));
+        }
+        if let Some((min_bytes, list)) = &cfg.drop_large {
+            filters.push(Box::new(filter::LargeListed::new(*min_bytes, list.clone())));
         }
         if let Some(plan) = cfg.isolated_loss {
             filters.push(Box::new(filter::IsolatedLoss::new(plan)));

@@ -665,6 +665,22 @@ fn one_a_millisecond(sizes: &[usize]) -> Vec<Arrival> {
 }
 
 #[test]
+fn drops_among_large_packets_count_those_only() {
+    // the second and fifth packets of at least 1028 bytes (indices 2 and 7), whatever small
+    // packets fall between them; a packet of 1027 bytes is not counted
+    let sizes = [1228, 60, 1228, 1027, 1228, 80, 1028, 1228, 90, 1228];
+    let arrivals = one_a_millisecond(&sizes);
+    let run = run_all_ways(
+        || pipeline(&[("drop-large", "1028/1,4")], 1, true),
+        &arrivals,
+    );
+    let want = set([2, 7]);
+    assert_eq!(run.dropped(DropReason::Listed), want);
+    assert_eq!(run.lost(), want);
+    assert_eq!(run.counters.dropped_listed, 2);
+}
+
+#[test]
 fn an_isolated_loss_drops_its_large_packet_and_all_but_the_kept_for_its_length() {
     // data packets of 1228 bytes with small ones between, 1 ms apart: the fourth large one (5)
     // goes; with one kept, the small one after it (6) passes and 7 to 9 (within 3.5 ms of 6)

@@ -971,7 +971,9 @@ pub fn fingerprint(
                 // it (but a paced one whose flight lagged its window may not: ngtcp2's read
                 // 0.94 once, 0.70 to 0.81 in the others), and one that keeps its flight
                 // through a loss (BBR's startup) reads about 1
-                let at_first = response_at(&once, &path, &framing, first.first);
+                let at_first = first
+                    .index_in(&once, first.first)
+                    .and_then(|i| response_at(&once, &path, &framing, i));
                 slow_start_response = Some(at_first.clone());
                 if let Err(e) = &at_first
                     && e == ENDED_TOO_SOON

@@ -61,6 +61,39 @@ impl Filter for Listed {
     }
 }
 
+/// Drops counted among the packets of at least `min_bytes` only: the listed indices (sorted)
+/// of those, whatever smaller packets fall between them. Planted, as the listed drops are.
+pub struct LargeListed {
+    min_bytes: u32,
+    list: Vec<u64>,
+    seen: u64,
+}
+
+impl LargeListed {
+    pub fn new(min_bytes: u32, list: Vec<u64>) -> LargeListed {
+        LargeListed {
+            min_bytes,
+            list,
+            seen: 0,
+        }
+    }
+}
+
+impl Filter for LargeListed {
+    fn decide(&mut self, _: Duration, _: u64, size: usize) -> Verdict {
+        if size < self.min_bytes as usize {
+            return Verdict::Pass;
+        }
+        let n = self.seen;
+        self.seen += 1;
+        if self.list.binary_search(&n).is_ok() {
+            Verdict::Drop(DropReason::Listed)
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
 /// An isolated loss ([`crate::config::IsolatedLoss`]): the `index`th packet of at least
 /// `min_bytes` dropped, the `keep` packets after it passed, and every packet for `blackout`
 /// after the last of them dropped; all planted, as the listed drops are.

@@ -159,8 +159,8 @@ pub(super) fn resolve_condition(
 }
 
 /// Link keys that impair a path rather than make it (in either direction): loss, extra delay,
-/// jitter, reordering, duplicates, outages, listed drops, an isolated loss, a tail's blackout.
-pub(super) const IMPAIRMENTS: [&str; 12] = [
+/// jitter, reordering, duplicates, outages, listed drops (by index or among the large packets), an isolated loss, a tail's blackout.
+pub(super) const IMPAIRMENTS: [&str; 13] = [
     "loss",
     "loss-burst",
     "duplicate",
@@ -171,6 +171,7 @@ pub(super) const IMPAIRMENTS: [&str; 12] = [
     "reorder-delay",
     "outage",
     "drop-packets",
+    "drop-large",
     "isolated-loss",
     "blackout",
 ];
