@@ -403,11 +403,8 @@ impl LossPlan {
     }
 
     /// How many packets of at least `min_bytes` come before downlink packet `i`.
-    fn large_before(&self, log: &LinkLog, i: usize) -> u32 {
-        log.down[..i]
-            .iter()
-            .filter(|p| p.size >= self.min_bytes)
-            .count() as u32
+    fn large_before(log: &LinkLog, min_bytes: u32, i: usize) -> u32 {
+        log.down[..i].iter().filter(|p| p.size >= min_bytes).count() as u32
     }
 
     /// The index in `log` (as the link counts its downlink packets, 0-based) of the `large`th
@@ -434,13 +431,12 @@ impl LossPlan {
         let at = log.down[start].arrive_ns + LOSS_ROUND * path.rtt_ns();
         let first = data_at(log, f, start, at)
             .ok_or("the transfer ended before its fourth round trip of data")?;
-        let mut plan = LossPlan {
-            first: 0,
+        let min_bytes = Self::min_bytes(f);
+        Ok(LossPlan {
+            first: Self::large_before(log, min_bytes, first),
             second: None,
-            min_bytes: Self::min_bytes(f),
-        };
-        plan.first = plan.large_before(log, first);
-        Ok(plan)
+            min_bytes,
+        })
     }
 
     /// The second loss, planted from the log of a probe with the first alone.
@@ -453,7 +449,7 @@ impl LossPlan {
             "the transfer ended within four round trips of the first loss: a larger object is needed",
         )?;
         Ok(LossPlan {
-            second: Some(self.large_before(log, second)),
+            second: Some(Self::large_before(log, self.min_bytes, second)),
             ..self
         })
     }
