@@ -55,6 +55,12 @@ impl Framing {
     fn payload(&self, p: &Packet) -> u32 {
         p.size.saturating_sub(self.header_bytes)
     }
+
+    /// The least IP size of a packet the planted losses count as large: a data packet's
+    /// payload ([`DATA_PAYLOAD`]) and the framing.
+    fn large_bytes(&self) -> u32 {
+        DATA_PAYLOAD + self.header_bytes
+    }
 }
 
 /// A run of packets one endpoint sent together.
@@ -397,11 +403,6 @@ fn data_at(log: &LinkLog, f: &Framing, from: usize, at: u64) -> Option<usize> {
 }
 
 impl LossPlan {
-    /// The least IP size of a packet counted as large under framing `f`.
-    fn min_bytes(f: &Framing) -> u32 {
-        DATA_PAYLOAD + f.header_bytes
-    }
-
     /// How many packets of at least `min_bytes` come before downlink packet `i`.
     fn large_before(log: &LinkLog, min_bytes: u32, i: usize) -> u32 {
         log.down[..i].iter().filter(|p| p.size >= min_bytes).count() as u32
@@ -431,7 +432,7 @@ impl LossPlan {
         let at = log.down[start].arrive_ns + LOSS_ROUND * path.rtt_ns();
         let first = data_at(log, f, start, at)
             .ok_or("the transfer ended before its fourth round trip of data")?;
-        let min_bytes = Self::min_bytes(f);
+        let min_bytes = f.large_bytes();
         Ok(LossPlan {
             first: Self::large_before(log, min_bytes, first),
             second: None,
@@ -1592,7 +1593,7 @@ impl IsolatedPlan {
         f: &Framing,
         behind: u32,
     ) -> Result<IsolatedPlan, String> {
-        let min_bytes = DATA_PAYLOAD + f.header_bytes;
+        let min_bytes = f.large_bytes();
         let start = data_start(log, path, f).ok_or("no data after the handshake")?;
         let until = log.down[start].arrive_ns + path.rtt_ns();
         let large = |i: usize| {
