@@ -289,8 +289,8 @@ fn print_card(out: &Out, card: &Card) {
     if !stalls.is_empty() {
         let most = stalls.iter().copied().fold(0.0, f64::max);
         out.line(format!(
-            "  {} probe trial(s) run again: the host held their link back (departures up to \
-             {most:.1} ms late)",
+            "  {} probe trial(s) run again: the host held their link back more than their \
+             reading takes (departures up to {most:.1} ms late)",
             stalls.len()
         ));
     }
