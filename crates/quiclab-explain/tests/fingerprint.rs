@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use quiclab_explain::fingerprint::{
-    FirstLossPlan, Framing, LossPlan, NO_CUT, SlowStartEnd, TAIL_PACKETS, TailPlan, deep_queue,
-    first_timeout, response, response_at, tail_timeout, wire,
+    FirstLossPlan, Framing, LossPlan, NO_CUT, PACED_BELOW, SlowStartEnd, TAIL_PACKETS, TailPlan,
+    deep_queue, first_timeout, response, response_at, tail_timeout, wire,
 };
 use quiclab_explain::{Fate, LinkLog, PathFacts};
 use quiclab_link::config::LinkConfig;
@@ -332,6 +332,10 @@ fn a_burst_sender_shows_its_hello_first_flight_window_and_ack_frequency() {
     assert_eq!(f.span_us, 9);
     // every second data packet acknowledged: 400 data packets, 200 acknowledgements
     assert_eq!(card.data_per_ack, Some(2.0));
+    // unpaced: each round trip's data leaves as the acknowledgements of the one before come,
+    // and they come as close together as it left (on a link without a rate limit)
+    let (share, packets) = card.busiest_tenth.expect("a whole round trip of data");
+    assert!(share >= PACED_BELOW, "{share} of {packets}");
 }
 
 #[test]
@@ -352,6 +356,10 @@ fn a_paced_sender_spreads_its_window_and_a_lazier_receiver_acknowledges_less() {
     assert_eq!(f.span_us, 31 * 2000);
     assert_eq!(card.largest_burst, Some(1));
     assert_eq!(card.typical_burst, Some(1));
+    // one packet every 2 ms is 50 a round trip, five of them in a tenth of one
+    let (share, packets) = card.busiest_tenth.expect("a whole round trip of data");
+    assert_eq!(packets, 50);
+    assert!((share - 0.1).abs() <= 1.0 / 50.0, "{share}");
     assert_eq!(card.data_per_ack, Some(5.0));
     assert_eq!(card.server_largest_payload, 1452);
 }

@@ -33,9 +33,9 @@ use std::path::Path;
 
 use quiclab_explain::fingerprint::{
     DeepQueue, ENDED_TOO_SOON, FirstLossPlan, FirstTimeout, Framing, IsolatedLoss, IsolatedPlan,
-    LossDetection, LossPlan, NO_CUT, Response, SlowStartEnd, TailPlan, TailTimeout, WireCard,
-    deep_queue, first_timeout, isolated_loss, response, response_at, tail_timeout, urgent_share,
-    wire,
+    LossDetection, LossPlan, NO_CUT, PACED_BELOW, Response, SlowStartEnd, TailPlan, TailTimeout,
+    WireCard, deep_queue, first_timeout, isolated_loss, response, response_at, tail_timeout,
+    urgent_share, wire,
 };
 use quiclab_explain::hello::{self, Hello, TransportParams};
 use quiclab_explain::one_rtt;
@@ -1508,20 +1508,40 @@ fn items(role: Role, quic: bool, runs: &[RunCard]) -> Vec<Item> {
                 each(&|r| flight(r).map(|f| f64::from(f.largest_burst))),
                 None,
             ));
-            // Later, the burst a typical packet leaves in: a pacer's burst, which read the
-            // same in four runs of each paced stack (2 to 10 packets), or what an unpaced
-            // sender lets out as the acknowledgements come, which moves with how the hosts
-            // schedule both endpoints (quiche's read 76 to 112 packets in four runs, Linux
-            // Cubic's 87 and 127; ngtcp2's GSO batches of 45 split into 32 to 45). The longest
-            // burst, an extreme, moved more (quiche's 123 to 308) and is not an item
-            out.push(Item::new(
-                "typical_burst",
-                "burst its typical packet leaves in, from its first data on (half its packets leave in bursts no longer)",
-                "packets",
-                Tolerance::WithinPlusShare(1.0, 0.5),
-                each(&|r| r.wire.typical_burst.map(f64::from)),
-                None,
-            ));
+            // Later, whether it paces: a pacer spreads a round trip's data over the round trip,
+            // in bursts of its own choosing, where an unpaced sender lets its data out as the
+            // acknowledgements come, in bursts whose length moves with how the hosts schedule
+            // both endpoints (quiche's typical burst read 30 and 132 packets in two runs, 47 to
+            // 126 in four; Linux Cubic's 87 and 127). The answer is yes or no; the share and the
+            // typical burst (the packet-weighted median, which read the same in four runs of
+            // each paced stack, 2 to 10 packets, and ngtcp2's GSO batches 32 to 45) are its
+            // words
+            let (paces, words) = worded(runs, |r| {
+                let (share, packets) = r.wire.busiest_tenth?;
+                let burst = r.wire.typical_burst.map_or(String::new(), |b| {
+                    format!(", its typical packet in a burst of {b}")
+                });
+                let yes = share < PACED_BELOW;
+                Some((
+                    if yes { 1.0 } else { 0.0 },
+                    format!(
+                        "{}: {:.0} % of its fullest round trip ({packets} packets) within a tenth of it{burst}",
+                        if yes { "yes" } else { "no" },
+                        share * 100.0
+                    ),
+                ))
+            });
+            out.push(
+                Item::new(
+                    "paces",
+                    "paces: spreads a round trip's data over it (less than half of its fullest round trip within a tenth of one)",
+                    "yes/no",
+                    Tolerance::Exact,
+                    paces,
+                    None,
+                )
+                .with_words(words),
+            );
             // β with the window it was read at: that window is where the sender stood when
             // the loss came (where slow start ended moves with the host's timing by a few
             // packets, and the window four round trips later with it: one CI run read 66.8
