@@ -720,12 +720,11 @@ pub fn stall_in(p: &Path) -> Result<Option<u64>, String> {
     Ok(most)
 }
 
-/// How late beyond what its reading takes ([`tolerated_lateness`]) the host handed over a
-/// departure of a `probe`'s trial, from the trial's events (`events.jsonl`), in nanoseconds
-/// (none: it ran on time enough).
-pub fn held_back(p: &Path, probe: &str, role: Role) -> Result<Option<u64>, String> {
-    let tolerated = tolerated_lateness(probe, role).as_nanos() as u64;
-    Ok(stall_in(p)?.filter(|&by| by > tolerated))
+/// How late the host handed over a departure of a trial, from its events (`events.jsonl`),
+/// in nanoseconds, where that is more than its probe's reading takes (`tolerated`,
+/// [`tolerated_lateness`]); none: it ran on time enough.
+pub fn held_back(p: &Path, tolerated: std::time::Duration) -> Result<Option<u64>, String> {
+    Ok(stall_in(p)?.filter(|&by| u128::from(by) > tolerated.as_nanos()))
 }
 
 /// Runs the probes `runs` times through `run_trial` (which runs one trial in `dir`, writing
@@ -746,7 +745,7 @@ pub fn fingerprint(
             for n in 1..=STALL_RERUNS + 1 {
                 let rec = run_trial(plan, &again, step)?;
                 let events = dir.join(trial_folder(&rec.id)).join("events.jsonl");
-                match held_back(&events, step.probe, subject.role) {
+                match held_back(&events, tolerated) {
                     Ok(Some(by)) if n <= STALL_RERUNS => {
                         stalled.borrow_mut().push(Stall {
                             run: step.run,
@@ -1809,21 +1808,33 @@ mod tests {
         // less than a probe read for its largest datagram does
         let most = line(2, EventKind::Late { by_ns: 3_700_000 });
         std::fs::write(&p, line(0, EventKind::Depart) + &most).unwrap();
-        assert_eq!(held_back(&p, "clean", Role::Server), Ok(Some(3_700_000)));
-        assert_eq!(held_back(&p, "jumbo", Role::Server), Ok(None));
-        assert_eq!(held_back(&p, "tail lost", Role::Server), Ok(None));
+        assert_eq!(
+            held_back(&p, tolerated_lateness("clean", Role::Server)),
+            Ok(Some(3_700_000))
+        );
+        assert_eq!(
+            held_back(&p, tolerated_lateness("jumbo", Role::Server)),
+            Ok(None)
+        );
+        assert_eq!(
+            held_back(&p, tolerated_lateness("tail lost", Role::Server)),
+            Ok(None)
+        );
         // and a probe not named is held to the strictest
         assert_eq!(
-            held_back(&p, "a new probe", Role::Server),
+            held_back(&p, tolerated_lateness("a new probe", Role::Server)),
             Ok(Some(3_700_000))
         );
         let most = line(2, EventKind::Late { by_ns: 5_100_000 });
         std::fs::write(&p, line(0, EventKind::Depart) + &most).unwrap();
         assert_eq!(
-            held_back(&p, "tail lost", Role::Server),
+            held_back(&p, tolerated_lateness("tail lost", Role::Server)),
             Ok(Some(5_100_000))
         );
-        assert_eq!(held_back(&p, "clean", Role::Client), Ok(None));
+        assert_eq!(
+            held_back(&p, tolerated_lateness("clean", Role::Client)),
+            Ok(None)
+        );
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(stall_in(&p).unwrap_err().contains("events.jsonl"));
     }
