@@ -39,6 +39,12 @@ pub enum Tolerance {
     /// host's timing adds to any answer, and what grows with the answer (a paced flight's
     /// span, whose every timer the host may wake late).
     WithinPlusShare(f64, f64),
+    /// One round trip of slow start more: the larger answer at most twice the smaller plus
+    /// this much (in the item's unit). A queue a slow start built when it ended: an exit on a
+    /// delay signal that misses a round trip's samples comes a round trip later, its flight
+    /// doubled once more, and a flight `F` that queues `Q` (`F = BDP + Q·rate`) queues
+    /// `2Q + RTT` once doubled; the amount is that RTT and the host's timing.
+    OneDoubling(f64),
 }
 
 impl Tolerance {
@@ -49,6 +55,7 @@ impl Tolerance {
             Tolerance::Bytes(b) | Tolerance::Within(b) => d <= b,
             Tolerance::Share(s) => d <= s * lo.abs(),
             Tolerance::WithinPlusShare(w, s) => d <= w + s * lo.abs(),
+            Tolerance::OneDoubling(w) => hi <= 2.0 * lo + w,
         }
     }
 
@@ -59,6 +66,7 @@ impl Tolerance {
             Tolerance::Share(s) => format!("±{:.0} %", s * 100.0),
             Tolerance::Within(w) => format!("±{w}"),
             Tolerance::WithinPlusShare(w, s) => format!("±({w} + {:.0} %)", s * 100.0),
+            Tolerance::OneDoubling(w) => format!("a round trip of slow start: up to 2 × + {w}"),
         }
     }
 }
@@ -219,5 +227,22 @@ mod tests {
         assert!(span(7.9).reproducible);
         assert!(!span(8.1).reproducible);
         assert_eq!(span(8.0).tolerance_text, "±(2 + 20 %)");
+        // a round trip of slow start: 2 × 107 + 110 = 324
+        let queued = |b| {
+            Item::new(
+                "k",
+                "l",
+                "ms",
+                Tolerance::OneDoubling(110.0),
+                vec![Some(b), Some(107.0)],
+                None,
+            )
+        };
+        assert!(queued(245.0).reproducible);
+        assert!(queued(324.0).reproducible);
+        assert!(!queued(324.5).reproducible);
+        // the smaller answer is the one doubled, whichever run gave it
+        assert!(queued(40.0).reproducible);
+        assert!(!Tolerance::OneDoubling(110.0).holds(30.0, 250.0));
     }
 }

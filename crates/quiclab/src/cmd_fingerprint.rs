@@ -21,8 +21,8 @@ use crate::out::Out;
 /// As a server (no rate limit): its first flight, its first and largest datagram (and the
 /// largest on a 9000-byte link over a 5 MB download at 10 Mbit/s: where path MTU discovery
 /// ends), its initial window (what it sends in the first round trip of data), over how long it
-/// sends that window and its largest burst, and the burst a typical packet leaves in later
-/// (pacing), its window after a loss planted in congestion avoidance over the one before (β;
+/// sends that window and its largest burst, whether it paces (the share of its fullest round
+/// trip of data sent within the busiest tenth of one: below a half is paced), its window after a loss planted in congestion avoidance over the one before (β;
 /// "no cut", as 1, for a sender that kept its flight through it, or through a first loss in
 /// slow start where its window then outgrew the object, as Linux's BBR does) and, over QUIC, on a small response that leaves at once, when it repairs a loss that one
 /// packet shows (its time threshold) and one that three show (its packet threshold), the rest
@@ -47,8 +47,9 @@ use crate::out::Out;
 /// A browser has a client card: `quiclab fingerprint chrome --role client`.
 ///
 /// Each probe runs --runs times; an item whose runs disagree beyond its tolerance is marked. A
-/// probe whose link the host held back (a departure 2 ms or more late, in the link's log) is
-/// run again, up to twice, and the card says how many were.
+/// probe whose link the host held back more than its reading takes (a departure late in the
+/// link's log by 2 ms for the clean and isolated-loss probes, up to 20 ms for the jumbo and long
+/// ones) is run again, up to twice, and the card says how many were.
 /// What moves with the host or the peer rather than the stack (the window β was read at, the
 /// tail probe's time from the anchor its RFC does not use) is in an answer's words, not checked.
 /// Knobs set on the stack (--knob KEY=VALUE, as a plan's arm sets them) show in the answers:
