@@ -302,6 +302,21 @@ pub const RETRY_PROBE_GROUPS: &str = "p256,x25519";
 /// The retry probe's object: the handshake is what it reads.
 pub const RETRY_PROBE_OBJECT: &str = "10kb";
 
+/// The probes' names, as their plans, steps and terminal lines give them (the resumption and
+/// priorities probes: [`RESUMPTION_PROBE`], [`PRIORITY_PROBE`]).
+pub mod probe {
+    pub const CLEAN: &str = "clean";
+    pub const P256_SHARE: &str = "p256 share";
+    pub const JUMBO: &str = "jumbo";
+    pub const LONG: &str = "long";
+    pub const FIRST_FLIGHTS_LOST: &str = "first flights lost";
+    pub const DEEP_QUEUE: &str = "deep queue";
+    pub const TAIL_LOST: &str = "tail lost";
+    pub const SMALL_CLEAN: &str = "small clean";
+    pub const ONE_LOSS: &str = "one loss";
+    pub const TWO_LOSSES: &str = "two losses";
+}
+
 /// How many times an isolated-loss probe runs before its items say why it could not be read:
 /// its plan counts data packets, and the small packets around the response's last ones
 /// (whether they go behind it, or ride in it) differ from trial to trial.
@@ -681,22 +696,22 @@ pub fn tolerated_lateness(probe: &str, role: Role) -> std::time::Duration {
     match probe {
         // the largest datagram: a path-MTU search runs on round trips' timers (quic-go's one
         // probe every 5 smoothed RTTs); the stalls that once stopped one were 50 to 103 ms
-        "jumbo" | "long" => Duration::from_millis(20),
+        probe::JUMBO | probe::LONG => Duration::from_millis(20),
         // a client's clean probe, a 5 MB download: its hello (no timing), largest datagram and
         // data packets per acknowledgement (±20 % of some 3,600 packets; 10 ms holds back 8
         // packets at 10 Mbit/s)
-        "clean" if role == Role::Client => Duration::from_millis(10),
+        probe::CLEAN if role == Role::Client => Duration::from_millis(10),
         // the handshake's words; the resumed first byte's round trips (±0.1: 10 ms); where the
         // urgent response arrives (a round trip wide); where the isolated losses go (indices)
-        "p256 share" | RESUMPTION_PROBE | PRIORITY_PROBE | "small clean" => {
+        probe::P256_SHARE | RESUMPTION_PROBE | PRIORITY_PROBE | probe::SMALL_CLEAN => {
             Duration::from_millis(10)
         }
         // a first timer of 200 ms or more (±10 %); the queueing at slow start's end (a round
         // trip of slow start: up to twice the less and a path RTT more)
-        "first flights lost" | "deep queue" => Duration::from_millis(10),
+        probe::FIRST_FLIGHTS_LOST | probe::DEEP_QUEUE => Duration::from_millis(10),
         // the tail's timer (±(10 ms + 10 %)); β, from flights a round trip (100 ms) long
         // (±0.05)
-        "tail lost" | "one loss" | "two losses" => Duration::from_millis(5),
+        probe::TAIL_LOST | probe::ONE_LOSS | probe::TWO_LOSSES => Duration::from_millis(5),
         // a server's first round trip of data, its span read ±(2 ms + 20 %); an isolated
         // loss's repair, 12.5 ms after an acknowledgement (±5 ms)
         _ => quiclab_link::event::LATE_EVENT,
@@ -771,8 +786,8 @@ pub fn fingerprint(
             runs,
             probe,
         };
-        let (plan, spec) = subject.probe("clean", &[], run, subject.object())?;
-        let rec = run_trial(&plan, &spec, step("clean"))?;
+        let (plan, spec) = subject.probe(probe::CLEAN, &[], run, subject.object())?;
+        let rec = run_trial(&plan, &spec, step(probe::CLEAN))?;
         let clean_log =
             log_of(dir, &rec).map_err(|e| format!("the clean probe (run {}): {e}", run + 1))?;
         let clean = wire(&clean_log, &path, &framing)
@@ -805,8 +820,8 @@ pub fn fingerprint(
             peer.knobs.retain(|(k, _)| k != "groups");
             peer.knobs
                 .push(("groups".into(), RETRY_PROBE_GROUPS.into()));
-            let (p, sp) = peer.probe("p256 share", &[], run, RETRY_PROBE_OBJECT)?;
-            let r = run_trial(&p, &sp, step("p256 share"))?;
+            let (p, sp) = peer.probe(probe::P256_SHARE, &[], run, RETRY_PROBE_OBJECT)?;
+            let r = run_trial(&p, &sp, step(probe::P256_SHARE))?;
             trials.push(trial_folder(&r.id));
             match server_hello_of(dir, &r) {
                 Ok(h) => retry_probe = Some(h),
@@ -857,8 +872,8 @@ pub fn fingerprint(
             }
         }
         // path MTU discovery: the same transfer where the link takes 9000-byte packets
-        let (p, sp) = subject.probe("jumbo", &subject.jumbo_keys(), run, LONG_OBJECT)?;
-        let r = run_trial(&p, &sp, step("jumbo"))?;
+        let (p, sp) = subject.probe(probe::JUMBO, &subject.jumbo_keys(), run, LONG_OBJECT)?;
+        let r = run_trial(&p, &sp, step(probe::JUMBO))?;
         trials.push(trial_folder(&r.id));
         let jumbo = log_of(dir, &r)
             .and_then(|log| wire(&log, &path, &framing))
@@ -870,8 +885,8 @@ pub fn fingerprint(
         let largest_payload = match subject.role {
             Role::Client => clean.client_largest_payload,
             Role::Server => {
-                let (p, sp) = subject.probe("long", &subject.long_keys(), run, LONG_OBJECT)?;
-                let r = run_trial(&p, &sp, step("long"))?;
+                let (p, sp) = subject.probe(probe::LONG, &subject.long_keys(), run, LONG_OBJECT)?;
+                let r = run_trial(&p, &sp, step(probe::LONG))?;
                 trials.push(trial_folder(&r.id));
                 log_of(dir, &r)
                     .and_then(|log| wire(&log, &path, &framing))
@@ -886,12 +901,12 @@ pub fn fingerprint(
         let mut timeout = None;
         for attempt in 0..ATTEMPTS {
             let (p, sp) = subject.probe(
-                "first flights lost",
+                probe::FIRST_FLIGHTS_LOST,
                 &planted.link_keys(),
                 run + 100 * attempt,
                 OBJECT,
             )?;
-            let r = run_trial(&p, &sp, step("first flights lost"))?;
+            let r = run_trial(&p, &sp, step(probe::FIRST_FLIGHTS_LOST))?;
             trials.push(trial_folder(&r.id));
             let lost = log_of(dir, &r)
                 .map_err(|e| format!("the first-flights-lost probe (run {}): {e}", run + 1))?;
@@ -920,8 +935,8 @@ pub fn fingerprint(
                 ("down-queue", format!("{DEEP_QUEUE_MS}ms")),
             ];
             let wide = subject.with_wide_peer_window();
-            let (p, sp) = wide.probe("deep queue", &keys, run, DEEP_OBJECT)?;
-            let r = run_trial(&p, &sp, step("deep queue"))?;
+            let (p, sp) = wide.probe(probe::DEEP_QUEUE, &keys, run, DEEP_OBJECT)?;
+            let r = run_trial(&p, &sp, step(probe::DEEP_QUEUE))?;
             trials.push(trial_folder(&r.id));
             match log_of(dir, &r).and_then(|log| deep_queue(&log, &path, &framing)) {
                 Ok(q) => deep = Some(q),
@@ -945,9 +960,13 @@ pub fn fingerprint(
                 .map_err(|e| format!("the tail probe (run {}): {e}", run + 1))?;
             for attempt in 0..ATTEMPTS {
                 tail = Some(plan);
-                let (p, sp) =
-                    wide.probe("tail lost", &plan.link_keys(), run + 100 * attempt, OBJECT)?;
-                let r = run_trial(&p, &sp, step("tail lost"))?;
+                let (p, sp) = wide.probe(
+                    probe::TAIL_LOST,
+                    &plan.link_keys(),
+                    run + 100 * attempt,
+                    OBJECT,
+                )?;
+                let r = run_trial(&p, &sp, step(probe::TAIL_LOST))?;
                 trials.push(trial_folder(&r.id));
                 let log = log_of(dir, &r)
                     .map_err(|e| format!("the tail-lost probe (run {}): {e}", run + 1))?;
@@ -966,8 +985,8 @@ pub fn fingerprint(
             // isolated losses: planted from a small clean transfer's log, each run once more,
             // planted from its own log, where it landed elsewhere than its plan said
             if quic {
-                let (p, sp) = subject.probe("small clean", &[], run, ISOLATED_OBJECT)?;
-                let r = run_trial(&p, &sp, step("small clean"))?;
+                let (p, sp) = subject.probe(probe::SMALL_CLEAN, &[], run, ISOLATED_OBJECT)?;
+                let r = run_trial(&p, &sp, step(probe::SMALL_CLEAN))?;
                 trials.push(trial_folder(&r.id));
                 let small = log_of(dir, &r);
                 for (probe, behind) in ISOLATED {
@@ -1020,8 +1039,8 @@ pub fn fingerprint(
                 second_loss_why = None;
                 let first = LossPlan::first_of(&clean_log, &path, &framing)?;
                 losses = Some(first);
-                let (p, s) = wide.probe("one loss", &first.link_keys(), seed, size)?;
-                let r = run_trial(&p, &s, step("one loss"))?;
+                let (p, s) = wide.probe(probe::ONE_LOSS, &first.link_keys(), seed, size)?;
+                let r = run_trial(&p, &s, step(probe::ONE_LOSS))?;
                 trials.push(trial_folder(&r.id));
                 let once = log_of(dir, &r)?;
                 // the flight at the first loss, in slow start: a sender that cuts there shows
@@ -1044,8 +1063,8 @@ pub fn fingerprint(
                 let second = (|| {
                     let plan = first.then(&once, &path, &framing)?;
                     losses = Some(plan);
-                    let (p, s) = wide.probe("two losses", &plan.link_keys(), seed, size)?;
-                    let r = run_trial(&p, &s, step("two losses"))?;
+                    let (p, s) = wide.probe(probe::TWO_LOSSES, &plan.link_keys(), seed, size)?;
+                    let r = run_trial(&p, &s, step(probe::TWO_LOSSES))?;
                     trials.push(trial_folder(&r.id));
                     response(&log_of(dir, &r)?, &path, &framing, &plan)
                 })();
@@ -1816,15 +1835,15 @@ mod tests {
         let most = line(2, EventKind::Late { by_ns: 3_700_000 });
         std::fs::write(&p, line(0, EventKind::Depart) + &most).unwrap();
         assert_eq!(
-            held_back(&p, tolerated_lateness("clean", Role::Server)),
+            held_back(&p, tolerated_lateness(probe::CLEAN, Role::Server)),
             Ok(Some(3_700_000))
         );
         assert_eq!(
-            held_back(&p, tolerated_lateness("jumbo", Role::Server)),
+            held_back(&p, tolerated_lateness(probe::JUMBO, Role::Server)),
             Ok(None)
         );
         assert_eq!(
-            held_back(&p, tolerated_lateness("tail lost", Role::Server)),
+            held_back(&p, tolerated_lateness(probe::TAIL_LOST, Role::Server)),
             Ok(None)
         );
         // and a probe not named is held to the strictest
@@ -1835,11 +1854,11 @@ mod tests {
         let most = line(2, EventKind::Late { by_ns: 5_100_000 });
         std::fs::write(&p, line(0, EventKind::Depart) + &most).unwrap();
         assert_eq!(
-            held_back(&p, tolerated_lateness("tail lost", Role::Server)),
+            held_back(&p, tolerated_lateness(probe::TAIL_LOST, Role::Server)),
             Ok(Some(5_100_000))
         );
         assert_eq!(
-            held_back(&p, tolerated_lateness("clean", Role::Client)),
+            held_back(&p, tolerated_lateness(probe::CLEAN, Role::Client)),
             Ok(None)
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -1870,7 +1889,7 @@ mod tests {
                 }
                 .link_keys();
                 let (plan, spec) = subject
-                    .probe("first flights lost", &drops, 1, OBJECT)
+                    .probe(probe::FIRST_FLIGHTS_LOST, &drops, 1, OBJECT)
                     .unwrap_or_else(|e| panic!("{} as {}: {e}", s.name(), role.name()));
                 assert_eq!(plan.conditions.len(), 1);
                 let cfg = spec.config(&plan).to_string();
