@@ -1239,41 +1239,36 @@ mod tests {
                 .is_some_and(|a| (a - 0.2).abs() < 1e-6),
             "{l:?}"
         );
+        // a packet of the client's, sent `after` the third's delivery, `size` bytes on the link
+        let (clean, carried) = small_response(&[(74, true)], &[3, 7], 250.55);
+        let third = delivered(&clean.down[6]).unwrap();
+        let sent = |log: &mut LinkLog, after: u64, size: u32| {
+            log.up.push(Packet {
+                arrive_ns: third + after,
+                size,
+                fate: Fate::Departed(third + after + 50 * MS),
+            });
+            log.up.sort_by_key(|p| p.arrive_ns);
+        };
         // the client answering the third only with its ACK delay (it read the first two
         // together): the sender's threshold was not asked
-        let (mut log, carried) = small_response(&[(74, true)], &[3, 7], 250.55);
-        let third = delivered(&log.down[6]).unwrap();
+        let mut log = clean.clone();
         log.up
             .retain(|p| p.arrive_ns < third || p.arrive_ns > third + MS);
-        log.up.push(Packet {
-            arrive_ns: third + 25 * MS,
-            size: 62,
-            fate: Fate::Departed(third + 75 * MS),
-        });
-        log.up.sort_by_key(|p| p.arrive_ns);
+        sent(&mut log, 25 * MS, 62);
+        let e = isolated_loss(&log, &FIFTY_MS, &carried, 3).unwrap_err();
+        assert!(e.contains("25.0 ms after its delivery"), "{e}");
+        // and with the client's path-MTU probe (1378 bytes: PING and PADDING) sent at once:
+        // that answers nothing
+        sent(&mut log, MS / 10, 1378);
         let e = isolated_loss(&log, &FIFTY_MS, &carried, 3).unwrap_err();
         assert!(e.contains("25.0 ms after its delivery"), "{e}");
         // the client answering at once, but before it read the third: its acknowledgement of
         // the third comes with its ACK delay, nothing new delivered meanwhile
-        let (mut late, carried) = small_response(&[(74, true)], &[3, 7], 250.55);
-        late.up.push(Packet {
-            arrive_ns: third + 26 * MS,
-            size: 74,
-            fate: Fate::Departed(third + 76 * MS),
-        });
-        late.up.sort_by_key(|p| p.arrive_ns);
+        let mut late = clean.clone();
+        sent(&mut late, 26 * MS, 74);
         let e = isolated_loss(&late, &FIFTY_MS, &carried, 3).unwrap_err();
         assert!(e.contains("acknowledged again 26.0 ms after"), "{e}");
-        // and with the client's path-MTU probe (1378 bytes: PING and PADDING) sent at once:
-        // that answers nothing
-        log.up.push(Packet {
-            arrive_ns: third + MS / 10,
-            size: 1378,
-            fate: Fate::Departed(third + 50 * MS + MS / 10),
-        });
-        log.up.sort_by_key(|p| p.arrive_ns);
-        let e = isolated_loss(&log, &FIFTY_MS, &carried, 3).unwrap_err();
-        assert!(e.contains("25.0 ms after its delivery"), "{e}");
         // with one of the three an acknowledgement, it cannot be read
         let (log, mut carried) = small_response(&[(74, true)], &[3, 7], 250.55);
         // (the capture's fourth datagram: the first behind the loss)
