@@ -1268,7 +1268,13 @@ mod tests {
         let mut late = clean.clone();
         sent(&mut late, 26 * MS, 74);
         let e = isolated_loss(&late, &FIFTY_MS, &carried, 3).unwrap_err();
-        assert!(e.contains("acknowledged again 26.0 ms after"), "{e}");
+        assert!(
+            e.contains(
+                "acknowledged again 26.0 ms after the last of the 3 packets behind the lost one \
+                 reached it, with nothing new delivered"
+            ),
+            "{e}"
+        );
         // with one of the three an acknowledgement, it cannot be read
         let (log, mut carried) = small_response(&[(74, true)], &[3, 7], 250.55);
         // (the capture's fourth datagram: the first behind the loss)
@@ -1830,7 +1836,9 @@ pub fn isolated_loss(
             && p.size < DATA_PAYLOAD
     }) {
         return Err(format!(
-            "the client acknowledged again {:.1} ms after the last of the {behind} packets              behind the lost one reached it, with nothing new delivered (its ACK delay): its              answer at once had not shown them all",
+            "the client acknowledged again {:.1} ms after the last of the {behind} packets \
+             behind the lost one reached it, with nothing new delivered (its ACK delay): its \
+             answer at once had not shown them all",
             (p.arrive_ns - delivered_at) as f64 / 1e6
         ));
     }
