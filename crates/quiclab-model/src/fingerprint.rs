@@ -66,7 +66,9 @@ impl Tolerance {
             Tolerance::Share(s) => format!("±{:.0} %", s * 100.0),
             Tolerance::Within(w) => format!("±{w}"),
             Tolerance::WithinPlusShare(w, s) => format!("±({w} + {:.0} %)", s * 100.0),
-            Tolerance::OneDoubling(w) => format!("a round trip of slow start: up to 2 × + {w}"),
+            Tolerance::OneDoubling(w) => {
+                format!("a round trip of slow start (at most 2 × the less + {w})")
+            }
         }
     }
 }
@@ -244,5 +246,9 @@ mod tests {
         // the smaller answer is the one doubled, whichever run gave it
         assert!(queued(40.0).reproducible);
         assert!(!Tolerance::OneDoubling(110.0).holds(30.0, 250.0));
+        assert_eq!(
+            queued(245.0).tolerance_text,
+            "a round trip of slow start (at most 2 × the less + 110)"
+        );
     }
 }

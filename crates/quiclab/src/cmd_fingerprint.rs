@@ -22,11 +22,12 @@ use crate::out::Out;
 /// largest on a 9000-byte link over a 5 MB download at 10 Mbit/s: where path MTU discovery
 /// ends), its initial window (what it sends in the first round trip of data), over how long it
 /// sends that window and its largest burst, whether it paces (the share of its fullest round
-/// trip of data sent within the busiest tenth of one: below a half is paced), its window after a loss planted in congestion avoidance over the one before (β;
-/// "no cut", as 1, for a sender that kept its flight through it, or through a first loss in
-/// slow start where its window then outgrew the object, as Linux's BBR does) and, over QUIC, on a small response that leaves at once, when it repairs a loss that one
-/// packet shows (its time threshold) and one that three show (its packet threshold), the rest
-/// of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its
+/// trip of data sent within the busiest tenth of one: below a half is paced), its window after
+/// a loss planted in congestion avoidance over the one before (β; "no cut", as 1, for a sender
+/// that kept its flight through it, or through a first loss in slow start where its window
+/// then outgrew the object, as Linux's BBR does) and, over QUIC, on a small response that
+/// leaves at once, when it repairs a loss that one packet shows (its time threshold) and one
+/// that three show (its packet threshold), the rest of the round trip blacked out (its 1-RTT packets opened with the trial's key log); its
 /// first retransmission timer (its first flight dropped on purpose), and its timer once the
 /// path is measured (its transfer's last flight dropped whole: the time to its first probe or
 /// retransmission, from where its RFC starts it: over QUIC its last packet, over TCP the
