@@ -904,7 +904,7 @@ pub fn tail_timeout(log: &LinkLog, plan: &TailPlan, f: &Framing) -> TailTimeout 
     }
     let answered = |p: &Packet| {
         delivered(p)
-            .is_some_and(|t| client_after(log, t).is_some_and(|u| u.arrive_ns <= t + ANSWER_NS))
+            .is_some_and(|t| client_ack_after(log, t).is_some_and(|u| u.arrive_ns <= t + ANSWER_NS))
     };
     // a datagram larger than the data's is a path-MTU probe, sent on a timer of its own
     let mtu_probe = |p: &Packet| f.payload(p) >= DATA_PAYLOAD && !is_data(p);
@@ -1452,6 +1452,12 @@ mod tests {
             up: log.up[..1].to_vec(),
             ..log
         };
+        let t = tail_timeout(&log, &plan, &Framing::QUIC);
+        assert!(t.ms.is_none() && t.why.is_some(), "{t:?}");
+        // nor are they when what the client sent at once is a path-MTU probe (PING and
+        // PADDING, larger than the data's packets), which answers nothing
+        let mut log = log;
+        log.up.push(packet(279, 1312, Fate::Departed(329 * MS)));
         let t = tail_timeout(&log, &plan, &Framing::QUIC);
         assert!(t.ms.is_none() && t.why.is_some(), "{t:?}");
     }
