@@ -12,6 +12,8 @@ use quiclab_model::task::{Ask, ClientTask, Get, Recording, Request};
 use quiclab_pages::page;
 use quiclab_pages::site;
 
+/// Load a web page in Chromium and report its load event, paints and Speed Index
+///
 /// Load a web page in Chromium (headless, a fresh profile) and report the network and the
 /// browser's own metrics: the load event, first and largest contentful paint, and the Speed
 /// Index of a filmstrip of screenshots (WebPageTest's definition), with every resource's

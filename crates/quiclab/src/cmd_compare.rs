@@ -10,6 +10,8 @@ use serde_json::json;
 use crate::out::Out;
 use crate::usage::usage;
 
+/// Put two campaigns side by side: B's median TTLB against A's, cell by cell
+///
 /// Put two campaigns side by side: the same cells (arm, condition, size) of each, B's median
 /// TTLB against A's.
 ///

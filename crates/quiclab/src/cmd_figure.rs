@@ -10,6 +10,8 @@ use quiclab_report::figures::{Figure, figures};
 use quiclab_store::Store;
 use resvg::{tiny_skia, usvg};
 
+/// Write the report's figures one by one: SVG, PNG, the data as CSV, the caption
+///
 /// Write the report's figures one by one: each as SVG (the page's own, byte for byte), as PNG,
 /// and the data it draws as CSV, with its caption in NAME.txt.
 ///

@@ -57,7 +57,8 @@ use crate::out::Out;
 /// `quiclab fingerprint quinn --knob quic-initial-rtt=10ms` gives a first timer near 30 ms (three
 /// times the initial RTT), `--knob quic-cc=newreno` a β near 0.5. A server card takes eleven trials
 /// per run (fourteen over QUIC), a client card three (one or two more where a planted event
-/// missed). Runs as root (the trials make namespaces).
+/// missed). The trials make namespaces: run it as root, or as an ordinary user where the host
+/// allows user namespaces (docs/operating-safely.md).
 #[derive(Args)]
 pub struct FingerprintCmd {
     /// The stacks to measure, as plans name them (an unknown name is answered with the list).

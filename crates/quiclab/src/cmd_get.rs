@@ -11,6 +11,8 @@ use crate::recordargs::RecordArgs;
 use crate::trustargs::{TcpArgs, TrustArgs};
 use crate::usage::usage;
 
+/// Fetch URLs over HTTP/1.1, HTTP/2, HTTP/3 or the coded transport, timing each request
+///
 /// Fetch URLs over HTTP/1.1 or HTTP/2 on TCP and TLS 1.3 (rustls with ring, hyper), over
 /// HTTP/3 on QUIC (quinn, h3), or over the network-coded transport (--http coded: RaptorQ-coded
 /// data over TLS 1.3-protected UDP, one request per stream), timing every request.

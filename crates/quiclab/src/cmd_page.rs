@@ -12,6 +12,8 @@ use crate::recordargs::RecordArgs;
 use crate::trustargs::{TcpArgs, TrustArgs};
 use crate::usage::usage;
 
+/// Load a web page like a browser, each resource once what names it has arrived
+///
 /// Load a web page like a browser: the document first, then every resource as soon as the
 /// resource naming it has arrived (the HTML names stylesheets, scripts and images; stylesheets
 /// name fonts and background images; scripts may load more). Each resource is fetched as

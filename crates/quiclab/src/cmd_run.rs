@@ -113,6 +113,8 @@ pub struct ReportCmd {
     dir: PathBuf,
 }
 
+/// Merge the shards of one campaign into one campaign directory, and render its report
+///
 /// Merge the shards of one campaign (`quiclab run --shard K/N`, one directory each, perhaps
 /// from several machines) into one campaign directory, and render its report.
 ///

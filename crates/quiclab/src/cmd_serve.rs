@@ -12,6 +12,8 @@ use crate::quicargs::QuicArgs;
 use crate::recordargs::RecordArgs;
 use crate::usage::{Usage, usage};
 
+/// Serve HTTP/1.1, HTTP/2 and HTTP/3 (and the coded transport) to get, page and browse
+///
 /// Serve HTTP/1.1 and HTTP/2 over TCP and TLS 1.3 (rustls with ring, hyper), and HTTP/3 over
 /// QUIC (quinn, h3) on the same UDP port unless --no-quic.
 ///

@@ -35,7 +35,9 @@ use clap::{CommandFactory, Parser, Subcommand};
 /// Every trial runs in a pair of network namespaces (client, server) joined by quiclab's own
 /// userspace link emulator: delay, jitter, i.i.d. and burst loss, outages, rate limits with a
 /// drop-tail queue, Mahimahi traces, MTU. Random decisions are seeded per packet index, so two
-/// protocols can be compared on the very same loss pattern. Needs root.
+/// protocols can be compared on the very same loss pattern. The commands that make namespaces
+/// run as root, or as an ordinary user inside a user namespace of their own where the host
+/// allows one (docs/operating-safely.md).
 #[derive(Parser)]
 #[command(
     name = "quiclab",
@@ -85,8 +87,6 @@ enum Cmd {
 }
 
 impl Cmd {
-    /// Whether the command times something (a trial, a link, an endpoint), so that its code
-    /// must not wait on the disk mid-run.
     /// Whether the command makes network namespaces: run by a user other than root, it runs
     /// inside a user namespace of its own (`quiclab_netns::rootless`).
     fn makes_namespaces(&self) -> bool {
@@ -97,6 +97,8 @@ impl Cmd {
         }
     }
 
+    /// Whether the command times something (a trial, a link, an endpoint), so that its code
+    /// must not wait on the disk mid-run.
     fn measures(&self) -> bool {
         !matches!(
             self,
@@ -246,6 +248,24 @@ fn main() {
 mod tests {
     use super::*;
     use quiclab_runner::plan::{self, Profile};
+
+    /// `quiclab --help` lists each command with its summary, the first paragraph of its help,
+    /// which clap wraps to the list's width. A summary of several lines, kept as written by a
+    /// command whose help is verbatim, breaks the list mid-sentence: every summary is one line.
+    #[test]
+    fn every_command_is_listed_with_a_one_line_summary() {
+        let cli = Cli::command();
+        let long: Vec<String> = cli
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .filter_map(|c| {
+                let about = c.get_about().map(|a| a.to_string()).unwrap_or_default();
+                (about.is_empty() || about.contains('\n'))
+                    .then(|| format!("{}: {about:?}", c.get_name()))
+            })
+            .collect();
+        assert!(long.is_empty(), "{}", long.join("\n"));
+    }
 
     /// The runner starts quiclab's own endpoints: every launch the built-in plans give a trial
     /// (one trial per arm, condition and size of each plan, in both profiles) parses against
