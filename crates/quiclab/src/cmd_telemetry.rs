@@ -15,7 +15,7 @@ use crate::quicargs::QuicArgs;
 use crate::recordargs::{RecordArgs, duration};
 use crate::usage::{Usage, usage};
 
-/// Send timestamped telemetry units to `quiclab serve`, which logs each one's latency
+/// Send timestamped telemetry units to `quiclab serve`, which logs each one's arrival
 ///
 /// Send telemetry: 8-byte units, each holding its generation time (CLOCK_MONOTONIC
 /// microseconds), generated at a constant rate and sent in flushes, to a `quiclab serve
